@@ -1,0 +1,59 @@
+/**
+ * optmark's command line: `./bin/optmark <command> [args]` (also `npm run optmark -- <command>`).
+ * Each command lives in src/commands/ and is loaded only when asked for, so `key list` does not pay for
+ * loading sharp or uWebSockets.js.
+ */
+import { UsageError } from './commands/args.js';
+import { ConfigError } from './config.js';
+
+export type CommandMain = (args: string[]) => Promise<number>;
+
+interface CommandEntry {
+  summary: string;
+  load: () => Promise<{ main: CommandMain }>;
+}
+
+const COMMANDS: Record<string, CommandEntry> = {
+  serve: { summary: 'start the HTTP service', load: () => import('./commands/serve.js') },
+};
+
+function usage(): string {
+  const width = Math.max(...Object.keys(COMMANDS).map((n) => n.length));
+  const lines = Object.entries(COMMANDS).map(([name, c]) => `  ${name.padEnd(width)}  ${c.summary}`);
+  return `usage: optmark <command> [args]\n\ncommands:\n${lines.join('\n')}\n`;
+}
+
+async function run(argv: string[]): Promise<number> {
+  const [name, ...args] = argv;
+  if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
+    process.stdout.write(usage());
+    return name === undefined ? 2 : 0;
+  }
+  const entry = COMMANDS[name];
+  if (!entry) {
+    process.stderr.write(`optmark: unknown command "${name}"\n\n${usage()}`);
+    return 2;
+  }
+  const { main } = await entry.load();
+  return main(args);
+}
+
+run(process.argv.slice(2)).then(
+  (code) => {
+    process.exitCode = code;
+  },
+  (err: unknown) => {
+    if (err instanceof ConfigError) {
+      process.stderr.write(`optmark: configuration error: ${err.message}\n`);
+      process.exitCode = 78; // EX_CONFIG
+      return;
+    }
+    if (err instanceof UsageError) {
+      process.stderr.write(`optmark: ${err.message}\n`);
+      process.exitCode = 2;
+      return;
+    }
+    process.stderr.write(`optmark: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);
+    process.exitCode = 1;
+  },
+);

@@ -1,0 +1,107 @@
+/**
+ * Typed errors with stable codes. The code string is the contract: errors cross worker threads by
+ * structured clone and lose their class there, so callers switch on `code`, never on `instanceof`.
+ * HTTP status mapping happens once, at the edge (src/http/errors.ts).
+ */
+
+export const ERROR_CODES = [
+  // input
+  'unsupported_format',
+  'damaged_image',
+  'limit_exceeded',
+  'payload_too_large',
+  'malformed_multipart',
+  'missing_image',
+  'too_many_parts',
+  'unsupported_media_type',
+  // auth and quota
+  'missing_api_key',
+  'invalid_api_key',
+  'plan_required',
+  'quota_exceeded',
+  // routing
+  'not_found',
+  'method_not_allowed',
+  // capacity
+  'overloaded',
+  'processing_timeout',
+  // anything else
+  'internal_error',
+] as const;
+
+export type ErrorCode = (typeof ERROR_CODES)[number];
+
+const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
+  unsupported_format: 'The file is not a JPEG, PNG or WebP image.',
+  damaged_image: 'The image is too damaged to edit safely.',
+  limit_exceeded: 'The image exceeds a processing limit.',
+  payload_too_large: 'The upload is larger than the size limit.',
+  malformed_multipart: 'The request body is not valid multipart/form-data.',
+  missing_image: 'The request has no "image" file part.',
+  too_many_parts: 'The request must carry exactly one "image" file part.',
+  unsupported_media_type: 'The "image" part must have an image/* content type.',
+  missing_api_key: 'An API key is required: send "Authorization: Bearer <key>".',
+  invalid_api_key: 'The API key is not valid.',
+  plan_required: 'This account\'s plan does not include API access.',
+  quota_exceeded: 'The monthly limit for this operation is used up.',
+  not_found: 'No such route.',
+  method_not_allowed: 'This route does not accept that method.',
+  overloaded: 'The server is busy; retry shortly.',
+  processing_timeout: 'Processing the image took too long.',
+  internal_error: 'Something went wrong on the server.',
+};
+
+/** Base class for every error optmark raises on purpose. */
+export class OptmarkError extends Error {
+  readonly code: ErrorCode;
+  constructor(code: ErrorCode, message?: string, options?: { cause?: unknown }) {
+    super(message ?? DEFAULT_MESSAGES[code], options);
+    this.code = code;
+    this.name = 'OptmarkError';
+  }
+}
+
+/** The bytes are not one of the supported containers. */
+export class UnsupportedFormatError extends OptmarkError {
+  constructor(message?: string) {
+    super('unsupported_format', message);
+  }
+}
+
+/** A supported container whose structure cannot be edited safely. */
+export class DamagedImageError extends OptmarkError {
+  constructor(message?: string) {
+    super('damaged_image', message);
+  }
+}
+
+/** A named processing limit was exceeded (metadata too large, too many chunks, pixel budget, ...). */
+export class LimitExceededError extends OptmarkError {
+  constructor(message?: string) {
+    super('limit_exceeded', message);
+  }
+}
+
+export function defaultMessage(code: ErrorCode): string {
+  return DEFAULT_MESSAGES[code];
+}
+
+export function isErrorCode(value: unknown): value is ErrorCode {
+  return typeof value === 'string' && (ERROR_CODES as readonly string[]).includes(value);
+}
+
+/** The plain shape an error takes across a thread boundary. */
+export interface ErrorShape {
+  code: ErrorCode;
+  message: string;
+}
+
+/** Reduces anything thrown to a stable shape; unknown errors become internal_error with no internals. */
+export function toErrorShape(err: unknown): ErrorShape {
+  if (err instanceof OptmarkError) return { code: err.code, message: err.message };
+  if (err && typeof err === 'object' && isErrorCode((err as { code?: unknown }).code)) {
+    const e = err as { code: ErrorCode; message?: unknown };
+    return { code: e.code, message: typeof e.message === 'string' ? e.message : DEFAULT_MESSAGES[e.code] };
+  }
+  return { code: 'internal_error', message: DEFAULT_MESSAGES.internal_error };
+}
