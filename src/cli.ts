@@ -15,6 +15,9 @@ interface CommandEntry {
 
 const COMMANDS: Record<string, CommandEntry> = {
   serve: { summary: 'start the HTTP service', load: () => import('./commands/serve.js') },
+  account: { summary: 'create and list accounts, set their plan and monthly limits', load: () => import('./commands/account.js') },
+  key: { summary: 'issue, list and revoke API keys', load: () => import('./commands/key.js') },
+  usage: { summary: "show an account's protect and verify counts for a month", load: () => import('./commands/usage.js') },
 };
 
 function usage(): string {
