@@ -1,0 +1,306 @@
+/**
+ * JPEG container: SOI, then marker segments (FF xx, u16 big-endian length that counts itself), then
+ * the first SOS, after which everything (scan data, later segments, EOI, trailers such as MPF
+ * secondary images and gain maps) is kept as one opaque tail.
+ *
+ * XMP lives in APP1 segments: the main packet after `http://ns.adobe.com/xap/1.0/\0`, Extended XMP
+ * after `http://ns.adobe.com/xmp/extension/\0` + 32-char GUID + full length (u32 BE) + offset (u32 BE).
+ * Spec: XMP Specification Part 3 (2020) §1.1.3; ITU T.81 Annex B; CIPA DC-007 (MPF).
+ */
+import { createHash } from 'node:crypto';
+import { DamagedImageError, LimitExceededError } from '../errors.js';
+import { ascii, assemble, startsWith, u16be, u32be, writeU32be } from './bytes.js';
+import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
+
+const MARKER_SOI = 0xd8; // ff d8
+const MARKER_EOI = 0xd9; // ff d9
+const MARKER_SOS = 0xda; // ff da
+const MARKER_TEM = 0x01; // ff 01, standalone
+const MARKER_RST0 = 0xd0; // ff d0..d7, standalone
+const MARKER_RST7 = 0xd7;
+const MARKER_APP0 = 0xe0; // ff e0 (JFIF, JFXX)
+const MARKER_APP1 = 0xe1; // ff e1 (Exif, XMP)
+const MARKER_APP2 = 0xe2; // ff e2 (ICC, MPF, FPXR)
+
+const XMP_SIG = ascii('http://ns.adobe.com/xap/1.0/\0');
+const EXT_SIG = ascii('http://ns.adobe.com/xmp/extension/\0');
+const EXIF_SIG = ascii('Exif\0');
+const MPF_SIG = ascii('MPF\0');
+
+/** A segment's length field counts itself: 65535 - 2 bytes of payload at most. */
+const MAX_SEGMENT_PAYLOAD = 65533;
+const EXT_HEADER = EXT_SIG.length + 32 + 4 + 4;
+const MAX_EXT_PORTION = MAX_SEGMENT_PAYLOAD - EXT_HEADER;
+/** Extended XMP bigger than this is not reassembled (the upload limit is far below it anyway). */
+const MAX_EXTENDED_BYTES = 64 * 1024 * 1024;
+/** Segments before the first scan; each is at least 4 bytes, this only bounds bookkeeping. */
+const MAX_SEGMENTS = 100_000;
+
+type Kind = 'xmp' | 'ext' | 'mpf' | 'exif' | 'app0' | 'other' | 'standalone' | 'junk';
+
+interface Piece {
+  kind: Kind;
+  /** Offset of the first byte (0xFF fill bytes included) and one past the last. */
+  start: number;
+  end: number;
+  /** Offset of the payload after the length field (segments only). */
+  payload: number;
+}
+
+interface Layout {
+  /** Everything between SOI and the first SOS, in order, covering it without gaps. */
+  pieces: Piece[];
+  /** Offset of the first SOS marker: the tail from here on is kept as it is. */
+  scan: number;
+}
+
+function classify(bytes: Uint8Array, marker: number, payload: number): Kind {
+  if (marker === MARKER_APP1) {
+    if (startsWith(bytes, XMP_SIG, payload)) return 'xmp';
+    if (startsWith(bytes, EXT_SIG, payload)) return 'ext';
+    if (startsWith(bytes, EXIF_SIG, payload)) return 'exif';
+  }
+  if (marker === MARKER_APP2 && startsWith(bytes, MPF_SIG, payload)) return 'mpf';
+  if (marker === MARKER_APP0) return 'app0';
+  return 'other';
+}
+
+function parse(bytes: Uint8Array): Layout {
+  if (bytes.length < 4 || bytes[0] !== 0xff || bytes[1] !== MARKER_SOI) throw new DamagedImageError('JPEG: no SOI marker');
+  const pieces: Piece[] = [];
+  let pos = 2;
+  while (pos < bytes.length) {
+    if (pieces.length > MAX_SEGMENTS) throw new LimitExceededError('JPEG: too many segments before the image data');
+    const start = pos;
+    if (bytes[pos] !== 0xff) {
+      // Junk between segments (seen in the wild): kept as it is, never interpreted.
+      while (pos < bytes.length && bytes[pos] !== 0xff) pos++;
+      pieces.push({ kind: 'junk', start, end: pos, payload: pos });
+      continue;
+    }
+    while (pos < bytes.length && bytes[pos] === 0xff) pos++; // fill bytes belong to the marker
+    if (pos >= bytes.length) break;
+    const marker = bytes[pos]!;
+    pos++;
+    if (marker === MARKER_SOS) return { pieces, scan: start };
+    if (marker === MARKER_EOI) throw new DamagedImageError('JPEG: end of image before any image data');
+    if (marker === MARKER_SOI || marker === MARKER_TEM || (marker >= MARKER_RST0 && marker <= MARKER_RST7)) {
+      pieces.push({ kind: 'standalone', start, end: pos, payload: pos });
+      continue;
+    }
+    const length = u16be(bytes, pos);
+    if (length < 2) throw new DamagedImageError(`JPEG: segment ff${marker.toString(16)} has length ${length}`);
+    const end = pos + length;
+    if (end > bytes.length) throw new DamagedImageError(`JPEG: segment ff${marker.toString(16)} runs past the end of the file`);
+    const payload = pos + 2;
+    pieces.push({ kind: classify(bytes, marker, payload), start, end, payload });
+    pos = end; // advances by at least 2: the loop cannot stall
+  }
+  throw new DamagedImageError('JPEG: no image data (SOS) found');
+}
+
+interface ExtPortion {
+  guid: string;
+  full: number;
+  offset: number;
+  data: Uint8Array;
+}
+
+function extPortion(bytes: Uint8Array, p: Piece): ExtPortion | undefined {
+  const at = p.payload + EXT_SIG.length;
+  if (at + 40 > p.end) return undefined;
+  const guid = Buffer.from(bytes.buffer, bytes.byteOffset + at, 32).toString('latin1');
+  if (!/^[0-9A-Fa-f]{32}$/.test(guid)) return undefined;
+  return { guid: guid.toUpperCase(), full: u32be(bytes, at + 32), offset: u32be(bytes, at + 36), data: bytes.subarray(at + 40, p.end) };
+}
+
+/** Reassembles each GUID's portions when they tile [0, full) exactly; incomplete sets are ignored. */
+function reassemble(portions: ExtPortion[]): Map<string, Uint8Array> {
+  const byGuid = new Map<string, ExtPortion[]>();
+  for (const p of portions) {
+    const list = byGuid.get(p.guid);
+    if (list) list.push(p);
+    else byGuid.set(p.guid, [p]);
+  }
+  const out = new Map<string, Uint8Array>();
+  for (const [guid, list] of byGuid) {
+    const full = list[0]!.full;
+    if (full === 0 || full > MAX_EXTENDED_BYTES || list.some((p) => p.full !== full)) continue;
+    list.sort((a, b) => a.offset - b.offset);
+    let covered = 0;
+    let ok = true;
+    for (const p of list) {
+      if (p.offset + p.data.length > full) {
+        ok = false;
+        break;
+      }
+      if (p.offset > covered) {
+        ok = false; // a gap: some portion is missing
+        break;
+      }
+      covered = Math.max(covered, p.offset + p.data.length);
+    }
+    if (!ok || covered !== full) continue;
+    // Only now, with the total proven by the portions themselves, is it safe to allocate `full`.
+    const data = new Uint8Array(full);
+    for (const p of list) data.set(p.data, p.offset);
+    out.set(guid, data);
+  }
+  return out;
+}
+
+function readXmp(bytes: Uint8Array): XmpPayload {
+  const { pieces } = parse(bytes);
+  const packets: Uint8Array[] = [];
+  const portions: ExtPortion[] = [];
+  const extAt: number[] = [];
+  let firstMain = -1;
+  let firstMpf = -1;
+  for (let i = 0; i < pieces.length; i++) {
+    const p = pieces[i]!;
+    if (p.kind === 'xmp') {
+      if (firstMain < 0) firstMain = i;
+      packets.push(bytes.subarray(p.payload + XMP_SIG.length, p.end));
+    } else if (p.kind === 'ext') {
+      extAt.push(i);
+      const portion = extPortion(bytes, p);
+      if (portion) portions.push(portion);
+    } else if (p.kind === 'mpf' && firstMpf < 0) firstMpf = i;
+  }
+  const extended = reassemble(portions);
+  // Canonical: what writeXmp produces. One main packet (before MPF), and either no Extended XMP or one
+  // complete set whose segments follow the main one directly.
+  const extInPlace =
+    extAt.length === 0 ||
+    (extended.size === 1 && portions.length === extAt.length && extAt.every((at, k) => at === firstMain + 1 + k));
+  const canonical = packets.length === 1 && extInPlace && (firstMpf < 0 || firstMain < firstMpf);
+  return { packets, extended, canonical };
+}
+
+function segment(marker: number, parts: readonly Uint8Array[]): Uint8Array {
+  let n = 0;
+  for (const p of parts) n += p.length;
+  if (n > MAX_SEGMENT_PAYLOAD) throw new LimitExceededError('JPEG: XMP packet does not fit one APP1 segment');
+  const out = new Uint8Array(4 + n);
+  out[0] = 0xff;
+  out[1] = marker;
+  out[2] = ((n + 2) >> 8) & 0xff;
+  out[3] = (n + 2) & 0xff;
+  let at = 4;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
+  }
+  return out;
+}
+
+function xmpSegments(xmp: XmpToWrite): Uint8Array[] {
+  const out = [segment(MARKER_APP1, [XMP_SIG, xmp.main])];
+  if (xmp.extended) {
+    const { guid, data } = xmp.extended;
+    if (!/^[0-9A-F]{32}$/.test(guid)) throw new Error('Extended XMP GUID must be 32 uppercase hex digits');
+    const header = new Uint8Array(EXT_HEADER);
+    header.set(EXT_SIG, 0);
+    header.set(ascii(guid), EXT_SIG.length);
+    writeU32be(header, EXT_SIG.length + 32, data.length);
+    for (let offset = 0; offset < data.length; offset += MAX_EXT_PORTION) {
+      const h = header.slice();
+      writeU32be(h, EXT_SIG.length + 36, offset);
+      out.push(segment(MARKER_APP1, [h.subarray(0), data.subarray(offset, offset + MAX_EXT_PORTION)]));
+    }
+  }
+  return out;
+}
+
+/**
+ * Where a new main segment goes when the file has none: after the leading APP0 (JFIF) and Exif APP1
+ * segments, which readers expect first, and so always before MPF (APP2).
+ */
+function leadingInsertIndex(pieces: Piece[]): number {
+  let i = 0;
+  while (i < pieces.length && (pieces[i]!.kind === 'app0' || pieces[i]!.kind === 'exif')) i++;
+  return i;
+}
+
+/**
+ * MPF entries locate secondary images (after EOI) relative to the MPF header. When bytes between that
+ * header and the images change size, those offsets move by `delta`; this rewrites them.
+ */
+function patchMpf(bytes: Uint8Array, p: Piece, delta: number): Uint8Array {
+  const seg = bytes.slice(p.start, p.end);
+  const tiff = p.payload - p.start + MPF_SIG.length;
+  const le = seg[tiff] === 0x49 && seg[tiff + 1] === 0x49;
+  if (!le && !(seg[tiff] === 0x4d && seg[tiff + 1] === 0x4d)) throw new DamagedImageError('JPEG: MPF header is not TIFF');
+  const dv = new DataView(seg.buffer, seg.byteOffset, seg.byteLength);
+  const u16 = (at: number): number => {
+    if (at + 2 > seg.length) throw new DamagedImageError('JPEG: MPF index runs past its segment');
+    return dv.getUint16(at, le);
+  };
+  const u32 = (at: number): number => {
+    if (at + 4 > seg.length) throw new DamagedImageError('JPEG: MPF index runs past its segment');
+    return dv.getUint32(at, le);
+  };
+  const ifd = tiff + u32(tiff + 4);
+  const count = u16(ifd);
+  for (let e = 0; e < count; e++) {
+    const entry = ifd + 2 + e * 12;
+    if (u16(entry) !== 0xb002) continue; // MPEntry
+    const n = u32(entry + 4);
+    const list = tiff + u32(entry + 8);
+    for (let k = 0; k + 16 <= n; k += 16) {
+      const off = u32(list + k + 8);
+      if (off !== 0) dv.setUint32(list + k + 8, off + delta, le);
+    }
+  }
+  return seg;
+}
+
+function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Buffer {
+  const { pieces, scan } = parse(bytes);
+  const fresh = xmpSegments(xmp);
+  const firstMain = pieces.findIndex((p) => p.kind === 'xmp');
+  const insertAt = firstMain >= 0 ? firstMain : leadingInsertIndex(pieces);
+  const mpf = pieces.findIndex((p) => p.kind === 'mpf');
+  let delta = 0;
+  if (mpf >= 0) {
+    for (let i = mpf + 1; i < pieces.length; i++) {
+      const p = pieces[i]!;
+      if (p.kind === 'xmp' || p.kind === 'ext') delta -= p.end - p.start;
+    }
+    if (insertAt > mpf) for (const s of fresh) delta += s.length;
+  }
+  const out: Uint8Array[] = [bytes.subarray(0, 2)];
+  for (let i = 0; i <= pieces.length; i++) {
+    if (i === insertAt) out.push(...fresh);
+    const p = pieces[i];
+    if (!p || p.kind === 'xmp' || p.kind === 'ext') continue;
+    out.push(i === mpf && delta !== 0 ? patchMpf(bytes, p, delta) : bytes.subarray(p.start, p.end));
+  }
+  out.push(bytes.subarray(scan));
+  return assemble(out);
+}
+
+function contentOutsideXmp(bytes: Uint8Array): Uint8Array[] {
+  const { pieces, scan } = parse(bytes);
+  const out: Uint8Array[] = [bytes.subarray(0, 2)];
+  // Junk between segments is not content, and tools that rewrite files drop it.
+  for (const p of pieces) if (p.kind !== 'xmp' && p.kind !== 'ext' && p.kind !== 'junk') out.push(bytes.subarray(p.start, p.end));
+  out.push(bytes.subarray(scan));
+  return out;
+}
+
+export const jpeg: ContainerFormat = {
+  name: 'jpeg',
+  mimeType: 'image/jpeg',
+  extension: 'jpg',
+  maxMainPacketBytes: MAX_SEGMENT_PAYLOAD - XMP_SIG.length,
+  sniff: (bytes) => bytes.length >= 3 && bytes[0] === 0xff && bytes[1] === MARKER_SOI && bytes[2] === 0xff,
+  readXmp,
+  writeXmp,
+  contentOutsideXmp,
+};
+
+/** MD5 of the full Extended XMP serialisation, as the GUID the XMP spec asks for. */
+export function extendedXmpGuid(data: Uint8Array): string {
+  return createHash('md5').update(data).digest('hex').toUpperCase();
+}

@@ -1,0 +1,165 @@
+/**
+ * PNG container: 8-byte signature, then chunks of u32 BE length, 4-letter type, data, CRC-32 over
+ * type and data. IHDR comes first; image data is one or more IDAT chunks; IEND ends the stream.
+ *
+ * XMP is an `iTXt` chunk with keyword `XML:com.adobe.xmp` (XMP Specification Part 3 §1.1.5): we write
+ * it uncompressed with empty language and translated keyword, before the first IDAT, where every reader
+ * looks. We read it anywhere, compressed or not. Spec: PNG (Third Edition) §5, §11.3.3.4.
+ */
+import { inflateSync, crc32 } from 'node:zlib';
+import { DamagedImageError, LimitExceededError } from '../errors.js';
+import { ascii, assemble, startsWith, u32be, writeU32be } from './bytes.js';
+import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
+
+const SIGNATURE = Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a);
+const XMP_KEYWORD = ascii('XML:com.adobe.xmp\0');
+/** PNG caps chunk lengths at 2^31 - 1. */
+const MAX_CHUNK_LENGTH = 0x7fffffff;
+/** Inflating a compressed XMP chunk stops here: a tiny chunk must not become gigabytes. */
+const MAX_INFLATED_XMP = 16 * 1024 * 1024;
+const MAX_CHUNKS = 1_000_000;
+
+interface Chunk {
+  type: string;
+  start: number;
+  data: number;
+  length: number;
+  /** One past the CRC. */
+  end: number;
+  xmp: boolean;
+}
+
+interface Layout {
+  chunks: Chunk[];
+  /** Index of the first IDAT in `chunks`; chunks.length when the first IDAT is itself cut short. */
+  firstIdat: number;
+  /** Offset from which the rest of the file is kept as it is (after IEND, or an unreadable stretch after image data). */
+  tail: number;
+}
+
+function isChunkType(bytes: Uint8Array, at: number): boolean {
+  for (let i = at; i < at + 4; i++) {
+    const c = bytes[i]!;
+    if (!((c >= 0x41 && c <= 0x5a) || (c >= 0x61 && c <= 0x7a))) return false;
+  }
+  return true;
+}
+
+function parse(bytes: Uint8Array): Layout {
+  if (!startsWith(bytes, SIGNATURE)) throw new DamagedImageError('PNG: bad signature');
+  const chunks: Chunk[] = [];
+  let firstIdat = -1;
+  let pos = SIGNATURE.length;
+  while (pos < bytes.length) {
+    if (chunks.length > MAX_CHUNKS) throw new LimitExceededError('PNG: too many chunks');
+    const valid = pos + 8 <= bytes.length && isChunkType(bytes, pos + 4);
+    const length = valid ? u32be(bytes, pos) : 0;
+    const type = valid ? Buffer.from(bytes.buffer, bytes.byteOffset + pos + 4, 4).toString('latin1') : '';
+    const end = pos + 12 + length;
+    if (!valid || length > MAX_CHUNK_LENGTH || end > bytes.length) {
+      // Once image data has begun, a cut or garbled stretch is the image's problem, not ours: keep it
+      // verbatim. Before that, there is no safe place to put metadata.
+      if (firstIdat >= 0 || type === 'IDAT') return { chunks, firstIdat: firstIdat >= 0 ? firstIdat : chunks.length, tail: pos };
+      throw new DamagedImageError(`PNG: chunk at byte ${pos} is cut short or garbled before the image data`);
+    }
+    if (chunks.length === 0 && type !== 'IHDR') throw new DamagedImageError('PNG: the first chunk is not IHDR');
+    const xmp = type === 'iTXt' && startsWith(bytes, XMP_KEYWORD, pos + 8);
+    chunks.push({ type, start: pos, data: pos + 8, length, end, xmp });
+    if (type === 'IDAT' && firstIdat < 0) firstIdat = chunks.length - 1;
+    pos = end; // advances by at least 12
+    if (type === 'IEND') break;
+  }
+  if (firstIdat < 0) throw new DamagedImageError('PNG: no image data (IDAT)');
+  return { chunks, firstIdat, tail: pos };
+}
+
+/** The text of an XMP iTXt chunk, inflated (bounded) when compressed; undefined when unreadable. */
+function itxtText(bytes: Uint8Array, c: Chunk): { text: Uint8Array; compressed: boolean } | undefined {
+  const data = bytes.subarray(c.data, c.data + c.length);
+  let at = XMP_KEYWORD.length;
+  if (at + 2 > data.length) return undefined;
+  const compressed = data[at] === 1;
+  const method = data[at + 1];
+  at += 2;
+  for (let nulls = 0; nulls < 2; nulls++) {
+    const z = data.indexOf(0, at);
+    if (z < 0) return undefined;
+    at = z + 1; // language tag, then translated keyword
+  }
+  const text = data.subarray(at);
+  if (!compressed) return { text, compressed };
+  if (method !== 0) return undefined;
+  try {
+    return { text: inflateSync(text, { maxOutputLength: MAX_INFLATED_XMP }), compressed };
+  } catch {
+    return undefined; // corrupt or over the bound: not readable XMP
+  }
+}
+
+function readXmp(bytes: Uint8Array): XmpPayload {
+  const { chunks, firstIdat } = parse(bytes);
+  const packets: Uint8Array[] = [];
+  let xmpChunks = 0;
+  let canonical = true;
+  for (let i = 0; i < chunks.length; i++) {
+    const c = chunks[i]!;
+    if (!c.xmp) continue;
+    xmpChunks++;
+    const t = itxtText(bytes, c);
+    if (t) packets.push(t.text);
+    if (!t || t.compressed || i > firstIdat) canonical = false;
+  }
+  return { packets, extended: new Map(), canonical: canonical && xmpChunks === 1 };
+}
+
+function xmpChunk(packet: Uint8Array): Uint8Array {
+  // keyword\0, compression flag 0, method 0, empty language\0, empty translated keyword\0, text
+  const dataLength = XMP_KEYWORD.length + 4 + packet.length;
+  if (dataLength > MAX_CHUNK_LENGTH) throw new LimitExceededError('PNG: XMP packet too large for a chunk');
+  const out = new Uint8Array(12 + dataLength);
+  writeU32be(out, 0, dataLength);
+  out.set(ascii('iTXt'), 4);
+  out.set(XMP_KEYWORD, 8);
+  // the four bytes after the keyword are already zero
+  out.set(packet, 8 + XMP_KEYWORD.length + 4);
+  writeU32be(out, 8 + dataLength, crc32(out.subarray(4, 8 + dataLength)));
+  return out;
+}
+
+function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Buffer {
+  if (xmp.extended) throw new Error('PNG has no Extended XMP');
+  const { chunks, firstIdat, tail } = parse(bytes);
+  let insertAt = chunks.findIndex((c, i) => c.xmp && i < firstIdat);
+  if (insertAt < 0) {
+    insertAt = firstIdat;
+    // APNG: the default image's fcTL sits right before IDAT; keep that pair together.
+    if (insertAt > 0 && chunks[insertAt - 1]!.type === 'fcTL') insertAt--;
+  }
+  const out: Uint8Array[] = [bytes.subarray(0, SIGNATURE.length)];
+  for (let i = 0; i <= chunks.length; i++) {
+    if (i === insertAt) out.push(xmpChunk(xmp.main));
+    const c = chunks[i];
+    if (c && !c.xmp) out.push(bytes.subarray(c.start, c.end));
+  }
+  out.push(bytes.subarray(tail));
+  return assemble(out);
+}
+
+function contentOutsideXmp(bytes: Uint8Array): Uint8Array[] {
+  const { chunks, tail } = parse(bytes);
+  const out: Uint8Array[] = [bytes.subarray(0, SIGNATURE.length)];
+  for (const c of chunks) if (!c.xmp) out.push(bytes.subarray(c.start, c.end));
+  out.push(bytes.subarray(tail));
+  return out;
+}
+
+export const png: ContainerFormat = {
+  name: 'png',
+  mimeType: 'image/png',
+  extension: 'png',
+  maxMainPacketBytes: MAX_CHUNK_LENGTH - XMP_KEYWORD.length - 4,
+  sniff: (bytes) => startsWith(bytes, SIGNATURE),
+  readXmp,
+  writeXmp,
+  contentOutsideXmp,
+};

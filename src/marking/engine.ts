@@ -1,0 +1,82 @@
+/**
+ * The marking engine: pure functions from image bytes to image bytes. protect() writes the PLUS
+ * DataMining opt-out by editing container bytes only (never pixels); read() reports what a file says.
+ * Everything else (HTTP, CLI, the layers) calls these.
+ */
+import { requireFormat, type ContainerFormat } from '../formats/index.js';
+import {
+  type DataMiningToken,
+  type Document,
+  DEFAULT_TOKEN,
+  carriesExactly,
+  encodeForContainer,
+  mergedDocument,
+  openPayload,
+  readOptOut,
+  setDataMining,
+} from '../xmp/index.js';
+
+export const SIGNAL_DATA_MINING = 'iptc.dataMining';
+
+export interface ProtectResult {
+  bytes: Uint8Array;
+  format: ContainerFormat['name'];
+  mimeType: string;
+  extension: string;
+  signals: string[];
+  /** False when the input already carried the field exactly as protect writes it (bytes returned as they came). */
+  changed: boolean;
+}
+
+export interface ReadResult {
+  format: ContainerFormat['name'];
+  mimeType: string;
+  optedOut: boolean;
+  signals: string[];
+  /** The raw DataMining values found, as written. */
+  values: string[];
+  token: DataMiningToken | undefined;
+}
+
+export interface ProtectOptions {
+  /** The DataMining token to write; a prohibiting one (default DMI-PROHIBITED-AIMLTRAINING). */
+  token?: DataMiningToken;
+  /** Further edits to the merged XMP document (the provenance layer adds its tag here). */
+  edit?: (doc: Document) => void;
+}
+
+/** Writes the opt-out field into the image's XMP, merging with what is there; same format out. */
+export function protect(input: Uint8Array, options: ProtectOptions = {}): ProtectResult {
+  const format = requireFormat(input);
+  const token = options.token ?? DEFAULT_TOKEN;
+  const payload = format.readXmp(input);
+  const view = openPayload(payload);
+  const result = (bytes: Uint8Array, changed: boolean): ProtectResult => ({
+    bytes,
+    format: format.name,
+    mimeType: format.mimeType,
+    extension: format.extension,
+    signals: [SIGNAL_DATA_MINING],
+    changed,
+  });
+  // Idempotence: a file already marked exactly this way comes back byte for byte.
+  if (!options.edit && payload.canonical && carriesExactly(view, token)) return result(input, false);
+  const doc = mergedDocument(view);
+  setDataMining(doc, token);
+  options.edit?.(doc);
+  return result(format.writeXmp(input, encodeForContainer(doc, format.maxMainPacketBytes)), true);
+}
+
+/** Reads the opt-out state of an image: opted out exactly when a prohibiting DataMining value is present. */
+export function read(input: Uint8Array): ReadResult {
+  const format = requireFormat(input);
+  const reading = readOptOut(openPayload(format.readXmp(input)));
+  return {
+    format: format.name,
+    mimeType: format.mimeType,
+    optedOut: reading.optedOut,
+    signals: reading.optedOut ? [SIGNAL_DATA_MINING] : [],
+    values: reading.values,
+    token: reading.token,
+  };
+}

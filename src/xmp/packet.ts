@@ -1,0 +1,172 @@
+/**
+ * XMP packets as namespace-aware DOM documents (@xmldom/xmldom). Parsing is strict about what could
+ * hurt: DTDs are refused outright (XMP forbids them), so no entity is ever declared, expanded or
+ * fetched; nesting depth is bounded so no later walk can overflow the stack.
+ */
+import { DOMParser, XMLSerializer, type Document, type Element, type Node } from '@xmldom/xmldom';
+import { LimitExceededError } from '../errors.js';
+import { NS_RDF, NS_X, NS_XMLNS } from './namespaces.js';
+
+export type { Document, Element, Node };
+
+export const ELEMENT_NODE = 1;
+export const TEXT_NODE = 3;
+export const CDATA_SECTION_NODE = 4;
+export const PROCESSING_INSTRUCTION_NODE = 7;
+
+/** Packets larger than this are not parsed (containers already bound what they hand over). */
+export const MAX_PACKET_BYTES = 16 * 1024 * 1024;
+/** Deeper nesting than any real XMP needs; beyond it a packet is treated as unreadable. */
+const MAX_DEPTH = 200;
+
+const PACKET_BEGIN = 'begin="\uFEFF" id="W5M0MpCehiHzreSzNTczkc9d"';
+const PACKET_END = 'end="w"';
+
+const utf8 = new TextDecoder('utf-8');
+const utf16le = new TextDecoder('utf-16le');
+const utf16be = new TextDecoder('utf-16be');
+
+/**
+ * Packets may be UTF-8, UTF-16 or UTF-32, either byte order (XMP part 1, 7.3.2); the encoding shows in
+ * the first bytes, which are '<' or a byte-order mark. We always write UTF-8.
+ */
+function decodePacket(b: Uint8Array): string {
+  const [b0, b1, b2, b3] = [b[0], b[1], b[2], b[3]];
+  if (b0 === 0 && b1 === 0 && ((b2 === 0 && b3 === 0x3c) || (b2 === 0xfe && b3 === 0xff))) return utf32(b, false);
+  if (b2 === 0 && b3 === 0 && ((b0 === 0x3c && b1 === 0) || (b0 === 0xff && b1 === 0xfe))) return utf32(b, true);
+  if ((b0 === 0 && b1 === 0x3c) || (b0 === 0xfe && b1 === 0xff)) return utf16be.decode(b);
+  if ((b0 === 0x3c && b1 === 0) || (b0 === 0xff && b1 === 0xfe)) return utf16le.decode(b);
+  return utf8.decode(b);
+}
+
+function utf32(b: Uint8Array, littleEndian: boolean): string {
+  const dv = new DataView(b.buffer, b.byteOffset, b.byteLength - (b.byteLength % 4));
+  const parts: string[] = [];
+  for (let i = 0; i < dv.byteLength; i += 4) {
+    const cp = dv.getUint32(i, littleEndian);
+    parts.push(cp <= 0x10ffff && (cp < 0xd800 || cp > 0xdfff) ? String.fromCodePoint(cp) : '\uFFFD');
+  }
+  const text = parts.join('');
+  return text.charCodeAt(0) === 0xfeff ? text.slice(1) : text;
+}
+
+function depthWithin(root: Node, limit: number): boolean {
+  const stack: Array<[Node, number]> = [[root, 0]];
+  while (stack.length > 0) {
+    const [node, depth] = stack.pop()!;
+    if (depth > limit) return false;
+    for (let c = node.firstChild; c; c = c.nextSibling) if (c.nodeType === ELEMENT_NODE) stack.push([c, depth + 1]);
+  }
+  return true;
+}
+
+/**
+ * Parses one packet's UTF-8 bytes. Returns undefined when it is not well-formed XML, carries a DTD, or
+ * nests absurdly deep: such a packet cannot be read, and callers decide what that means.
+ */
+export function parsePacket(bytes: Uint8Array): Document | undefined {
+  if (bytes.length > MAX_PACKET_BYTES) throw new LimitExceededError('XMP packet too large');
+  // The decoders drop a leading BOM; writers that pad packets with NULs get those trimmed.
+  let text = decodePacket(bytes);
+  let end = text.length;
+  while (end > 0 && text.charCodeAt(end - 1) === 0) end--;
+  if (end !== text.length) text = text.slice(0, end);
+  let fatal = false;
+  const parser = new DOMParser({
+    locator: false,
+    onError: (level) => {
+      if (level === 'fatalError') fatal = true;
+    },
+  });
+  let doc: Document;
+  try {
+    doc = parser.parseFromString(text, 'text/xml');
+  } catch {
+    return undefined;
+  }
+  if (fatal || !doc.documentElement || doc.doctype) return undefined;
+  if (!depthWithin(doc, MAX_DEPTH)) return undefined;
+  return doc;
+}
+
+const serializer = new XMLSerializer();
+
+/** Serialises a document as a complete XMP packet, adding the xpacket wrapper when it lacks one. */
+export function serializePacket(doc: Document): string {
+  const body = serializer.serializeToString(doc);
+  const first = doc.firstChild;
+  const last = doc.lastChild;
+  const hasBegin = first?.nodeType === PROCESSING_INSTRUCTION_NODE && first.nodeName === 'xpacket';
+  const hasEnd = last?.nodeType === PROCESSING_INSTRUCTION_NODE && last.nodeName === 'xpacket';
+  return `${hasBegin ? '' : `<?xpacket ${PACKET_BEGIN}?>\n`}${body}${hasEnd ? '' : `\n<?xpacket ${PACKET_END}?>`}`;
+}
+
+/** Serialises without the xpacket wrapper (Extended XMP is a bare x:xmpmeta document). */
+export function serializeBare(doc: Document): string {
+  let out = '';
+  for (let n = doc.firstChild; n; n = n.nextSibling) {
+    if (n.nodeType === PROCESSING_INSTRUCTION_NODE && n.nodeName === 'xpacket') continue;
+    out += serializer.serializeToString(n);
+  }
+  return out.trim();
+}
+
+export function serializeNode(node: Node): string {
+  return serializer.serializeToString(node);
+}
+
+/** A fresh, empty packet: x:xmpmeta, rdf:RDF and one empty rdf:Description about "". */
+export function emptyPacket(): Document {
+  const text =
+    `<?xpacket ${PACKET_BEGIN}?>\n` +
+    `<x:xmpmeta xmlns:x="${NS_X}">\n` +
+    ` <rdf:RDF xmlns:rdf="${NS_RDF}">\n` +
+    `  <rdf:Description rdf:about=""/>\n` +
+    ` </rdf:RDF>\n` +
+    `</x:xmpmeta>\n` +
+    `<?xpacket ${PACKET_END}?>`;
+  return new DOMParser().parseFromString(text, 'text/xml');
+}
+
+export function elementChildren(node: Node): Element[] {
+  const out: Element[] = [];
+  for (let c = node.firstChild; c; c = c.nextSibling) if (c.nodeType === ELEMENT_NODE) out.push(c as Element);
+  return out;
+}
+
+/** The rdf:RDF element: the root itself, or the first one under x:xmpmeta (or x:xapmeta). */
+export function findRdf(doc: Document): Element | undefined {
+  const root = doc.documentElement;
+  if (!root) return undefined;
+  if (root.namespaceURI === NS_RDF && root.localName === 'RDF') return root;
+  const stack: Element[] = [root];
+  while (stack.length > 0) {
+    const el = stack.pop()!;
+    for (const c of elementChildren(el)) {
+      if (c.namespaceURI === NS_RDF && c.localName === 'RDF') return c;
+      stack.push(c);
+    }
+  }
+  return undefined;
+}
+
+/** The rdf:RDF element, created under the root x:xmpmeta when missing; undefined when the root is not XMP. */
+export function ensureRdf(doc: Document): Element | undefined {
+  const found = findRdf(doc);
+  if (found) return found;
+  const root = doc.documentElement;
+  if (!root || root.namespaceURI !== NS_X) return undefined;
+  const rdf = doc.createElementNS(NS_RDF, 'rdf:RDF');
+  rdf.setAttributeNS(NS_XMLNS, 'xmlns:rdf', NS_RDF);
+  root.appendChild(rdf);
+  return rdf;
+}
+
+/** The text content of an element's text and CDATA children (not descendants). */
+export function ownText(el: Element): string {
+  let out = '';
+  for (let c = el.firstChild; c; c = c.nextSibling) {
+    if (c.nodeType === TEXT_NODE || c.nodeType === CDATA_SECTION_NODE) out += c.nodeValue ?? '';
+  }
+  return out;
+}
