@@ -13,6 +13,7 @@ export const ERROR_CODES = [
   'malformed_multipart',
   'missing_image',
   'too_many_parts',
+  'unexpected_part',
   'unsupported_media_type',
   // auth and quota
   'missing_api_key',
@@ -39,6 +40,7 @@ const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
   malformed_multipart: 'The request body is not valid multipart/form-data.',
   missing_image: 'The request has no "image" file part.',
   too_many_parts: 'The request must carry exactly one "image" file part.',
+  unexpected_part: 'The request may carry only the "image" file part.',
   unsupported_media_type: 'The "image" part must have an image/* content type.',
   missing_api_key: 'An API key is required: send "Authorization: Bearer <key>".',
   invalid_api_key: 'The API key is not valid.',

@@ -51,11 +51,14 @@ export function ascii(text: string): Uint8Array {
   return out;
 }
 
-/** Copies the pieces, in order, into one new Buffer of exactly their total length (one allocation). */
+/**
+ * Copies the pieces, in order, into one new Buffer of exactly their total length (one allocation, never
+ * a slice of Node's shared pool, so it can be transferred to another thread).
+ */
 export function assemble(pieces: readonly Uint8Array[]): Buffer {
   let total = 0;
   for (const p of pieces) total += p.length;
-  const out = Buffer.allocUnsafe(total);
+  const out = Buffer.allocUnsafeSlow(total);
   let at = 0;
   for (const p of pieces) {
     out.set(p, at);

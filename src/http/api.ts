@@ -1,0 +1,161 @@
+/**
+ * POST /api/v1/protect and /api/v1/verify: authenticate and check limits from the headers alone,
+ * reserve a quota unit, stream the multipart body into one buffer, move it to a worker, write the
+ * finished body back, then keep the unit on success or give it back on any failure.
+ */
+import { randomUUID } from 'node:crypto';
+import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { OptmarkError, toErrorShape } from '../errors.js';
+import type { Logger } from '../log.js';
+import type { ImagePool } from '../pool/pool.js';
+import type { Task } from '../pipeline/tasks.js';
+import { rateLimitHeaders, wwwAuthenticate, type Operation, type Reservation, type Store } from '../store/index.js';
+import { safeBasename, requestId } from './filename.js';
+import type { Metrics } from './metrics.js';
+import { MULTIPART_SLACK_BYTES, MultipartReceiver, checkContentType } from './receive.js';
+import { Exchange, type Headers } from './respond.js';
+
+export interface ApiDeps {
+  store: Store;
+  pool: ImagePool;
+  metrics: Metrics;
+  log: Logger;
+  maxUploadBytes: number;
+  maxInflightBytes: number;
+  /** Requests in progress, for graceful shutdown. */
+  inflight: { count: number; bytes: number; idle: () => void };
+}
+
+function parseLength(raw: string): number | undefined | 'invalid' {
+  if (raw === '') return undefined;
+  return /^\d{1,15}$/.test(raw) ? Number(raw) : 'invalid';
+}
+
+/** Handles one API request; the uWS handler returns right after this sets up its callbacks. */
+export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse, req: HttpRequest): void {
+  // HttpRequest lives only during this synchronous call: read everything from it first.
+  const authorization = req.getHeader('authorization');
+  const contentType = req.getHeader('content-type');
+  const lengthHeader = req.getHeader('content-length');
+  const id = requestId(req.getHeader('x-request-id'), randomUUID);
+  const route = `/api/v1/${operation}`;
+  const ex = new Exchange(res, id, route, process.hrtime.bigint());
+  const { store, pool, metrics, log, inflight } = deps;
+  inflight.count++;
+
+  let reservation: Reservation | undefined;
+  let accountId: number | undefined;
+  let heldBytes = 0;
+  let finished = false;
+  const rlHeaders = (): Headers => (accountId === undefined ? {} : rateLimitHeaders(store.quotaState(accountId, operation)));
+
+  const finish = (ok: boolean): void => {
+    if (finished) return;
+    finished = true;
+    if (reservation) {
+      try {
+        if (ok) store.commit(reservation);
+        else store.refund(reservation);
+      } catch (err) {
+        log.error({ reqId: id, err }, 'quota update failed');
+      }
+    }
+    inflight.bytes -= heldBytes;
+    metrics.inflightBytes.set(inflight.bytes);
+    heldBytes = 0;
+    const seconds = Number(process.hrtime.bigint() - ex.started) / 1e9;
+    const status = ex.aborted && !ex.answered ? 499 : ex.status;
+    metrics.observe(route, status, seconds, receiver?.received ?? 0, ex.sent);
+    log.info({ reqId: id, route, status, ms: Math.round(seconds * 1000), in: receiver?.received ?? 0, out: ex.sent, account: accountId }, 'request');
+    if (--inflight.count === 0) inflight.idle();
+  };
+
+  const fail = (err: unknown): void => {
+    const shape = toErrorShape(err);
+    if (shape.code === 'internal_error') log.error({ reqId: id, err }, 'unexpected failure');
+    const headers: Headers = { ...rlHeaders() };
+    if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
+    void ex.error(shape.code, shape.message, headers).then(() => finish(false));
+  };
+
+  let receiver: MultipartReceiver | undefined;
+  ex.onAbort(() => {
+    receiver?.abandon(new OptmarkError('malformed_multipart', 'client went away'));
+    finish(false);
+  });
+
+  // Everything up to here used headers only: refusals go out before a byte of body is read.
+  const auth = store.authenticate(authorization || undefined);
+  if (!auth.ok) return fail(new OptmarkError(auth.code, auth.message));
+  accountId = auth.account.id;
+  const declared = parseLength(lengthHeader);
+  try {
+    checkContentType(contentType);
+    if (declared === 'invalid') throw new OptmarkError('malformed_multipart', 'Content-Length is not a number.');
+    if (declared !== undefined && declared > deps.maxUploadBytes + MULTIPART_SLACK_BYTES) {
+      throw new OptmarkError('payload_too_large', `The upload is ${declared} bytes; the limit is ${deps.maxUploadBytes}.`);
+    }
+    if (pool.saturated) throw new OptmarkError('overloaded');
+    const reserved = store.reserve(auth.account.id, operation);
+    if (!reserved.ok) {
+      const s = reserved.state;
+      throw Object.assign(new OptmarkError('quota_exceeded', `The monthly ${operation} limit of ${s.limit} is used up; it resets in ${s.resetSeconds} s.`), {
+        retryAfter: s.resetSeconds,
+      });
+    }
+    reservation = reserved.reservation;
+    receiver = new MultipartReceiver({
+      contentType,
+      declaredLength: declared === undefined ? undefined : Math.min(declared, deps.maxUploadBytes),
+      maxImageBytes: deps.maxUploadBytes,
+      reserveMemory: (bytes) => {
+        if (inflight.bytes + bytes > deps.maxInflightBytes) return false;
+        inflight.bytes += bytes;
+        heldBytes += bytes;
+        metrics.inflightBytes.set(inflight.bytes);
+        return true;
+      },
+    });
+  } catch (err) {
+    if (err instanceof OptmarkError && err.code === 'quota_exceeded') {
+      const retry = (err as OptmarkError & { retryAfter: number }).retryAfter;
+      void ex.error('quota_exceeded', err.message, { ...rlHeaders(), 'Retry-After': String(retry) }).then(() => finish(false));
+      return;
+    }
+    return fail(err);
+  }
+
+  const rx = receiver;
+  res.onData((chunk, isLast) => {
+    if (ex.answered || rx.failed) return; // already refused: uWS drains the rest of the body for us
+    try {
+      rx.push(chunk, isLast);
+    } catch (err) {
+      fail(err);
+    }
+  });
+  rx.done.then(
+    async (image) => {
+      if (ex.aborted) return;
+      const task: Task =
+        operation === 'protect'
+          ? { kind: 'protect', input: image.bytes, basename: safeBasename(image.filename) }
+          : { kind: 'verify', input: image.bytes };
+      const result = await pool.run(task);
+      if (!result.ok) {
+        if (result.detail) log.error({ reqId: id, detail: result.detail }, 'worker failure');
+        throw new OptmarkError(result.error.code, result.error.message);
+      }
+      if (result.kind !== 'body') throw new Error('worker answered with the wrong result kind');
+      // The upload's memory went to the worker and is gone; the body replaces it until it is written.
+      const delivered = await ex.json(200, result.body, rlHeaders());
+      finish(delivered);
+    },
+    (err: unknown) => {
+      if (!ex.aborted) fail(err);
+    },
+  ).catch((err: unknown) => {
+    if (!ex.aborted) fail(err);
+    else finish(false);
+  });
+}

@@ -1,0 +1,46 @@
+/** The one place error codes become HTTP statuses (DESIGN.md section 8). */
+import type { ErrorCode } from '../errors.js';
+
+export const STATUS_OF: Record<ErrorCode, number> = {
+  malformed_multipart: 400,
+  missing_image: 400,
+  too_many_parts: 400,
+  unexpected_part: 400,
+  missing_api_key: 401,
+  invalid_api_key: 401,
+  plan_required: 403,
+  not_found: 404,
+  method_not_allowed: 405,
+  payload_too_large: 413,
+  unsupported_format: 415,
+  unsupported_media_type: 415,
+  damaged_image: 422,
+  limit_exceeded: 422,
+  processing_timeout: 422,
+  quota_exceeded: 429,
+  internal_error: 500,
+  overloaded: 503,
+};
+
+const REASONS: Record<number, string> = {
+  200: 'OK',
+  400: 'Bad Request',
+  401: 'Unauthorized',
+  403: 'Forbidden',
+  404: 'Not Found',
+  405: 'Method Not Allowed',
+  413: 'Content Too Large',
+  415: 'Unsupported Media Type',
+  422: 'Unprocessable Content',
+  429: 'Too Many Requests',
+  500: 'Internal Server Error',
+  503: 'Service Unavailable',
+};
+
+/** The status line uWS writes: "413 Content Too Large". */
+export function statusLine(status: number): string {
+  return `${status} ${REASONS[status] ?? ''}`.trim();
+}
+
+/** Seconds a client should wait before retrying an overloaded server. */
+export const OVERLOAD_RETRY_AFTER_SECONDS = 1;

@@ -1,0 +1,63 @@
+/** Prometheus metrics (prom-client) of the HTTP service and its worker pool. */
+import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
+import type { PoolStats } from '../pool/pool.js';
+
+export class Metrics {
+  readonly registry = new Registry();
+  readonly requests = new Counter({
+    name: 'optmark_http_requests_total',
+    help: 'HTTP requests answered, by route and status.',
+    labelNames: ['route', 'status'] as const,
+    registers: [this.registry],
+  });
+  readonly duration = new Histogram({
+    name: 'optmark_http_request_duration_seconds',
+    help: 'Time from the request line to the last byte handed to the socket, by route.',
+    labelNames: ['route'] as const,
+    buckets: [0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30],
+    registers: [this.registry],
+  });
+  readonly bytesIn = new Counter({
+    name: 'optmark_http_received_bytes_total',
+    help: 'Request body bytes received, by route.',
+    labelNames: ['route'] as const,
+    registers: [this.registry],
+  });
+  readonly bytesOut = new Counter({
+    name: 'optmark_http_sent_bytes_total',
+    help: 'Response body bytes sent, by route.',
+    labelNames: ['route'] as const,
+    registers: [this.registry],
+  });
+  readonly inflightBytes = new Gauge({
+    name: 'optmark_inflight_upload_bytes',
+    help: 'Upload bytes held in memory right now (receiving or processing).',
+    registers: [this.registry],
+  });
+
+  constructor(poolStats: () => PoolStats) {
+    collectDefaultMetrics({ register: this.registry, prefix: 'optmark_' });
+    const stat = (name: string, help: string, pick: (s: PoolStats) => number): void => {
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          this.set(pick(poolStats()));
+        },
+      });
+    };
+    stat('optmark_pool_threads', 'Worker threads in the pool.', (s) => s.threads);
+    stat('optmark_pool_running_tasks', 'Tasks running on workers.', (s) => s.running);
+    stat('optmark_pool_queue_depth', 'Tasks waiting for a worker.', (s) => s.queued);
+    stat('optmark_pool_utilization_ratio', 'Share of pool capacity used since start (piscina utilization).', (s) => s.utilization);
+    stat('optmark_pool_completed_tasks', 'Tasks completed since start.', (s) => s.completed);
+  }
+
+  observe(route: string, status: number, seconds: number, bytesIn: number, bytesOut: number): void {
+    this.requests.inc({ route, status: String(status) });
+    this.duration.observe({ route }, seconds);
+    if (bytesIn > 0) this.bytesIn.inc({ route }, bytesIn);
+    if (bytesOut > 0) this.bytesOut.inc({ route }, bytesOut);
+  }
+}

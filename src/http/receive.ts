@@ -1,0 +1,170 @@
+/**
+ * Receives one multipart/form-data upload chunk by chunk (from uWS `onData`) through busboy into one
+ * bounded Buffer. The event-loop thread copies each byte of the image once: out of uWS's short-lived
+ * chunk into the destination, whose ArrayBuffer later moves to a worker.
+ */
+import busboy from 'busboy';
+import { OptmarkError } from '../errors.js';
+
+/** Multipart framing around the image (boundaries, part headers) allowed on top of the image limit. */
+export const MULTIPART_SLACK_BYTES = 64 * 1024;
+/** A destination of unknown size (chunked upload) starts here and doubles. */
+const INITIAL_CAPACITY = 256 * 1024;
+
+export interface ReceivedImage {
+  /** The image bytes: a view of the start of an ArrayBuffer the receiver allocated (transferable). */
+  bytes: Uint8Array;
+  filename: string | undefined;
+  mimeType: string;
+}
+
+export interface ReceiverOptions {
+  contentType: string;
+  /** Declared Content-Length, when there is one. */
+  declaredLength: number | undefined;
+  maxImageBytes: number;
+  /** Asked before the destination grows by `bytes`; false means the server has no memory to spare. */
+  reserveMemory: (bytes: number) => boolean;
+}
+
+/** True for the media types an image part may declare (curl labels unknown extensions such as .webp octet-stream). */
+function acceptablePartType(mimeType: string): boolean {
+  const t = mimeType.toLowerCase();
+  return t.startsWith('image/') || t === 'application/octet-stream';
+}
+
+/** Throws the 4xx the request's Content-Type deserves, or returns nothing when it is multipart/form-data. */
+export function checkContentType(contentType: string): void {
+  if (!/^multipart\/form-data\s*(;|$)/i.test(contentType.trim())) {
+    throw new OptmarkError('unsupported_media_type', 'Send multipart/form-data with one "image" file part.');
+  }
+}
+
+export class MultipartReceiver {
+  readonly #options: ReceiverOptions;
+  readonly #parser: busboy.Busboy;
+  readonly done: Promise<ReceivedImage>;
+  #resolve!: (image: ReceivedImage) => void;
+  #reject!: (err: OptmarkError) => void;
+  #failed: OptmarkError | undefined;
+  #dest: Buffer | undefined;
+  #length = 0;
+  #filename: string | undefined;
+  #mimeType = '';
+  #imageParts = 0;
+  #fileEnded = false;
+  /** Request body bytes seen so far. */
+  received = 0;
+
+  constructor(options: ReceiverOptions) {
+    this.#options = options;
+    this.done = new Promise((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
+    // Callers attach to `done` only after the body ends; a rejection before that is not unhandled.
+    this.done.catch(() => undefined);
+    try {
+      this.#parser = busboy({
+        headers: { 'content-type': options.contentType },
+        limits: { fieldSize: 64 * 1024, fields: 16, files: 16, parts: 32, headerPairs: 32 },
+      });
+    } catch (err) {
+      throw new OptmarkError('malformed_multipart', `The multipart Content-Type is not usable: ${(err as Error).message}`);
+    }
+    this.#parser.on('file', (name, stream, info) => {
+      if (name !== 'image') return this.#fail(new OptmarkError('unexpected_part', `Unexpected file part "${name}"; send only "image".`));
+      if (++this.#imageParts > 1) return this.#fail(new OptmarkError('too_many_parts'));
+      if (!acceptablePartType(info.mimeType)) {
+        return this.#fail(new OptmarkError('unsupported_media_type', `The "image" part is ${info.mimeType}; it must be image/*.`));
+      }
+      this.#filename = info.filename;
+      this.#mimeType = info.mimeType;
+      // Flowing mode: busboy hands data over synchronously inside write(), while the chunk is valid.
+      stream.on('data', (data: Buffer) => this.#append(data));
+      stream.on('end', () => {
+        this.#fileEnded = true;
+      });
+    });
+    this.#parser.on('field', (name) => {
+      this.#fail(
+        new OptmarkError(name === 'image' ? 'missing_image' : 'unexpected_part', name === 'image' ? 'The "image" part must be a file, not a text field.' : `Unexpected field "${name}"; send only the "image" file part.`),
+      );
+    });
+    const limit = (what: string) => () => this.#fail(new OptmarkError('malformed_multipart', `Too many ${what} in the form.`));
+    this.#parser.on('partsLimit', limit('parts'));
+    this.#parser.on('filesLimit', limit('files'));
+    this.#parser.on('fieldsLimit', limit('fields'));
+    this.#parser.on('error', (err: Error) => this.#fail(new OptmarkError('malformed_multipart', `Malformed multipart body: ${err.message}`)));
+    this.#parser.on('close', () => this.#finish());
+  }
+
+  get failed(): OptmarkError | undefined {
+    return this.#failed;
+  }
+
+  /** Feeds one chunk (valid only during this call). Throws the error that ends the upload, if any. */
+  push(chunk: ArrayBuffer, isLast: boolean): void {
+    if (this.#failed) throw this.#failed;
+    this.received += chunk.byteLength;
+    const limit = this.#options.maxImageBytes + MULTIPART_SLACK_BYTES;
+    if (this.received > limit) this.#fail(new OptmarkError('payload_too_large', `The upload exceeds ${this.#options.maxImageBytes} bytes.`));
+    else {
+      if (chunk.byteLength > 0) this.#parser.write(Buffer.from(chunk));
+      if (isLast) this.#parser.end();
+    }
+    if (this.#failed) throw this.#failed;
+  }
+
+  /** Stops parsing; the destination is released. */
+  abandon(reason: OptmarkError): void {
+    this.#fail(reason);
+  }
+
+  #append(data: Buffer): void {
+    if (this.#failed) return;
+    const need = this.#length + data.length;
+    if (need > this.#options.maxImageBytes) {
+      this.#fail(new OptmarkError('payload_too_large', `The image exceeds ${this.#options.maxImageBytes} bytes.`));
+      return;
+    }
+    if (!this.#dest || need > this.#dest.length) {
+      const declared = this.#options.declaredLength;
+      let capacity = this.#dest ? this.#dest.length * 2 : declared !== undefined ? declared : INITIAL_CAPACITY;
+      capacity = Math.min(Math.max(capacity, need), this.#options.maxImageBytes);
+      if (!this.#options.reserveMemory(capacity - (this.#dest?.length ?? 0))) {
+        this.#fail(new OptmarkError('overloaded', 'The server is holding as many uploads as it can; retry shortly.'));
+        return;
+      }
+      // allocUnsafeSlow: a standalone ArrayBuffer (transferable), not a slice of Node's pool.
+      const next = Buffer.allocUnsafeSlow(capacity);
+      if (this.#dest) this.#dest.copy(next, 0, 0, this.#length);
+      this.#dest = next;
+    }
+    data.copy(this.#dest, this.#length);
+    this.#length = need;
+  }
+
+  #fail(err: OptmarkError): void {
+    if (this.#failed) return;
+    this.#failed = err;
+    this.#dest = undefined;
+    this.#parser.removeAllListeners('close');
+    this.#parser.on('error', () => undefined);
+    this.#parser.destroy();
+    this.#reject(err);
+  }
+
+  #finish(): void {
+    if (this.#failed) return;
+    if (this.#imageParts === 0 || !this.#dest || !this.#fileEnded) {
+      if (this.#imageParts === 1 && this.#fileEnded) {
+        this.#fail(new OptmarkError('unsupported_format', 'The "image" part is empty.'));
+      } else {
+        this.#fail(new OptmarkError(this.#imageParts === 0 ? 'missing_image' : 'malformed_multipart'));
+      }
+      return;
+    }
+    this.#resolve({ bytes: new Uint8Array(this.#dest.buffer, 0, this.#length), filename: this.#filename, mimeType: this.#mimeType });
+  }
+}

@@ -1,0 +1,135 @@
+/**
+ * The uWebSockets.js application: API routes, operational endpoints, and orderly shutdown. Handlers
+ * here only route; the API exchange lives in api.ts.
+ */
+import { randomUUID } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
+import type { Logger } from '../log.js';
+import type { ImagePool } from '../pool/pool.js';
+import type { Store } from '../store/index.js';
+import { handleApi, type ApiDeps } from './api.js';
+import { requestId } from './filename.js';
+import { Metrics } from './metrics.js';
+import { Exchange } from './respond.js';
+import type { Transport, Uws } from './uws.js';
+
+export interface ServerOptions {
+  uws: Uws;
+  transport: Transport;
+  store: Store;
+  pool: ImagePool;
+  log: Logger;
+  host: string;
+  port: number;
+  maxUploadBytes: number;
+  maxInflightBytes: number;
+}
+
+const OPENAPI_PATH = new URL('../../../docs/openapi.json', import.meta.url);
+
+export class HttpServer {
+  readonly #app: TemplatedApp;
+  readonly #options: ServerOptions;
+  readonly metrics: Metrics;
+  readonly #inflight = { count: 0, bytes: 0, idle: () => {} };
+  #listen: us_listen_socket | undefined;
+  #ready = false;
+  #openapi: Buffer;
+  port = 0;
+
+  constructor(options: ServerOptions) {
+    this.#options = options;
+    this.metrics = new Metrics(() => options.pool.stats);
+    this.#openapi = readFileSync(OPENAPI_PATH);
+    const deps: ApiDeps = {
+      store: options.store,
+      pool: options.pool,
+      metrics: this.metrics,
+      log: options.log,
+      maxUploadBytes: options.maxUploadBytes,
+      maxInflightBytes: options.maxInflightBytes,
+      inflight: this.#inflight,
+    };
+    const app = options.uws.App();
+    app.post('/api/v1/protect', (res, req) => handleApi(deps, 'protect', res, req));
+    app.post('/api/v1/verify', (res, req) => handleApi(deps, 'verify', res, req));
+    for (const path of ['/api/v1/protect', '/api/v1/verify']) {
+      app.any(path, (res, req) => this.#simple(res, req, path, (ex) => ex.error('method_not_allowed', `${path} accepts POST only.`, { Allow: 'POST' })));
+    }
+    app.get('/healthz', (res, req) => this.#simple(res, req, '/healthz', (ex) => ex.json(200, '{"status":"ok"}')));
+    app.get('/readyz', (res, req) => this.#simple(res, req, '/readyz', (ex) => this.#readyz(ex)));
+    app.get('/metrics', (res, req) => {
+      const ex = this.#exchange(res, req, '/metrics');
+      this.metrics.registry.metrics().then(
+        (text) => ex.send(200, { 'Content-Type': this.metrics.registry.contentType }, text),
+        () => ex.error('internal_error'),
+      );
+    });
+    app.get('/api/v1/openapi.json', (res, req) => this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })));
+    app.any('/*', (res, req) => this.#simple(res, req, 'other', (ex) => ex.error('not_found', `No route for ${req.getMethod().toUpperCase()} ${req.getUrl()}.`)));
+    this.#app = app;
+  }
+
+  #exchange(res: HttpResponse, req: HttpRequest, route: string): Exchange {
+    return new Exchange(res, requestId(req.getHeader('x-request-id'), randomUUID), route, process.hrtime.bigint());
+  }
+
+  /** Answers a request that needs no body; counts it in the metrics. */
+  #simple(res: HttpResponse, req: HttpRequest, route: string, answer: (ex: Exchange) => Promise<boolean>): void {
+    const ex = this.#exchange(res, req, route);
+    void answer(ex).then(() => {
+      this.metrics.observe(route, ex.status, Number(process.hrtime.bigint() - ex.started) / 1e9, 0, ex.sent);
+    });
+  }
+
+  #readyz(ex: Exchange): Promise<boolean> {
+    const pool = this.#options.pool.stats;
+    const body = JSON.stringify({
+      status: this.#ready ? 'ready' : 'not ready',
+      transport: this.#options.transport,
+      pool,
+      store: 'ok',
+      inflight: { requests: this.#inflight.count, bytes: this.#inflight.bytes },
+    });
+    return ex.json(this.#ready ? 200 : 503, body);
+  }
+
+  /** Starts listening; resolves with the bound port. */
+  listen(): Promise<number> {
+    const { host, port } = this.#options;
+    return new Promise((resolve, reject) => {
+      this.#app.listen(host, port, (socket) => {
+        if (!socket) {
+          reject(new Error(`cannot listen on ${host}:${port}`));
+          return;
+        }
+        this.#listen = socket;
+        this.port = this.#options.uws.us_socket_local_port(socket);
+        this.#ready = true;
+        resolve(this.port);
+      });
+    });
+  }
+
+  /** Stops accepting, waits for in-flight requests up to `timeoutMs`, then closes every connection. */
+  async shutdown(timeoutMs: number): Promise<{ unfinished: number }> {
+    this.#ready = false;
+    if (this.#listen) {
+      this.#options.uws.us_listen_socket_close(this.#listen);
+      this.#listen = undefined;
+    }
+    if (this.#inflight.count > 0) {
+      await new Promise<void>((resolve) => {
+        const timer = setTimeout(resolve, timeoutMs);
+        this.#inflight.idle = () => {
+          clearTimeout(timer);
+          resolve();
+        };
+      });
+    }
+    const unfinished = this.#inflight.count;
+    (this.#app as unknown as { close(): void }).close();
+    return { unfinished };
+  }
+}

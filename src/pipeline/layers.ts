@@ -1,0 +1,30 @@
+/**
+ * The optional layers as the pipelines see them: verification of the provenance tag and detection of
+ * the fingerprint, plus applying them on the layer path. Until a layer is configured it reports "not
+ * found", never an invented value.
+ */
+export interface ProvenanceStatus {
+  present: boolean;
+  valid: boolean;
+  verifiable: boolean;
+}
+
+export interface FingerprintStatus {
+  present: boolean;
+  confidence: number;
+  blocks: number;
+}
+
+export interface Layers {
+  verifyProvenance(input: Uint8Array): Promise<ProvenanceStatus>;
+  detectFingerprint(input: Uint8Array): Promise<FingerprintStatus>;
+}
+
+export const NOT_FOUND_PROVENANCE: ProvenanceStatus = Object.freeze({ present: false, valid: false, verifiable: false });
+export const NOT_FOUND_FINGERPRINT: FingerprintStatus = Object.freeze({ present: false, confidence: 0, blocks: 0 });
+
+/** Layers that find nothing: what verify reports when a layer is switched off. */
+export const noLayers: Layers = {
+  verifyProvenance: async () => ({ ...NOT_FOUND_PROVENANCE }),
+  detectFingerprint: async () => ({ ...NOT_FOUND_FINGERPRINT }),
+};

@@ -1,0 +1,88 @@
+/**
+ * The worker pool (piscina) as the server uses it: bounded queue, a deadline per task (a task past it
+ * is aborted and its worker replaced), input buffers transferred in, results transferred back.
+ */
+import { fileURLToPath } from 'node:url';
+import { Piscina } from 'piscina';
+import { OptmarkError } from '../errors.js';
+import type { Task, TaskResult, WorkerInit } from '../pipeline/tasks.js';
+
+export interface PoolOptions {
+  size: number;
+  queueLength: number;
+  taskTimeoutMs: number;
+  init: WorkerInit;
+}
+
+export interface PoolStats {
+  threads: number;
+  running: number;
+  queued: number;
+  utilization: number;
+  completed: number;
+}
+
+const WORKER = fileURLToPath(new URL('../../workers/image-worker.js', import.meta.url));
+
+export class ImagePool {
+  readonly #piscina: Piscina<Task, TaskResult>;
+  readonly #options: PoolOptions;
+  #running = 0;
+
+  constructor(options: PoolOptions) {
+    this.#options = options;
+    this.#piscina = new Piscina<Task, TaskResult>({
+      filename: WORKER,
+      minThreads: options.size,
+      maxThreads: options.size,
+      maxQueue: options.queueLength,
+      idleTimeout: 2 ** 31 - 1,
+      workerData: options.init,
+    });
+  }
+
+  /** True when a new task would be refused: every worker busy and the queue at its bound. */
+  get saturated(): boolean {
+    return this.#piscina.queueSize >= this.#options.queueLength && this.#running >= this.#options.size;
+  }
+
+  get stats(): PoolStats {
+    return {
+      threads: this.#piscina.threads.length,
+      running: Math.min(this.#running, this.#options.size),
+      queued: this.#piscina.queueSize,
+      utilization: this.#piscina.utilization,
+      completed: this.#piscina.completed,
+    };
+  }
+
+  /**
+   * Runs a task, moving `input`'s buffer to the worker (the caller must not touch it afterwards).
+   * Rejects with OptmarkError: `overloaded` when the queue is full, `processing_timeout` past the deadline.
+   */
+  async run(task: Task, signal?: AbortSignal): Promise<TaskResult> {
+    if (this.saturated) throw new OptmarkError('overloaded');
+    const deadline = AbortSignal.timeout(this.#options.taskTimeoutMs);
+    const abort = signal ? AbortSignal.any([deadline, signal]) : deadline;
+    const queuedAhead = this.#piscina.queueSize;
+    this.#running++;
+    try {
+      return await this.#piscina.run(task, { transferList: [task.input.buffer as ArrayBuffer], signal: abort });
+    } catch (err) {
+      if (deadline.aborted) {
+        // Started at once yet ran out of time: the image is the problem (422). Waited behind others:
+        // the server is (503).
+        throw new OptmarkError(queuedAhead === 0 ? 'processing_timeout' : 'overloaded', 'Processing did not finish within the time limit.');
+      }
+      if (signal?.aborted) throw new OptmarkError('overloaded', 'The request was cancelled.');
+      if (err instanceof Error && /queue is at limit/i.test(err.message)) throw new OptmarkError('overloaded');
+      throw err;
+    } finally {
+      this.#running--;
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#piscina.close();
+  }
+}

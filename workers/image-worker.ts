@@ -1,0 +1,61 @@
+/**
+ * The image worker (piscina): every per-byte job runs here, never on the event-loop thread. It imports
+ * no HTTP, auth or store code. Results come back as values, their buffers moved (transferred), not copied.
+ */
+import { workerData } from 'node:worker_threads';
+import { Piscina } from 'piscina';
+import sharp from 'sharp';
+import { toErrorShape } from '../src/errors.js';
+import { noLayers, type Layers } from '../src/pipeline/layers.js';
+import { runProtect } from '../src/pipeline/protect.js';
+import type { Task, TaskResult, WorkerInit } from '../src/pipeline/tasks.js';
+import { runVerify } from '../src/pipeline/verify.js';
+
+// The pool provides the parallelism: one libvips thread per worker keeps CPU use predictable.
+sharp.concurrency(1);
+sharp.cache(false);
+
+const init = workerData as WorkerInit;
+const layers: Layers = noLayers;
+
+/** A view that owns its whole ArrayBuffer (a pooled or oversized one must not be transferred). */
+function standalone(view: Uint8Array): Uint8Array {
+  if (view.byteOffset === 0 && view.byteLength === view.buffer.byteLength && view.buffer instanceof ArrayBuffer) return view;
+  const copy = new Uint8Array(view.byteLength);
+  copy.set(view);
+  return copy;
+}
+
+/** Marks the result's buffer for transfer back to the event-loop thread. */
+function moved(result: TaskResult): TaskResult {
+  if (!result.ok) return result;
+  const out = result.kind === 'body' ? { ...result, body: standalone(result.body) } : { ...result, bytes: standalone(result.bytes) };
+  const buffer = (out.kind === 'body' ? out.body : out.bytes).buffer;
+  return Piscina.move({
+    get [Piscina.transferableSymbol]() {
+      return [buffer];
+    },
+    get [Piscina.valueSymbol]() {
+      return out;
+    },
+  } as unknown as ArrayBuffer) as unknown as TaskResult;
+}
+
+export default async function handle(task: Task): Promise<TaskResult> {
+  try {
+    switch (task.kind) {
+      case 'protect':
+        return moved(runProtect(task));
+      case 'verify':
+        return moved(await runVerify(task, layers));
+      case 'mark':
+        throw new Error('mark is not available yet');
+    }
+  } catch (err) {
+    const error = toErrorShape(err);
+    const detail = error.code === 'internal_error' && err instanceof Error ? (err.stack ?? err.message) : undefined;
+    return { ok: false, error, ...(detail ? { detail } : {}) };
+  }
+}
+
+void init;
