@@ -73,6 +73,8 @@ export class MultipartReceiver {
       throw new OptmarkError('malformed_multipart', `The multipart Content-Type is not usable: ${(err as Error).message}`);
     }
     this.#parser.on('file', (name, stream, info) => {
+      // Destroying the parser errors every open part stream: that must never be an unhandled 'error'.
+      stream.on('error', () => undefined);
       if (name !== 'image') return this.#fail(new OptmarkError('unexpected_part', `Unexpected file part "${name}"; send only "image".`));
       if (++this.#imageParts > 1) return this.#fail(new OptmarkError('too_many_parts'));
       if (!acceptablePartType(info.mimeType)) {
