@@ -1,7 +1,7 @@
 /** `optmark account ...`: create and list accounts, change their plan and monthly limits. */
 import { UsageError, parseCommandArgs, wholeNumber } from './args.js';
 import { isPlan, PLANS, type Account, type Plan } from '../store/index.js';
-import { positionals, printJson, runSubcommand, table, type Subcommand } from '../store/operator.js';
+import { positionals, printListing, runSubcommand, type Subcommand } from '../store/operator.js';
 
 function plan(command: string, raw: string | undefined): Plan {
   if (raw === undefined) throw new UsageError(`${command}: --plan is required (${PLANS.join(', ')})`);
@@ -39,13 +39,12 @@ const SUBCOMMANDS: Record<string, Subcommand> = {
       const { values, positionals: pos } = parseCommandArgs(cmd, args, { json: { type: 'boolean' } });
       positionals(cmd, pos, []);
       return (store) => {
-        const accounts = store.listAccounts();
-        if (values.json) printJson(accounts);
-        else if (accounts.length === 0) process.stdout.write('no accounts (create one: optmark account create <name> --plan pro)\n');
-        else {
-          const rows = accounts.map((a) => [a.name, a.plan, String(a.protectLimit), String(a.verifyLimit), a.createdAt]);
-          process.stdout.write(table([['NAME', 'PLAN', 'PROTECT/MONTH', 'VERIFY/MONTH', 'CREATED'], ...rows]));
-        }
+        printListing(store.listAccounts(), {
+          json: values.json,
+          empty: 'no accounts (create one: optmark account create <name> --plan pro)',
+          header: ['NAME', 'PLAN', 'PROTECT/MONTH', 'VERIFY/MONTH', 'CREATED'],
+          row: (a) => [a.name, a.plan, String(a.protectLimit), String(a.verifyLimit), a.createdAt],
+        });
         return 0;
       };
     },

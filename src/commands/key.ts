@@ -1,6 +1,6 @@
 /** `optmark key ...`: issue, list and revoke API keys. Keys are printed once, at issue, and never logged. */
 import { parseCommandArgs } from './args.js';
-import { positionals, printJson, runSubcommand, table, type Subcommand } from '../store/operator.js';
+import { positionals, printListing, runSubcommand, type Subcommand } from '../store/operator.js';
 
 const SUBCOMMANDS: Record<string, Subcommand> = {
   issue: {
@@ -24,13 +24,12 @@ const SUBCOMMANDS: Record<string, Subcommand> = {
       const { values, positionals: pos } = parseCommandArgs(cmd, args, { json: { type: 'boolean' } });
       const [account] = positionals(cmd, pos, ['account']);
       return (store) => {
-        const keys = store.listKeys(account);
-        if (values.json) printJson(keys);
-        else if (keys.length === 0) process.stdout.write(`account ${account} has no keys (issue one: optmark key issue ${account})\n`);
-        else {
-          const rows = keys.map((k) => [k.prefix, k.createdAt, k.lastUsedAt ?? 'never', k.revokedAt === null ? 'active' : `revoked ${k.revokedAt}`]);
-          process.stdout.write(table([['PREFIX', 'CREATED', 'LAST USED (±1 min)', 'STATUS'], ...rows]));
-        }
+        printListing(store.listKeys(account), {
+          json: values.json,
+          empty: `account ${account} has no keys (issue one: optmark key issue ${account})`,
+          header: ['PREFIX', 'CREATED', 'LAST USED (±1 min)', 'STATUS'],
+          row: (k) => [k.prefix, k.createdAt, k.lastUsedAt ?? 'never', k.revokedAt === null ? 'active' : `revoked ${k.revokedAt}`],
+        });
         return 0;
       };
     },

@@ -268,8 +268,10 @@ export class Store {
 
   /** The call failed: give its unit back to the month it came from. Idempotent; a no-op after `commit`. */
   refund(r: Reservation): void {
-    if (!this.#pending.delete(r)) return;
+    if (!this.#pending.has(r)) return;
+    // Forgotten only once the write went through: after a failed write (SQLITE_BUSY) a retry still refunds.
     this.#refund.run(r.accountId, r.month, r.operation);
+    this.#pending.delete(r);
   }
 
   /** The counter of `op` this month, for the RateLimit headers of answers that reserved nothing. */

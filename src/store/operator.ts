@@ -68,7 +68,14 @@ export function table(rows: readonly (readonly string[])[]): string {
   return rows.map((row) => row.map((cell, i) => (i === row.length - 1 ? cell : cell.padEnd(widths[i]!))).join('  ')).join('\n') + '\n';
 }
 
-/** Writes a value as indented JSON on stdout (the `--json` output of the listing commands). */
+/** Writes a value as indented JSON on stdout (the `--json` output of the reporting commands). */
 export function printJson(value: unknown): void {
   process.stdout.write(`${JSON.stringify(value, null, 2)}\n`);
+}
+
+/** Prints a listing on stdout: JSON with --json, else a table, or a hint when there is nothing to list. */
+export function printListing<T>(items: readonly T[], how: { json: boolean | undefined; empty: string; header: string[]; row: (item: T) => string[] }): void {
+  if (how.json) printJson(items);
+  else if (items.length === 0) process.stdout.write(`${how.empty}\n`);
+  else process.stdout.write(table([how.header, ...items.map(how.row)]));
 }
