@@ -347,7 +347,7 @@ export class Store {
       };
       this.#setLimits.run(next.protect_limit, next.verify_limit, row.id);
       return this.#toAccount(next);
-    })();
+    }).immediate(); // write lock before the read: a deferred read-then-write could fail SQLITE_BUSY_SNAPSHOT
   }
 
   /** Issues a key for the account; the only time the key exists outside the client is this return value. */
