@@ -59,8 +59,10 @@ describe('racing processes', () => {
     ['commit only', 0],
     ['refunding every third unit', 3],
   ])('exactly the limit succeeds across 8 processes (%s)', async (_name, refundEvery) => {
-    const limit = 1000;
-    const left = 100;
+    // Enough units left that the race lasts tens of milliseconds: with only a hundred, the first process
+    // scheduled can take them all before the others wake up (two cores).
+    const limit = 3000;
+    const left = 2000;
     const { file, store, accountId } = setup(limit);
     // Use up all but the last `left` units, so the processes race for the last ones.
     for (let i = 0; i < limit - left; i++) expect(store.reserve(accountId, 'protect').ok).toBe(true);
