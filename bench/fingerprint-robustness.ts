@@ -13,7 +13,7 @@ import { decodeBase, examinable, probe } from '../src/fingerprint/decode.js';
 import { embedFingerprint } from '../src/fingerprint/embed.js';
 import { runCore, type Engine, fingerprintEngine } from '../src/fingerprint/native.js';
 import { keyTileFor } from '../src/fingerprint/pattern.js';
-import { FPR } from '../src/fingerprint/params.js';
+import { CORE_PARAMS, FPR } from '../src/fingerprint/params.js';
 import { cellTest } from '../src/fingerprint/stats.js';
 
 sharp.concurrency(1);
@@ -108,7 +108,7 @@ async function detectMany(buf: Buffer, secrets: Uint8Array[], engine: Engine): P
   return secrets.map((secret) => {
     const key = keyTileFor(secret);
     const t0 = performance.now();
-    const { out } = runCore({ ...base, sync: key.sync, count: key.count }, engine);
+    const { out } = runCore({ ...base, sync: key.sync, count: key.count, params: CORE_PARAMS }, engine);
     const t = cellTest(out.cells);
     return { present: t.pValue <= FPR, confidence: t.k / t.n, z: t.t, blocks: t.n, ms: performance.now() - t0 };
   });

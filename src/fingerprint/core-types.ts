@@ -9,6 +9,18 @@ export interface CoreInput {
   /** Key tile parts, TILE*TILE each. */
   sync: Float32Array;
   count: Float32Array;
+  params: CoreParams;
+}
+
+/** Tunables handed to the core on every call, so that the native code has no copy of them. */
+export interface CoreParams {
+  cell: number;
+  scaleMin: number;
+  scaleStep: number;
+  tier1Z: number;
+  sigmaHighpass: number;
+  sigmaLocal: number;
+  localFloor: number;
 }
 
 export interface CoreOutput {

@@ -3,7 +3,7 @@ import { performance } from 'node:perf_hooks';
 import { decodeBase, examinable, probe } from './decode.js';
 import { runCore, type Engine, fingerprintEngine } from './native.js';
 import { keyTileFor } from './pattern.js';
-import { FPR } from './params.js';
+import { CORE_PARAMS, FPR } from './params.js';
 import { cellTest } from './stats.js';
 
 export interface FingerprintResult {
@@ -49,7 +49,7 @@ export async function detectFingerprint(
   const t1 = performance.now();
   const key = keyTileFor(secret);
   const { out, engine: used } = runCore(
-    { pixels: base.pixels, width: base.width, height: base.height, channels: base.channels, sync: key.sync, count: key.count },
+    { pixels: base.pixels, width: base.width, height: base.height, channels: base.channels, sync: key.sync, count: key.count, params: CORE_PARAMS },
     engine,
   );
   const test = cellTest(out.cells);

@@ -32,5 +32,21 @@ export const SCALE_MIN = 0.78;
 export const SCALE_STEP = 0.01;
 /** Sync z at scale 1 above which the search is skipped. */
 export const TIER1_Z = 6;
+/** Detector prefilter: subtract a Gaussian (sigma in work px), divide by the local RMS over another. */
+export const SIGMA_HIGHPASS = 2.5;
+export const SIGMA_LOCAL = 4;
+/** Floor of the local energy (luma units squared), so that flat areas are not blown up. */
+export const LOCAL_FLOOR = 1;
 /** False-positive bound of the decision. */
 export const FPR = 1e-6;
+
+/** The core's tunables as one plain object (handed to the native addon on every call). */
+export const CORE_PARAMS = {
+  cell: CELL,
+  scaleMin: SCALE_MIN,
+  scaleStep: SCALE_STEP,
+  tier1Z: TIER1_Z,
+  sigmaHighpass: SIGMA_HIGHPASS,
+  sigmaLocal: SIGMA_LOCAL,
+  localFloor: LOCAL_FLOOR,
+} as const;

@@ -3,14 +3,10 @@
  * correlation, scale search and the per-cell count. native/src/core.cc is a line-by-line port; tests
  * hold the two to the tolerance stated in docs/fingerprint.md.
  */
-import { CELL, CELLS, SCALE_MIN, SCALE_STEP, TIER1_Z, TILE } from './params.js';
-import type { CoreInput, CoreOutput } from './core-types.js';
+import { TILE } from './params.js';
+import type { CoreInput, CoreOutput, CoreParams } from './core-types.js';
 import { fft2d } from './fft.js';
 
-const SIGMA_HIGHPASS = 2.5;
-const SIGMA_LOCAL = 4;
-/** Floor of the local energy (luma units squared), so that flat areas are not blown up. */
-const LOCAL_FLOOR = 1;
 const T2 = TILE * TILE;
 const MASK = TILE - 1;
 
@@ -66,16 +62,16 @@ export function blur(src: Float32Array, w: number, h: number, taps: Float32Array
 }
 
 /** High-pass (minus a Gaussian) then local contrast normalisation: whitens the host, keeps the key band. */
-export function prefilter(y: Float32Array, w: number, h: number): Float32Array {
-  const low = blur(y, w, h, gaussianTaps(SIGMA_HIGHPASS));
+export function prefilter(y: Float32Array, w: number, h: number, p: CoreParams): Float32Array {
+  const low = blur(y, w, h, gaussianTaps(p.sigmaHighpass));
   const hp = new Float32Array(w * h);
   const sq = new Float32Array(w * h);
   for (let i = 0; i < hp.length; i++) {
     hp[i] = y[i]! - low[i]!;
     sq[i] = hp[i]! * hp[i]!;
   }
-  const loc = blur(sq, w, h, gaussianTaps(SIGMA_LOCAL));
-  for (let i = 0; i < hp.length; i++) hp[i] = hp[i]! / Math.sqrt(loc[i]! + LOCAL_FLOOR);
+  const loc = blur(sq, w, h, gaussianTaps(p.sigmaLocal));
+  for (let i = 0; i < hp.length; i++) hp[i] = hp[i]! / Math.sqrt(loc[i]! + p.localFloor);
   return hp;
 }
 
@@ -134,94 +130,117 @@ interface Peak {
   fy: number;
 }
 
-/** Cyclic cross-correlation corr[d] = sum_u F[u] S[u + d] via the FFT; returns the peak in RMS units. */
-function syncPeak(f: Float64Array, specRe: Float64Array, specIm: Float64Array, re: Float64Array, im: Float64Array): Peak {
-  re.set(f);
-  im.fill(0);
-  fft2d(re, im, TILE, -1);
-  for (let i = 0; i < T2; i++) {
-    // conj(F) * S
-    const a = re[i]!;
-    const b = -im[i]!;
-    re[i] = a * specRe[i]! - b * specIm[i]!;
-    im[i] = a * specIm[i]! + b * specRe[i]!;
-  }
-  fft2d(re, im, TILE, 1);
+/** Correlation-surface peak in RMS units, with a parabolic sub-pixel refinement. */
+function peakOf(c: Float64Array): Peak {
   let best = 0;
   let sq = 0;
   for (let i = 0; i < T2; i++) {
-    sq += re[i]! * re[i]!;
-    if (re[i]! > re[best]!) best = i;
+    sq += c[i]! * c[i]!;
+    if (c[i]! > c[best]!) best = i;
   }
   const rms = Math.sqrt(sq / T2);
   const dy = best >> 7;
   const dx = best & MASK;
-  const c = re[best]!;
+  const v = c[best]!;
   const sub = (m: number, p: number): number => {
-    const den = m - 2 * c + p;
+    const den = m - 2 * v + p;
     if (!(den < 0)) return 0;
-    const v = (0.5 * (m - p)) / den;
-    return v > 0.5 ? 0.5 : v < -0.5 ? -0.5 : v;
+    const r = (0.5 * (m - p)) / den;
+    return r > 0.5 ? 0.5 : r < -0.5 ? -0.5 : r;
   };
-  const fx = sub(re[dy * TILE + ((dx - 1) & MASK)]!, re[dy * TILE + ((dx + 1) & MASK)]!);
-  const fy = sub(re[((dy - 1) & MASK) * TILE + dx]!, re[((dy + 1) & MASK) * TILE + dx]!);
-  return { z: rms > 0 ? c / rms : 0, dx, dy, fx, fy };
+  const fx = sub(c[dy * TILE + ((dx - 1) & MASK)]!, c[dy * TILE + ((dx + 1) & MASK)]!);
+  const fy = sub(c[((dy - 1) & MASK) * TILE + dx]!, c[((dy + 1) & MASK) * TILE + dx]!);
+  return { z: rms > 0 ? v / rms : 0, dx, dy, fx, fy };
+}
+
+/**
+ * Cyclic cross-correlations corr[d] = sum_u F[u] S[u + d] of two real folds in one complex FFT pair:
+ * with Z = FFT(a + i b), IFFT(S(k) Z(-k)) = corr_a + i corr_b.
+ */
+class SyncCorrelator {
+  private readonly specRe = new Float64Array(T2);
+  private readonly specIm = new Float64Array(T2);
+  private readonly re = new Float64Array(T2);
+  private readonly im = new Float64Array(T2);
+  private readonly pr = new Float64Array(T2);
+  private readonly pi = new Float64Array(T2);
+  constructor(sync: Float32Array) {
+    for (let i = 0; i < T2; i++) this.specRe[i] = sync[i]!;
+    fft2d(this.specRe, this.specIm, TILE, -1);
+  }
+  correlate(a: Float64Array, b: Float64Array | undefined): [Peak, Peak | undefined] {
+    const { re, im, pr, pi, specRe, specIm } = this;
+    re.set(a);
+    if (b) im.set(b);
+    else im.fill(0);
+    fft2d(re, im, TILE, -1);
+    for (let v = 0; v < TILE; v++) {
+      const nv = (TILE - v) & MASK;
+      for (let u = 0; u < TILE; u++) {
+        const i = v * TILE + u;
+        const j = nv * TILE + ((TILE - u) & MASK);
+        pr[i] = re[j]! * specRe[i]! - im[j]! * specIm[i]!;
+        pi[i] = re[j]! * specIm[i]! + im[j]! * specRe[i]!;
+      }
+    }
+    fft2d(pr, pi, TILE, 1);
+    return [peakOf(pr), b ? peakOf(pi) : undefined];
+  }
 }
 
 /** The whole detection core for one image: one call, plain inputs, plain outputs. */
 export function detectCore(input: CoreInput): CoreOutput {
-  const { width: w, height: h } = input;
-  const x = prefilter(luma(input.pixels, w, h, input.channels), w, h);
+  const { width: w, height: h, params } = input;
+  const x = prefilter(luma(input.pixels, w, h, input.channels), w, h, params);
 
-  const specRe = new Float64Array(T2);
-  const specIm = new Float64Array(T2);
-  for (let i = 0; i < T2; i++) specRe[i] = input.sync[i]!;
-  fft2d(specRe, specIm, TILE, -1);
-
-  const f = new Float64Array(T2);
-  const re = new Float64Array(T2);
-  const im = new Float64Array(T2);
-  const at = (s: number): Peak => {
-    fold(x, w, h, s, 0, 0, f);
-    return syncPeak(f, specRe, specIm, re, im);
-  };
-
+  const sync = new SyncCorrelator(input.sync);
+  const fa = new Float64Array(T2);
+  const fb = new Float64Array(T2);
   let bestS = 1;
-  let best = at(1);
-  let tier = 1;
-  if (best.z < TIER1_Z) {
-    tier = 2;
-    const steps = Math.round((1 - SCALE_MIN) / SCALE_STEP);
-    for (let i = 1; i <= steps; i++) {
-      const s = 1 - i * SCALE_STEP;
-      const p = at(s);
-      if (p.z > best.z) {
-        best = p;
-        bestS = s;
+  let best: Peak = { z: -Infinity, dx: 0, dy: 0, fx: 0, fy: 0 };
+  // Scales are evaluated in pairs (one FFT pair for two folds); candidates compare in list order.
+  const consider = (scales: number[]): void => {
+    for (let i = 0; i < scales.length; i += 2) {
+      fold(x, w, h, scales[i]!, 0, 0, fa);
+      const two = i + 1 < scales.length;
+      if (two) fold(x, w, h, scales[i + 1]!, 0, 0, fb);
+      const [pa, pb] = sync.correlate(fa, two ? fb : undefined);
+      if (pa.z > best.z) {
+        best = pa;
+        bestS = scales[i]!;
+      }
+      if (pb && pb.z > best.z) {
+        best = pb;
+        bestS = scales[i + 1]!;
       }
     }
-    for (const step of [SCALE_STEP / 2, SCALE_STEP / 4]) {
+  };
+  consider([1]);
+  let tier = 1;
+  if (best.z < params.tier1Z) {
+    tier = 2;
+    const steps = Math.round((1 - params.scaleMin) / params.scaleStep);
+    const coarse: number[] = [];
+    for (let i = 1; i <= steps; i++) coarse.push(1 - i * params.scaleStep);
+    consider(coarse);
+    for (const step of [params.scaleStep / 2, params.scaleStep / 4]) {
       const centre = bestS;
-      for (const s of [centre - step, centre + step]) {
-        const p = at(s);
-        if (p.z > best.z) {
-          best = p;
-          bestS = s;
-        }
-      }
+      consider([centre - step, centre + step]);
     }
   }
+  const f = fa;
 
   // Re-fold at the sub-pixel alignment, then correlate each count cell with its own key material.
   fold(x, w, h, bestS, best.fx, best.fy, f);
-  const cells = new Float64Array(CELLS);
-  const per = TILE / CELL;
+  const cell = params.cell;
+  const per = TILE / cell;
+  const cells = new Float64Array(per * per);
   for (let ky = 0; ky < TILE; ky++) {
     const fr = ((ky - best.dy) & MASK) * TILE;
     const crow = ky * TILE;
-    const cellRow = ((ky / CELL) | 0) * per;
+    const cellRow = ((ky / cell) | 0) * per;
     for (let kx = 0; kx < TILE; kx++) {
-      cells[cellRow + ((kx / CELL) | 0)]! += f[fr + ((kx - best.dx) & MASK)]! * input.count[crow + kx]!;
+      cells[cellRow + ((kx / cell) | 0)]! += f[fr + ((kx - best.dx) & MASK)]! * input.count[crow + kx]!;
     }
   }
   return { scale: bestS, dx: best.dx + best.fx, dy: best.dy + best.fy, syncZ: best.z, tier, cells };

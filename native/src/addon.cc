@@ -1,0 +1,105 @@
+// N-API surface of the fingerprint core: detectCore(input) and simd(). Context-aware (Napi::Addon), so
+// it loads in every worker thread; the core keeps no per-call state outside the call.
+#include <napi.h>
+
+#include <vector>
+
+#include "core.h"
+
+namespace {
+
+constexpr int kMaxSide = 1 << 14;
+
+bool Fail(Napi::Env env, const char* msg) {
+  Napi::TypeError::New(env, msg).ThrowAsJavaScriptException();
+  return false;
+}
+
+bool GetInt(Napi::Object o, const char* key, int lo, int hi, int& out) {
+  Napi::Value v = o.Get(key);
+  if (!v.IsNumber()) return Fail(o.Env(), "detectCore: a numeric field is missing");
+  const double d = v.As<Napi::Number>().DoubleValue();
+  if (!(d >= lo && d <= hi) || d != static_cast<int>(d)) return Fail(o.Env(), "detectCore: an integer field is out of range");
+  out = static_cast<int>(d);
+  return true;
+}
+
+bool GetDouble(Napi::Object o, const char* key, double& out) {
+  Napi::Value v = o.Get(key);
+  if (!v.IsNumber()) return Fail(o.Env(), "detectCore: a numeric parameter is missing");
+  out = v.As<Napi::Number>().DoubleValue();
+  return true;
+}
+
+template <typename T, napi_typedarray_type Type>
+bool GetArray(Napi::Object o, const char* key, size_t length, const T*& out) {
+  Napi::Value v = o.Get(key);
+  if (!v.IsTypedArray() || v.As<Napi::TypedArray>().TypedArrayType() != Type) return Fail(o.Env(), "detectCore: a typed-array field has the wrong type");
+  auto a = v.As<Napi::TypedArrayOf<T>>();
+  if (a.ElementLength() < length) return Fail(o.Env(), "detectCore: a typed array is too short");
+  out = a.Data();
+  return true;
+}
+
+class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
+ public:
+  FingerprintAddon(Napi::Env env, Napi::Object exports) {
+    DefineAddon(exports, {InstanceMethod("detectCore", &FingerprintAddon::DetectCore), InstanceMethod("simd", &FingerprintAddon::Simd)});
+  }
+
+ private:
+  // One call per image: every input is read into a plain struct before the core runs.
+  Napi::Value DetectCore(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsObject()) {
+      Fail(env, "detectCore: expected an input object");
+      return env.Undefined();
+    }
+    Napi::Object o = info[0].As<Napi::Object>();
+    optmark::CoreIn in{};
+    optmark::CoreParams p{};
+    Napi::Value pv = o.Get("params");
+    if (!pv.IsObject()) {
+      Fail(env, "detectCore: params missing");
+      return env.Undefined();
+    }
+    Napi::Object po = pv.As<Napi::Object>();
+    if (!GetInt(o, "width", 2, kMaxSide, in.width) || !GetInt(o, "height", 2, kMaxSide, in.height) || !GetInt(o, "channels", 1, 4, in.channels) ||
+        !GetInt(po, "cell", 1, optmark::kTile, p.cell) || !GetDouble(po, "scaleMin", p.scaleMin) || !GetDouble(po, "scaleStep", p.scaleStep) ||
+        !GetDouble(po, "tier1Z", p.tier1Z) || !GetDouble(po, "sigmaHighpass", p.sigmaHighpass) || !GetDouble(po, "sigmaLocal", p.sigmaLocal) ||
+        !GetDouble(po, "localFloor", p.localFloor)) {
+      return env.Undefined();
+    }
+    if (optmark::kTile % p.cell != 0 || !(p.scaleStep > 0.001) || !(p.scaleMin > 0.3 && p.scaleMin <= 1) || !(p.sigmaHighpass > 0 && p.sigmaHighpass < 50) ||
+        !(p.sigmaLocal > 0 && p.sigmaLocal < 50)) {
+      Fail(env, "detectCore: parameters out of range");
+      return env.Undefined();
+    }
+    const size_t n = size_t(in.width) * in.height;
+    if (!GetArray<uint8_t, napi_uint8_array>(o, "pixels", n * in.channels, in.pixels) ||
+        !GetArray<float, napi_float32_array>(o, "sync", optmark::kTile2, in.sync) ||
+        !GetArray<float, napi_float32_array>(o, "count", optmark::kTile2, in.count)) {
+      return env.Undefined();
+    }
+    const int per = optmark::kTile / p.cell;
+    Napi::Float64Array cells = Napi::Float64Array::New(env, size_t(per) * per);
+    optmark::CoreOut out{};
+    out.cells = cells.Data();
+    optmark::DetectCore(in, p, out);
+
+    Napi::Object r = Napi::Object::New(env);
+    r.Set("scale", out.scale);
+    r.Set("dx", out.dx);
+    r.Set("dy", out.dy);
+    r.Set("syncZ", out.syncZ);
+    r.Set("tier", out.tier);
+    r.Set("cells", cells);
+    return r;
+  }
+
+  Napi::Value Simd(const Napi::CallbackInfo& info) { return Napi::String::New(info.Env(), optmark::SimdPath()); }
+};
+
+}  // namespace
+
+NODE_API_ADDON(FingerprintAddon)

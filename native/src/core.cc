@@ -1,0 +1,353 @@
+// Port of src/fingerprint/reference.ts (see core.h). Written so that GCC/Clang vectorise the inner
+// loops at -O3: contiguous float arrays, no aliasing, branch-free interiors. The hot functions are
+// compiled twice (AVX2+FMA and baseline) and picked at load time by the CPU (target_clones), so the
+// binary stays portable.
+#include "core.h"
+
+#include <algorithm>
+#include <cmath>
+#include <vector>
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define OPTMARK_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define OPTMARK_CLONES
+#endif
+
+namespace optmark {
+namespace {
+
+std::vector<float> GaussianTaps(double sigma) {
+  const int r = static_cast<int>(std::ceil(3 * sigma));
+  std::vector<float> t(2 * r + 1);
+  double s = 0;
+  for (int i = -r; i <= r; i++) s += std::exp(-double(i) * i / (2 * sigma * sigma));
+  for (int i = -r; i <= r; i++) t[i + r] = float(std::exp(-double(i) * i / (2 * sigma * sigma)) / s);
+  return t;
+}
+
+void Luma(const uint8_t* px, int w, int h, int ch, float* y) {
+  const int n = w * h;
+  if (ch >= 3) {
+    for (int i = 0; i < n; i++) {
+      const uint8_t* p = px + size_t(i) * ch;
+      y[i] = float(0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2]);
+    }
+  } else {
+    for (int i = 0; i < n; i++) y[i] = px[size_t(i) * ch];
+  }
+}
+
+// Separable Gaussian blur with replicated borders.
+OPTMARK_CLONES
+void Blur(const float* __restrict src, int w, int h, const std::vector<float>& taps, float* __restrict tmp, float* __restrict out) {
+  const int r = int(taps.size() - 1) / 2;
+  const float* t = taps.data();
+  for (int y = 0; y < h; y++) {
+    const float* s = src + size_t(y) * w;
+    float* d = tmp + size_t(y) * w;
+    for (int x = 0; x < w; x++) d[x] = 0;
+    const int lo = std::min(r, w), hi = std::max(lo, w - r);
+    for (int k = 0; k <= 2 * r; k++) {
+      const float tk = t[k];
+      const float* sk = s + k - r;
+      for (int x = lo; x < hi; x++) d[x] += tk * sk[x];
+    }
+    for (int x = 0; x < w; x++) {
+      if (x >= lo && x < hi) continue;
+      float acc = 0;
+      for (int k = -r; k <= r; k++) acc += t[k + r] * s[std::clamp(x + k, 0, w - 1)];
+      d[x] = acc;
+    }
+  }
+  for (int y = 0; y < h; y++) {
+    float* d = out + size_t(y) * w;
+    for (int x = 0; x < w; x++) d[x] = 0;
+    for (int k = -r; k <= r; k++) {
+      const float tk = t[k + r];
+      const float* s = tmp + size_t(std::clamp(y + k, 0, h - 1)) * w;
+      for (int x = 0; x < w; x++) d[x] += tk * s[x];
+    }
+  }
+}
+
+OPTMARK_CLONES
+void Prefilter(const float* __restrict y, int w, int h, const CoreParams& p, float* __restrict x) {
+  const size_t n = size_t(w) * h;
+  std::vector<float> low(n), tmp(n), sq(n), loc(n);
+  Blur(y, w, h, GaussianTaps(p.sigmaHighpass), tmp.data(), low.data());
+  for (size_t i = 0; i < n; i++) {
+    x[i] = y[i] - low[i];
+    sq[i] = x[i] * x[i];
+  }
+  Blur(sq.data(), w, h, GaussianTaps(p.sigmaLocal), tmp.data(), loc.data());
+  const float floor = float(p.localFloor);
+  for (size_t i = 0; i < n; i++) x[i] = x[i] / std::sqrt(loc[i] + floor);
+}
+
+struct Axis {
+  int start = 0;
+  std::vector<int> idx;
+  std::vector<float> frac;
+};
+
+// Output u samples source position c + (u - off - c*s)/s about the centre c; only in-range samples are kept.
+Axis MakeAxis(int n, double s, double off) {
+  Axis a;
+  const double c = (n - 1) / 2.0;
+  const int outN = int(std::ceil(n * s)) + 2;
+  int start = -1;
+  for (int u = 0; u < outN; u++) {
+    const double b = c + (u - off - c * s) / s;
+    if (b < 0 || b > n - 1) continue;
+    if (start < 0) start = u;
+    int i = int(std::floor(b));
+    if (i >= n - 1) i = n - 2;
+    a.idx.push_back(i);
+    a.frac.push_back(float(b - i));
+  }
+  a.start = std::max(0, start);
+  return a;
+}
+
+// Bilinear resampling by scale s (with sub-pixel offset), summed onto one key tile.
+OPTMARK_CLONES
+void Fold(const float* __restrict x, int w, int h, double s, double ox, double oy, double* __restrict out, float* __restrict line) {
+  std::fill(out, out + kTile2, 0.0);
+  const Axis ax = MakeAxis(w, s, ox);
+  const Axis ay = MakeAxis(h, s, oy);
+  const int nx = int(ax.idx.size());
+  const int* xi = ax.idx.data();
+  const float* xf = ax.frac.data();
+  for (size_t j = 0; j < ay.idx.size(); j++) {
+    const float* r0 = x + size_t(ay.idx[j]) * w;
+    const float* r1 = r0 + w;
+    const float fy = ay.frac[j];
+    for (int i = 0; i < nx; i++) {
+      const int k = xi[i];
+      const float fx = xf[i];
+      const float top = r0[k] + fx * (r0[k + 1] - r0[k]);
+      const float bot = r1[k] + fx * (r1[k + 1] - r1[k]);
+      line[i] = top + fy * (bot - top);
+    }
+    double* row = out + size_t((ay.start + int(j)) & kMask) * kTile;
+    for (int i = 0; i < nx; i++) row[(ax.start + i) & kMask] += line[i];
+  }
+}
+
+// Radix-2 complex 2-D FFT of kTile x kTile. Each butterfly works on two whole rows, so the inner loop
+// runs over 128 contiguous doubles and vectorises; the second axis goes through a transpose.
+struct Fft {
+  std::vector<int> rev;
+  std::vector<double> wr[2], wi[2];  // per sign, per stage: cos/sin(ang*k)
+  Fft() {
+    rev.resize(kTile);
+    for (int i = 1, j = 0; i < kTile; i++) {
+      int bit = kTile >> 1;
+      for (; j & bit; bit >>= 1) j ^= bit;
+      j ^= bit;
+      rev[i] = j;
+    }
+    for (int si = 0; si < 2; si++) {
+      const int sign = si == 0 ? -1 : 1;
+      for (int len = 2; len <= kTile; len <<= 1) {
+        const double ang = sign * 2 * M_PI / len;
+        for (int k = 0; k < len / 2; k++) {
+          wr[si].push_back(std::cos(ang * k));
+          wi[si].push_back(std::sin(ang * k));
+        }
+      }
+    }
+  }
+  // Transforms every column (along y) at once.
+  OPTMARK_CLONES
+  void Columns(double* __restrict re, double* __restrict im, int sign) const {
+    for (int i = 1; i < kTile; i++) {
+      const int j = rev[i];
+      if (i < j) {
+        std::swap_ranges(re + i * kTile, re + (i + 1) * kTile, re + j * kTile);
+        std::swap_ranges(im + i * kTile, im + (i + 1) * kTile, im + j * kTile);
+      }
+    }
+    const int si = sign < 0 ? 0 : 1;
+    const double* twr = wr[si].data();
+    const double* twi = wi[si].data();
+    for (int len = 2; len <= kTile; len <<= 1) {
+      const int half = len >> 1;
+      for (int k = 0; k < half; k++) {
+        const double c = twr[k], s = twi[k];
+        for (int i = k; i < kTile; i += len) {
+          double* __restrict ar = re + i * kTile;
+          double* __restrict ai = im + i * kTile;
+          double* __restrict br = re + (i + half) * kTile;
+          double* __restrict bi = im + (i + half) * kTile;
+          for (int x = 0; x < kTile; x++) {
+            const double xr = br[x] * c - bi[x] * s;
+            const double xi = br[x] * s + bi[x] * c;
+            br[x] = ar[x] - xr;
+            bi[x] = ai[x] - xi;
+            ar[x] = ar[x] + xr;
+            ai[x] = ai[x] + xi;
+          }
+        }
+      }
+      twr += half;
+      twi += half;
+    }
+  }
+  void TwoD(double* re, double* im, int sign, double* tre, double* tim) const {
+    Transpose(re, tre);
+    Transpose(im, tim);
+    Columns(tre, tim, sign);  // the rows of the original
+    Transpose(tre, re);
+    Transpose(tim, im);
+    Columns(re, im, sign);
+  }
+  static void Transpose(const double* __restrict a, double* __restrict b) {
+    constexpr int B = 16;
+    for (int y0 = 0; y0 < kTile; y0 += B)
+      for (int x0 = 0; x0 < kTile; x0 += B)
+        for (int y = y0; y < y0 + B; y++)
+          for (int x = x0; x < x0 + B; x++) b[x * kTile + y] = a[y * kTile + x];
+  }
+};
+
+struct Peak {
+  double z = 0;
+  int dx = 0, dy = 0;
+  double fx = 0, fy = 0;
+};
+
+double SubPixel(double m, double c, double p) {
+  const double den = m - 2 * c + p;
+  if (!(den < 0)) return 0;
+  const double v = 0.5 * (m - p) / den;
+  return v > 0.5 ? 0.5 : v < -0.5 ? -0.5 : v;
+}
+
+struct Sync {
+  const Fft& fft;
+  std::vector<double> specRe, specIm, re, im, tre, tim;
+  explicit Sync(const Fft& f, const float* sync)
+      : fft(f), specRe(kTile2), specIm(kTile2), re(kTile2), im(kTile2), tre(kTile2), tim(kTile2) {
+    for (int i = 0; i < kTile2; i++) specRe[i] = sync[i];
+    fft.TwoD(specRe.data(), specIm.data(), -1, tre.data(), tim.data());
+  }
+  // Correlates two real folds at once: with Z = FFT(a + i b), IFFT(S(k) Z(-k)) = corr_a + i corr_b.
+  void Correlate(const double* a, const double* b, Peak& pa, Peak& pb) {
+    std::copy(a, a + kTile2, re.begin());
+    if (b) std::copy(b, b + kTile2, im.begin());
+    else std::fill(im.begin(), im.end(), 0.0);
+    fft.TwoD(re.data(), im.data(), -1, tre.data(), tim.data());
+    for (int v = 0; v < kTile; v++) {
+      const int nv = (kTile - v) & kMask;
+      for (int u = 0; u < kTile; u++) {
+        const int i = v * kTile + u, j = nv * kTile + ((kTile - u) & kMask);
+        tre[i] = re[j] * specRe[i] - im[j] * specIm[i];
+        tim[i] = re[j] * specIm[i] + im[j] * specRe[i];
+      }
+    }
+    std::copy(tre.begin(), tre.end(), re.begin());
+    std::copy(tim.begin(), tim.end(), im.begin());
+    fft.TwoD(re.data(), im.data(), 1, tre.data(), tim.data());
+    pa = PeakOf(re.data());
+    if (b) pb = PeakOf(im.data());
+  }
+  static Peak PeakOf(const double* c) {
+    int best = 0;
+    double sq = 0;
+    for (int i = 0; i < kTile2; i++) {
+      sq += c[i] * c[i];
+      if (c[i] > c[best]) best = i;
+    }
+    const double rms = std::sqrt(sq / kTile2);
+    Peak p;
+    p.dy = best >> 7;
+    p.dx = best & kMask;
+    const double v = c[best];
+    p.fx = SubPixel(c[p.dy * kTile + ((p.dx - 1) & kMask)], v, c[p.dy * kTile + ((p.dx + 1) & kMask)]);
+    p.fy = SubPixel(c[((p.dy - 1) & kMask) * kTile + p.dx], v, c[((p.dy + 1) & kMask) * kTile + p.dx]);
+    p.z = rms > 0 ? v / rms : 0;
+    return p;
+  }
+};
+
+const Fft& SharedFft() {
+  static const Fft fft;  // immutable after construction; thread-safe static init
+  return fft;
+}
+
+}  // namespace
+
+void DetectCore(const CoreIn& in, const CoreParams& params, CoreOut& out) {
+  const int w = in.width, h = in.height;
+  const size_t n = size_t(w) * h;
+  std::vector<float> y(n), x(n), line(size_t(std::ceil(w * 1.05)) + 8);
+  Luma(in.pixels, w, h, in.channels, y.data());
+  Prefilter(y.data(), w, h, params, x.data());
+
+  Sync sync(SharedFft(), in.sync);
+  std::vector<double> fa(kTile2), fb(kTile2);
+  double bestS = 1;
+  Peak best;
+  // Scales are evaluated in pairs; candidates are compared in list order so ties resolve as in reference.ts.
+  auto consider = [&](const std::vector<double>& scales) {
+    for (size_t i = 0; i < scales.size(); i += 2) {
+      Fold(x.data(), w, h, scales[i], 0, 0, fa.data(), line.data());
+      const bool two = i + 1 < scales.size();
+      if (two) Fold(x.data(), w, h, scales[i + 1], 0, 0, fb.data(), line.data());
+      Peak pa, pb;
+      sync.Correlate(fa.data(), two ? fb.data() : nullptr, pa, pb);
+      if (pa.z > best.z) {
+        best = pa;
+        bestS = scales[i];
+      }
+      if (two && pb.z > best.z) {
+        best = pb;
+        bestS = scales[i + 1];
+      }
+    }
+  };
+  best.z = -1e300;
+  consider({1.0});
+  int tier = 1;
+  if (best.z < params.tier1Z) {
+    tier = 2;
+    const int steps = int(std::lround((1 - params.scaleMin) / params.scaleStep));
+    std::vector<double> coarse;
+    for (int i = 1; i <= steps; i++) coarse.push_back(1 - i * params.scaleStep);
+    consider(coarse);
+    for (const double step : {params.scaleStep / 2, params.scaleStep / 4}) {
+      const double centre = bestS;
+      consider({centre - step, centre + step});
+    }
+  }
+  std::vector<double>& f = fa;
+
+  Fold(x.data(), w, h, bestS, best.fx, best.fy, f.data(), line.data());
+  const int cell = params.cell;
+  const int per = kTile / cell;
+  std::fill(out.cells, out.cells + per * per, 0.0);
+  for (int ky = 0; ky < kTile; ky++) {
+    const double* fr = f.data() + size_t((ky - best.dy) & kMask) * kTile;
+    const float* crow = in.count + size_t(ky) * kTile;
+    double* cells = out.cells + (ky / cell) * per;
+    for (int kx = 0; kx < kTile; kx++) cells[kx / cell] += fr[(kx - best.dx) & kMask] * crow[kx];
+  }
+  out.scale = bestS;
+  out.dx = best.dx + best.fx;
+  out.dy = best.dy + best.fy;
+  out.syncZ = best.z;
+  out.tier = tier;
+}
+
+const char* SimdPath() {
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+  __builtin_cpu_init();
+  return __builtin_cpu_supports("avx2") ? "avx2" : "portable";
+#else
+  return "portable";
+#endif
+}
+
+}  // namespace optmark

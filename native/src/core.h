@@ -1,0 +1,45 @@
+// Detection core of the fingerprint: one call per image, plain inputs, plain outputs.
+// A line-by-line port of src/fingerprint/reference.ts; keep the two in step.
+#pragma once
+#include <cstdint>
+
+namespace optmark {
+
+constexpr int kTile = 128;
+constexpr int kTile2 = kTile * kTile;
+constexpr int kMask = kTile - 1;
+
+struct CoreParams {
+  int cell;            // count cell side (divides kTile)
+  double scaleMin;     // smallest scale searched
+  double scaleStep;    // coarse scale step
+  double tier1Z;       // sync z at scale 1 that skips the search
+  double sigmaHighpass;  // prefilter: subtract a Gaussian of this sigma
+  double sigmaLocal;     // prefilter: divide by the local RMS over this sigma
+  double localFloor;     // added to the local energy so flat areas stay quiet
+};
+
+struct CoreIn {
+  const uint8_t* pixels;  // interleaved 8-bit, width*height*channels
+  int width;
+  int height;
+  int channels;
+  const float* sync;   // kTile2
+  const float* count;  // kTile2
+};
+
+struct CoreOut {
+  double scale;
+  double dx;
+  double dy;
+  double syncZ;
+  int tier;
+  double* cells;  // (kTile/cell)^2, filled by the core
+};
+
+void DetectCore(const CoreIn& in, const CoreParams& params, CoreOut& out);
+
+// Which code path the hot loops use on this CPU ("avx2" or "portable").
+const char* SimdPath();
+
+}  // namespace optmark
