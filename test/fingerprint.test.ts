@@ -1,0 +1,222 @@
+/**
+ * Fingerprint layer: behaviour on synthetic textured images (no ../shared needed), the secret file,
+ * native/reference agreement, and the Kodak set when ../shared/natural is present.
+ */
+import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import sharp from 'sharp';
+import { describe, expect, it } from 'vitest';
+import { detectFingerprint, embedFingerprint, fingerprintEngine, loadFingerprintSecret } from '../src/fingerprint/index.js';
+import { decodeBase } from '../src/fingerprint/decode.js';
+import { runCore } from '../src/fingerprint/native.js';
+import { keyTileFor } from '../src/fingerprint/pattern.js';
+import { CORE_PARAMS } from '../src/fingerprint/params.js';
+import { binomialTail, cellTest, signFlipTail } from '../src/fingerprint/stats.js';
+
+const MAX_PIXELS = 40_000_000;
+const SECRET = new Uint8Array(32).fill(3);
+const OTHER = new Uint8Array(32).fill(4);
+const NATURAL = fileURLToPath(new URL('../../shared/natural', import.meta.url));
+
+/** Deterministic photo-like fixture: smooth gradients plus multi-scale value noise, RGB. */
+async function texturedImage(width: number, height: number, seed: number): Promise<Buffer> {
+  let a = seed >>> 0;
+  const rnd = (): number => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), a | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const grid = (g: number): Float32Array => Float32Array.from({ length: (g + 2) * (g + 2) }, rnd);
+  const octaves = [4, 16, 64].map((g) => ({ g, v: grid(g) }));
+  const px = Buffer.alloc(width * height * 3);
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      let n = 0;
+      let amp = 1;
+      for (const { g, v } of octaves) {
+        const fx = (x / width) * g;
+        const fy = (y / height) * g;
+        const i = Math.floor(fx);
+        const j = Math.floor(fy);
+        const u = fx - i;
+        const w = fy - j;
+        const at = (ii: number, jj: number): number => v[jj * (g + 2) + ii]!;
+        n += amp * ((1 - w) * ((1 - u) * at(i, j) + u * at(i + 1, j)) + w * ((1 - u) * at(i, j + 1) + u * at(i + 1, j + 1)));
+        amp *= 0.6;
+      }
+      const base = 40 + 120 * (x / width) + 60 * n;
+      const p = (y * width + x) * 3;
+      px[p] = Math.max(0, Math.min(255, base + 20 * Math.sin(y / 37)));
+      px[p + 1] = Math.max(0, Math.min(255, base));
+      px[p + 2] = Math.max(0, Math.min(255, base - 25 * (y / height)));
+    }
+  }
+  return sharp(px, { raw: { width, height, channels: 3 } }).png().toBuffer();
+}
+
+async function psnr(a: Uint8Array, b: Uint8Array): Promise<number> {
+  const [x, y] = await Promise.all([a, b].map((v) => sharp(v).removeAlpha().raw().toBuffer()));
+  let se = 0;
+  for (let i = 0; i < x!.length; i++) se += (x![i]! - y![i]!) ** 2;
+  return 10 * Math.log10((255 * 255) / (se / x!.length));
+}
+
+const attacks: Record<string, (b: Buffer) => Promise<Buffer>> = {
+  jpeg50: (b) => sharp(b).jpeg({ quality: 50 }).toBuffer(),
+  resize50: async (b) => sharp(b).resize(Math.round((await sharp(b).metadata()).width! / 2)).png().toBuffer(),
+  crop90: async (b) => {
+    const m = await sharp(b).metadata();
+    const k = Math.sqrt(0.9);
+    const cw = Math.round(m.width! * k);
+    const ch = Math.round(m.height! * k);
+    return sharp(b).extract({ left: Math.round((m.width! - cw) * 0.3), top: Math.round((m.height! - ch) * 0.7), width: cw, height: ch }).png().toBuffer();
+  },
+  brightness13: (b) => sharp(b).modulate({ brightness: 1.3 }).png().toBuffer(),
+};
+
+describe('fingerprint on synthetic images', async () => {
+  const orig = await texturedImage(640, 448, 11);
+  const marked = Buffer.from(await embedFingerprint(orig, SECRET, { maxPixels: MAX_PIXELS }));
+
+  it('keeps PSNR >= 40 dB and the format', async () => {
+    expect(await psnr(orig, marked)).toBeGreaterThanOrEqual(40);
+    expect((await sharp(marked).metadata()).format).toBe('png');
+  });
+
+  it('detects the unattacked mark', async () => {
+    const d = await detectFingerprint(marked, SECRET, { maxPixels: MAX_PIXELS });
+    expect(d).toMatchObject({ present: true });
+    expect(d.blocks).toBeGreaterThan(0);
+    expect(d.pValue).toBeLessThanOrEqual(1e-6);
+  });
+
+  for (const [name, attack] of Object.entries(attacks)) {
+    it(`detects the mark after ${name} and not on the unmarked image after ${name}`, async () => {
+      const hit = await detectFingerprint(await attack(marked), SECRET, { maxPixels: MAX_PIXELS });
+      expect(hit.present, `z=${hit.z}`).toBe(true);
+      expect(hit.blocks).toBeGreaterThan(0);
+      const miss = await detectFingerprint(await attack(orig), SECRET, { maxPixels: MAX_PIXELS });
+      expect(miss.present).toBe(false);
+      expect(miss.blocks).toBeGreaterThan(0);
+    });
+  }
+
+  it('does not detect with another key', async () => {
+    expect((await detectFingerprint(marked, OTHER, { maxPixels: MAX_PIXELS })).present).toBe(false);
+  });
+
+  it('re-encodes JPEG and lossless WebP in their own format, keeping the mark', async () => {
+    const jpg = await sharp(orig).jpeg({ quality: 90 }).toBuffer();
+    const mj = await embedFingerprint(jpg, SECRET, { maxPixels: MAX_PIXELS });
+    expect((await sharp(mj).metadata()).format).toBe('jpeg');
+    expect((await detectFingerprint(mj, SECRET, { maxPixels: MAX_PIXELS })).present).toBe(true);
+    const webp = await sharp(orig).webp({ lossless: true }).toBuffer();
+    const mw = await embedFingerprint(webp, SECRET, { maxPixels: MAX_PIXELS });
+    expect((await sharp(mw).metadata()).format).toBe('webp');
+    expect(await psnr(webp, mw)).toBeGreaterThanOrEqual(40);
+    expect((await detectFingerprint(mw, SECRET, { maxPixels: MAX_PIXELS })).present).toBe(true);
+  });
+
+  it('keeps the input XMP and EXIF', async () => {
+    const xmp = '<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"><rdf:Description xmlns:dc="http://purl.org/dc/elements/1.1/" dc:format="fixture-xmp"/></rdf:RDF></x:xmpmeta>';
+    for (const fmt of ['jpeg', 'png', 'webp'] as const) {
+      const input = await sharp(orig).withExif({ IFD0: { Copyright: 'fixture-exif' } }).withXmp(xmp).toFormat(fmt).toBuffer();
+      const out = await embedFingerprint(input, SECRET, { maxPixels: MAX_PIXELS });
+      const m = await sharp(out).metadata();
+      expect(m.xmp?.toString(), fmt).toContain('fixture-xmp');
+      expect(m.exif?.toString('latin1'), fmt).toContain('fixture-exif');
+    }
+  });
+
+  it('native and reference engines agree within the stated tolerance', async (ctx) => {
+    if (fingerprintEngine() !== 'native') ctx.skip();
+    const key = keyTileFor(SECRET);
+    for (const buf of [marked, await attacks.crop90!(marked), orig]) {
+      const m = await sharp(buf).metadata();
+      const base = await decodeBase(buf, m.width!, m.height!);
+      const input = { ...base, sync: key.sync, count: key.count, params: CORE_PARAMS };
+      const n = runCore(input, 'native');
+      const r = runCore(input, 'reference');
+      expect(n.engine).toBe('native');
+      expect(r.engine).toBe('reference');
+      // Tolerance (docs/fingerprint.md): same scale and integer shift, sub-pixel shift within 1e-4 px,
+      // sync z within 1e-4, cell correlations within 1e-4 of the largest |cell|, same sign count.
+      expect(n.out.scale).toBe(r.out.scale);
+      expect(n.out.tier).toBe(r.out.tier);
+      expect(Math.abs(n.out.dx - r.out.dx)).toBeLessThan(1e-4);
+      expect(Math.abs(n.out.dy - r.out.dy)).toBeLessThan(1e-4);
+      expect(Math.abs(n.out.syncZ - r.out.syncZ)).toBeLessThan(1e-4);
+      const big = Math.max(...Array.from(r.out.cells, Math.abs));
+      for (let i = 0; i < r.out.cells.length; i++) expect(Math.abs(n.out.cells[i]! - r.out.cells[i]!)).toBeLessThan(1e-4 * big);
+      expect(cellTest(n.out.cells).k).toBe(cellTest(r.out.cells).k);
+    }
+  });
+});
+
+describe('fingerprint limits', () => {
+  it('reports blocks 0 for tiny, over-budget and undecodable input, and never throws', async () => {
+    const tiny = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#808080' } }).png().toBuffer();
+    expect(await detectFingerprint(tiny, SECRET, { maxPixels: MAX_PIXELS })).toMatchObject({ present: false, confidence: 0, blocks: 0 });
+    const big = await texturedImage(400, 300, 5);
+    expect(await detectFingerprint(big, SECRET, { maxPixels: 100_000 })).toMatchObject({ present: false, blocks: 0 });
+    expect(await detectFingerprint(new Uint8Array([0xff, 0xd8, 0xff, 0xe0, 1, 2]), SECRET, { maxPixels: MAX_PIXELS })).toMatchObject({ present: false, blocks: 0 });
+  });
+
+  it('refuses to embed with typed errors', async () => {
+    const big = await texturedImage(400, 300, 5);
+    await expect(embedFingerprint(big, SECRET, { maxPixels: 100_000 })).rejects.toMatchObject({ code: 'limit_exceeded' });
+    await expect(embedFingerprint(new Uint8Array([1, 2, 3, 4]), SECRET, { maxPixels: MAX_PIXELS })).rejects.toMatchObject({ code: 'damaged_image' });
+    const tiny = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#808080' } }).png().toBuffer();
+    await expect(embedFingerprint(tiny, SECRET, { maxPixels: MAX_PIXELS })).rejects.toMatchObject({ code: 'limit_exceeded' });
+  });
+});
+
+describe('fingerprint secret', () => {
+  it('is created with mode 0600 on first use and reused', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'optmark-fp-'));
+    const a = await loadFingerprintSecret({ dataDir: dir });
+    expect(a.length).toBe(32);
+    expect(statSync(join(dir, 'fingerprint.key')).mode & 0o777).toBe(0o600);
+    const b = await loadFingerprintSecret({ dataDir: dir });
+    expect(Buffer.from(b).equals(Buffer.from(a))).toBe(true);
+  });
+
+  it('reads a configured file and refuses a missing one', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'optmark-fp-'));
+    const made = await loadFingerprintSecret({ dataDir: dir });
+    const again = await loadFingerprintSecret({ dataDir: '/nonexistent', file: join(dir, 'fingerprint.key') });
+    expect(Buffer.from(again).equals(Buffer.from(made))).toBe(true);
+    await expect(loadFingerprintSecret({ dataDir: dir, file: join(dir, 'missing.key') })).rejects.toThrow(/does not exist/);
+  });
+});
+
+describe('fingerprint statistics', () => {
+  it('binomial tail matches known values', () => {
+    expect(binomialTail(10, 10)).toBeCloseTo(1 / 1024, 12);
+    expect(binomialTail(10, 0)).toBe(1);
+    expect(binomialTail(64, 51)).toBeLessThan(1e-6);
+    expect(binomialTail(64, 50)).toBeGreaterThan(1e-6);
+  });
+  it('sign-flip bound is monotone and below 1e-6 past t = 5.2', () => {
+    expect(signFlipTail(0)).toBe(1);
+    expect(signFlipTail(5.2)).toBeLessThan(5e-7);
+    expect(signFlipTail(4)).toBeGreaterThan(signFlipTail(5));
+  });
+});
+
+describe.skipIf(!existsSync(NATURAL))('fingerprint on ../shared/natural', () => {
+  it('keeps PSNR >= 40 dB and detects after JPEG 50 on every image', async () => {
+    const files = readdirSync(NATURAL).filter((f) => f.endsWith('.png')).sort().slice(0, 6);
+    for (const f of files) {
+      const orig = readFileSync(join(NATURAL, f));
+      const marked = Buffer.from(await embedFingerprint(orig, SECRET, { maxPixels: MAX_PIXELS }));
+      expect(await psnr(orig, marked), f).toBeGreaterThanOrEqual(40);
+      const d = await detectFingerprint(await attacks.jpeg50!(marked), SECRET, { maxPixels: MAX_PIXELS });
+      expect(d.present, `${f} z=${d.z}`).toBe(true);
+    }
+  });
+});
+if (!existsSync(NATURAL)) console.log(`fingerprint: ${NATURAL} is missing; the Kodak checks are skipped.`);
