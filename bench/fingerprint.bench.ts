@@ -1,0 +1,69 @@
+/**
+ * Speed of verify's fingerprint part: decode (shrink-on-load to the work resolution) timed apart from
+ * the detection core, native and TypeScript side by side, with sharp.concurrency(1) as in the workers.
+ * Fixtures are a 12 MP JPEG (q92, upscaled Kodak or a synthetic photo when ../shared is missing),
+ * unmarked (the full scale search runs) and marked (the scale-1 fast path).
+ *
+ *   npm run build && node dist/bench/fingerprint.bench.js      (BENCH_QUICK=1 for a short run)
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import sharp from 'sharp';
+import { compare } from './lib/report.js';
+import { decodeBase, probe } from '../src/fingerprint/decode.js';
+import { embedFingerprint } from '../src/fingerprint/embed.js';
+import { fingerprintEngine, nativeSimd, runCore } from '../src/fingerprint/native.js';
+import { keyTileFor } from '../src/fingerprint/pattern.js';
+import { CORE_PARAMS } from '../src/fingerprint/params.js';
+import type { CoreInput } from '../src/fingerprint/core-types.js';
+
+sharp.concurrency(1);
+sharp.cache(false);
+
+const NATURAL = fileURLToPath(new URL('../../../shared/natural/kodim01.png', import.meta.url));
+const SECRET = new Uint8Array(32).fill(9);
+
+async function source(): Promise<Buffer> {
+  if (existsSync(NATURAL)) return readFileSync(NATURAL);
+  console.log(`note: ${NATURAL} is missing; using a synthetic 768x512 noise image instead.`);
+  const px = Buffer.alloc(768 * 512 * 3);
+  let a = 1;
+  for (let i = 0; i < px.length; i++) px[i] = ((a = (a * 1103515245 + 12345) >>> 0) >>> 24) & 255;
+  return sharp(px, { raw: { width: 768, height: 512, channels: 3 } }).blur(2).png().toBuffer();
+}
+
+async function main(): Promise<void> {
+  const src = await source();
+  const big = await sharp(src).resize(4000, 3000).jpeg({ quality: 92 }).toBuffer();
+  const bigMarked = await sharp(Buffer.from(await embedFingerprint(await sharp(src).resize(4000, 3000).png().toBuffer(), SECRET, { maxPixels: 1e8 })))
+    .jpeg({ quality: 92 })
+    .toBuffer();
+  const key = keyTileFor(SECRET);
+  console.log(`engine by default: ${fingerprintEngine()}${nativeSimd() ? ` (${nativeSimd()})` : ''}; 12 MP JPEG q92, ${(big.length / 1e6).toFixed(1)} MB`);
+
+  const inputs: Record<string, CoreInput> = {};
+  for (const [name, buf] of [['unmarked', big], ['marked', bigMarked]] as const) {
+    const head = (await probe(buf))!;
+    const base = await decodeBase(buf, head.width, head.height);
+    inputs[name] = { ...base, sync: key.sync, count: key.count, params: CORE_PARAMS };
+  }
+
+  await compare(
+    'fingerprint decode, 12 MP JPEG (sharp, concurrency 1)',
+    { name: 'floor: resize to 1024 wide, raw', fn: () => sharp(big).resize({ width: 1024 }).raw().toBuffer() },
+    [{ name: 'shrink-on-load to work resolution', fn: async () => decodeBase(big, 4000, 3000) }],
+    { note: 'The perf check holds verify (hash + metadata + this decode + the core) to 1.5x the floor.' },
+  );
+  for (const name of ['unmarked', 'marked'] as const) {
+    const input = inputs[name]!;
+    const others = fingerprintEngine() === 'native' ? [{ name: 'native', fn: () => runCore(input, 'native') }] : [];
+    await compare(
+      `fingerprint detection core, ${name} (${name === 'unmarked' ? 'full scale search' : 'scale-1 fast path'}), per image`,
+      { name: 'typescript reference', fn: () => runCore(input, 'reference') },
+      others,
+      { note: others.length ? undefined : 'native addon unavailable: only the reference ran.' },
+    );
+  }
+}
+
+await main();
