@@ -3,6 +3,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import type { Config } from './config.js';
+import { warmUpReceiver } from './http/receive.js';
 import { HttpServer } from './http/server.js';
 import { loadUws } from './http/uws.js';
 import { createLogger } from './log.js';
@@ -48,6 +49,9 @@ export async function startService(config: Config, announce: (text: string) => v
       fingerprintDetect: config.fingerprintDetect,
     },
   });
+
+  const [warmed] = await Promise.all([pool.warmUp(), warmUpReceiver()]);
+  log.debug({ workers: warmed }, 'worker pool warm');
 
   const server = new HttpServer({
     uws,

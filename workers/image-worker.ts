@@ -2,7 +2,7 @@
  * The image worker (piscina): every per-byte job runs here, never on the event-loop thread. It imports
  * no HTTP, auth or store code. Results come back as values, their buffers moved (transferred), not copied.
  */
-import { workerData } from 'node:worker_threads';
+import { threadId, workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import sharp from 'sharp';
 import { toErrorShape } from '../src/errors.js';
@@ -10,6 +10,7 @@ import { noLayers, type Layers } from '../src/pipeline/layers.js';
 import { runProtect } from '../src/pipeline/protect.js';
 import type { Task, TaskResult, WorkerInit } from '../src/pipeline/tasks.js';
 import { runVerify } from '../src/pipeline/verify.js';
+import { warmUp } from '../src/pipeline/warmup.js';
 
 // The pool provides the parallelism: one libvips thread per worker keeps CPU use predictable.
 sharp.concurrency(1);
@@ -28,7 +29,7 @@ function standalone(view: Uint8Array): Uint8Array {
 
 /** Marks the result's buffer for transfer back to the event-loop thread. */
 function moved(result: TaskResult): TaskResult {
-  if (!result.ok) return result;
+  if (!result.ok || result.kind === 'warm') return result;
   const out = result.kind === 'body' ? { ...result, body: standalone(result.body) } : { ...result, bytes: standalone(result.bytes) };
   const buffer = (out.kind === 'body' ? out.body : out.bytes).buffer;
   return Piscina.move({
@@ -50,6 +51,9 @@ export default async function handle(task: Task): Promise<TaskResult> {
         return moved(await runVerify(task, layers));
       case 'mark':
         throw new Error('mark is not available yet');
+      case 'warmup':
+        await warmUp();
+        return { ok: true, kind: 'warm', threadId };
     }
   } catch (err) {
     const error = toErrorShape(err);

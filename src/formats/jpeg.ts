@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { DamagedImageError, LimitExceededError } from '../errors.js';
-import { ascii, assemble, startsWith, u16be, u32be, writeU32be } from './bytes.js';
+import { ascii, startsWith, u16be, u32be, writeU32be } from './bytes.js';
 import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
 
 const MARKER_SOI = 0xd8; // ff d8
@@ -255,7 +255,7 @@ function patchMpf(bytes: Uint8Array, p: Piece, delta: number): Uint8Array {
   return seg;
 }
 
-function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Buffer {
+function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   const { pieces, scan } = parse(bytes);
   const fresh = xmpSegments(xmp);
   const firstMain = pieces.findIndex((p) => p.kind === 'xmp');
@@ -277,7 +277,7 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Buffer {
     out.push(i === mpf && delta !== 0 ? patchMpf(bytes, p, delta) : bytes.subarray(p.start, p.end));
   }
   out.push(bytes.subarray(scan));
-  return assemble(out);
+  return out;
 }
 
 function contentOutsideXmp(bytes: Uint8Array): Uint8Array[] {

@@ -8,7 +8,7 @@
  */
 import { inflateSync, crc32 } from 'node:zlib';
 import { DamagedImageError, LimitExceededError } from '../errors.js';
-import { ascii, assemble, startsWith, u32be, writeU32be } from './bytes.js';
+import { ascii, startsWith, u32be, writeU32be } from './bytes.js';
 import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
 
 const SIGNATURE = Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a);
@@ -126,7 +126,7 @@ function xmpChunk(packet: Uint8Array): Uint8Array {
   return out;
 }
 
-function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Buffer {
+function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   if (xmp.extended) throw new Error('PNG has no Extended XMP');
   const { chunks, firstIdat, tail } = parse(bytes);
   let insertAt = chunks.findIndex((c, i) => c.xmp && i < firstIdat);
@@ -142,7 +142,7 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Buffer {
     if (c && !c.xmp) out.push(bytes.subarray(c.start, c.end));
   }
   out.push(bytes.subarray(tail));
-  return assemble(out);
+  return out;
 }
 
 function contentOutsideXmp(bytes: Uint8Array): Uint8Array[] {

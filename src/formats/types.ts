@@ -34,8 +34,12 @@ export interface ContainerFormat {
   sniff(bytes: Uint8Array): boolean;
   /** Finds the XMP packets; throws DamagedImageError when the structure before the image data is broken. */
   readXmp(bytes: Uint8Array): XmpPayload;
-  /** Returns new bytes whose only XMP is `xmp`; every other segment/chunk is kept byte for byte, in order. */
-  writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Buffer;
+  /**
+   * The new file whose only XMP is `xmp`, as pieces in order (mostly views of `bytes`: the caller
+   * hashes and encodes them without first copying them into one buffer). Every other segment/chunk is
+   * kept byte for byte, in order.
+   */
+  writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[];
   /**
    * The file's content outside its XMP, as slices in order, for digests that must survive XMP edits
    * (provenance). Container bookkeeping that XMP edits change (WebP VP8X flags, RIFF size) is left out.

@@ -6,7 +6,7 @@
  * then unknown chunks. Spec: libwebp doc/webp-container-spec.txt.
  */
 import { DamagedImageError, LimitExceededError } from '../errors.js';
-import { ascii, assemble, startsWith, u32le, writeU32le } from './bytes.js';
+import { ascii, startsWith, u32le, writeU32le } from './bytes.js';
 import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
 
 const RIFF = ascii('RIFF');
@@ -120,7 +120,7 @@ function stored(bytes: Uint8Array, c: Chunk): Uint8Array[] {
   return c.end - c.payload < c.size + (c.size & 1) ? [whole, new Uint8Array(1)] : [whole];
 }
 
-function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Buffer {
+function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   if (xmp.extended) throw new Error('WebP has no Extended XMP');
   const { chunks, riffEnd } = parse(bytes);
   const first = chunks[0]!;
@@ -157,7 +157,7 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Buffer {
   header.set(RIFF, 0);
   writeU32le(header, 4, size);
   header.set(WEBP, 8);
-  return assemble([header, ...body, bytes.subarray(riffEnd)]);
+  return [header, ...body, bytes.subarray(riffEnd)];
 }
 
 function contentOutsideXmp(bytes: Uint8Array): Uint8Array[] {

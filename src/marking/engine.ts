@@ -3,6 +3,7 @@
  * DataMining opt-out by editing container bytes only (never pixels); read() reports what a file says.
  * Everything else (HTTP, CLI, the layers) calls these.
  */
+import { assemble } from '../formats/bytes.js';
 import { requireFormat, type ContainerFormat } from '../formats/index.js';
 import {
   type DataMiningToken,
@@ -19,7 +20,10 @@ import {
 export const SIGNAL_DATA_MINING = 'iptc.dataMining';
 
 export interface ProtectResult {
-  bytes: Uint8Array;
+  /** The produced file as pieces in order (views of the input and new segments). */
+  pieces: Uint8Array[];
+  /** The produced file in one buffer (assembled on first use). */
+  readonly bytes: Uint8Array;
   format: ContainerFormat['name'];
   mimeType: string;
   extension: string;
@@ -51,16 +55,22 @@ export function protect(input: Uint8Array, options: ProtectOptions = {}): Protec
   const token = options.token ?? DEFAULT_TOKEN;
   const payload = format.readXmp(input);
   const view = openPayload(payload);
-  const result = (bytes: Uint8Array, changed: boolean): ProtectResult => ({
-    bytes,
-    format: format.name,
-    mimeType: format.mimeType,
-    extension: format.extension,
-    signals: [SIGNAL_DATA_MINING],
-    changed,
-  });
+  const result = (pieces: Uint8Array[], changed: boolean): ProtectResult => {
+    let bytes: Uint8Array | undefined = pieces.length === 1 ? pieces[0] : undefined;
+    return {
+      pieces,
+      get bytes() {
+        return (bytes ??= assemble(pieces));
+      },
+      format: format.name,
+      mimeType: format.mimeType,
+      extension: format.extension,
+      signals: [SIGNAL_DATA_MINING],
+      changed,
+    };
+  };
   // Idempotence: a file already marked exactly this way comes back byte for byte.
-  if (!options.edit && payload.canonical && carriesExactly(view, token)) return result(input, false);
+  if (!options.edit && payload.canonical && carriesExactly(view, token)) return result([input], false);
   const doc = mergedDocument(view);
   setDataMining(doc, token);
   options.edit?.(doc);

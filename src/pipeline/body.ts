@@ -4,6 +4,7 @@
  * a multi-megabyte string.
  */
 import { createHash } from 'node:crypto';
+import { base64Into, base64Length } from './base64.js';
 
 export interface ProtectFields {
   mimeType: string;
@@ -11,24 +12,33 @@ export interface ProtectFields {
   signals: string[];
 }
 
-export function sha256Hex(bytes: Uint8Array): string {
-  return createHash('sha256').update(bytes).digest('hex');
+/** SHA-256 (hex) of the bytes, or of the concatenation of the pieces. */
+export function sha256Hex(bytes: Uint8Array | readonly Uint8Array[]): string {
+  const hash = createHash('sha256');
+  if (bytes instanceof Uint8Array) hash.update(bytes);
+  else for (const piece of bytes) hash.update(piece);
+  return hash.digest('hex');
 }
 
-/** `{"imageBase64": ..., "mimeType", "filename", "sha256", "signals"}` as UTF-8 bytes in a standalone (transferable) buffer. */
-export function protectBody(produced: Uint8Array, fields: ProtectFields): Buffer {
+/**
+ * `{"imageBase64", "mimeType", "filename", "sha256", "signals"}` as UTF-8 bytes in a standalone
+ * (transferable) buffer; `produced` is the image, whole or as pieces in order.
+ */
+export function protectBody(produced: Uint8Array | readonly Uint8Array[], fields: ProtectFields): Buffer {
+  const pieces = produced instanceof Uint8Array ? [produced] : produced;
+  let size = 0;
+  for (const p of pieces) size += p.length;
   const head = Buffer.from('{"imageBase64":"', 'latin1');
   const tail = Buffer.from(
     `","mimeType":${JSON.stringify(fields.mimeType)},"filename":${JSON.stringify(fields.filename)},` +
-      `"sha256":"${sha256Hex(produced)}","signals":${JSON.stringify(fields.signals)}}`,
+      `"sha256":"${sha256Hex(pieces)}","signals":${JSON.stringify(fields.signals)}}`,
     'utf8',
   );
-  const b64Length = Math.ceil(produced.length / 3) * 4;
+  const b64Length = base64Length(size);
   // allocUnsafeSlow: never a slice of Node's shared pool, so its ArrayBuffer can be transferred.
   const out = Buffer.allocUnsafeSlow(head.length + b64Length + tail.length);
   head.copy(out, 0);
-  const view = Buffer.from(produced.buffer, produced.byteOffset, produced.byteLength);
-  const written = out.write(view.toString('base64'), head.length, 'latin1');
+  const written = base64Into(pieces, out, head.length);
   if (written !== b64Length) throw new Error(`base64 length ${written} != ${b64Length}`);
   tail.copy(out, head.length + b64Length);
   return out;

@@ -5,7 +5,7 @@ import type { BodyResult, ProtectTask } from './tasks.js';
 
 export function runProtect(task: ProtectTask): BodyResult {
   const result = protect(task.input);
-  const body = protectBody(result.bytes, {
+  const body = protectBody(result.pieces, {
     mimeType: result.mimeType,
     filename: `${task.basename}.${result.extension}`,
     signals: result.signals,

@@ -25,7 +25,12 @@ export interface MarkTask {
   fingerprint: boolean;
 }
 
-export type Task = ProtectTask | VerifyTask | MarkTask;
+/** Runs the hot paths once so the first real requests find them compiled. */
+export interface WarmupTask {
+  kind: 'warmup';
+}
+
+export type Task = ProtectTask | VerifyTask | MarkTask | WarmupTask;
 
 /** A finished HTTP response body (UTF-8 JSON), built in the worker and moved back. */
 export interface BodyResult {
@@ -50,7 +55,13 @@ export interface TaskFailure {
   detail?: string;
 }
 
-export type TaskResult = BodyResult | MarkResult | TaskFailure;
+export interface WarmupResult {
+  ok: true;
+  kind: 'warm';
+  threadId: number;
+}
+
+export type TaskResult = BodyResult | MarkResult | WarmupResult | TaskFailure;
 
 /** What every worker is started with (piscina workerData). */
 export interface WorkerInit {

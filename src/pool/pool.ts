@@ -67,7 +67,8 @@ export class ImagePool {
     const queuedAhead = this.#piscina.queueSize;
     this.#running++;
     try {
-      return await this.#piscina.run(task, { transferList: [task.input.buffer as ArrayBuffer], signal: abort });
+      const transferList = 'input' in task ? [task.input.buffer as ArrayBuffer] : [];
+      return await this.#piscina.run(task, { transferList, signal: abort });
     } catch (err) {
       if (deadline.aborted) {
         // Started at once yet ran out of time: the image is the problem (422). Waited behind others:
@@ -80,6 +81,19 @@ export class ImagePool {
     } finally {
       this.#running--;
     }
+  }
+
+  /**
+   * Starts every worker and warms its hot paths; resolves when each has answered once. Tasks run
+   * concurrently, so piscina spreads them across the (idle) workers.
+   */
+  async warmUp(): Promise<number> {
+    const seen = new Set<number>();
+    for (let round = 0; round < 4 && seen.size < this.#options.size; round++) {
+      const results = await Promise.all(Array.from({ length: this.#options.size }, () => this.#piscina.run({ kind: 'warmup' })));
+      for (const r of results) if (r.ok && r.kind === 'warm') seen.add(r.threadId);
+    }
+    return seen.size;
   }
 
   async close(): Promise<void> {

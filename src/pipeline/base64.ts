@@ -1,0 +1,38 @@
+/**
+ * Base64 of a byte sequence given as pieces, written straight into a target buffer: the pieces are
+ * never joined. Piece boundaries that fall inside a 3-byte group are bridged through a small carry.
+ */
+
+/** Length of the base64 text of `n` bytes (with padding). */
+export function base64Length(n: number): number {
+  return Math.ceil(n / 3) * 4;
+}
+
+function asBuffer(view: Uint8Array): Buffer {
+  return Buffer.isBuffer(view) ? view : Buffer.from(view.buffer, view.byteOffset, view.byteLength);
+}
+
+/** Writes the base64 of the concatenated pieces into `out` at `at`; returns the number of characters written. */
+export function base64Into(pieces: readonly Uint8Array[], out: Buffer, at: number): number {
+  const carry = Buffer.alloc(3);
+  let carried = 0;
+  let pos = at;
+  for (const piece of pieces) {
+    let p = asBuffer(piece);
+    if (carried > 0) {
+      const take = Math.min(3 - carried, p.length);
+      p.copy(carry, carried, 0, take);
+      carried += take;
+      p = p.subarray(take);
+      if (carried < 3) continue;
+      pos += out.write(carry.toString('base64'), pos, 'latin1');
+      carried = 0;
+    }
+    const whole = p.length - (p.length % 3);
+    if (whole > 0) pos += out.write(p.toString('base64', 0, whole), pos, 'latin1');
+    carried = p.length - whole;
+    p.copy(carry, 0, whole);
+  }
+  if (carried > 0) pos += out.write(carry.subarray(0, carried).toString('base64'), pos, 'latin1');
+  return pos - at;
+}
