@@ -8,6 +8,7 @@ import { OptmarkError } from '../errors.js';
 import { examinable, probe, workSize } from './decode.js';
 import { estimateJpegQuality } from './jpeg-quality.js';
 import { keyTileFor } from './pattern.js';
+import { luma } from './reference.js';
 import { ALPHA, MASK_DIV, MASK_MAX, MASK_MIN, MIN_PSNR_DB, TILE } from './params.js';
 
 /** JPEG re-encode quality bounds: at least this to keep the look, at most this to stay near the input's size. */
@@ -86,8 +87,7 @@ export function workResidual(yWork: Float32Array, w: number, h: number, tile: Fl
 }
 
 /** Adds the bilinearly upsampled residual to the colour channels of interleaved pixels, in place. */
-function addUpsampled(px: Uint8Array | Uint16Array, w: number, h: number, ch: number, colour: number, r: Float32Array, rw: number, rh: number, unit: number): void {
-  const max = unit === 1 ? 255 : 65535;
+function addUpsampled(px: Uint8Array, w: number, h: number, ch: number, colour: number, r: Float32Array, rw: number, rh: number): void {
   const sx = rw / w;
   const sy = rh / h;
   const xi = new Int32Array(w);
@@ -109,24 +109,16 @@ function addUpsampled(px: Uint8Array | Uint16Array, w: number, h: number, ch: nu
       const fx = xf[x]!;
       const top = r[r0 + i]! + fx * (r[r0 + i + 1]! - r[r0 + i]!);
       const bot = r[r1 + i]! + fx * (r[r1 + i + 1]! - r[r1 + i]!);
-      const d = (top + fy * (bot - top)) * unit;
+      const d = top + fy * (bot - top);
       const p = (y * w + x) * ch;
       for (let c = 0; c < colour; c++) {
         const v = Math.round(px[p + c]! + d);
-        px[p + c] = v < 0 ? 0 : v > max ? max : v;
+        px[p + c] = v < 0 ? 0 : v > 255 ? 255 : v;
       }
     }
   }
 }
 
-function lumaPlane(px: Uint8Array | Uint16Array, w: number, h: number, ch: number, unit: number): Float32Array {
-  const y = new Float32Array(w * h);
-  const k = 1 / unit;
-  for (let i = 0, p = 0; i < w * h; i++, p += ch) {
-    y[i] = ch >= 3 ? (0.299 * px[p]! + 0.587 * px[p + 1]! + 0.114 * px[p + 2]!) * k : px[p]! * k;
-  }
-  return y;
-}
 
 /** Whether a WebP file's image data is lossless (VP8L), found by walking its RIFF chunks. */
 function webpIsLossless(b: Uint8Array): boolean {
@@ -155,25 +147,21 @@ export async function embedFingerprint(bytes: Uint8Array, secret: Uint8Array, op
   }
 
   const meta = await sharp(bytes).metadata();
-  // 16-bit PNGs come out 8-bit: see docs/fingerprint.md.
-  const deep = false;
+  // 8-bit throughout: 16-bit PNGs come out 8-bit (docs/fingerprint.md).
   let raw: { data: Buffer; info: OutputInfo };
   try {
-    raw = await sharp(bytes, { limitInputPixels: false })
-      .raw(deep ? { depth: 'ushort' } : {})
-      .toBuffer({ resolveWithObject: true });
+    raw = await sharp(bytes, { limitInputPixels: false }).raw().toBuffer({ resolveWithObject: true });
   } catch (err) {
     throw new OptmarkError('damaged_image', 'The image cannot be decoded for the fingerprint.', { cause: err });
   }
   const { width: w, height: h, channels: ch } = raw.info;
-  const unit = deep ? 257 : 1;
-  const px = deep ? new Uint16Array(raw.data.buffer, raw.data.byteOffset, raw.data.length / 2) : new Uint8Array(raw.data.buffer, raw.data.byteOffset, raw.data.length);
+  const px = new Uint8Array(raw.data.buffer, raw.data.byteOffset, raw.data.length);
   const colour = ch >= 3 ? 3 : 1;
 
   const ws = workSize(w, h);
-  const yWork = areaDownsample(lumaPlane(px, w, h, ch, unit), w, h, ws.width, ws.height);
+  const yWork = areaDownsample(luma(px, w, h, ch), w, h, ws.width, ws.height);
   const r = workResidual(yWork, ws.width, ws.height, keyTileFor(secret).embed);
-  addUpsampled(px, w, h, ch, colour, r, ws.width, ws.height, unit);
+  addUpsampled(px, w, h, ch, colour, r, ws.width, ws.height);
 
   // The original stays the pipeline's input so that libvips carries its metadata; the marked pixels
   // replace it wholesale ('source' blend of an opaque, same-size overlay is exact).
@@ -185,7 +173,6 @@ export async function embedFingerprint(bytes: Uint8Array, secret: Uint8Array, op
   if (meta.icc) out = out.keepIccProfile();
   if (meta.xmp) out = out.keepXmp();
   if (meta.iptc) out = out.keepMetadata();
-  if (deep) out = out.toColourspace('rgb16');
   switch (head.format) {
     case 'jpeg': {
       const q = estimateJpegQuality(bytes) ?? JPEG_QUALITY_DEFAULT;

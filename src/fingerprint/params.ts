@@ -9,8 +9,6 @@ export const WORK_SHORT_SIDE = 256;
 export const TILE = 128;
 /** Side of a count cell; the count key is generated independently per cell. */
 export const CELL = 8;
-/** Count cells per tile (the `blocks` of a successful examination). */
-export const CELLS = (TILE / CELL) * (TILE / CELL);
 /** Band of the key: difference of Gaussians with these sigmas. */
 export const BAND_SIGMA_LOW = 0.8;
 export const BAND_SIGMA_HIGH = 2.5;
