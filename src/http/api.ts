@@ -9,7 +9,7 @@ import { OptmarkError, toErrorShape } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ImagePool } from '../pool/pool.js';
 import type { Task } from '../pipeline/tasks.js';
-import { rateLimitHeaders, wwwAuthenticate, type Operation, type Reservation, type Store } from '../store/index.js';
+import { rateLimitHeaders, wwwAuthenticate, type AuthResult, type Operation, type Reservation, type Store } from '../store/index.js';
 import { safeBasename, requestId } from './filename.js';
 import type { Metrics } from './metrics.js';
 import { MULTIPART_SLACK_BYTES, MultipartReceiver, checkContentType } from './receive.js';
@@ -31,6 +31,16 @@ function parseLength(raw: string): number | undefined | 'invalid' {
   return /^\d{1,15}$/.test(raw) ? Number(raw) : 'invalid';
 }
 
+/**
+ * A store call that timed out waiting for SQLite's write lock (busy_timeout) means the server is
+ * overloaded (503 + Retry-After), not broken (500).
+ */
+function busyAsOverload(err: unknown): unknown {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code === 'string' && /^SQLITE_(BUSY|LOCKED)/.test(code)) return new OptmarkError('overloaded', 'The account store is busy; retry shortly.', { cause: err });
+  return err;
+}
+
 /** Handles one API request; the uWS handler returns right after this sets up its callbacks. */
 export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse, req: HttpRequest): void {
   // HttpRequest lives only during this synchronous call: read everything from it first.
@@ -47,7 +57,16 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
   let accountId: number | undefined;
   let heldBytes = 0;
   let finished = false;
-  const rlHeaders = (): Headers => (accountId === undefined ? {} : rateLimitHeaders(store.quotaState(accountId, operation)));
+  // Headers are a courtesy: a store that cannot be read must not turn an answer into a crash.
+  const rlHeaders = (): Headers => {
+    if (accountId === undefined) return {};
+    try {
+      return rateLimitHeaders(store.quotaState(accountId, operation));
+    } catch (err) {
+      log.error({ reqId: id, err }, 'quota state unavailable');
+      return {};
+    }
+  };
 
   const finish = (ok: boolean): void => {
     if (finished) return;
@@ -71,7 +90,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
   };
 
   const fail = (err: unknown): void => {
-    const shape = toErrorShape(err);
+    const shape = toErrorShape(busyAsOverload(err));
     if (shape.code === 'internal_error') log.error({ reqId: id, err }, 'unexpected failure');
     const headers: Headers = { ...rlHeaders() };
     if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
@@ -85,7 +104,12 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
   });
 
   // Everything up to here used headers only: refusals go out before a byte of body is read.
-  const auth = store.authenticate(authorization || undefined);
+  let auth: AuthResult;
+  try {
+    auth = store.authenticate(authorization || undefined); // may write (last use): can be busy
+  } catch (err) {
+    return fail(err);
+  }
   if (!auth.ok) return fail(new OptmarkError(auth.code, auth.message));
   accountId = auth.account.id;
   const declared = parseLength(lengthHeader);
