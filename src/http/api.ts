@@ -68,17 +68,23 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     }
   };
 
+  /** Keeps (ok) or gives back the reserved unit, once. */
+  const settle = (ok: boolean): void => {
+    const r = reservation;
+    reservation = undefined;
+    if (!r) return;
+    try {
+      if (ok) store.commit(r);
+      else store.refund(r);
+    } catch (err) {
+      log.error({ reqId: id, err }, 'quota update failed');
+    }
+  };
+
   const finish = (ok: boolean): void => {
     if (finished) return;
     finished = true;
-    if (reservation) {
-      try {
-        if (ok) store.commit(reservation);
-        else store.refund(reservation);
-      } catch (err) {
-        log.error({ reqId: id, err }, 'quota update failed');
-      }
-    }
+    settle(ok);
     inflight.bytes -= heldBytes;
     metrics.inflightBytes.set(inflight.bytes);
     heldBytes = 0;
@@ -90,6 +96,8 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
   };
 
   const fail = (err: unknown): void => {
+    // Refund before the RateLimit headers are read, so they show the unit given back.
+    settle(false);
     const shape = toErrorShape(busyAsOverload(err));
     if (shape.code === 'internal_error') log.error({ reqId: id, err }, 'unexpected failure');
     const headers: Headers = { ...rlHeaders() };
