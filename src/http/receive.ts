@@ -67,6 +67,8 @@ export class MultipartReceiver {
     try {
       this.#parser = busboy({
         headers: { 'content-type': options.contentType },
+        // Browsers and curl send a non-ASCII filename="..." as raw UTF-8 (busboy's default reads latin1).
+        defParamCharset: 'utf8',
         limits: { fieldSize: 64 * 1024, fields: 16, files: 16, parts: 32, headerPairs: 32 },
       });
     } catch (err) {
