@@ -1,0 +1,475 @@
+// The real server as a child process (`node dist/src/cli.js serve`) on a loopback port, its operator
+// CLI on the same data directory, and two HTTP clients: fetch for plain exchanges and a raw node:net
+// client whose body can be split, trickled, sent chunked or cut off mid-way. Needs `npm run build`.
+import { execFile, spawn, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, rmSync } from 'node:fs';
+import { createServer, connect, type Socket } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+
+export const ROOT = resolve(import.meta.dirname, '..', '..');
+export const CLI = join(ROOT, 'dist', 'src', 'cli.js');
+const READY_TIMEOUT_MS = 60_000;
+
+/** Throws the message that tells a developer to build first. */
+export function requireBuild(): void {
+  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` first');
+}
+
+/** A port that was free a moment ago (the server is started on it right away; start() retries a clash). */
+export function freePort(): Promise<number> {
+  return new Promise((res, rej) => {
+    const s = createServer();
+    s.once('error', rej);
+    s.listen(0, '127.0.0.1', () => {
+      const port = (s.address() as { port: number }).port;
+      s.close(() => res(port));
+    });
+  });
+}
+
+/** The environment of a child: this process's, minus every optmark and uWS setting a developer may have exported. */
+function childEnv(extra: Record<string, string>): NodeJS.ProcessEnv {
+  const env: NodeJS.ProcessEnv = {};
+  for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('OPTMARK_') && !k.startsWith('UWS_')) env[k] = v;
+  return { ...env, ...extra };
+}
+
+export interface CliResult {
+  status: number;
+  stdout: string;
+  stderr: string;
+}
+
+export interface ServerOptions {
+  /** Extra variables (OPTMARK_POOL_SIZE, ...); the helper sets port, host, data dir, bootstrap and log level. */
+  env?: Record<string, string>;
+  /** Reuse a data directory (a restart); a fresh temporary one otherwise. */
+  dataDir?: string;
+}
+
+export interface Readiness {
+  status: string;
+  transport: string;
+  pool: { threads: number; running: number; queued: number; utilization: number; completed: number };
+  store: string;
+  inflight: { requests: number; bytes: number };
+}
+
+/** Waits until `check` returns a value other than undefined; polls, fails after `timeoutMs` (a hang detector, not a measurement). */
+export async function waitFor<T>(what: string, check: () => Promise<T | undefined> | T | undefined, timeoutMs = 20_000): Promise<T> {
+  const deadline = Date.now() + timeoutMs;
+  for (;;) {
+    const v = await check();
+    if (v !== undefined) return v;
+    if (Date.now() > deadline) throw new Error(`timed out waiting for ${what}`);
+    await new Promise((r) => setTimeout(r, 25));
+  }
+}
+
+/** One server process and its data directory. */
+export class TestServer {
+  port = 0;
+  proc: ChildProcess | undefined;
+  /** Everything the process wrote to stdout and stderr, across restarts. */
+  output = '';
+  exited: Promise<{ code: number | null; signal: NodeJS.Signals | null }> = Promise.resolve({ code: null, signal: null });
+  readonly #ownsDir: boolean;
+
+  private constructor(
+    readonly dataDir: string,
+    readonly env: Record<string, string>,
+    ownsDir: boolean,
+  ) {
+    this.#ownsDir = ownsDir;
+  }
+
+  /** Starts a server and waits until /readyz answers 200. */
+  static async start(options: ServerOptions = {}): Promise<TestServer> {
+    requireBuild();
+    const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'optmark-http-'));
+    const server = new TestServer(dataDir, options.env ?? {}, options.dataDir === undefined);
+    await server.restart();
+    return server;
+  }
+
+  /** Runs `serve` without waiting for readiness: for starts that are meant to fail. */
+  static async spawnOnce(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
+    requireBuild();
+    const dataDir = mkdtempSync(join(tmpdir(), 'optmark-http-'));
+    try {
+      const server = new TestServer(dataDir, env, true);
+      server.#spawn(await freePort());
+      const { code } = await server.exited;
+      return { code, output: server.output };
+    } finally {
+      rmSync(dataDir, { recursive: true, force: true });
+    }
+  }
+
+  url(path: string): string {
+    return `http://127.0.0.1:${this.port}${path}`;
+  }
+
+  #spawn(port: number): void {
+    this.port = port;
+    const env = childEnv({
+      OPTMARK_HOST: '127.0.0.1',
+      OPTMARK_PORT: String(port),
+      OPTMARK_DATA_DIR: this.dataDir,
+      OPTMARK_BOOTSTRAP: 'off',
+      OPTMARK_LOG_LEVEL: 'info',
+      ...this.env,
+    });
+    const proc = spawn(process.execPath, [CLI, 'serve'], { cwd: ROOT, env, stdio: ['ignore', 'pipe', 'pipe'] });
+    this.proc = proc;
+    proc.stdout.setEncoding('utf8').on('data', (s: string) => (this.output += s));
+    proc.stderr.setEncoding('utf8').on('data', (s: string) => (this.output += s));
+    this.exited = new Promise((res) => proc.on('close', (code, signal) => res({ code, signal })));
+  }
+
+  /** (Re)starts the process on the same data directory, on a new free port; resolves when ready. */
+  async restart(): Promise<void> {
+    if (this.running) throw new Error('the server is still running');
+    for (let attempt = 0; ; attempt++) {
+      const from = this.output.length;
+      this.#spawn(await freePort());
+      const proc = this.proc!;
+      let gone = false;
+      void this.exited.then(() => (gone = true));
+      try {
+        await waitFor(
+          'the server to become ready',
+          async () => {
+            if (gone) throw new Error(`server exited before ready:\n${this.output.slice(from)}`);
+            return (await this.fetchStatus('/readyz')) === 200 ? true : undefined;
+          },
+          READY_TIMEOUT_MS,
+        );
+        return;
+      } catch (err) {
+        if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
+        await this.exited;
+        // Another process took the port between freePort() and listen(): try another one.
+        if (attempt < 3 && /cannot listen/.test(this.output.slice(from))) continue;
+        throw err;
+      }
+    }
+  }
+
+  async fetchStatus(path: string): Promise<number> {
+    try {
+      const r = await fetch(this.url(path));
+      await r.arrayBuffer();
+      return r.status;
+    } catch {
+      return 0;
+    }
+  }
+
+  get running(): boolean {
+    return this.proc !== undefined && this.proc.exitCode === null && this.proc.signalCode === null;
+  }
+
+  async readyz(): Promise<Readiness> {
+    const r = await fetch(this.url('/readyz'));
+    return (await r.json()) as Readiness;
+  }
+
+  /** Waits until no API request is in flight and no upload byte is held. */
+  async settled(): Promise<Readiness> {
+    return waitFor('in-flight requests and bytes to return to 0', async () => {
+      const r = await this.readyz();
+      return r.inflight.requests === 0 && r.inflight.bytes === 0 ? r : undefined;
+    });
+  }
+
+  /** Sends a signal and waits for the process to end. */
+  async stop(signal: NodeJS.Signals = 'SIGTERM'): Promise<{ code: number | null; signal: NodeJS.Signals | null }> {
+    if (this.running) this.proc!.kill(signal);
+    return this.exited;
+  }
+
+  /** Stops the process (SIGKILL if it does not stop within a while) and removes the data directory. */
+  async dispose(): Promise<void> {
+    if (this.running) {
+      const timer = setTimeout(() => this.proc?.kill('SIGKILL'), 15_000);
+      await this.stop();
+      clearTimeout(timer);
+    }
+    if (this.#ownsDir) rmSync(this.dataDir, { recursive: true, force: true });
+  }
+
+  /** Runs an operator command on this server's data directory. */
+  cli(...args: string[]): Promise<CliResult> {
+    return new Promise((res) => {
+      execFile(process.execPath, [CLI, ...args], { cwd: ROOT, env: childEnv({ OPTMARK_DATA_DIR: this.dataDir, ...this.env }) }, (err, stdout, stderr) => {
+        const status = err ? (typeof err.code === 'number' ? err.code : -1) : 0;
+        res({ status, stdout, stderr });
+      });
+    });
+  }
+
+  async cliOk(...args: string[]): Promise<string> {
+    const r = await this.cli(...args);
+    if (r.status !== 0) throw new Error(`optmark ${args.join(' ')} exited ${r.status}: ${r.stderr}`);
+    return r.stdout;
+  }
+
+  /** Creates an account (fresh name) with optional limits and issues one key for it. */
+  async account(options: { plan?: string; protect?: number; verify?: number } = {}): Promise<{ name: string; key: string }> {
+    const name = `acct-${Math.random().toString(36).slice(2, 10)}`;
+    await this.cliOk('account', 'create', name, '--plan', options.plan ?? 'pro');
+    const limits: string[] = [];
+    if (options.protect !== undefined) limits.push('--protect', String(options.protect));
+    if (options.verify !== undefined) limits.push('--verify', String(options.verify));
+    if (limits.length > 0) await this.cliOk('account', 'set-limits', name, ...limits);
+    const lines = (await this.cliOk('key', 'issue', name)).trim().split('\n');
+    return { name, key: lines[lines.length - 1]!.trim() };
+  }
+
+  /** `usage <account> --json`: the month's counters. */
+  async usage(account: string): Promise<{ protect: { used: number; limit: number }; verify: { used: number; limit: number } }> {
+    return JSON.parse(await this.cliOk('usage', account, '--json')) as { protect: { used: number; limit: number }; verify: { used: number; limit: number } };
+  }
+}
+
+// ── request bodies ──────────────────────────────────────────────────────────────────────────────
+
+export interface Part {
+  name: string;
+  /** Omitted: a plain field; '' is sent as filename="". */
+  filename?: string;
+  /** Part Content-Type; omitted: no header. */
+  type?: string;
+  data: Buffer | string;
+}
+
+export interface Multipart {
+  body: Buffer;
+  contentType: string;
+}
+
+/** Builds a multipart/form-data body byte by byte (names and file names go out exactly as given). */
+export function multipart(parts: Part[], boundary = `----optmark-test-${Math.random().toString(16).slice(2)}`): Multipart {
+  const chunks: Buffer[] = [];
+  for (const p of parts) {
+    let head = `--${boundary}\r\nContent-Disposition: form-data; name="${p.name}"`;
+    if (p.filename !== undefined) head += `; filename="${p.filename}"`;
+    head += '\r\n';
+    if (p.type !== undefined) head += `Content-Type: ${p.type}\r\n`;
+    chunks.push(Buffer.from(`${head}\r\n`, 'utf8'), Buffer.isBuffer(p.data) ? p.data : Buffer.from(p.data), Buffer.from('\r\n'));
+  }
+  chunks.push(Buffer.from(`--${boundary}--\r\n`));
+  return { body: Buffer.concat(chunks), contentType: `multipart/form-data; boundary=${boundary}` };
+}
+
+/** The usual upload: one `image` file part. */
+export function imageForm(image: Buffer, filename = 'photo.jpg', type = 'image/jpeg'): Multipart {
+  return multipart([{ name: 'image', filename, type, data: image }]);
+}
+
+// ── fetch client ────────────────────────────────────────────────────────────────────────────────
+
+export interface Answer {
+  status: number;
+  headers: Record<string, string>;
+  body: Buffer;
+  /** The parsed JSON body (undefined when it is not JSON). */
+  json: any; // eslint-disable-line @typescript-eslint/no-explicit-any -- tests read arbitrary fields
+}
+
+function answerOf(status: number, headers: Record<string, string>, body: Buffer): Answer {
+  let json: unknown;
+  try {
+    json = JSON.parse(body.toString('utf8'));
+  } catch {
+    json = undefined;
+  }
+  return { status, headers, body, json };
+}
+
+/** One request through fetch; headers come back lower-cased. */
+export async function request(server: TestServer, path: string, init: { method?: string; headers?: Record<string, string>; body?: Buffer } = {}): Promise<Answer> {
+  const r = await fetch(server.url(path), { method: init.method ?? 'GET', headers: init.headers, body: init.body });
+  const headers: Record<string, string> = {};
+  r.headers.forEach((v, k) => (headers[k] = v));
+  return answerOf(r.status, headers, Buffer.from(await r.arrayBuffer()));
+}
+
+/** POST /api/v1/<endpoint> with a multipart body (one image part by default) and an optional key. */
+export function api(
+  server: TestServer,
+  endpoint: 'protect' | 'verify',
+  key: string | undefined,
+  form: Multipart | Buffer,
+  headers: Record<string, string> = {},
+): Promise<Answer> {
+  const m = Buffer.isBuffer(form) ? imageForm(form) : form;
+  const h: Record<string, string> = { 'Content-Type': m.contentType, ...headers };
+  if (key !== undefined) h.Authorization = `Bearer ${key}`;
+  return request(server, `/api/v1/${endpoint}`, { method: 'POST', headers: h, body: m.body });
+}
+
+// ── raw socket client ───────────────────────────────────────────────────────────────────────────
+
+export interface RawOptions {
+  method?: string;
+  path: string;
+  headers?: Record<string, string>;
+  body?: Buffer;
+  /** How to cut the body: a fixed size, a list of sizes used in turn, or 'random' (1..8192, seeded). */
+  chunks?: number | number[] | 'random';
+  /** Milliseconds to wait between chunks (a slow trickle). */
+  delayMs?: number;
+  /** Content-Length to declare instead of the body's length (a lie, or a length the client never sends). */
+  contentLength?: number;
+  /** Send Transfer-Encoding: chunked (no Content-Length). */
+  chunked?: boolean;
+  /** Close the connection after this many body bytes without reading any answer. */
+  abortAfter?: number;
+  /** How to close on abortAfter: 'end' sends FIN, 'reset' sends RST. */
+  abortHow?: 'end' | 'reset';
+  /** Called after each chunk is handed to the socket, with the body bytes sent so far. */
+  onProgress?: (sent: number) => void | Promise<void>;
+}
+
+export interface RawAnswer extends Answer {
+  /** Body bytes written to the socket before the answer arrived (or the socket closed). */
+  sentBeforeAnswer: number;
+  /** Whether the whole body had been written when the answer arrived. */
+  bodyComplete: boolean;
+}
+
+/** A small deterministic generator, so a "random" chunking is the same on every run. */
+export function seededRandom(seed: number): () => number {
+  let s = seed >>> 0;
+  return () => {
+    s = (s + 0x6d2b79f5) >>> 0;
+    let t = s;
+    t = Math.imul(t ^ (t >>> 15), t | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+}
+
+function chunkSizer(spec: RawOptions['chunks']): () => number {
+  if (spec === undefined) return () => 64 * 1024;
+  if (typeof spec === 'number') return () => spec;
+  if (spec === 'random') {
+    const rnd = seededRandom(4093);
+    return () => 1 + Math.floor(rnd() * 8192);
+  }
+  let i = 0;
+  return () => spec[i++ % spec.length]!;
+}
+
+/** Parses one HTTP/1.1 response out of `buf`; undefined until it is complete. */
+function parseResponse(buf: Buffer, closed: boolean): Answer | undefined {
+  const end = buf.indexOf('\r\n\r\n');
+  if (end < 0) return undefined;
+  const lines = buf.subarray(0, end).toString('latin1').split('\r\n');
+  const status = Number(lines[0]!.split(' ')[1]);
+  const headers: Record<string, string> = {};
+  for (const line of lines.slice(1)) {
+    const colon = line.indexOf(':');
+    headers[line.slice(0, colon).trim().toLowerCase()] = line.slice(colon + 1).trim();
+  }
+  const rest = buf.subarray(end + 4);
+  if (headers['content-length'] !== undefined) {
+    const n = Number(headers['content-length']);
+    return rest.length >= n ? answerOf(status, headers, rest.subarray(0, n)) : undefined;
+  }
+  if (/chunked/i.test(headers['transfer-encoding'] ?? '')) {
+    const parts: Buffer[] = [];
+    let at = 0;
+    for (;;) {
+      const eol = rest.indexOf('\r\n', at);
+      if (eol < 0) return undefined;
+      const size = parseInt(rest.subarray(at, eol).toString('latin1'), 16);
+      if (size === 0) return answerOf(status, headers, Buffer.concat(parts));
+      if (rest.length < eol + 2 + size + 2) return undefined;
+      parts.push(rest.subarray(eol + 2, eol + 2 + size));
+      at = eol + 2 + size + 2;
+    }
+  }
+  return closed ? answerOf(status, headers, rest) : undefined;
+}
+
+/**
+ * One request over a fresh TCP connection, its body written piece by piece as `options` says, while the
+ * answer is watched for: writing stops as soon as an answer has arrived, so an early refusal is seen
+ * with the body still unsent. Status 0: the connection closed without an answer.
+ */
+export function rawRequest(port: number, options: RawOptions): Promise<RawAnswer> {
+  const body = options.body ?? Buffer.alloc(0);
+  const headers: Record<string, string> = { Host: `127.0.0.1:${port}`, ...options.headers };
+  if (options.chunked) headers['Transfer-Encoding'] = 'chunked';
+  else headers['Content-Length'] = String(options.contentLength ?? body.length);
+  const head = `${options.method ?? 'POST'} ${options.path} HTTP/1.1\r\n${Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('')}\r\n`;
+
+  return new Promise((resolvePromise, reject) => {
+    const socket: Socket = connect({ port, host: '127.0.0.1', noDelay: true });
+    let received = Buffer.alloc(0);
+    let answer: Answer | undefined;
+    let sent = 0;
+    let done = false;
+    let closed = false;
+    let wake: (() => void) | undefined;
+    const finish = (): void => {
+      if (done) return;
+      const a = answer ?? parseResponse(received, true) ?? answerOf(0, {}, Buffer.alloc(0));
+      done = true;
+      socket.destroy();
+      resolvePromise({ ...a, sentBeforeAnswer: sent, bodyComplete: sent >= body.length });
+    };
+    socket.on('data', (d: Buffer) => {
+      received = Buffer.concat([received, d]);
+      answer ??= parseResponse(received, false);
+      if (answer) {
+        wake?.();
+        finish();
+      }
+    });
+    socket.on('error', () => undefined); // a reset shows up as 'close'; the answer so far decides
+    socket.on('close', () => {
+      closed = true;
+      wake?.();
+      finish();
+    });
+
+    const sizer = chunkSizer(options.chunks);
+    const write = (data: Buffer | string): Promise<void> =>
+      new Promise((res) => {
+        if (done || closed) return res();
+        wake = res;
+        socket.write(data, () => res());
+      });
+
+    const send = async (): Promise<void> => {
+      await write(head);
+      while (sent < body.length && !done && !closed) {
+        if (options.abortAfter !== undefined && sent >= options.abortAfter) break;
+        let n = Math.max(1, sizer());
+        if (options.abortAfter !== undefined) n = Math.min(n, options.abortAfter - sent);
+        const piece = body.subarray(sent, sent + n);
+        await write(options.chunked ? Buffer.concat([Buffer.from(`${piece.length.toString(16)}\r\n`), piece, Buffer.from('\r\n')]) : piece);
+        if (done || closed) break;
+        sent += piece.length;
+        await options.onProgress?.(sent);
+        if (options.delayMs) await new Promise((r) => setTimeout(r, options.delayMs));
+      }
+      if (options.abortAfter !== undefined && !done) {
+        done = true;
+        if (options.abortHow === 'reset') socket.resetAndDestroy();
+        else socket.destroySoon();
+        resolvePromise({ ...answerOf(0, {}, Buffer.alloc(0)), sentBeforeAnswer: sent, bodyComplete: false });
+        return;
+      }
+      if (options.chunked && !done && !closed) await write('0\r\n\r\n');
+    };
+    send().catch(reject);
+  });
+}
