@@ -6,7 +6,8 @@ import { threadId, workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import sharp from 'sharp';
 import { toErrorShape } from '../src/errors.js';
-import { noLayers, type Layers } from '../src/pipeline/layers.js';
+import { LiveLayers } from '../src/pipeline/layers-live.js';
+import { runMark } from '../src/pipeline/mark.js';
 import { runProtect } from '../src/pipeline/protect.js';
 import type { Task, TaskResult, WorkerInit } from '../src/pipeline/tasks.js';
 import { runVerify } from '../src/pipeline/verify.js';
@@ -17,7 +18,8 @@ sharp.concurrency(1);
 sharp.cache(false);
 
 const init = workerData as WorkerInit;
-const layers: Layers = noLayers;
+// Keys and secrets load once per worker, on first use or at warm-up, never per request.
+const layers = new LiveLayers(init);
 
 /** A view that owns its whole ArrayBuffer (a pooled or oversized one must not be transferred). */
 function standalone(view: Uint8Array): Uint8Array {
@@ -50,9 +52,9 @@ export default async function handle(task: Task): Promise<TaskResult> {
       case 'verify':
         return moved(await runVerify(task, layers));
       case 'mark':
-        throw new Error('mark is not available yet');
+        return moved(await runMark(task, layers));
       case 'warmup':
-        await warmUp();
+        await Promise.all([warmUp(), layers.warm()]);
         return { ok: true, kind: 'warm', threadId };
     }
   } catch (err) {
@@ -62,4 +64,3 @@ export default async function handle(task: Task): Promise<TaskResult> {
   }
 }
 
-void init;

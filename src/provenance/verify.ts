@@ -1,0 +1,101 @@
+/**
+ * Verification of the provenance tag. Cheap when there is no tag: one container walk for the XMP and
+ * a byte search for the namespace, no XML parse and no hashing. With a tag, the checks run cheapest
+ * first (field forms, key lookup, one Ed25519 verify, the opt-out value) and the content is hashed
+ * last, so a garbage or foreign tag never costs a pass over the file. Never throws.
+ */
+import type { KeyObject } from 'node:crypto';
+import { detectFormat, type XmpPayload } from '../formats/index.js';
+import { dataMiningValues, openPayload, tokenOf, type XmpView } from '../xmp/index.js';
+import { contentDigest } from './digest.js';
+import { NS_PROVENANCE, readTag, signatureHolds } from './tag.js';
+
+export type ProvenanceReason =
+  | 'valid'
+  | 'absent'
+  /** Tag properties present but not a well-formed tag (or in a packet that does not parse). */
+  | 'malformed'
+  /** This server has no public key for the tag's key id. */
+  | 'unknown_key'
+  | 'bad_signature'
+  /** plus:DataMining in the file is not (only) the value the tag vouches for, or is gone. */
+  | 'value_mismatch'
+  /** The content outside the XMP changed since signing (pixels, EXIF, ICC, other chunks). */
+  | 'digest_mismatch';
+
+export interface ProvenanceReport {
+  present: boolean;
+  valid: boolean;
+  verifiable: boolean;
+  reason: ProvenanceReason;
+  keyId?: string;
+}
+
+/** Where verification finds public keys by key id (the Keyring, or one known key). */
+export interface PublicKeys {
+  find(keyId: string): Promise<KeyObject | undefined>;
+}
+
+const ABSENT: ProvenanceReport = Object.freeze({ present: false, valid: false, verifiable: false, reason: 'absent' });
+const NS_BYTES = Buffer.from(NS_PROVENANCE, 'utf8');
+
+/**
+ * False only when no packet can hold the tag: every packet is ASCII-compatible and lacks the namespace
+ * URI. UTF-16/32 packets (first byte 00, FE or FF) are not searched, they are parsed. A packet that
+ * spells the URI with character references is read as untagged: the same as removing the tag.
+ */
+function mayCarryTag(payload: XmpPayload): boolean {
+  for (const p of [...payload.packets, ...payload.extended.values()]) {
+    const first = p[0];
+    if (first === 0x00 || first === 0xfe || first === 0xff) return true;
+    if (Buffer.from(p.buffer, p.byteOffset, p.byteLength).indexOf(NS_BYTES) >= 0) return true;
+  }
+  return false;
+}
+
+function report(present: boolean, verifiable: boolean, reason: ProvenanceReason, keyId?: string): ProvenanceReport {
+  return { present, valid: reason === 'valid', verifiable, reason, ...(keyId !== undefined ? { keyId } : {}) };
+}
+
+/** Checks the tag in an image: present, verifiable (key known), valid (signature, value and digest hold). */
+export async function verifyProvenance(bytes: Uint8Array, keys: PublicKeys): Promise<ProvenanceReport> {
+  const format = detectFormat(bytes);
+  if (!format) return ABSENT;
+  let view: XmpView;
+  try {
+    const payload = format.readXmp(bytes);
+    if (!mayCarryTag(payload)) return ABSENT;
+    view = openPayload(payload);
+  } catch {
+    // A container or packet verify cannot read has no tag it could report on (read() reports the error).
+    return ABSENT;
+  }
+  const reading = readTag(view);
+  if (reading.state === 'absent') return view.unreadable > 0 ? report(true, false, 'malformed') : ABSENT;
+  if (reading.state === 'malformed') {
+    const keyId = reading.keyId;
+    return report(true, keyId !== undefined && (await findKey(keys, keyId)) !== undefined, 'malformed', keyId);
+  }
+  const { tag } = reading;
+  const key = await findKey(keys, tag.keyId);
+  if (!key) return report(true, false, 'unknown_key', tag.keyId);
+  if (!signatureHolds(tag, key)) return report(true, true, 'bad_signature', tag.keyId);
+  const vouched = tokenOf(tag.dataMining);
+  const values = dataMiningValues(view);
+  if (values.length === 0 || values.some((v) => tokenOf(v) !== vouched)) return report(true, true, 'value_mismatch', tag.keyId);
+  let digest: string | undefined;
+  try {
+    digest = contentDigest(format, bytes);
+  } catch {
+    digest = undefined; // structure past the XMP is damaged: it is not the content that was signed
+  }
+  return report(true, true, digest === tag.contentDigest ? 'valid' : 'digest_mismatch', tag.keyId);
+}
+
+async function findKey(keys: PublicKeys, keyId: string): Promise<KeyObject | undefined> {
+  try {
+    return await keys.find(keyId);
+  } catch {
+    return undefined;
+  }
+}
