@@ -176,12 +176,17 @@ export class TestServer {
     return (await r.json()) as Readiness;
   }
 
-  /** Waits until no API request is in flight and no upload byte is held. */
-  async settled(): Promise<Readiness> {
-    return waitFor('in-flight requests and bytes to return to 0', async () => {
+  /** Polls /readyz until `check` holds for its body. */
+  async readyzUntil(what: string, check: (r: Readiness) => boolean): Promise<Readiness> {
+    return waitFor(what, async () => {
       const r = await this.readyz();
-      return r.inflight.requests === 0 && r.inflight.bytes === 0 ? r : undefined;
+      return check(r) ? r : undefined;
     });
+  }
+
+  /** Waits until no API request is in flight and no upload byte is held. */
+  settled(): Promise<Readiness> {
+    return this.readyzUntil('in-flight requests and bytes to return to 0', (r) => r.inflight.requests === 0 && r.inflight.bytes === 0);
   }
 
   /** Sends a signal and waits for the process to end. */
@@ -326,10 +331,14 @@ export interface RawOptions {
   contentLength?: number;
   /** Send Transfer-Encoding: chunked (no Content-Length). */
   chunked?: boolean;
+  /** With `chunked`: leave out the last (empty) chunk, so the body never ends; the server must answer anyway. */
+  unterminated?: boolean;
   /** Close the connection after this many body bytes without reading any answer. */
   abortAfter?: number;
   /** How to close on abortAfter: 'end' sends FIN, 'reset' sends RST. */
   abortHow?: 'end' | 'reset';
+  /** Give up (status 0) when no answer came within this many milliseconds; default 30 s, a hang detector. */
+  timeoutMs?: number;
   /** Called after each chunk is handed to the socket, with the body bytes sent so far. */
   onProgress?: (sent: number) => void | Promise<void>;
 }
@@ -412,6 +421,7 @@ export function rawRequest(port: number, options: RawOptions): Promise<RawAnswer
 
   return new Promise((resolvePromise, reject) => {
     const socket: Socket = connect({ port, host: '127.0.0.1', noDelay: true });
+    const timer = setTimeout(() => socket.destroy(), options.timeoutMs ?? 30_000);
     let received = Buffer.alloc(0);
     let answer: Answer | undefined;
     let sent = 0;
@@ -422,6 +432,7 @@ export function rawRequest(port: number, options: RawOptions): Promise<RawAnswer
       if (done) return;
       const a = answer ?? parseResponse(received, true) ?? answerOf(0, {}, Buffer.alloc(0));
       done = true;
+      clearTimeout(timer);
       socket.destroy();
       resolvePromise({ ...a, sentBeforeAnswer: sent, bodyComplete: sent >= body.length });
     };
@@ -463,12 +474,13 @@ export function rawRequest(port: number, options: RawOptions): Promise<RawAnswer
       }
       if (options.abortAfter !== undefined && !done) {
         done = true;
+        clearTimeout(timer);
         if (options.abortHow === 'reset') socket.resetAndDestroy();
         else socket.destroySoon();
         resolvePromise({ ...answerOf(0, {}, Buffer.alloc(0)), sentBeforeAnswer: sent, bodyComplete: false });
         return;
       }
-      if (options.chunked && !done && !closed) await write('0\r\n\r\n');
+      if (options.chunked && !options.unterminated && !done && !closed) await write('0\r\n\r\n');
     };
     send().catch(reject);
   });
