@@ -38,6 +38,16 @@ export function writeU32le(target: Uint8Array, at: number, value: number): void 
   target[at + 3] = (value >>> 24) & 0xff;
 }
 
+/**
+ * A copy of bytes[start, end) to edit. Never `bytes.slice()`: on a Node Buffer that is a view, and
+ * editing it would write into the caller's input.
+ */
+export function copyRange(bytes: Uint8Array, start: number, end: number): Uint8Array {
+  const out = new Uint8Array(end - start);
+  out.set(bytes.subarray(start, end));
+  return out;
+}
+
 /** True when `bytes` holds `prefix` at `at`. */
 export function startsWith(bytes: Uint8Array, prefix: Uint8Array, at = 0): boolean {
   if (at < 0 || at + prefix.length > bytes.length) return false;

@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { DamagedImageError, LimitExceededError } from '../errors.js';
-import { ascii, startsWith, u16be, u32be, writeU32be } from './bytes.js';
+import { ascii, copyRange, startsWith, u16be, u32be, writeU32be } from './bytes.js';
 import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
 
 const MARKER_SOI = 0xd8; // ff d8
@@ -227,7 +227,7 @@ function leadingInsertIndex(pieces: Piece[]): number {
  * header and the images change size, those offsets move by `delta`; this rewrites them.
  */
 function patchMpf(bytes: Uint8Array, p: Piece, delta: number): Uint8Array {
-  const seg = bytes.slice(p.start, p.end);
+  const seg = copyRange(bytes, p.start, p.end);
   const tiff = p.payload - p.start + MPF_SIG.length;
   const le = seg[tiff] === 0x49 && seg[tiff + 1] === 0x49;
   if (!le && !(seg[tiff] === 0x4d && seg[tiff + 1] === 0x4d)) throw new DamagedImageError('JPEG: MPF header is not TIFF');

@@ -6,7 +6,7 @@
  * then unknown chunks. Spec: libwebp doc/webp-container-spec.txt.
  */
 import { DamagedImageError, LimitExceededError } from '../errors.js';
-import { ascii, startsWith, u32le, writeU32le } from './bytes.js';
+import { ascii, copyRange, startsWith, u32le, writeU32le } from './bytes.js';
 import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
 
 const RIFF = ascii('RIFF');
@@ -126,7 +126,7 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   const first = chunks[0]!;
   const body: Uint8Array[] = [];
   if (first.fourcc === 'VP8X') {
-    const header = bytes.slice(first.start, first.start + 18);
+    const header = copyRange(bytes, first.start, first.start + 18);
     header[8] = header[8]! | FLAG_XMP;
     body.push(header, bytes.subarray(first.start + 18, first.end));
   } else {

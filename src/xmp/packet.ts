@@ -1,7 +1,8 @@
 /**
  * XMP packets as namespace-aware DOM documents (@xmldom/xmldom). Parsing is strict about what could
- * hurt: DTDs are refused outright (XMP forbids them), so no entity is ever declared, expanded or
- * fetched; nesting depth is bounded so no later walk can overflow the stack.
+ * hurt: xmldom never expands an entity a DTD declares nor fetches an external one (a reference stays
+ * literal text, as ExifTool shows it), and the DTD itself is dropped from the document, so it is never
+ * written back; nesting depth is bounded so no later walk can overflow the stack.
  */
 import { DOMParser, XMLSerializer, type Document, type Element, type Node } from '@xmldom/xmldom';
 import { LimitExceededError } from '../errors.js';
@@ -61,8 +62,10 @@ function depthWithin(root: Node, limit: number): boolean {
 }
 
 /**
- * Parses one packet's UTF-8 bytes. Returns undefined when it is not well-formed XML, carries a DTD, or
- * nests absurdly deep: such a packet cannot be read, and callers decide what that means.
+ * Parses one packet's bytes. Returns undefined when it is not well-formed XML or nests absurdly deep:
+ * such a packet cannot be read, and callers decide what that means. A DTD does not make a packet
+ * unreadable (XMP forbids DTDs, yet refusing the packet would lose a plainly written opt-out and every
+ * other property on protect); it is removed, unexpanded.
  */
 export function parsePacket(bytes: Uint8Array): Document | undefined {
   if (bytes.length > MAX_PACKET_BYTES) throw new LimitExceededError('XMP packet too large');
@@ -84,9 +87,22 @@ export function parsePacket(bytes: Uint8Array): Document | undefined {
   } catch {
     return undefined;
   }
-  if (fatal || !doc.documentElement || doc.doctype) return undefined;
+  if (fatal || !doc.documentElement) return undefined;
   if (!depthWithin(doc, MAX_DEPTH)) return undefined;
+  dropProlog(doc);
   return doc;
+}
+
+/**
+ * Removes the DTD and the XML declaration: we write UTF-8 packets that open with `<?xpacket`, where a
+ * declaration (maybe naming UTF-16) would be both wrong and, after the xpacket PI, not well-formed.
+ */
+function dropProlog(doc: Document): void {
+  for (let n = doc.firstChild; n; ) {
+    const next = n.nextSibling;
+    if (n === doc.doctype || (n.nodeType === PROCESSING_INSTRUCTION_NODE && n.nodeName.toLowerCase() === 'xml')) doc.removeChild(n);
+    n = next;
+  }
 }
 
 const serializer = new XMLSerializer();

@@ -1,0 +1,295 @@
+/**
+ * The marking engine, table-driven by fixture (test/helpers/fixtures.ts): read() on each original,
+ * protect() on each (structure, every non-XMP byte, pixels, merge, idempotence), the options, an
+ * `invalid` table of error codes, and regressions named after the problem they pin.
+ */
+import { ExifTool } from 'exiftool-vendored';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ERROR_CODES, OptmarkError } from '../src/errors.js';
+import { protect, read } from '../src/marking/engine.js';
+import { DATA_MINING_TOKENS, type DataMiningToken } from '../src/xmp/index.js';
+import {
+  app1Ext,
+  app1Xmp,
+  itxtXmp,
+  jpegExtPortions,
+  jpegLayout,
+  jpegWith,
+  pngChunk,
+  pngChunks,
+  pngWith,
+  webpChunks,
+  webpWith,
+  webpXmpChunk,
+  withXmp,
+  xmpPackets,
+} from './helpers/containers.js';
+import { DC_BODY, EXT, FIXTURES, FORMATS, FixtureSet, NS, fixturesWith, packet, vocab } from './helpers/fixtures.js';
+import { expectMarkedStructure, exiftoolXmp, pixels } from './helpers/oracle.js';
+
+const AIML = vocab('DMI-PROHIBITED-AIMLTRAINING');
+const TOKENS = Object.keys(DATA_MINING_TOKENS) as DataMiningToken[];
+const utf8 = (s: string): Buffer => Buffer.from(s, 'utf8');
+
+let et: ExifTool;
+let fx: FixtureSet;
+beforeAll(() => {
+  et = new ExifTool({ maxProcs: 1 });
+  fx = new FixtureSet(et);
+});
+afterAll(async () => {
+  await et.end();
+  fx.cleanup();
+});
+
+const same = (a: Uint8Array, b: Uint8Array): boolean => Buffer.compare(Buffer.from(a), Buffer.from(b)) === 0;
+
+describe.each([...FIXTURES.values()])('$name', (f) => {
+  it(`read: optedOut ${f.optedOut}${f.token ? `, token ${f.token}` : ''}`, async () => {
+    const r = read(await fx.bytes(f.name));
+    expect(r).toMatchObject({ format: f.format, optedOut: f.optedOut, token: f.token });
+    expect(r.signals).toEqual(f.optedOut ? ['iptc.dataMining'] : []);
+  });
+
+  it('protect: same format, only XMP changed, marked, idempotent', async () => {
+    const input = await fx.bytes(f.name);
+    const copy = Buffer.from(input);
+    const p = protect(input);
+    expect(same(input, copy)).toBe(true); // the input is never written to
+    expect(p).toMatchObject({ format: f.format, mimeType: `image/${f.format}`, extension: EXT[f.format], signals: ['iptc.dataMining'], changed: !f.marked });
+    const out = p.bytes;
+    expect(same(Buffer.concat(p.pieces), out)).toBe(true);
+    expectMarkedStructure(f.format, input, out);
+    expect(read(out)).toMatchObject({ optedOut: true, token: 'DMI-PROHIBITED-AIMLTRAINING', values: [AIML], signals: ['iptc.dataMining'] });
+    const again = protect(out);
+    expect(again.changed).toBe(false);
+    expect(same(again.bytes, out)).toBe(true);
+  });
+
+  if (f.tags.includes('pixels')) {
+    it('protect: decoded pixels are identical', async () => {
+      const input = await fx.bytes(f.name);
+      expect((await pixels(protect(input).bytes)).equals(await pixels(input))).toBe(true);
+    });
+  }
+
+  if (f.tags.includes('xmp')) {
+    it('protect: every other XMP property survives (ExifTool -XMP:all before and after)', async () => {
+      const input = await fx.bytes(f.name);
+      const before = await exiftoolXmp(et, fx.write(f.name, input));
+      const after = await exiftoolXmp(et, fx.write(f.name, protect(input).bytes));
+      expect(after).toMatchObject(before);
+    });
+  }
+});
+
+describe('protect options', () => {
+  it.each(TOKENS.filter((t) => DATA_MINING_TOKENS[t]))('writes %s when asked, and reads it back', async (token) => {
+    for (const format of FORMATS) {
+      const out = protect(await fx.bytes(`allowed.${EXT[format]}`), { token }).bytes;
+      expect(read(out)).toMatchObject({ optedOut: true, token, values: [vocab(token)] });
+      expect(protect(out, { token }).changed).toBe(false);
+      // another prohibiting token is a change, not a no-op
+      const other: DataMiningToken = token === 'DMI-PROHIBITED' ? 'DMI-PROHIBITED-AIMLTRAINING' : 'DMI-PROHIBITED';
+      expect(read(protect(out, { token: other }).bytes).token).toBe(other);
+    }
+  });
+
+  it('edit: further changes to the merged document are written, and an edit always rewrites', async () => {
+    const base = protect(await fx.bytes('base.png')).bytes;
+    const p = protect(base, {
+      edit: (doc) => {
+        const desc = doc.getElementsByTagNameNS(NS.rdf, 'Description').item(0)!;
+        desc.setAttributeNS('http://www.w3.org/2000/xmlns/', 'xmlns:dc', NS.dc);
+        desc.setAttributeNS(NS.dc, 'dc:format', 'image/png');
+      },
+    });
+    expect(p.changed).toBe(true);
+    expect(xmpPackets('png', p.bytes)[0]!.toString()).toContain('dc:format="image/png"');
+    expect(read(p.bytes).optedOut).toBe(true);
+  });
+
+  it('pieces are mostly views of the input: the image data is not copied', async () => {
+    const input = await fx.bytes('metadata.jpg');
+    const p = protect(input);
+    const shared = p.pieces.filter((piece) => piece.buffer === input.buffer).reduce((n, piece) => n + piece.length, 0);
+    expect(shared).toBeGreaterThan(input.length * 0.5);
+  });
+});
+
+describe('placement', () => {
+  it('JPEG: a new packet goes after JFIF/Exif and before every other segment', async () => {
+    const out = protect(jpegWith(await fx.bytes('metadata.jpg'), [])).bytes;
+    const markers = jpegLayout(out).segments.map((s) => s.marker);
+    const xmpAt = jpegLayout(out).segments.findIndex((s) => s.marker === 0xe1 && s.payload.toString('latin1', 0, 28) === 'http://ns.adobe.com/xap/1.0/');
+    expect(markers.slice(0, xmpAt).every((m) => m === 0xe0 || m === 0xe1)).toBe(true);
+  });
+
+  it('JPEG: a packet too big for one segment becomes Extended XMP that ExifTool reads back whole', async () => {
+    const input = await fx.bytes('exiftool-extended.jpg');
+    const out = protect(input).bytes;
+    expect(jpegExtPortions(out).length).toBeGreaterThan(1);
+    const before = await exiftoolXmp(et, fx.write('ext.jpg', input));
+    const after = await exiftoolXmp(et, fx.write('ext.jpg', out));
+    expect(String(after['XMP-dc:Description']).length).toBeGreaterThan(100_000);
+    expect(after['XMP-dc:Description']).toBe(before['XMP-dc:Description']);
+  });
+
+  it('PNG: the new chunk takes the place of an XMP chunk that sat before IDAT', async () => {
+    const input = await fx.bytes('attr-compressed-before.png');
+    expect(pngChunks(input).chunks.map((c) => c.type)).toEqual(['IHDR', 'iTXt', 'pHYs', 'IDAT', 'IEND']);
+    const out = pngChunks(protect(input).bytes).chunks;
+    expect(out.map((c) => c.type)).toEqual(['IHDR', 'iTXt', 'pHYs', 'IDAT', 'IEND']);
+    expect(out[1]!.data[18]).toBe(0); // written uncompressed
+  });
+
+  it('PNG: otherwise it goes just before the first IDAT, and XMP after IDAT is dropped once merged', async () => {
+    const out = protect(await fx.bytes('attr-compressed.png')).bytes;
+    const types = pngChunks(out).chunks.map((c) => c.type);
+    expect(types[types.indexOf('IDAT') - 1]).toBe('iTXt');
+    expect(types.filter((t) => t === 'iTXt')).toHaveLength(1);
+  });
+
+  it('APNG: acTL stays before the XMP chunk and the default frame keeps its fcTL next to IDAT', async () => {
+    const types = pngChunks(protect(await fx.bytes('apng.png')).bytes).chunks.map((c) => c.type);
+    expect(types).toEqual(['IHDR', 'acTL', 'iTXt', 'fcTL', 'IDAT', 'fcTL', 'fdAT', 'tEXt', 'IEND']);
+  });
+
+  it('WebP: XMP goes after the image data and EXIF, unknown chunks keep their place', async () => {
+    expect(webpChunks(protect(await fx.bytes('icc-exif.webp')).bytes).chunks.map((c) => c.fourcc)).toEqual(['VP8X', 'ICCP', 'VP8 ', 'EXIF', 'XMP ']);
+    expect(webpChunks(protect(await fx.bytes('animated.webp')).bytes).chunks.map((c) => c.fourcc)).toEqual(['VP8X', 'ANIM', 'ANMF', 'ANMF', 'ANMF', 'XMP ']);
+    expect(webpChunks(protect(await fx.bytes('odd-unknown.webp')).bytes).chunks.map((c) => c.fourcc)).toEqual(['VP8X', 'VP8L', 'XMP ', 'ZZZZ']);
+  });
+});
+
+/** Hand-made broken files and the code each must produce, for read and protect alike. */
+const invalid: Array<{ name: string; code: string; bytes: () => Promise<Uint8Array> | Uint8Array; only?: 'protect' }> = [
+  { name: 'empty', code: 'unsupported_format', bytes: () => new Uint8Array(0) },
+  { name: 'GIF', code: 'unsupported_format', bytes: () => Buffer.from('GIF89a\x01\x00\x01\x00\x00\x00\x00;', 'latin1') },
+  { name: 'text named like an image', code: 'unsupported_format', bytes: () => Buffer.from('not an image at all') },
+  { name: 'RIFF WAVE', code: 'unsupported_format', bytes: () => Buffer.from('RIFF\x04\x00\x00\x00WAVE', 'latin1') },
+  { name: 'JPEG: SOI and nothing else', code: 'damaged_image', bytes: () => Buffer.from([0xff, 0xd8, 0xff]) },
+  { name: 'JPEG: segment length runs past the end', code: 'damaged_image', bytes: async () => (await fx.bytes('base.jpg')).subarray(0, 30) },
+  { name: 'JPEG: segment length below 2', code: 'damaged_image', bytes: () => Buffer.from([0xff, 0xd8, 0xff, 0xe0, 0x00, 0x01, 0xff, 0xda]) },
+  { name: 'JPEG: EOI before any scan', code: 'damaged_image', bytes: () => Buffer.from([0xff, 0xd8, 0xff, 0xfe, 0x00, 0x03, 0x41, 0xff, 0xd9]) },
+  { name: 'JPEG: headers but no SOS', code: 'damaged_image', bytes: () => Buffer.from([0xff, 0xd8, 0xff, 0xfe, 0x00, 0x03, 0x41]) },
+  { name: 'PNG: signature only', code: 'damaged_image', bytes: () => Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]) },
+  { name: 'PNG: first chunk is not IHDR', code: 'damaged_image', bytes: async () => Buffer.concat([(await fx.bytes('base.png')).subarray(0, 8), pngChunk('tEXt', Buffer.from('a\0b')), (await fx.bytes('base.png')).subarray(8)]) },
+  { name: 'PNG: no IDAT', code: 'damaged_image', bytes: async () => pngWithout(await fx.bytes('base.png'), 'IDAT') },
+  { name: 'PNG: chunk length 0xffffffff before IDAT', code: 'damaged_image', bytes: async () => withLength(await fx.bytes('base.png'), 8, 0xffffffff) },
+  { name: 'WebP: RIFF size beyond the file', code: 'damaged_image', bytes: async () => withLe(await fx.bytes('base.webp'), 4, 0xfffffff0) },
+  { name: 'WebP: first chunk is not an image or VP8X', code: 'damaged_image', bytes: () => riff([Buffer.from('ICCP\x02\x00\x00\x00ab', 'latin1')]) },
+  { name: 'WebP: VP8X shorter than 10 bytes', code: 'damaged_image', bytes: () => riff([Buffer.from('VP8X\x04\x00\x00\x00\x04\x00\x00\x00', 'latin1')]) },
+  { name: 'WebP: chunk size beyond the RIFF', code: 'damaged_image', bytes: async () => withLe(await fx.bytes('base.webp'), 16, 0x7fffffff) },
+  { name: 'WebP: simple VP8 with a bad start code', code: 'damaged_image', only: 'protect', bytes: async () => corruptAt(await fx.bytes('base.webp'), 20 + 3) },
+  { name: 'WebP: simple VP8L with a bad signature', code: 'damaged_image', only: 'protect', bytes: async () => corruptAt(await fx.bytes('lossless.webp'), 20) },
+];
+
+function pngWithout(b: Uint8Array, type: string): Buffer {
+  return Buffer.concat([Buffer.from(b).subarray(0, 8), ...pngChunks(b).chunks.filter((c) => c.type !== type).map((c) => pngChunk(c.type, c.data))]);
+}
+function withLength(b: Uint8Array, at: number, v: number): Buffer {
+  const out = Buffer.from(b);
+  out.writeUInt32BE(v, at);
+  return out;
+}
+function withLe(b: Uint8Array, at: number, v: number): Buffer {
+  const out = Buffer.from(b);
+  out.writeUInt32LE(v, at);
+  return out;
+}
+function corruptAt(b: Uint8Array, at: number): Buffer {
+  const out = Buffer.from(b);
+  out[at] = out[at]! ^ 0xff;
+  return out;
+}
+function riff(chunks: Buffer[]): Buffer {
+  const body = Buffer.concat(chunks);
+  const head = Buffer.from('RIFF\0\0\0\0WEBP', 'latin1');
+  head.writeUInt32LE(body.length + 4, 4);
+  return Buffer.concat([head, body]);
+}
+
+describe('invalid', () => {
+  it.each(invalid)('$name: $code', async ({ code, bytes, only }) => {
+    const input = await bytes();
+    const ops = only ? [protect] : [read, protect];
+    for (const op of ops) {
+      let caught: unknown;
+      try {
+        op(input);
+      } catch (e) {
+        caught = e;
+      }
+      expect(caught).toBeInstanceOf(OptmarkError);
+      expect((caught as OptmarkError).code).toBe(code);
+      expect(ERROR_CODES).toContain((caught as OptmarkError).code);
+    }
+  });
+});
+
+/** An MPF APP2 segment (CIPA DC-007) whose one secondary image sits `offset` bytes after its TIFF header. */
+function mpfSegment(offset: number): Buffer {
+  const tiff = Buffer.alloc(8 + 2 + 12 + 4 + 32);
+  tiff.write('II*\0', 0, 'latin1');
+  tiff.writeUInt32LE(8, 4);
+  tiff.writeUInt16LE(1, 8); // one IFD entry
+  tiff.writeUInt16LE(0xb002, 10); // MPEntry
+  tiff.writeUInt16LE(7, 12);
+  tiff.writeUInt32LE(32, 14);
+  tiff.writeUInt32LE(26, 18); // entries right after the IFD
+  tiff.writeUInt32LE(0, 22); // next IFD
+  tiff.writeUInt32LE(0, 26 + 8); // first image: offset 0 by definition
+  tiff.writeUInt32LE(offset, 26 + 16 + 8);
+  const payload = Buffer.concat([Buffer.from('MPF\0', 'latin1'), tiff]);
+  const head = Buffer.from([0xff, 0xe2, 0, 0]);
+  head.writeUInt16BE(payload.length + 2, 2);
+  return Buffer.concat([head, payload]);
+}
+const mpfOffset = (b: Uint8Array): number => {
+  const seg = jpegLayout(b).segments.find((s) => s.marker === 0xe2)!;
+  return seg.payload.readUInt32LE(4 + 26 + 16 + 8);
+};
+
+describe('regressions', () => {
+  it('protect wrote the XMP flag into the caller’s WebP buffer (Buffer#slice is a view, not a copy)', async () => {
+    const input = Buffer.from(await fx.bytes('icc-exif.webp'));
+    const flags = input[20];
+    protect(input);
+    expect(input[20]).toBe(flags);
+  });
+
+  it('protect patched MPF offsets inside the caller’s JPEG buffer, and the patch follows the size change', async () => {
+    const base = await fx.bytes('base.jpg');
+    const withMpf = jpegWith(base, [mpfSegment(0)], 0);
+    const secondAt = withMpf.length; // a secondary image appended after EOI
+    const mpfTiff = jpegLayout(withMpf).segments.find((s) => s.marker === 0xe2)!.start + 4 + 4;
+    const input = Buffer.concat([jpegWith(base, [mpfSegment(secondAt - mpfTiff), app1Xmp(utf8(packet({ body: DC_BODY })))], 0), base]);
+    const before = Buffer.from(input);
+    const out = protect(input).bytes;
+    expect(input.equals(before)).toBe(true);
+    const grew = out.length - input.length;
+    expect(grew).not.toBe(0);
+    expect(mpfOffset(out)).toBe(mpfOffset(input) + grew);
+    expect(Buffer.from(out.subarray(out.length - base.length)).equals(base)).toBe(true);
+  });
+
+  it('a DOCTYPE made the whole packet unreadable: the opt-out and every property were lost', async () => {
+    for (const format of FORMATS) {
+      const input = await fx.bytes(`doctype.${EXT[format]}`);
+      expect(read(input)).toMatchObject({ optedOut: true, token: 'DMI-PROHIBITED-GENAIMLTRAINING' });
+      const xmp = xmpPackets(format, protect(input).bytes)[0]!.toString('utf8');
+      expect(xmp).not.toMatch(/<!DOCTYPE|<!ENTITY|root:/);
+      expect(xmp).toContain('A crafted title');
+      expect(xmp).toContain('&amp;xxe;'); // the reference stays literal, never expanded or fetched
+    }
+  });
+
+  it('an XML declaration was written back after the xpacket header (not well-formed XML)', async () => {
+    for (const format of FORMATS) {
+      const xmp = xmpPackets(format, protect(await fx.bytes(`xmldecl.${EXT[format]}`)).bytes)[0]!.toString('utf8');
+      expect(xmp.startsWith('<?xpacket begin=')).toBe(true);
+      expect(xmp).not.toContain('<?xml');
+    }
+  });
+});
