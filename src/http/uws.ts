@@ -38,5 +38,29 @@ export function loadUws(allowFallback: boolean): { uws: Uws; transport: Transpor
   const native = Object.keys(require.cache).some((p) => /uws_[^/\\]+\.node$/.test(p));
   const transport: Transport = native ? 'uws-native' : 'uws-js-fallback';
   if (!native && !allowFallback) throw new UwsFallbackError();
+  if (!native) completeFallback(require);
   return { uws, transport };
+}
+
+type Patchable = { prototype: Record<string, unknown> };
+
+/**
+ * The fallback (an emulation on node:http) throws "Not implemented" from the calls our answers are
+ * written with, and its app has no close(): without these the first request killed the server. Bodies
+ * go out in one end() (node:http buffers them, so onWritable is never needed) and close() closes the
+ * emulated listener and its connections. Only ever applied to the fallback the operator opted into.
+ */
+function completeFallback(require: NodeJS.Require): void {
+  const { HttpResponse } = require('uWebSockets.js/dist/http-response.js') as { HttpResponse: Patchable };
+  const { default: TemplatedApp } = require('uWebSockets.js/dist/templated-app.js') as { default: Patchable };
+  Object.assign(HttpResponse.prototype, {
+    getWriteOffset: () => 0,
+    tryEnd(this: { end(body: Uint8Array): void }, body: Uint8Array): [boolean, boolean] {
+      this.end(body);
+      return [true, true];
+    },
+  });
+  TemplatedApp.prototype.close ??= function (this: { httpContext: { close(): void } }) {
+    this.httpContext.close();
+  };
 }
