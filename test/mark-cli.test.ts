@@ -1,0 +1,247 @@
+/**
+ * The operator's layer path end to end: `node dist/src/cli.js mark|signing-key ...` on temporary
+ * folders and data directories (run `npm run build` first), and a worker pool from dist/ standing in
+ * for the running server, which must pick up a key rotated by the CLI.
+ */
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, chmodSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { detectFingerprint, loadFingerprintSecret } from '../src/fingerprint/index.js';
+import { read } from '../src/marking/engine.js';
+import { Keyring, NS_PROVENANCE, verifyProvenance } from '../src/provenance/index.js';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const CLI = join(ROOT, 'dist', 'src', 'cli.js');
+const dirs: string[] = [];
+const images = new Map<string, Buffer>();
+
+function tempDir(prefix = 'optmark-mark-'): string {
+  const d = mkdtempSync(join(tmpdir(), prefix));
+  dirs.push(d);
+  return d;
+}
+
+function optmark(dataDir: string, args: string[], env: Record<string, string> = {}): { status: number; stdout: string; stderr: string } {
+  const r = spawnSync(process.execPath, [CLI, ...args], {
+    cwd: ROOT,
+    encoding: 'utf8',
+    env: { ...process.env, OPTMARK_DATA_DIR: dataDir, OPTMARK_POOL_SIZE: '2', ...env },
+    timeout: 120_000,
+  });
+  return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Every file under a folder, as sorted relative paths. */
+function tree(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      if (e.isDirectory()) walk(join(d, e.name));
+      else out.push(relative(dir, join(d, e.name)));
+    }
+  };
+  walk(dir);
+  return out.sort();
+}
+
+/** Writes files (relative path → bytes) under a new folder. */
+function folder(files: Record<string, Uint8Array | string>): string {
+  const dir = tempDir('optmark-in-');
+  for (const [rel, bytes] of Object.entries(files)) {
+    mkdirSync(join(dir, rel, '..'), { recursive: true });
+    writeFileSync(join(dir, rel), bytes);
+  }
+  return dir;
+}
+
+beforeAll(async () => {
+  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` first');
+  const base = sharp({ create: { width: 256, height: 192, channels: 3, noise: { type: 'gaussian', mean: 110, sigma: 35 } } });
+  images.set('jpg', await base.clone().jpeg().toBuffer());
+  images.set('png', await base.clone().png().toBuffer());
+  images.set('webp', await base.clone().webp().toBuffer());
+});
+
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+describe('optmark mark', () => {
+  it('marks a folder tree with --provenance, keeps relative paths, skips non-images and reports failures', async () => {
+    const dataDir = tempDir();
+    const input = folder({
+      'a.jpg': images.get('jpg')!,
+      'sub/b.png': images.get('png')!,
+      'sub/deeper/c.webp': images.get('webp')!,
+      'd.JPEG': images.get('jpg')!,
+      'photo-without-extension': images.get('png')!,
+      'notes.txt': 'not an image',
+      'fake.jpg': 'a text file with an image name',
+      'broken.jpg': Buffer.from([0xff, 0xd8, 0xff, 0xe1, 0xff, 0xff, 0x00]),
+    });
+    const before = new Map(tree(input).map((p) => [p, readFileSync(join(input, p))]));
+    const out = join(tempDir(), 'marked');
+    const r = optmark(dataDir, ['mark', input, '--out', out, '--provenance']);
+
+    expect(r.status, r.stderr).toBe(1); // broken.jpg failed
+    expect(r.stdout).toMatch(/^done 5, skipped 2, failed 1 \(opt-out field, provenance \(key [0-9a-f]{16}\)\)$/m);
+    expect(r.stdout).toMatch(/skipped\s+\S*notes\.txt: not a JPEG, PNG or WebP image/);
+    expect(r.stdout).toMatch(/skipped\s+\S*fake\.jpg: not a JPEG, PNG or WebP image/);
+    expect(r.stdout).toMatch(/failed\s+\S*broken\.jpg: .*\(damaged_image\)/);
+    expect(r.stderr).not.toContain('\x1b['); // no progress bar when stderr is not a terminal
+    expect(tree(out)).toEqual(['a.jpg', 'd.JPEG', 'photo-without-extension.png', 'sub/b.png', 'sub/deeper/c.webp']);
+
+    const ring = await Keyring.open({ dataDir });
+    for (const p of tree(out)) {
+      const bytes = readFileSync(join(out, p));
+      expect(read(bytes).optedOut, p).toBe(true);
+      expect(await verifyProvenance(bytes, ring), p).toMatchObject({ present: true, valid: true, verifiable: true });
+    }
+    for (const [p, bytes] of before) expect(readFileSync(join(input, p)).equals(bytes), `input ${p} untouched`).toBe(true);
+    expect(statSync(join(dataDir, 'signing', 'current.pem')).mode & 0o777).toBe(0o600);
+    expect(r.stdout + r.stderr).not.toContain('PRIVATE KEY');
+  });
+
+  it('without layers: the opt-out field only, no tag, exit 0; files given directly land under their base name', async () => {
+    const input = folder({ 'x.webp': images.get('webp')!, 'y.png': images.get('png')! });
+    const out = tempDir();
+    const r = optmark(tempDir(), ['mark', join(input, 'x.webp'), join(input, 'y.png'), '--out', out]);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^done 2, skipped 0, failed 0 \(opt-out field\)$/m);
+    expect(tree(out)).toEqual(['x.webp', 'y.png']);
+    for (const p of tree(out)) {
+      const bytes = readFileSync(join(out, p));
+      expect(read(bytes).optedOut).toBe(true);
+      expect(bytes.includes(Buffer.from(NS_PROVENANCE))).toBe(false);
+    }
+  });
+
+  it.each([
+    [['mark', 'x'], /--out <dir> is required/],
+    [['mark', 'x', '--out', 'o', '--in-place'], /exclude each other/],
+    [['mark', '--out', 'o'], /at least one file or folder/],
+    [['mark', 'x', '--out', 'o', '--sign'], /Unknown option '--sign'/],
+  ])('usage error %j exits 2', (args, message) => {
+    const r = optmark(tempDir(), args as string[]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(message);
+  });
+
+  it('never overwrites an input: --out pointing at the input folder fails those files and leaves them as they were', () => {
+    const input = folder({ 'a.png': images.get('png')! });
+    const r = optmark(tempDir(), ['mark', input, '--out', input]);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toMatch(/failed\s+\S*a\.png: output .* is an input/);
+    expect(readFileSync(join(input, 'a.png')).equals(images.get('png')!)).toBe(true);
+  });
+
+  it('--in-place replaces the inputs, keeping their mode and leaving no temporary files', () => {
+    const input = folder({ 'a.png': images.get('png')!, 'b.jpg': images.get('jpg')! });
+    chmodSync(join(input, 'a.png'), 0o640);
+    const r = optmark(tempDir(), ['mark', input, '--in-place']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(tree(input)).toEqual(['a.png', 'b.jpg']);
+    expect(read(readFileSync(join(input, 'a.png'))).optedOut).toBe(true);
+    expect(read(readFileSync(join(input, 'b.jpg'))).optedOut).toBe(true);
+    expect(statSync(join(input, 'a.png')).mode & 0o777).toBe(0o640);
+  });
+
+  it('two inputs that would write the same output: the second fails with the reason; a file listed twice is marked once', () => {
+    const input = folder({ 'a.png': images.get('png')!, a: images.get('png')! });
+    const out = tempDir();
+    const r = optmark(tempDir(), ['mark', input, join(input, 'a.png'), '--out', out]);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toMatch(/^done 1, skipped 1, failed 1/m);
+    expect(r.stdout).toMatch(/would also be written for/);
+    expect(r.stdout).toMatch(/skipped\s+\S*a\.png: same file as/);
+    expect(tree(out)).toEqual(['a.png']);
+  });
+
+  it('a missing input is a failure with a reason', () => {
+    const r = optmark(tempDir(), ['mark', join(tempDir(), 'nope'), '--out', tempDir()]);
+    expect(r.status).toBe(1);
+    expect(r.stdout).toMatch(/failed\s+\S*nope: no such file or folder/);
+  });
+
+  it('--fingerprint --provenance: same name and format, fingerprint detected, signature over the final pixels', async () => {
+    const dataDir = tempDir();
+    const input = folder({ 'p.png': images.get('png')! });
+    const out = tempDir();
+    const r = optmark(dataDir, ['mark', input, '--out', out, '--fingerprint', '--provenance']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^done 1, skipped 0, failed 0 \(fingerprint, opt-out field, provenance/m);
+    expect(tree(out)).toEqual(['p.png']);
+    const bytes = readFileSync(join(out, 'p.png'));
+    expect((await sharp(bytes).metadata()).format).toBe('png');
+    const secret = await loadFingerprintSecret({ dataDir });
+    expect((await detectFingerprint(bytes, secret, { maxPixels: 1e8 })).present).toBe(true);
+    expect(await verifyProvenance(bytes, await Keyring.open({ dataDir }))).toMatchObject({ present: true, valid: true, verifiable: true });
+  });
+});
+
+describe('optmark signing-key', () => {
+  it('lists, rotates, keeps old public keys, and never prints private keys', () => {
+    const dataDir = tempDir();
+    expect(optmark(dataDir, ['signing-key', 'list']).stdout).toMatch(/no signing keys yet/);
+    const first = optmark(dataDir, ['signing-key', 'rotate']);
+    expect(first.status, first.stderr).toBe(0);
+    const firstId = /signing key ([0-9a-f]{16}) is now current/.exec(first.stdout)![1]!;
+    const second = optmark(dataDir, ['signing-key', 'rotate']);
+    expect(second.stdout).toContain(`${firstId} and every earlier public key stay`);
+    const listed = optmark(dataDir, ['signing-key', 'list', '--json']);
+    const keys = JSON.parse(listed.stdout) as Array<{ keyId: string; current: boolean }>;
+    expect(keys).toHaveLength(2);
+    expect(keys.find((k) => k.keyId === firstId)?.current).toBe(false);
+    for (const r of [first, second, listed]) expect(r.stdout + r.stderr).not.toMatch(/PRIVATE KEY|MC4CAQ/);
+  });
+
+  it('refuses to rotate a key configured with OPTMARK_SIGNING_KEY_FILE, and mark reports an unusable key once', () => {
+    const dataDir = tempDir();
+    const file = join(dataDir, 'missing.pem');
+    const r = optmark(dataDir, ['signing-key', 'rotate'], { OPTMARK_SIGNING_KEY_FILE: file });
+    expect(r.status).toBe(1);
+    expect(r.stderr).toMatch(/OPTMARK_SIGNING_KEY_FILE is set/);
+    const m = optmark(dataDir, ['mark', folder({ 'a.png': images.get('png')! }), '--out', tempDir(), '--provenance'], { OPTMARK_SIGNING_KEY_FILE: file });
+    expect(m.status).toBe(1);
+    expect(m.stderr).toMatch(/^optmark mark: OPTMARK_SIGNING_KEY_FILE .* does not exist\n$/);
+  });
+});
+
+describe('a running server and the CLI', () => {
+  it('verify in the worker pool sees tags signed after a rotation made while it runs, and the old ones stay valid', async () => {
+    const dataDir = tempDir();
+    const { ImagePool } = (await import(pathToFileURL(join(ROOT, 'dist', 'src', 'pool', 'pool.js')).href)) as typeof import('../src/pool/pool.js');
+    const pool = new ImagePool({
+      size: 1,
+      queueLength: 4,
+      taskTimeoutMs: 60_000,
+      init: { dataDir, maxPixels: 1e8, signingKeyFile: undefined, fingerprintSecretFile: undefined, fingerprintDetect: false },
+    });
+    const verify = async (bytes: Buffer): Promise<unknown> => {
+      const r = await pool.run({ kind: 'verify', input: new Uint8Array(bytes) });
+      if (!r.ok || r.kind !== 'body') throw new Error(`verify failed: ${JSON.stringify(r)}`);
+      return (JSON.parse(Buffer.from(r.body).toString()) as { provenance: unknown }).provenance;
+    };
+    try {
+      await pool.warmUp(); // loads the (empty) keyring before any key exists
+      const input = folder({ 'a.jpg': images.get('jpg')! });
+      const out1 = tempDir();
+      expect(optmark(dataDir, ['mark', input, '--out', out1, '--provenance']).status).toBe(0);
+      const old = readFileSync(join(out1, 'a.jpg'));
+      expect(await verify(old)).toEqual({ present: true, valid: true, verifiable: true });
+      expect(optmark(dataDir, ['signing-key', 'rotate']).status).toBe(0);
+      const out2 = tempDir();
+      expect(optmark(dataDir, ['mark', input, '--out', out2, '--provenance']).status).toBe(0);
+      await new Promise((r) => setTimeout(r, 1100)); // the keyring rereads at most once a second
+      expect(await verify(readFileSync(join(out2, 'a.jpg')))).toEqual({ present: true, valid: true, verifiable: true });
+      expect(await verify(old)).toEqual({ present: true, valid: true, verifiable: true });
+      expect(await verify(images.get('jpg')!)).toEqual({ present: false, valid: false, verifiable: false });
+    } finally {
+      await pool.close();
+    }
+  });
+});
