@@ -4,7 +4,9 @@
  *
  * XMP is an `iTXt` chunk with keyword `XML:com.adobe.xmp` (XMP Specification Part 3 §1.1.5): we write
  * it uncompressed with empty language and translated keyword, before the first IDAT, where every reader
- * looks. We read it anywhere, compressed or not. Spec: PNG (Third Edition) §5, §11.3.3.4.
+ * looks. We read it anywhere, compressed or not. Writers also put XMP under that keyword in `zTXt`
+ * (libvips, so every sharp-made PNG with XMP) and `tEXt`; ExifTool reads those too, so we read them,
+ * but keep them byte for byte like any other text chunk. Spec: PNG (Third Edition) §5, §11.3.3.4.
  */
 import { inflateSync, crc32 } from 'node:zlib';
 import { DamagedImageError, LimitExceededError } from '../errors.js';
@@ -26,7 +28,10 @@ interface Chunk {
   length: number;
   /** One past the CRC. */
   end: number;
+  /** An iTXt XMP chunk: the one kind we replace. */
   xmp: boolean;
+  /** A zTXt or tEXt chunk under the XMP keyword: read, never rewritten. */
+  textXmp: boolean;
 }
 
 interface Layout {
@@ -63,8 +68,10 @@ function parse(bytes: Uint8Array): Layout {
       throw new DamagedImageError(`PNG: chunk at byte ${pos} is cut short or garbled before the image data`);
     }
     if (chunks.length === 0 && type !== 'IHDR') throw new DamagedImageError('PNG: the first chunk is not IHDR');
-    const xmp = type === 'iTXt' && startsWith(bytes, XMP_KEYWORD, pos + 8);
-    chunks.push({ type, start: pos, data: pos + 8, length, end, xmp });
+    const keyword = startsWith(bytes, XMP_KEYWORD, pos + 8);
+    const xmp = keyword && type === 'iTXt';
+    const textXmp = keyword && (type === 'zTXt' || type === 'tEXt');
+    chunks.push({ type, start: pos, data: pos + 8, length, end, xmp, textXmp });
     if (type === 'IDAT' && firstIdat < 0) firstIdat = chunks.length - 1;
     pos = end; // advances by at least 12
     if (type === 'IEND') break;
@@ -89,8 +96,21 @@ function itxtText(bytes: Uint8Array, c: Chunk): { text: Uint8Array; compressed: 
   const text = data.subarray(at);
   if (!compressed) return { text, compressed };
   if (method !== 0) return undefined;
+  const inflated = inflateBounded(text);
+  return inflated && { text: inflated, compressed };
+}
+
+/** The text of a tEXt or zTXt XMP chunk (zTXt: method byte, then zlib data, inflated with a bound). */
+function legacyText(bytes: Uint8Array, c: Chunk): Uint8Array | undefined {
+  const text = bytes.subarray(c.data + XMP_KEYWORD.length, c.data + c.length);
+  if (c.type === 'tEXt') return text;
+  if (text[0] !== 0) return undefined;
+  return inflateBounded(text.subarray(1));
+}
+
+function inflateBounded(data: Uint8Array): Uint8Array | undefined {
   try {
-    return { text: inflateSync(text, { maxOutputLength: MAX_INFLATED_XMP }), compressed };
+    return inflateSync(data, { maxOutputLength: MAX_INFLATED_XMP });
   } catch {
     return undefined; // corrupt or over the bound: not readable XMP
   }
@@ -99,17 +119,24 @@ function itxtText(bytes: Uint8Array, c: Chunk): { text: Uint8Array; compressed: 
 function readXmp(bytes: Uint8Array): XmpPayload {
   const { chunks, firstIdat } = parse(bytes);
   const packets: Uint8Array[] = [];
+  const legacy: Uint8Array[] = [];
   let xmpChunks = 0;
   let canonical = true;
   for (let i = 0; i < chunks.length; i++) {
     const c = chunks[i]!;
+    if (c.textXmp) {
+      const text = legacyText(bytes, c);
+      if (text) legacy.push(text);
+      continue;
+    }
     if (!c.xmp) continue;
     xmpChunks++;
     const t = itxtText(bytes, c);
     if (t) packets.push(t.text);
-    if (!t || t.compressed || i > firstIdat) canonical = false;
+    if (!t || t.compressed || i > firstIdat || insertIndex(chunks, firstIdat) !== i) canonical = false;
   }
-  return { packets, extended: new Map(), canonical: canonical && xmpChunks === 1 };
+  // iTXt packets first: the main packet is the one we write, whatever text chunks sit before it.
+  return { packets: [...packets, ...legacy], extended: new Map(), canonical: canonical && xmpChunks === 1 };
 }
 
 function xmpChunk(packet: Uint8Array): Uint8Array {
@@ -126,15 +153,22 @@ function xmpChunk(packet: Uint8Array): Uint8Array {
   return out;
 }
 
+/**
+ * Where the XMP chunk goes: in place of the first iTXt XMP chunk before IDAT, else just before the
+ * first IDAT. Also just before IDAT when a tEXt/zTXt XMP chunk follows that place: ExifTool lets a
+ * later packet win, so ours must come after every text XMP chunk it can.
+ */
+function insertIndex(chunks: Chunk[], firstIdat: number): number {
+  const existing = chunks.findIndex((c, i) => c.xmp && i < firstIdat);
+  if (existing >= 0 && !chunks.some((c, i) => c.textXmp && i > existing && i < firstIdat)) return existing;
+  // APNG: the default image's fcTL sits right before IDAT; keep that pair together.
+  return firstIdat > 0 && chunks[firstIdat - 1]!.type === 'fcTL' ? firstIdat - 1 : firstIdat;
+}
+
 function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   if (xmp.extended) throw new Error('PNG has no Extended XMP');
   const { chunks, firstIdat, tail } = parse(bytes);
-  let insertAt = chunks.findIndex((c, i) => c.xmp && i < firstIdat);
-  if (insertAt < 0) {
-    insertAt = firstIdat;
-    // APNG: the default image's fcTL sits right before IDAT; keep that pair together.
-    if (insertAt > 0 && chunks[insertAt - 1]!.type === 'fcTL') insertAt--;
-  }
+  const insertAt = insertIndex(chunks, firstIdat);
   const out: Uint8Array[] = [bytes.subarray(0, SIGNATURE.length)];
   for (let i = 0; i <= chunks.length; i++) {
     if (i === insertAt) out.push(xmpChunk(xmp.main));

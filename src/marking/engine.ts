@@ -3,8 +3,8 @@
  * DataMining opt-out by editing container bytes only (never pixels); read() reports what a file says.
  * Everything else (HTTP, CLI, the layers) calls these.
  */
-import { assemble } from '../formats/bytes.js';
-import { requireFormat, type ContainerFormat } from '../formats/index.js';
+import { assemble, sameBytes } from '../formats/bytes.js';
+import { requireFormat, type ContainerFormat, type XmpPayload, type XmpToWrite } from '../formats/index.js';
 import {
   type DataMiningToken,
   type Document,
@@ -74,7 +74,19 @@ export function protect(input: Uint8Array, options: ProtectOptions = {}): Protec
   const doc = mergedDocument(view);
   setDataMining(doc, token);
   options.edit?.(doc);
-  return result(format.writeXmp(input, encodeForContainer(doc, format.maxMainPacketBytes)), true);
+  const xmp = encodeForContainer(doc, format.maxMainPacketBytes);
+  // The rewrite may land on what is already there (text XMP kept beside ours, an edit that changed
+  // nothing): then too the file comes back as it came.
+  if (payload.canonical && holdsAlready(payload, xmp)) return result([input], false);
+  return result(format.writeXmp(input, xmp), true);
+}
+
+function holdsAlready(payload: XmpPayload, xmp: XmpToWrite): boolean {
+  const main = payload.packets[0];
+  if (!main || !sameBytes(main, xmp.main)) return false;
+  if (!xmp.extended) return payload.extended.size === 0;
+  const ext = payload.extended.get(xmp.extended.guid);
+  return payload.extended.size === 1 && ext !== undefined && sameBytes(ext, xmp.extended.data);
 }
 
 /** Reads the opt-out state of an image: opted out exactly when a prohibiting DataMining value is present. */

@@ -78,14 +78,20 @@ export function readOptOut(view: XmpView): OptOutReading {
   return { optedOut, values, token };
 }
 
-/** True when the main packet already says exactly `token` in its canonical form and nothing else disagrees. */
+/**
+ * True when the main packet already says exactly `token` in its canonical form and nothing else
+ * disagrees. Other packets can only be ones the container keeps beside the main one (PNG tEXt/zTXt):
+ * they may repeat the value, never contradict it.
+ */
 export function carriesExactly(view: XmpView, token: DataMiningToken): boolean {
-  if (!view.main || view.unreadable > 0 || view.others.length > 0) return false;
+  if (!view.main) return false;
   const inMain = findProperties(view.main, isDataMining);
   if (inMain.length !== 1 || inMain[0]!.namespaceURI !== NS_PLUS) return false;
   const values = valuesOf(inMain[0]!);
   if (values.length !== 1 || values[0] !== tokenUri(token)) return false;
-  return !view.extended || findProperties(view.extended, isDataMining).length === 0;
+  if (view.extended && findProperties(view.extended, isDataMining).length > 0) return false;
+  const uri = tokenUri(token);
+  return view.others.every((doc) => findProperties(doc, isDataMining).flatMap(valuesOf).every((v) => v === uri));
 }
 
 /** One document holding everything the file's packets say: main, then Extended XMP, then the others. */

@@ -464,6 +464,43 @@ add({
   },
 });
 add({
+  name: 'ztxt.png',
+  format: 'png',
+  how: 'sharp withXmp: the attr packet (GENAIMLTRAINING) in a zTXt chunk, as libvips writes XMP',
+  optedOut: true,
+  token: 'DMI-PROHIBITED-GENAIMLTRAINING',
+  tags: ['pixels', 'xmp'],
+  make: async () => rawImage(W, H, 3, 16).withXmp(attrPacket('DMI-PROHIBITED-GENAIMLTRAINING')).png().toBuffer(),
+});
+add({
+  name: 'text.png',
+  format: 'png',
+  how: 'hand-made: an element-form packet (PROHIBITED) in a tEXt chunk under the XMP keyword, before IDAT',
+  optedOut: true,
+  token: 'DMI-PROHIBITED',
+  tags: ['pixels', 'xmp'],
+  make: async (ctx) =>
+    pngWith(
+      await ctx.get('base.png'),
+      [pngChunk('tEXt', Buffer.concat([Buffer.from('XML:com.adobe.xmp\0', 'latin1'), utf8(packet({ ns: { plus: NS.plus }, body: `<plus:DataMining>${vocab('DMI-PROHIBITED')}</plus:DataMining>${DC_BODY}` }))]))],
+      'afterIhdr',
+    ),
+});
+add({
+  name: 'itxt-then-ztxt.png',
+  format: 'png',
+  how: 'hand-made: an iTXt packet (ALLOWED, dc:title) after IHDR, then a zTXt packet (ALLOWED) before IDAT: ours must end up after the zTXt',
+  optedOut: false,
+  token: 'DMI-ALLOWED',
+  tags: ['pixels', 'xmp'],
+  make: async (ctx) =>
+    pngWith(
+      await ctx.get('base.png'),
+      [itxtXmp(utf8(attrPacket('DMI-ALLOWED'))), pngChunk('zTXt', Buffer.concat([Buffer.from('XML:com.adobe.xmp\0\0', 'latin1'), deflateSync(utf8(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': vocab('DMI-ALLOWED') } })))]))],
+      'afterIhdr',
+    ),
+});
+add({
   name: 'xmp-after-iend.png',
   format: 'png',
   how: 'base.png followed by bytes after IEND (a trailer that must be kept)',
