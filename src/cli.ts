@@ -18,6 +18,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   account: { summary: 'create and list accounts, set their plan and monthly limits', load: () => import('./commands/account.js') },
   key: { summary: 'issue, list and revoke API keys', load: () => import('./commands/key.js') },
   usage: { summary: "show an account's protect and verify counts for a month", load: () => import('./commands/usage.js') },
+  bench: { summary: 'capacity test: `bench load` drives the real server open-loop and writes reports', load: () => import('./commands/bench.js') },
   mark: { summary: 'mark files and folders with the opt-out field and optional layers (provenance, fingerprint)', load: () => import('./commands/mark.js') },
   'signing-key': { summary: 'rotate and list the provenance signing keys', load: () => import('./commands/signing-key.js') },
 };

@@ -1,0 +1,59 @@
+/**
+ * In-process floors for one file, computed exactly as the capacity check computes them
+ * (../shared/checks/lib/floor.js): protect = copy + SHA-256 + base64 + JSON bytes (median of 25);
+ * decode = sharp, one libvips thread, resize to 1024 wide, raw (median of 7).
+ *
+ * Run as its own process so the load generator's heap does not colour the figure:
+ *   node dist/bench/load/floor.js <file>      -> {"protect_ms": .., "decode_ms": ..}
+ */
+import { createHash } from 'node:crypto';
+import { readFileSync } from 'node:fs';
+import { pathToFileURL } from 'node:url';
+import sharp from 'sharp';
+
+export interface Floors {
+  protect_ms: number;
+  decode_ms: number;
+}
+
+/** The protect floor's body: what any protect must at least do with the bytes. */
+export function floorBody(buf: Buffer): Buffer {
+  const c = Buffer.from(buf);
+  const h = createHash('sha256').update(c).digest('hex');
+  const b64 = c.toString('base64');
+  return Buffer.concat([Buffer.from('{"imageBase64":"'), Buffer.from(b64, 'latin1'), Buffer.from(`","sha256":"${h}"}`)]);
+}
+
+/** The decode floor: the bare decode verify's detector needs. */
+export function floorDecode(buf: Buffer): Promise<Buffer> {
+  return sharp(buf).resize({ width: 1024 }).raw().toBuffer();
+}
+
+const median = (a: number[]): number => a.sort((x, y) => x - y)[a.length >> 1]!;
+
+export async function measureFloors(buf: Buffer): Promise<Floors> {
+  const t: number[] = [];
+  for (let i = 0; i < 25; i++) {
+    const s = process.hrtime.bigint();
+    const body = floorBody(buf);
+    t.push(Number(process.hrtime.bigint() - s) / 1e6);
+    if (!body.length) throw new Error('empty body');
+  }
+  sharp.concurrency(1);
+  const d: number[] = [];
+  for (let i = 0; i < 7; i++) {
+    const s = process.hrtime.bigint();
+    await floorDecode(buf);
+    d.push(Number(process.hrtime.bigint() - s) / 1e6);
+  }
+  return { protect_ms: median(t), decode_ms: median(d) };
+}
+
+if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
+  const file = process.argv[2];
+  if (!file) {
+    process.stderr.write('usage: node dist/bench/load/floor.js <image>\n');
+    process.exit(2);
+  }
+  console.log(JSON.stringify(await measureFloors(readFileSync(file))));
+}

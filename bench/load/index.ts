@@ -1,0 +1,348 @@
+/**
+ * `optmark bench load`: the capacity test. Starts the real server (or targets --url), drives it
+ * open-loop at stepped request rates up to saturation for protect, verify and a mix, does the same to a
+ * naive single-thread server on the same inputs, optionally runs the memory-pressure test, and writes
+ * JSON, Markdown and an SVG chart of latency against throughput.
+ */
+import { spawn } from 'node:child_process';
+import { mkdirSync } from 'node:fs';
+import { cpus, freemem, loadavg, release, totalmem, availableParallelism } from 'node:os';
+import { resolve } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import { Client, closedLoop, type Target } from './client.js';
+import { folderCorpus, generatedCorpus, prepare, prng, type CorpusImage, type PreparedRequest } from './corpus.js';
+import type { Floors } from './floor.js';
+import { memoryTest, type MemoryResult } from './memory.js';
+import { processCpu } from './proc.js';
+import { evaluateTargets, writeReports, type LoadReport, type ProfileRow, type ScenarioResult } from './report.js';
+import { readyz, startNaive, startOptmark, type Running } from './servers.js';
+import { measureStep, latency } from './step.js';
+
+export interface LoadOptions {
+  /** Target a running server instead of starting one. */
+  url: string | undefined;
+  /** Bearer key for --url. */
+  key: string | undefined;
+  /** Process id of the --url server, when it runs on this machine (for CPU and memory). */
+  pid: number | undefined;
+  /** Folder of the user's images instead of the generated corpus. */
+  images: string | undefined;
+  /** Corpus image that the protect and verify scenarios send (default jpeg-12mp, or the folder's first). */
+  image: string | undefined;
+  scenarios: Array<'protect' | 'verify' | 'mix'>;
+  /** Explicit offered rates (req/s); otherwise a ladder from a closed-loop calibration. */
+  rates: number[] | undefined;
+  durationS: number;
+  p99TargetMs: number;
+  naive: boolean;
+  memory: boolean;
+  memoryUploads: number;
+  memoryBytes: number;
+  out: string;
+  smoke: boolean;
+  maxOutstanding: number;
+  arrivals: 'poisson' | 'uniform';
+  maxSteps: number;
+  profile: boolean;
+  /** Server log level (default: the server's own default, info). */
+  logLevel: string | undefined;
+  /** The command line, for the report. */
+  command: string;
+}
+
+export const DEFAULTS: Omit<LoadOptions, 'command'> = {
+  url: undefined,
+  key: undefined,
+  pid: undefined,
+  images: undefined,
+  image: undefined,
+  scenarios: ['protect', 'verify', 'mix'],
+  rates: undefined,
+  durationS: 10,
+  p99TargetMs: 500,
+  naive: true,
+  memory: false,
+  memoryUploads: 64,
+  memoryBytes: 25 * 1024 * 1024,
+  out: './bench-results',
+  smoke: false,
+  maxOutstanding: 128,
+  arrivals: 'poisson',
+  maxSteps: 8,
+  profile: true,
+  logLevel: undefined,
+};
+
+/** Multiples of the closed-loop calibration rate the ladder steps through (it stops at the first saturated step). */
+const LADDER = [0.3, 0.55, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5];
+const UPLOAD_LIMIT = 25 * 1024 * 1024;
+const FLOOR = fileURLToPath(new URL('./floor.js', import.meta.url));
+
+const log = (s: string): void => {
+  process.stdout.write(`${s}\n`);
+};
+const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
+const round2 = (x: number): number => {
+  if (x <= 0) return 0.1;
+  const p = 10 ** (Math.floor(Math.log10(x)) - 1);
+  return Math.round(x / p) * p;
+};
+
+/** The floors of one file, measured in a child process of their own. */
+function floorsOf(path: string): Promise<Floors | undefined> {
+  return new Promise((resolveFloors) => {
+    const child = spawn(process.execPath, [FLOOR, path], { stdio: ['ignore', 'pipe', 'inherit'] });
+    let out = '';
+    child.stdout.on('data', (c: Buffer) => (out += c.toString()));
+    child.on('close', (code) => {
+      try {
+        resolveFloors(code === 0 ? (JSON.parse(out) as Floors) : undefined);
+      } catch {
+        resolveFloors(undefined);
+      }
+    });
+  });
+}
+
+function machine(): LoadReport['machine'] {
+  const c = cpus();
+  return {
+    cpuModel: c[0]?.model ?? 'unknown',
+    cores: availableParallelism(),
+    memoryGiB: totalmem() / 1024 ** 3,
+    freeMemoryGiB: freemem() / 1024 ** 3,
+    kernel: `${process.platform} ${release()}`,
+    node: process.version,
+    loadAverageAtStart: loadavg(),
+    loadAverageAtEnd: [],
+  };
+}
+
+/** A seeded shuffled order over `n` kinds, repeated: the mix sends each kind equally often. */
+function mixOrder(n: number, seed: number): (i: number) => number {
+  const reps = Math.max(1, Math.ceil(64 / n));
+  const order: number[] = [];
+  for (let r = 0; r < reps; r++) for (let k = 0; k < n; k++) order.push(k);
+  const rand = prng(seed);
+  for (let i = order.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [order[i], order[j]] = [order[j]!, order[i]!];
+  }
+  return (i) => order[i % order.length]!;
+}
+
+interface Scenario {
+  name: 'protect' | 'verify' | 'mix';
+  description: string;
+  requests: PreparedRequest[];
+  pick: (i: number) => number;
+}
+
+function scenarios(opts: LoadOptions, corpus: CorpusImage[], headline: CorpusImage): Scenario[] {
+  const all: Record<Scenario['name'], () => Scenario> = {
+    protect: () => ({ name: 'protect', description: `POST /api/v1/protect, ${headline.name}`, requests: [prepare('protect', headline)], pick: () => 0 }),
+    verify: () => ({ name: 'verify', description: `POST /api/v1/verify, ${headline.name}`, requests: [prepare('verify', headline)], pick: () => 0 }),
+    mix: () => {
+      const requests = corpus.flatMap((img) => [prepare('protect', img), prepare('verify', img)]);
+      return {
+        name: 'mix',
+        description: `every corpus image (${corpus.map((c) => c.name).join(', ')}) to protect and verify, equally often, seeded shuffled order`,
+        requests,
+        pick: mixOrder(requests.length, 11),
+      };
+    },
+  };
+  return opts.scenarios.map((s) => all[s]());
+}
+
+/** Unloaded cost per image and operation: one request at a time, server CPU from /proc. */
+async function profile(target: Target, corpus: CorpusImage[], operations: Array<'protect' | 'verify'>, floors: Map<string, Floors | undefined>, smoke: boolean): Promise<ProfileRow[]> {
+  const rows: ProfileRow[] = [];
+  const client = new Client(target, 1);
+  try {
+    for (const img of corpus) {
+      for (const operation of operations) {
+        const req = prepare(operation, img);
+        // A few first to warm up and to size the run: enough requests for about 2.5 s of work.
+        const warm = await closedLoop(client, [req], () => 0, smoke ? 1 : 3, 1, 120_000);
+        const each = latency(warm.outcomes.map((o) => o.latencyMs))?.p50 ?? 100;
+        const n = smoke ? 2 : Math.min(300, Math.max(5, Math.ceil(2500 / each)));
+        const c0 = target.pid !== undefined ? processCpu(target.pid) : undefined;
+        const run = await closedLoop(client, [req], () => 0, n, 1, 120_000);
+        const c1 = target.pid !== undefined ? processCpu(target.pid) : undefined;
+        const ok = run.outcomes.filter((o) => o.status >= 200 && o.status < 300);
+        const statuses = [...new Set(run.outcomes.map((o) => o.status))].sort();
+        const floor = floors.get(img.name);
+        const cpuMs = c0 !== undefined && c1 !== undefined ? ((c1 - c0) * 1000) / n : undefined;
+        const floorMs = operation === 'protect' || target.name === 'naive' ? floor?.protect_ms : floor?.decode_ms;
+        rows.push({
+          target: target.name,
+          operation,
+          image: img.name,
+          imageBytes: img.bytes.length,
+          requests: n,
+          ok: ok.length,
+          statuses,
+          latencyMsP50: latency(ok.map((o) => o.latencyMs))?.p50,
+          serverCpuMsPerRequest: cpuMs,
+          floorMs,
+          floorKind: operation === 'protect' || target.name === 'naive' ? 'protect floor' : 'bare decode',
+          cpuOverFloor: cpuMs !== undefined && floorMs ? cpuMs / floorMs : undefined,
+        });
+        const last = rows[rows.length - 1]!;
+        log(
+          `profile ${target.name} ${operation} ${img.name}: ${n} requests, p50 ${last.latencyMsP50?.toFixed(1) ?? '-'} ms, server CPU ${cpuMs?.toFixed(1) ?? 'n/a'} ms/request` +
+            (last.cpuOverFloor ? ` (${last.cpuOverFloor.toFixed(2)}x ${last.floorKind} ${floorMs!.toFixed(1)} ms)` : '') +
+            (ok.length < n ? `; statuses ${statuses.join(',')}` : ''),
+        );
+      }
+    }
+  } finally {
+    client.close();
+  }
+  return rows;
+}
+
+async function runScenario(target: Target, sc: Scenario, opts: LoadOptions, threads: number): Promise<ScenarioResult> {
+  const client = new Client(target, opts.maxOutstanding);
+  try {
+    // Warm the connections and the server's paths for these exact requests.
+    await closedLoop(client, sc.requests, sc.pick, Math.max(4, sc.requests.length), 2, 120_000);
+    let calibration: number | undefined;
+    let rates = opts.rates;
+    if (!rates) {
+      const conc = Math.max(2, 2 * threads);
+      const cal = await closedLoop(client, sc.requests, sc.pick, Math.max(8, 4 * conc), conc, 120_000);
+      calibration = cal.perSecond;
+      rates = LADDER.map((m) => round2(m * cal.perSecond));
+      log(`${target.name} ${sc.name}: closed loop with ${conc} in flight gives ${cal.perSecond.toFixed(1)} req/s; ladder ${rates.join(', ')} req/s`);
+    }
+    const steps = [];
+    for (const [i, rate] of rates.slice(0, opts.maxSteps).entries()) {
+      await sleep(opts.smoke ? 200 : 1500);
+      const step = await measureStep(client, sc.requests, sc.pick, {
+        rate,
+        durationMs: opts.durationS * 1000,
+        arrivals: opts.arrivals,
+        drainMs: opts.smoke ? 20_000 : 30_000,
+        seed: 1000 + i,
+        timeoutMs: 120_000,
+      });
+      steps.push(step);
+      const l = step.latencyMs;
+      log(
+        `${target.name} ${sc.name} @ ${rate} req/s: achieved ${step.achievedRps.toFixed(1)}, p50/p99 ${l ? `${l.p50.toFixed(0)}/${l.p99.toFixed(0)}` : '-'} ms, ` +
+          `503 ${(step.overloadRate * 100).toFixed(1)}%, errors ${(step.errorRate * 100).toFixed(1)}%, ` +
+          `server CPU ${step.server.cpuMsPerRequest?.toFixed(1) ?? 'n/a'} ms/req, peak RSS ${step.server.peakRssMiB?.toFixed(0) ?? 'n/a'} MiB` +
+          (step.otherCores !== undefined ? `, other tenants ${step.otherCores.toFixed(2)} cores` : '') +
+          (step.saturated ? '  [saturated]' : ''),
+      );
+      if (step.saturated && !opts.rates) break;
+    }
+    return { scenario: sc.name, target: target.name, description: sc.description, requests: sc.requests.map((r) => r.label), calibrationRps: calibration, steps };
+  } finally {
+    client.close();
+  }
+}
+
+export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
+  const startedAt = new Date();
+  const out = resolve(opts.out);
+  mkdirSync(out, { recursive: true });
+  const info = machine();
+  log(`optmark bench load: ${info.cpuModel}, ${info.cores} cores, load average ${info.loadAverageAtStart.map((x) => x.toFixed(2)).join(' ')}`);
+
+  const corpus = opts.images ? await folderCorpus(resolve(opts.images), UPLOAD_LIMIT, log) : await generatedCorpus(opts.smoke ? ['jpeg-1mp'] : undefined, log);
+  const headline = corpus.find((c) => c.name === (opts.image ?? (opts.images ? corpus[0]!.name : opts.smoke ? 'jpeg-1mp' : 'jpeg-12mp')));
+  if (!headline) throw new Error(`no corpus image named ${opts.image}; have ${corpus.map((c) => c.name).join(', ')}`);
+
+  const floors = new Map<string, Floors | undefined>();
+  for (const img of corpus) {
+    floors.set(img.name, await floorsOf(img.path));
+    const f = floors.get(img.name);
+    log(`floor ${img.name} (${(img.bytes.length / 1e6).toFixed(2)} MB): protect ${f?.protect_ms.toFixed(2) ?? 'n/a'} ms, decode ${f?.decode_ms.toFixed(1) ?? 'n/a'} ms`);
+  }
+
+  const scs = scenarios(opts, corpus, headline);
+  const results: ScenarioResult[] = [];
+  const profiles: ProfileRow[] = [];
+  let serverInfo: LoadReport['server'];
+
+  // optmark: the server under test.
+  let running: Running | undefined;
+  let target: Target;
+  if (opts.url) {
+    if (!opts.key) throw new Error('--url needs --key (an API key of a paid account with quota to spare)');
+    target = { name: 'optmark', url: new URL(opts.url), key: opts.key, pid: opts.pid };
+    serverInfo = { url: opts.url, started: false, readyz: await readyz(target.url), env: {}, pid: opts.pid };
+  } else {
+    running = await startOptmark({ inheritConfig: true, logLevel: opts.logLevel });
+    target = running.target;
+    serverInfo = { url: target.url.href, started: true, readyz: running.ready, env: running.env, pid: target.pid, log: running.log };
+    log(`optmark serving on ${target.url.href} (pid ${target.pid}; log ${running.log})`);
+  }
+  const pool = (serverInfo.readyz?.pool ?? {}) as { threads?: number };
+  const threads = pool.threads ?? info.cores;
+  try {
+    if (opts.profile) profiles.push(...(await profile(target, corpus, ['protect', 'verify'], floors, opts.smoke)));
+    for (const sc of scs) results.push(await runScenario(target, sc, opts, threads));
+  } finally {
+    await running?.stop();
+  }
+
+  // The naive server on the same inputs: protect and mix (it answers everything as a protect).
+  const wantNaive = opts.naive && !opts.url;
+  if (wantNaive) {
+    const naive = await startNaive();
+    log(`naive server on ${naive.target.url.href} (pid ${naive.target.pid})`);
+    try {
+      if (opts.profile) profiles.push(...(await profile(naive.target, corpus, ['protect'], floors, opts.smoke)));
+      for (const sc of scs.filter((s) => s.name !== 'verify')) results.push(await runScenario(naive.target, sc, opts, 1));
+    } finally {
+      await naive.stop();
+    }
+  }
+
+  let memory: MemoryResult | undefined;
+  if (opts.memory) {
+    if (opts.url) log('memory: skipped with --url (it needs a fresh server with the default configuration on this machine)');
+    else memory = await memoryTest({ uploads: opts.memoryUploads, bytes: opts.memoryBytes, log, settleS: opts.smoke ? 4 : 20 });
+  }
+
+  info.loadAverageAtEnd = loadavg();
+  const report: LoadReport = {
+    version: 1,
+    startedAt: startedAt.toISOString(),
+    finishedAt: new Date().toISOString(),
+    command: opts.command,
+    machine: info,
+    settings: {
+      durationS: opts.durationS,
+      arrivals: opts.arrivals,
+      maxOutstanding: opts.maxOutstanding,
+      p99TargetMs: opts.p99TargetMs,
+      smoke: opts.smoke,
+      corpus: opts.images ? `folder ${resolve(opts.images)}` : 'generated',
+      headline: headline.name,
+      rates: opts.rates ?? 'ladder',
+    },
+    server: serverInfo,
+    corpus: corpus.map((c) => ({
+      name: c.name,
+      format: c.format,
+      width: c.width,
+      height: c.height,
+      megapixels: (c.width * c.height) / 1e6,
+      bytes: c.bytes.length,
+      floors: floors.get(c.name),
+    })),
+    profile: profiles,
+    scenarios: results,
+    targets: [],
+    memory,
+    files: { json: '', markdown: '', chart: '' },
+  };
+  report.targets = evaluateTargets(report);
+  writeReports(report, out);
+  return report;
+}

@@ -1,0 +1,409 @@
+/**
+ * The load test's results: their shape, the capacity targets judged on them, and the three files
+ * written from them (JSON for machines, Markdown for people, an SVG chart of latency against
+ * throughput).
+ */
+import { writeFileSync } from 'node:fs';
+import { join } from 'node:path';
+import type { Floors } from './floor.js';
+import type { MemoryResult } from './memory.js';
+import type { StepResult } from './step.js';
+
+export interface ProfileRow {
+  target: string;
+  operation: 'protect' | 'verify';
+  image: string;
+  imageBytes: number;
+  requests: number;
+  ok: number;
+  statuses: number[];
+  latencyMsP50: number | undefined;
+  serverCpuMsPerRequest: number | undefined;
+  floorMs: number | undefined;
+  floorKind: string;
+  cpuOverFloor: number | undefined;
+}
+
+export interface ScenarioSummary {
+  /** Highest offered rate with p99 under the target, no failures, and the rate achieved. */
+  sustainableRps: number | undefined;
+  sustainableP99Ms: number | undefined;
+  maxAchievedRps: number;
+  /** Some step was saturated, so maxAchievedRps is the server's capacity rather than a lower bound. */
+  saturated: boolean;
+  /** Median server CPU per request over the unsaturated steps. */
+  cpuMsPerRequest: number | undefined;
+  /** Requests one core can serve per second at that CPU cost. */
+  perCoreRps: number | undefined;
+  peakRssMiB: number | undefined;
+  /** Worst p99/p50 over steps below 80% of the saturation throughput. */
+  worstTailRatio: number | undefined;
+}
+
+export interface ScenarioResult {
+  scenario: 'protect' | 'verify' | 'mix';
+  target: string;
+  description: string;
+  requests: string[];
+  calibrationRps: number | undefined;
+  steps: StepResult[];
+  summary?: ScenarioSummary;
+}
+
+export interface Target {
+  id: string;
+  text: string;
+  value: number | undefined;
+  limit: number;
+  /** true / false, or undefined when this run could not judge it. */
+  met: boolean | undefined;
+  evidence: string;
+}
+
+export interface LoadReport {
+  version: 1;
+  startedAt: string;
+  finishedAt: string;
+  command: string;
+  machine: {
+    cpuModel: string;
+    cores: number;
+    memoryGiB: number;
+    freeMemoryGiB: number;
+    kernel: string;
+    node: string;
+    loadAverageAtStart: number[];
+    loadAverageAtEnd: number[];
+  };
+  settings: {
+    durationS: number;
+    arrivals: string;
+    maxOutstanding: number;
+    p99TargetMs: number;
+    smoke: boolean;
+    corpus: string;
+    headline: string;
+    rates: number[] | 'ladder';
+  };
+  server: {
+    url: string;
+    started: boolean;
+    readyz: Record<string, unknown> | undefined;
+    env: Record<string, string>;
+    pid: number | undefined;
+    log?: string;
+  };
+  corpus: Array<{ name: string; format: string; width: number; height: number; megapixels: number; bytes: number; floors: Floors | undefined }>;
+  profile: ProfileRow[];
+  scenarios: ScenarioResult[];
+  targets: Target[];
+  memory: MemoryResult | undefined;
+  files: { json: string; markdown: string; chart: string };
+}
+
+const median = (xs: number[]): number | undefined => {
+  if (xs.length === 0) return undefined;
+  const s = [...xs].sort((a, b) => a - b);
+  return s[s.length >> 1];
+};
+
+function isClean(s: StepResult): boolean {
+  return s.notSent === 0 && s.cutOff === 0 && s.transportErrors === 0 && s.overloaded === 0 && Object.keys(s.otherStatus).length === 0;
+}
+
+export function summarise(sc: ScenarioResult, p99TargetMs: number): ScenarioSummary {
+  const maxAchieved = Math.max(0, ...sc.steps.map((s) => s.achievedRps));
+  const sustainable = sc.steps
+    .filter((s) => isClean(s) && !s.saturated && s.achievedRps >= 0.95 * s.offeredRps && s.latencyMs !== undefined && s.latencyMs.p99 <= p99TargetMs)
+    .sort((a, b) => b.offeredRps - a.offeredRps)[0];
+  const unsaturated = sc.steps.filter((s) => !s.saturated);
+  const cpu = median((unsaturated.length ? unsaturated : sc.steps).map((s) => s.server.cpuMsPerRequest).filter((x): x is number => x !== undefined));
+  const below = sc.steps.filter((s) => !s.saturated && s.offeredRps <= 0.8 * maxAchieved && s.latencyMs);
+  const tails = below.map((s) => s.latencyMs!.p99 / s.latencyMs!.p50);
+  const peaks = sc.steps.map((s) => s.server.peakRssMiB).filter((x): x is number => x !== undefined);
+  return {
+    sustainableRps: sustainable?.offeredRps,
+    sustainableP99Ms: sustainable?.latencyMs?.p99,
+    maxAchievedRps: maxAchieved,
+    saturated: sc.steps.some((s) => s.saturated),
+    cpuMsPerRequest: cpu,
+    perCoreRps: cpu ? 1000 / cpu : undefined,
+    peakRssMiB: peaks.length ? Math.max(...peaks) : undefined,
+    worstTailRatio: tails.length ? Math.max(...tails) : undefined,
+  };
+}
+
+const f = (x: number | undefined, digits = 1): string => (x === undefined || !Number.isFinite(x) ? 'n/a' : x.toFixed(digits));
+
+/** Fills each scenario's summary and judges the capacity targets. */
+export function evaluateTargets(report: LoadReport): Target[] {
+  for (const sc of report.scenarios) sc.summary = summarise(sc, report.settings.p99TargetMs);
+  const find = (scenario: string, target: string): ScenarioResult | undefined => report.scenarios.find((s) => s.scenario === scenario && s.target === target);
+  const headline = report.corpus.find((c) => c.name === report.settings.headline);
+  const floors = headline?.floors;
+  const out: Target[] = [];
+
+  const op = find('protect', 'optmark')?.summary;
+  const nv = find('protect', 'naive')?.summary;
+  const tput = op && nv && nv.maxAchievedRps > 0 ? op.maxAchievedRps / nv.maxAchievedRps : undefined;
+  // A ratio of throughputs means something only when both servers were driven past what they can do.
+  const bothSaturated = op?.saturated && nv?.saturated;
+  out.push({
+    id: 'protect-throughput',
+    text: `protect throughput (${report.settings.headline}) at least 1.5x the naive server`,
+    value: tput,
+    limit: 1.5,
+    met: tput === undefined || !bothSaturated ? undefined : tput >= 1.5,
+    evidence: op && nv
+      ? `best achieved ${f(op.maxAchievedRps)} vs ${f(nv.maxAchievedRps)} req/s${bothSaturated ? '' : ' (not both driven to saturation: not judged)'}; ` +
+        `sustainable (p99 <= ${report.settings.p99TargetMs} ms) ${f(op.sustainableRps)} vs ${f(nv.sustainableRps)} req/s`
+      : 'needs the protect scenario on both servers',
+  });
+
+  const cpuRatio = op?.cpuMsPerRequest !== undefined && floors ? op.cpuMsPerRequest / floors.protect_ms : undefined;
+  out.push({
+    id: 'protect-cpu',
+    text: 'server CPU per protect at most 1.3x the in-process floor (copy + SHA-256 + base64 + JSON)',
+    value: cpuRatio,
+    limit: 1.3,
+    met: cpuRatio === undefined ? undefined : cpuRatio <= 1.3,
+    evidence: `${f(op?.cpuMsPerRequest, 2)} ms CPU per protect (median over unsaturated steps, /proc) vs floor ${f(floors?.protect_ms, 2)} ms`,
+  });
+
+  const tails = report.scenarios.filter((s) => s.target === 'optmark' && s.summary?.worstTailRatio !== undefined);
+  const worst = tails.length ? Math.max(...tails.map((s) => s.summary!.worstTailRatio!)) : undefined;
+  out.push({
+    id: 'tail-latency',
+    text: 'p99 at most 3x p50 below saturation (steps offered at most 80% of the saturation throughput)',
+    value: worst,
+    limit: 3,
+    met: worst === undefined ? undefined : worst <= 3,
+    evidence: tails.map((s) => `${s.scenario} ${f(s.summary!.worstTailRatio, 2)}x`).join(', ') || 'no step below 80% of saturation',
+  });
+
+  const ver = find('verify', 'optmark')?.summary;
+  const verRatio = ver?.cpuMsPerRequest !== undefined && floors ? ver.cpuMsPerRequest / floors.decode_ms : undefined;
+  out.push({
+    id: 'verify-cpu',
+    text: 'verify at most 1.3x the bare decode it needs (sharp, resize to 1024 wide, one thread)',
+    value: verRatio,
+    limit: 1.3,
+    met: verRatio === undefined ? undefined : verRatio <= 1.3,
+    evidence: `${f(ver?.cpuMsPerRequest, 2)} ms CPU per verify vs bare decode ${f(floors?.decode_ms, 1)} ms`,
+  });
+
+  const m = report.memory;
+  if (m) {
+    out.push({
+      id: 'memory-peak',
+      text: `${m.uploads} concurrent ${f(m.uploadBytes / 1024 / 1024, 0)} MiB uploads: peak RSS at most 1.5 GB`,
+      value: m.peakRssMiB,
+      limit: m.limitMiB,
+      met: m.pass.peak,
+      evidence: `peak ${f(m.peakRssMiB, 0)} MiB (VmHWM and 20 ms samples), idle ${f(m.idleRssMiB, 0)} MiB`,
+    });
+    out.push({
+      id: 'memory-answers',
+      text: 'every answer under memory pressure is 200 or 503 with Retry-After',
+      value: m.waves.reduce((a, w) => a + Object.values(w.bad).reduce((x, y) => x + y, 0), 0),
+      limit: 0,
+      met: m.pass.answers,
+      evidence: m.waves.map((w) => `${w.operation}: ${w.ok} x 200, ${w.overloadedWithRetryAfter} x 503+Retry-After, other ${JSON.stringify(w.bad)}`).join('; '),
+    });
+    out.push({
+      id: 'memory-settles',
+      text: 'RSS returns near idle afterwards (at most 1.25x idle + 64 MiB)',
+      value: m.afterRssMiB,
+      limit: m.idleRssMiB * 1.25 + 64,
+      met: m.pass.settles,
+      evidence: `${f(m.afterRssMiB, 0)} MiB after ${f(m.afterIdleS, 0)} s idle; idle before ${f(m.idleRssMiB, 0)} MiB`,
+    });
+  }
+  // A smoke run checks that the suite works; its figures judge nothing.
+  if (report.settings.smoke) for (const t of out) t.met = undefined;
+  return out;
+}
+
+export function writeReports(report: LoadReport, dir: string): void {
+  report.files = { json: join(dir, 'load-report.json'), markdown: join(dir, 'load-report.md'), chart: join(dir, 'load-latency.svg') };
+  writeFileSync(report.files.chart, chart(report));
+  writeFileSync(report.files.markdown, markdown(report));
+  writeFileSync(report.files.json, `${JSON.stringify(report, null, 2)}\n`);
+}
+
+function table(header: string[], rows: string[][]): string {
+  return [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
+}
+
+export function markdown(r: LoadReport): string {
+  const m = r.machine;
+  const lines: string[] = [];
+  lines.push(`# optmark capacity report`, '');
+  lines.push(`- Run: ${r.startedAt} to ${r.finishedAt}${r.settings.smoke ? ' (smoke run: figures are not meaningful)' : ''}`);
+  lines.push(`- Command: \`${r.command}\``);
+  lines.push(`- Machine: ${m.cpuModel}, ${m.cores} cores, ${f(m.memoryGiB, 1)} GiB, ${m.kernel}, Node ${m.node}`);
+  lines.push(`- Load average at start ${m.loadAverageAtStart.map((x) => x.toFixed(2)).join(' ')}, at end ${m.loadAverageAtEnd.map((x) => x.toFixed(2)).join(' ')}; the "other" column of each step is CPU used by processes other than the server and the generator.`);
+  const ready = r.server.readyz as { transport?: string; pool?: { threads?: number } } | undefined;
+  lines.push(`- Server: ${r.server.started ? 'started by the bench' : r.server.url}, transport ${ready?.transport ?? 'n/a'}, ${ready?.pool?.threads ?? 'n/a'} worker threads${Object.keys(r.server.env).length ? `, ${Object.entries(r.server.env).map(([k, v]) => `${k}=${v}`).join(' ')}` : ', default configuration'}`);
+  lines.push(`- Load: open loop, ${r.settings.arrivals} arrivals, ${r.settings.durationS} s per step, at most ${r.settings.maxOutstanding} outstanding; latency from the scheduled start to the last response byte; corpus ${r.settings.corpus}`);
+  lines.push('');
+
+  lines.push('## Summary', '');
+  lines.push(
+    table(
+      ['scenario', 'server', `sustainable req/s (p99 <= ${r.settings.p99TargetMs} ms)`, 'best achieved req/s', 'server CPU ms/req', 'req/s per core', 'peak RSS MiB', 'optmark / naive (best achieved)'],
+      r.scenarios.map((s) => {
+        const naive = r.scenarios.find((n) => n.target === 'naive' && n.scenario === s.scenario)?.summary;
+        const ratio = s.target === 'optmark' && naive && naive.maxAchievedRps > 0 ? f(s.summary!.maxAchievedRps / naive.maxAchievedRps, 2) : '';
+        const best = `${f(s.summary?.maxAchievedRps)}${s.summary?.saturated ? ' (saturated)' : ' (not saturated)'}`;
+        return [s.scenario, s.target, f(s.summary?.sustainableRps), best, f(s.summary?.cpuMsPerRequest, 2), f(s.summary?.perCoreRps), f(s.summary?.peakRssMiB, 0), ratio];
+      }),
+    ),
+  );
+  lines.push('', '"req/s per core" is 1000 / (server CPU ms per request): what one fully busy core serves.', '');
+
+  lines.push('## Targets', '');
+  lines.push(table(['target', 'measured', 'limit', 'met', 'evidence'], r.targets.map((t) => [t.text, f(t.value, 2), f(t.limit, 2), t.met === undefined ? 'not judged' : t.met ? 'yes' : '**no**', t.evidence])));
+  lines.push('');
+
+  lines.push('## Corpus and in-process floors', '');
+  lines.push(
+    table(
+      ['image', 'format', 'size', 'MP', 'MB', 'protect floor ms', 'bare decode ms'],
+      r.corpus.map((c) => [c.name, c.format, `${c.width}x${c.height}`, f(c.megapixels, 1), f(c.bytes / 1e6, 2), f(c.floors?.protect_ms, 2), f(c.floors?.decode_ms, 1)]),
+    ),
+  );
+  lines.push('', 'Floors as ../shared/checks/lib/floor.js computes them: copy + SHA-256 + base64 + JSON bytes (median of 25); sharp with one thread, resize to 1024 wide, raw (median of 7).', '');
+
+  if (r.profile.length) {
+    lines.push('## Unloaded cost per image (one request at a time)', '');
+    lines.push(
+      table(
+        ['server', 'operation', 'image', 'requests', 'p50 latency ms', 'server CPU ms/req', 'floor ms', 'CPU / floor'],
+        r.profile.map((p) => [p.target, p.operation, p.image, `${p.ok}/${p.requests}`, f(p.latencyMsP50), f(p.serverCpuMsPerRequest, 2), `${f(p.floorMs, 2)} (${p.floorKind})`, f(p.cpuOverFloor, 2)]),
+      ),
+    );
+    lines.push('');
+  }
+
+  lines.push('## Steps', '');
+  for (const s of r.scenarios) {
+    lines.push(`### ${s.scenario} on ${s.target}`, '', `${s.description}.${s.calibrationRps !== undefined ? ` Closed-loop calibration: ${f(s.calibrationRps)} req/s.` : ''}`, '');
+    lines.push(
+      table(
+        ['offered', 'achieved', 'MB/s in', 'MB/s out', 'p50', 'p95', 'p99', 'max', '503 %', 'err %', 'not sent', 'CPU ms/req', 'server cores', 'peak RSS MiB', 'gen CPU ms/req', 'other cores', ''],
+        s.steps.map((x) => [
+          f(x.offeredRps),
+          f(x.achievedRps),
+          f(x.mbInPerS),
+          f(x.mbOutPerS),
+          f(x.latencyMs?.p50),
+          f(x.latencyMs?.p95),
+          f(x.latencyMs?.p99),
+          f(x.latencyMs?.max),
+          f(x.overloadRate * 100),
+          f(x.errorRate * 100),
+          String(x.notSent),
+          f(x.server.cpuMsPerRequest, 2),
+          f(x.server.cores, 2),
+          f(x.server.peakRssMiB, 0),
+          f(x.generator.cpuMsPerRequest, 2),
+          f(x.otherCores, 2),
+          x.saturated ? 'saturated' : '',
+        ]),
+      ),
+    );
+    if (s.scenario === 'mix') {
+      const last = [...s.steps].reverse().find((x) => !x.saturated) ?? s.steps[s.steps.length - 1];
+      if (last) {
+        lines.push('', `Per request kind at ${f(last.offeredRps)} req/s offered:`, '');
+        lines.push(table(['kind', 'ok', 'p50 ms', 'p99 ms'], last.byKind.map((k) => [k.label, String(k.ok), f(k.latencyMs?.p50), f(k.latencyMs?.p99)])));
+      }
+    }
+    lines.push('');
+  }
+
+  const prot = r.scenarios.find((s) => s.scenario === 'protect' && s.target === 'optmark');
+  const step = prot ? ([...prot.steps].reverse().find((x) => !x.saturated) ?? prot.steps[prot.steps.length - 1]) : undefined;
+  if (step && step.server.threads.length) {
+    lines.push(`## Where the server's CPU goes (protect at ${f(step.offeredRps)} req/s)`, '');
+    lines.push(table(['thread', 'CPU s', 'ms per request'], step.server.threads.map((t) => [t.thread, f(t.cpuS, 2), f(t.msPerRequest, 2)])));
+    lines.push('', 'From /proc/<pid>/task/*/stat. Worker threads are named "node" like the main thread; libvips threads are named.', '');
+  }
+
+  if (r.memory) {
+    const mm = r.memory;
+    lines.push('## Memory under pressure', '');
+    lines.push(`${mm.uploads} uploads of ${mm.uploadBytes} bytes (an incompressible PNG) sent at once, protect then verify, to a fresh server with ${mm.config}.`, '');
+    lines.push(
+      table(
+        ['wave', 'uploads', '200', '503 + Retry-After', 'other', 'peak RSS MiB', 'wall s'],
+        mm.waves.map((w) => [w.operation, String(w.uploads), String(w.ok), String(w.overloadedWithRetryAfter), JSON.stringify(w.bad), f(w.peakRssMiB, 0), f(w.wallS, 1)]),
+      ),
+    );
+    lines.push('', `Idle before ${f(mm.idleRssMiB, 0)} MiB; peak ${f(mm.peakRssMiB, 0)} MiB (limit ${f(mm.limitMiB, 0)} MiB = 1.5 GB); after ${f(mm.afterIdleS, 0)} s idle ${f(mm.afterRssMiB, 0)} MiB.`, '');
+  }
+
+  lines.push('## Latency against throughput', '', '![latency against throughput](load-latency.svg)', '');
+  return `${lines.join('\n')}\n`;
+}
+
+const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
+
+/** Latency (p50 thin, p99 thick, log scale) against achieved throughput: one panel per scenario. */
+export function chart(r: LoadReport): string {
+  const names = [...new Set(r.scenarios.map((s) => s.scenario))];
+  const W = 380;
+  const H = 300;
+  const pad = { l: 56, r: 14, t: 30, b: 42 };
+  const colour: Record<string, string> = { optmark: '#1f6feb', naive: '#d9731a' };
+  const parts: string[] = [];
+  const width = Math.max(1, names.length) * W;
+  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${H + 24}" viewBox="0 0 ${width} ${H + 24}" font-family="sans-serif" font-size="11">`);
+  parts.push(`<rect width="100%" height="100%" fill="#fff"/>`);
+  names.forEach((name, i) => {
+    const x0 = i * W;
+    const series = r.scenarios.filter((s) => s.scenario === name);
+    const pts = series.flatMap((s) => s.steps.filter((x) => x.latencyMs));
+    const maxX = Math.max(1, ...pts.map((p) => p.achievedRps)) * 1.08;
+    const lat = pts.flatMap((p) => [p.latencyMs!.p50, p.latencyMs!.p99]).filter((v) => v > 0);
+    const loY = 10 ** Math.floor(Math.log10(Math.max(0.1, Math.min(...lat, r.settings.p99TargetMs))));
+    const hiY = 10 ** Math.ceil(Math.log10(Math.max(...lat, r.settings.p99TargetMs, loY * 10)));
+    const px = (v: number): number => x0 + pad.l + (v / maxX) * (W - pad.l - pad.r);
+    const py = (v: number): number => pad.t + (1 - (Math.log10(Math.max(v, loY)) - Math.log10(loY)) / (Math.log10(hiY) - Math.log10(loY))) * (H - pad.t - pad.b);
+    parts.push(`<text x="${x0 + W / 2}" y="16" text-anchor="middle" font-size="13" font-weight="bold">${esc(name)}</text>`);
+    // Axes, grid and ticks.
+    parts.push(`<line x1="${px(0)}" y1="${py(loY)}" x2="${px(maxX)}" y2="${py(loY)}" stroke="#333"/><line x1="${px(0)}" y1="${py(loY)}" x2="${px(0)}" y2="${py(hiY)}" stroke="#333"/>`);
+    for (let d = loY; d <= hiY * 1.0001; d *= 10) {
+      parts.push(`<line x1="${px(0)}" y1="${py(d)}" x2="${px(maxX)}" y2="${py(d)}" stroke="#ddd"/><text x="${px(0) - 4}" y="${py(d) + 4}" text-anchor="end">${d >= 1 ? d.toFixed(0) : d}</text>`);
+    }
+    const step = niceStep(maxX / 5);
+    for (let v = 0; v <= maxX; v += step) parts.push(`<text x="${px(v)}" y="${py(loY) + 14}" text-anchor="middle">${+v.toFixed(2)}</text>`);
+    parts.push(`<text x="${x0 + W / 2}" y="${H - 6}" text-anchor="middle">achieved req/s</text>`);
+    parts.push(`<text x="${x0 + 14}" y="${(pad.t + H - pad.b) / 2}" text-anchor="middle" transform="rotate(-90 ${x0 + 14} ${(pad.t + H - pad.b) / 2})">latency ms (log)</text>`);
+    const target = r.settings.p99TargetMs;
+    parts.push(`<line x1="${px(0)}" y1="${py(target)}" x2="${px(maxX)}" y2="${py(target)}" stroke="#c00" stroke-dasharray="2 3"/><text x="${px(maxX)}" y="${py(target) - 3}" text-anchor="end" fill="#c00">p99 target ${target} ms</text>`);
+    for (const s of series) {
+      const steps = s.steps.filter((x) => x.latencyMs).sort((a, b) => a.offeredRps - b.offeredRps);
+      const c = colour[s.target] ?? '#555';
+      for (const [q, w] of [['p50', 1.2], ['p99', 2.4]] as const) {
+        const d = steps.map((x, k) => `${k ? 'L' : 'M'}${px(x.achievedRps).toFixed(1)},${py(x.latencyMs![q]).toFixed(1)}`).join(' ');
+        if (d) parts.push(`<path d="${d}" fill="none" stroke="${c}" stroke-width="${w}"${s.target === 'naive' ? ' stroke-dasharray="5 3"' : ''}/>`);
+        for (const x of steps) parts.push(`<circle cx="${px(x.achievedRps).toFixed(1)}" cy="${py(x.latencyMs![q]).toFixed(1)}" r="${x.saturated ? 3.5 : 2.2}" fill="${x.saturated ? '#fff' : c}" stroke="${c}"/>`);
+      }
+    }
+  });
+  // Legend.
+  const ly = H + 14;
+  parts.push(`<g transform="translate(10 ${ly})"><line x1="0" y1="-4" x2="24" y2="-4" stroke="#1f6feb" stroke-width="2.4"/><text x="28" y="0">optmark</text>`);
+  parts.push(`<line x1="90" y1="-4" x2="114" y2="-4" stroke="#d9731a" stroke-width="2.4" stroke-dasharray="5 3"/><text x="118" y="0">naive</text>`);
+  parts.push(`<text x="170" y="0">thick: p99, thin: p50; hollow points: saturated steps; x = achieved, not offered, rate</text></g>`);
+  parts.push('</svg>');
+  return `${parts.join('\n')}\n`;
+}
+
+function niceStep(raw: number): number {
+  const p = 10 ** Math.floor(Math.log10(Math.max(raw, 1e-9)));
+  for (const m of [1, 2, 5, 10]) if (m * p >= raw) return m * p;
+  return 10 * p;
+}

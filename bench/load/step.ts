@@ -1,0 +1,193 @@
+/**
+ * One measured step: an open-loop run at a fixed rate with the server's CPU, per-thread CPU and memory
+ * read from /proc around it, the generator's own CPU, and the machine's busy time (so CPU that went to
+ * other processes during the step is visible in the report).
+ */
+import { performance } from 'node:perf_hooks';
+import { Client, openLoop, type Outcome, type StepPlan } from './client.js';
+import type { PreparedRequest } from './corpus.js';
+import { RssSampler, machineCpu, memory, processCpu, resetPeak, threadCpu, threadDelta } from './proc.js';
+
+export interface Latency {
+  p50: number;
+  p95: number;
+  p99: number;
+  max: number;
+  mean: number;
+}
+
+export interface StepResult {
+  offeredRps: number;
+  durationS: number;
+  /** Wall seconds from the first scheduled start to the last answer. */
+  elapsedS: number;
+  scheduled: number;
+  /** Requests the generator did not send because its outstanding bound was reached. */
+  notSent: number;
+  /** 2xx answers. */
+  ok: number;
+  /** 503 answers, and how many of them lacked Retry-After. */
+  overloaded: number;
+  overloadedWithoutRetryAfter: number;
+  /** Other non-2xx statuses by code. */
+  otherStatus: Record<string, number>;
+  /** Connection failures and requests cut off at the drain deadline. */
+  transportErrors: number;
+  cutOff: number;
+  /** 2xx answers per second over max(duration, elapsed). */
+  achievedRps: number;
+  /** Request bodies into the server, response bodies out of it, MB (1e6 bytes) per second. */
+  mbInPerS: number;
+  mbOutPerS: number;
+  /** Latency of 2xx answers, ms, from the scheduled start. */
+  latencyMs: Latency | undefined;
+  /** How late the generator sent, ms (p99, max): large values mean the generator itself fell behind. */
+  sendLagMs: { p99: number; max: number };
+  errorRate: number;
+  overloadRate: number;
+  server: {
+    /** CPU-seconds the server process used during the step (all threads), from /proc. */
+    cpuS: number | undefined;
+    cpuMsPerRequest: number | undefined;
+    /** Average cores busy. */
+    cores: number | undefined;
+    peakRssMiB: number | undefined;
+    endRssMiB: number | undefined;
+    /** Largest threads by CPU during the step. */
+    threads: Array<{ thread: string; cpuS: number; msPerRequest: number }>;
+  };
+  generator: { cpuMsPerRequest: number; cores: number };
+  /** Average cores busy with processes other than the server and the generator (other tenants). */
+  otherCores: number | undefined;
+  /** Failures above 1%, or under 90% of the offered rate achieved. */
+  saturated: boolean;
+  /** Per request kind (mix): count and latency of 2xx answers. */
+  byKind: Array<{ label: string; ok: number; latencyMs: Latency | undefined }>;
+}
+
+export function latency(values: number[]): Latency | undefined {
+  if (values.length === 0) return undefined;
+  const s = Float64Array.from(values).sort();
+  const at = (q: number): number => s[Math.min(s.length - 1, Math.max(0, Math.ceil(q * s.length) - 1))]!;
+  let sum = 0;
+  for (const v of s) sum += v;
+  return { p50: at(0.5), p95: at(0.95), p99: at(0.99), max: s[s.length - 1]!, mean: sum / s.length };
+}
+
+const MIB = 1024 * 1024;
+
+export async function measureStep(client: Client, requests: readonly PreparedRequest[], pick: (i: number) => number, plan: StepPlan): Promise<StepResult> {
+  const pid = client.target.pid;
+  const peakResettable = pid !== undefined && resetPeak(pid);
+  const sampler = pid !== undefined ? new RssSampler(pid, 100).start() : undefined;
+  const cpu0 = pid !== undefined ? processCpu(pid) : undefined;
+  const threads0 = pid !== undefined ? threadCpu(pid) : undefined;
+  const mach0 = machineCpu();
+  const gen0 = process.cpuUsage();
+  const wall0 = performance.now();
+
+  const run = await openLoop(client, requests, pick, plan);
+
+  const wallS = (performance.now() - wall0) / 1000;
+  const gen = process.cpuUsage(gen0);
+  const mach1 = machineCpu();
+  const cpu1 = pid !== undefined ? processCpu(pid) : undefined;
+  const threads1 = pid !== undefined ? threadCpu(pid) : undefined;
+  const sampledPeak = sampler?.stop();
+  const mem = pid !== undefined ? memory(pid) : undefined;
+
+  return summarise(run.outcomes, requests, plan, run.elapsedMs, {
+    cpuS: cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : undefined,
+    threads: pid !== undefined ? threadDelta(pid, threads0, threads1) : [],
+    peakRss: mem ? (peakResettable ? Math.max(mem.hwm, sampledPeak ?? 0) : sampledPeak) : undefined,
+    endRss: mem?.rss,
+    generatorCpuS: (gen.user + gen.system) / 1e6,
+    machineBusyS: mach0 && mach1 ? mach1.busy - mach0.busy : undefined,
+    wallS,
+  });
+}
+
+interface Costs {
+  cpuS: number | undefined;
+  threads: Array<{ thread: string; cpu: number }>;
+  peakRss: number | undefined;
+  endRss: number | undefined;
+  generatorCpuS: number;
+  machineBusyS: number | undefined;
+  wallS: number;
+}
+
+function summarise(outcomes: Outcome[], requests: readonly PreparedRequest[], plan: StepPlan, elapsedMs: number, costs: Costs): StepResult {
+  let ok = 0;
+  let overloaded = 0;
+  let noRetry = 0;
+  let notSent = 0;
+  let transport = 0;
+  let cutOff = 0;
+  let bytesIn = 0;
+  let bytesOut = 0;
+  const other: Record<string, number> = {};
+  const okLatency: number[] = [];
+  const lags: number[] = [];
+  const perKind = requests.map(() => [] as number[]);
+  for (const o of outcomes) {
+    if (o.status === -1) {
+      notSent++;
+      continue;
+    }
+    if (o.status === -2) {
+      cutOff++;
+      continue;
+    }
+    lags.push(o.lagMs);
+    bytesIn += o.bytesOut; // the server's in is the generator's out
+    bytesOut += o.bytesIn;
+    if (o.status === 0) transport++;
+    else if (o.status >= 200 && o.status < 300) {
+      ok++;
+      okLatency.push(o.latencyMs);
+      perKind[o.kind]!.push(o.latencyMs);
+    } else if (o.status === 503) {
+      overloaded++;
+      if (!o.retryAfter) noRetry++;
+    } else other[o.status] = (other[o.status] ?? 0) + 1;
+  }
+  const seconds = Math.max(plan.durationMs, elapsedMs) / 1000;
+  const scheduled = outcomes.length;
+  const failures = notSent + cutOff + transport + overloaded + Object.values(other).reduce((a, b) => a + b, 0);
+  const achieved = ok / seconds;
+  const lag = latency(lags);
+  const served = Math.max(1, ok + overloaded);
+  return {
+    offeredRps: plan.rate,
+    durationS: plan.durationMs / 1000,
+    elapsedS: elapsedMs / 1000,
+    scheduled,
+    notSent,
+    ok,
+    overloaded,
+    overloadedWithoutRetryAfter: noRetry,
+    otherStatus: other,
+    transportErrors: transport,
+    cutOff,
+    achievedRps: achieved,
+    mbInPerS: bytesIn / 1e6 / seconds,
+    mbOutPerS: bytesOut / 1e6 / seconds,
+    latencyMs: latency(okLatency),
+    sendLagMs: { p99: lag?.p99 ?? 0, max: lag?.max ?? 0 },
+    errorRate: (failures - overloaded) / scheduled,
+    overloadRate: overloaded / scheduled,
+    server: {
+      cpuS: costs.cpuS,
+      cpuMsPerRequest: costs.cpuS === undefined || ok === 0 ? undefined : (costs.cpuS * 1000) / ok,
+      cores: costs.cpuS === undefined ? undefined : costs.cpuS / costs.wallS,
+      peakRssMiB: costs.peakRss === undefined ? undefined : costs.peakRss / MIB,
+      endRssMiB: costs.endRss === undefined ? undefined : costs.endRss / MIB,
+      threads: costs.threads.slice(0, 8).map((t) => ({ thread: t.thread, cpuS: t.cpu, msPerRequest: ok ? (t.cpu * 1000) / ok : 0 })),
+    },
+    generator: { cpuMsPerRequest: (costs.generatorCpuS * 1000) / served, cores: costs.generatorCpuS / costs.wallS },
+    otherCores: costs.machineBusyS === undefined ? undefined : Math.max(0, costs.machineBusyS - (costs.cpuS ?? 0) - costs.generatorCpuS) / costs.wallS,
+    saturated: failures / scheduled > 0.01 || achieved < 0.9 * plan.rate,
+    byKind: requests.map((r, k) => ({ label: r.label, ok: perKind[k]!.length, latencyMs: latency(perKind[k]!) })),
+  };
+}
