@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectConforms, expectError, sha256 } from './helpers/assert.js';
 import { jpegOfSize, smallImage } from './helpers/images.js';
-import { TestServer, api, imageForm, rawRequest, waitFor, type Multipart, type RawOptions } from './helpers/server.js';
+import { TestServer, api, heldUpload, imageForm, rawRequest, waitFor, type Multipart, type RawOptions } from './helpers/server.js';
 
 const LIMIT = 26_214_400; // 25 MiB, the default
 let server: TestServer;
@@ -179,30 +179,19 @@ describe('a server with a 1 MiB upload limit and room for one upload in memory',
     const image = await jpegOfSize(900_000);
     const form = imageForm(image);
     // The first upload stops half-way and holds its memory until released.
-    let release!: () => void;
-    const held = new Promise<void>((r) => (release = r));
-    let halfway!: () => void;
-    const reachedHalfway = new Promise<void>((r) => (halfway = r));
-    const first = rawRequest(tight.port, {
-      path: '/api/v1/verify',
-      headers: { Authorization: `Bearer ${tightKey}`, 'Content-Type': form.contentType },
-      body: form.body,
-      chunks: 64 * 1024,
-      onProgress: async (sent) => {
-        if (sent >= 450_000 && sent < 450_000 + 64 * 1024) {
-          halfway();
-          await held;
-        }
-      },
-    });
-    await reachedHalfway;
+    const first = heldUpload(
+      tight.port,
+      { path: '/api/v1/verify', headers: { Authorization: `Bearer ${tightKey}`, 'Content-Type': form.contentType }, body: form.body, chunks: 64 * 1024 },
+      450_000,
+    );
+    await first.held;
     await tight.readyzUntil('the held upload to take memory', (r) => r.inflight.bytes > 0);
     const second = await api(tight, 'verify', tightKey, form);
     expectError(second, 503, 'overloaded');
     expect(second.headers['retry-after']).toMatch(/^\d+$/);
     expectConforms(second, 'post', '/api/v1/verify');
-    release();
-    const a = await first;
+    first.release();
+    const a = await first.answer;
     expect(a.status).toBe(200);
     expect(a.json.sha256).toBe(sha256(image));
     await tight.settled();

@@ -485,3 +485,68 @@ export function rawRequest(port: number, options: RawOptions): Promise<RawAnswer
     send().catch(reject);
   });
 }
+
+/** Whether a new TCP connection to the port is refused (the listener is closed). */
+export function connectionRefused(port: number): Promise<boolean> {
+  return new Promise((res) => {
+    const socket = connect({ port, host: '127.0.0.1' });
+    socket.once('connect', () => {
+      socket.destroy();
+      res(false);
+    });
+    socket.once('error', (err: NodeJS.ErrnoException) => res(err.code === 'ECONNREFUSED'));
+  });
+}
+
+/** A connection opened now and kept, for GET requests sent later (after the listener closed, say). */
+export async function openConnection(port: number): Promise<{ get(path: string): Promise<Answer>; close(): void }> {
+  const socket = connect({ port, host: '127.0.0.1', noDelay: true });
+  await new Promise<void>((res, rej) => socket.once('connect', () => res()).once('error', rej));
+  return {
+    get: (path) =>
+      new Promise((res) => {
+        let received = Buffer.alloc(0);
+        const onData = (d: Buffer): void => {
+          received = Buffer.concat([received, d]);
+          const answer = parseResponse(received, false);
+          if (answer) {
+            socket.off('data', onData);
+            res(answer);
+          }
+        };
+        socket.on('data', onData);
+        socket.once('close', () => res(parseResponse(received, true) ?? answerOf(0, {}, Buffer.alloc(0))));
+        socket.write(`GET ${path} HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+      }),
+    close: () => socket.destroy(),
+  };
+}
+
+export interface HeldUpload {
+  /** Resolves once `holdAt` body bytes are written and the upload is paused. */
+  held: Promise<void>;
+  /** Lets the rest of the body go. */
+  release(): void;
+  answer: Promise<RawAnswer>;
+}
+
+/** A raw request that stops after about `holdAt` body bytes and waits for release() before sending the rest. */
+export function heldUpload(port: number, options: RawOptions, holdAt: number): HeldUpload {
+  let release!: () => void;
+  const released = new Promise<void>((r) => (release = r));
+  let reached!: () => void;
+  const held = new Promise<void>((r) => (reached = r));
+  let holding = false;
+  const answer = rawRequest(port, {
+    ...options,
+    onProgress: async (sent) => {
+      await options.onProgress?.(sent);
+      if (!holding && sent >= holdAt) {
+        holding = true;
+        reached();
+        await released;
+      }
+    },
+  });
+  return { held, release, answer };
+}

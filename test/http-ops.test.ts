@@ -1,0 +1,311 @@
+// Operating the server: health, readiness and transport, metrics, the served OpenAPI document, config
+// validation, the uWS fallback gate, a full pool, the task deadline, and graceful shutdown.
+import { readFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { expectConforms, expectError, sha256 } from './helpers/assert.js';
+import { GIF, jpegOfSize, slowPng, smallImage } from './helpers/images.js';
+import { OPENAPI } from './helpers/openapi.js';
+import {
+  ROOT,
+  TestServer,
+  api,
+  connectionRefused,
+  heldUpload,
+  imageForm,
+  openConnection,
+  rawRequest,
+  request,
+  waitFor,
+  type Answer,
+} from './helpers/server.js';
+
+let small: Buffer;
+let slow: Buffer;
+beforeAll(async () => {
+  small = await smallImage('jpeg');
+  slow = await slowPng(100_000);
+});
+
+/** The samples of one metric whose labels include `labels`, summed. */
+function metric(text: string, name: string, labels: Record<string, string> = {}): number {
+  let sum = 0;
+  let found = false;
+  for (const line of text.split('\n')) {
+    const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
+    if (!m || m[1] !== name) continue;
+    const have = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((l) => [l[1], l[2]]));
+    if (Object.entries(labels).every(([k, v]) => have[k] === v)) {
+      sum += Number(m[3]);
+      found = true;
+    }
+  }
+  if (!found) throw new Error(`no sample of ${name} ${JSON.stringify(labels)}`);
+  return sum;
+}
+
+describe('a default server', () => {
+  let server: TestServer;
+  let key: string;
+  beforeAll(async () => {
+    server = await TestServer.start({ env: { OPTMARK_POOL_SIZE: '2' } });
+    ({ key } = await server.account());
+  });
+  afterAll(async () => {
+    await server?.dispose();
+  });
+
+  it('/healthz and /readyz answer, and say the native uWS transport runs', async () => {
+    const h = await request(server, '/healthz');
+    expect(h.json).toEqual({ status: 'ok' });
+    expectConforms(h, 'get', '/healthz');
+    const r = await request(server, '/readyz');
+    expect(r.status).toBe(200);
+    expectConforms(r, 'get', '/readyz');
+    expect(r.json).toMatchObject({ status: 'ready', transport: 'uws-native', store: 'ok', pool: { threads: 2 }, inflight: { requests: 0, bytes: 0 } });
+    // The log says it too, and the native binary really is mapped into the process.
+    expect(server.output).toMatch(/"transport":"uws-native".*"msg":"listening"/);
+    expect(readFileSync(`/proc/${server.proc!.pid}/maps`, 'utf8')).toMatch(/uws_linux_[^/\s]+\.node/);
+  });
+
+  it('serves the OpenAPI document kept in the repository, and the server has every route it describes', async () => {
+    const a = await request(server, '/api/v1/openapi.json');
+    expect(a.status).toBe(200);
+    expect(a.headers['content-type']).toBe('application/json');
+    expect(a.json).toEqual(JSON.parse(readFileSync(join(ROOT, 'docs', 'openapi.json'), 'utf8')));
+    expect(a.json.openapi).toMatch(/^3\.1\./);
+    for (const [path, item] of Object.entries(OPENAPI.paths as Record<string, Record<string, unknown>>)) {
+      for (const method of Object.keys(item)) {
+        const answer = await request(server, path, { method: method.toUpperCase() });
+        expectConforms(answer, method, path); // unauthenticated API calls: the documented 401
+      }
+    }
+  });
+
+  it('/metrics counts requests by route and status, latency, bytes, and shows the pool', async () => {
+    const scrape = async (): Promise<string> => {
+      const m = await request(server, '/metrics');
+      expect(m.status).toBe(200);
+      expect(m.headers['content-type']).toMatch(/^text\/plain/);
+      return m.body.toString('utf8');
+    };
+    const before = await scrape();
+    const form = imageForm(small);
+    const ok = await Promise.all([api(server, 'protect', key, form), api(server, 'protect', key, form)]);
+    expect(ok.map((a) => a.status)).toEqual([200, 200]);
+    expect((await api(server, 'protect', key, imageForm(GIF, 'a.gif', 'image/gif'))).status).toBe(415);
+    expect((await api(server, 'protect', undefined, form)).status).toBe(401);
+    expect((await request(server, '/no/such/route')).status).toBe(404);
+    const aborted = await rawRequest(server.port, {
+      path: '/api/v1/verify',
+      headers: { Authorization: `Bearer ${key}`, 'Content-Type': form.contentType },
+      body: form.body,
+      abortAfter: 100,
+    });
+    expect(aborted.status).toBe(0);
+    await server.settled();
+    const after = await scrape();
+
+    const delta = (name: string, labels: Record<string, string> = {}): number => {
+      let was = 0;
+      try {
+        was = metric(before, name, labels);
+      } catch {
+        // not there before: counted from 0
+      }
+      return metric(after, name, labels) - was;
+    };
+    const protect = { route: '/api/v1/protect' };
+    expect(delta('optmark_http_requests_total', { ...protect, status: '200' })).toBe(2);
+    expect(delta('optmark_http_requests_total', { ...protect, status: '415' })).toBe(1);
+    expect(delta('optmark_http_requests_total', { ...protect, status: '401' })).toBe(1);
+    expect(delta('optmark_http_requests_total', { route: 'other', status: '404' })).toBe(1);
+    expect(delta('optmark_http_requests_total', { route: '/api/v1/verify', status: '499' })).toBe(1); // client went away
+    expect(delta('optmark_http_request_duration_seconds_count', protect)).toBe(4);
+    expect(delta('optmark_http_request_duration_seconds_bucket', { ...protect, le: '+Inf' })).toBe(4);
+    expect(delta('optmark_http_received_bytes_total', protect)).toBeGreaterThanOrEqual(2 * form.body.length);
+    expect(delta('optmark_http_sent_bytes_total', protect)).toBeGreaterThanOrEqual(ok[0]!.body.length + ok[1]!.body.length);
+    expect(metric(after, 'optmark_pool_threads')).toBe(2);
+    expect(metric(after, 'optmark_pool_running_tasks')).toBe(0);
+    expect(metric(after, 'optmark_pool_queue_depth')).toBe(0);
+    expect(metric(after, 'optmark_pool_completed_tasks')).toBeGreaterThanOrEqual(2);
+    const utilization = metric(after, 'optmark_pool_utilization_ratio');
+    expect(utilization).toBeGreaterThanOrEqual(0);
+    expect(utilization).toBeLessThanOrEqual(1);
+    expect(metric(after, 'optmark_inflight_upload_bytes')).toBe(0);
+    expect(after).toMatch(/^# TYPE optmark_http_request_duration_seconds histogram$/m);
+    expect(metric(after, 'optmark_process_cpu_seconds_total')).toBeGreaterThan(0);
+  });
+});
+
+describe('start-up checks', () => {
+  it.each([
+    ['OPTMARK_PORT', '99999'],
+    ['OPTMARK_PORT', 'http'],
+    ['OPTMARK_POOL_SIZE', '0'],
+    ['OPTMARK_MAX_INFLIGHT_BYTES', '2048'],
+    ['OPTMARK_LOG_LEVEL', 'loud'],
+    ['OPTMARK_ALLOW_UWS_FALLBACK', 'maybe'],
+  ])('a bad %s (%s) stops serve with a message naming it', async (variable, value) => {
+    const { code, output } = await TestServer.spawnOnce({ [variable]: value });
+    expect(code).not.toBe(0);
+    expect(output).toContain(`configuration error: ${variable}`);
+    expect(output).not.toMatch(/^\s+at /m); // a message for the operator, not a stack trace
+  });
+
+  it('refuses to run on the uWS JS fallback unless the operator opts in', async () => {
+    const { code, output } = await TestServer.spawnOnce({ UWS_USE_FALLBACK: '1' });
+    expect(code).not.toBe(0);
+    expect(output).toContain('OPTMARK_ALLOW_UWS_FALLBACK=1');
+    expect(output).not.toMatch(/"msg":"listening"/);
+  });
+
+  it('regression: serves requests on the fallback the operator opted into, says so, and stops cleanly', async () => {
+    const server = await TestServer.start({ env: { UWS_USE_FALLBACK: '1', OPTMARK_ALLOW_UWS_FALLBACK: '1', OPTMARK_POOL_SIZE: '1' } });
+    try {
+      const r = await request(server, '/readyz');
+      expect(r.json).toMatchObject({ status: 'ready', transport: 'uws-js-fallback' });
+      expectConforms(r, 'get', '/readyz');
+      expect(server.output).toMatch(/"level":"warn".*"transport":"uws-js-fallback"/);
+      const { key } = await server.account();
+      const a = await api(server, 'protect', key, small);
+      expect(a.status).toBe(200);
+      expect(sha256(Buffer.from(a.json.imageBase64, 'base64'))).toBe(a.json.sha256);
+      expectError(await api(server, 'verify', undefined, small), 401, 'missing_api_key');
+      expect(await server.stop('SIGINT')).toEqual({ code: 0, signal: null });
+    } finally {
+      await server.dispose();
+    }
+  });
+});
+
+describe('a pool of one worker with a queue of one', () => {
+  let server: TestServer;
+  let key: string;
+  beforeAll(async () => {
+    server = await TestServer.start({ env: { OPTMARK_POOL_SIZE: '1', OPTMARK_QUEUE_LENGTH: '1' } });
+    ({ key } = await server.account());
+  });
+  afterAll(async () => {
+    await server?.dispose();
+  });
+
+  it('503 overloaded with Retry-After once the worker is busy and the queue full; the others finish', async () => {
+    const running = api(server, 'verify', key, slow);
+    await server.readyzUntil('the first task to run', (r) => r.pool.running === 1);
+    const queued = api(server, 'verify', key, slow);
+    const r = await server.readyzUntil('the second task to wait', (x) => x.pool.queued === 1);
+    expect(r.pool).toMatchObject({ threads: 1, running: 1, queued: 1 });
+    const m = (await request(server, '/metrics')).body.toString();
+    expect(metric(m, 'optmark_pool_queue_depth')).toBe(1);
+    expect(metric(m, 'optmark_pool_running_tasks')).toBe(1);
+
+    const refused = await api(server, 'verify', key, small);
+    expectError(refused, 503, 'overloaded');
+    expect(refused.headers['retry-after']).toMatch(/^\d+$/);
+    expect(refused.headers.ratelimit).toBeTruthy();
+    expectConforms(refused, 'post', '/api/v1/verify');
+
+    for (const a of await Promise.all([running, queued])) {
+      expect(a.status).toBe(200);
+      expect(a.json.sha256).toBe(sha256(slow));
+    }
+    expect((await api(server, 'verify', key, small)).status).toBe(200);
+  });
+
+  it('a client that leaves while its image is processed frees its request slot and is not counted', async () => {
+    const { name, key: k } = await server.account();
+    const form = imageForm(slow, 'slow.png', 'image/png');
+    const gone = await rawRequest(server.port, {
+      path: '/api/v1/verify',
+      headers: { Authorization: `Bearer ${k}`, 'Content-Type': form.contentType },
+      body: form.body,
+      abortAfter: form.body.length, // the whole body, then hang up before the answer
+    });
+    expect(gone.status).toBe(0);
+    await server.settled();
+    expect((await server.usage(name)).verify.used).toBe(0);
+    await server.readyzUntil('the worker to be free again', (r) => r.pool.running === 0);
+    expect((await api(server, 'verify', key, small)).status).toBe(200);
+  });
+
+  it('SIGTERM: stops accepting, finishes the upload in flight, then exits 0', async () => {
+    const image = await jpegOfSize(600_000);
+    const form = imageForm(image);
+    const kept = await openConnection(server.port);
+    const upload = heldUpload(
+      server.port,
+      { path: '/api/v1/verify', headers: { Authorization: `Bearer ${key}`, 'Content-Type': form.contentType }, body: form.body, chunks: 32 * 1024 },
+      300_000,
+    );
+    await upload.held;
+    await server.readyzUntil('the upload to be in flight', (r) => r.inflight.requests === 1);
+    server.proc!.kill('SIGTERM');
+    await waitFor('the listener to close', async () => ((await connectionRefused(server.port)) ? true : undefined));
+    // A connection opened before the signal is still served, and hears that the server is not ready.
+    const draining = await kept.get('/readyz');
+    expect(draining.status).toBe(503);
+    expect(draining.json).toMatchObject({ status: 'not ready', inflight: { requests: 1 } });
+    expectConforms(draining, 'get', '/readyz');
+    kept.close();
+    expect(server.running).toBe(true);
+
+    upload.release();
+    const a = await upload.answer;
+    expect(a.status).toBe(200);
+    expect(a.json.sha256).toBe(sha256(image));
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+    expect(server.output).toMatch(/"msg":"stopped"/);
+  });
+});
+
+describe('a one-worker pool with a 100 ms task deadline', () => {
+  let server: TestServer;
+  let key: string;
+  beforeAll(async () => {
+    server = await TestServer.start({ env: { OPTMARK_POOL_SIZE: '1', OPTMARK_TASK_TIMEOUT_MS: '100', OPTMARK_SHUTDOWN_TIMEOUT_MS: '300' } });
+    ({ key } = await server.account());
+  });
+  afterAll(async () => {
+    await server?.dispose();
+  });
+
+  it('a task past the deadline is answered 422/503 with a JSON body, and a new worker takes over', async () => {
+    const { name, key: k } = await server.account();
+    const a = await api(server, 'verify', k, slow);
+    expect([422, 503]).toContain(a.status);
+    expectError(a, a.status, a.status === 422 ? 'processing_timeout' : 'overloaded');
+    expectConforms(a, 'post', '/api/v1/verify');
+    expect((await server.usage(name)).verify.used).toBe(0);
+    // The worker that ran it was terminated and replaced: small images get through again. The
+    // replacement's start-up counts against the first tasks' 100 ms, so those may still time out.
+    const seen: Answer[] = [];
+    await waitFor(
+      'a request to succeed on the replacement worker',
+      async () => {
+        const b = await api(server, 'verify', key, small);
+        seen.push(b);
+        return b.status === 200 ? true : undefined;
+      },
+      30_000,
+    );
+    for (const b of seen.slice(0, -1)) expect(['processing_timeout', 'overloaded']).toContain(b.json.code);
+    expect((await server.readyz()).pool.threads).toBe(1);
+  });
+
+  it('SIGTERM with an upload that never finishes: exits after the shutdown deadline', async () => {
+    const form = imageForm(await jpegOfSize(200_000));
+    const stuck = heldUpload(
+      server.port,
+      { path: '/api/v1/verify', headers: { Authorization: `Bearer ${key}`, 'Content-Type': form.contentType }, body: form.body, chunks: 16 * 1024 },
+      50_000,
+    );
+    await stuck.held;
+    await server.readyzUntil('the upload to be in flight', (r) => r.inflight.requests === 1);
+    server.proc!.kill('SIGTERM');
+    expect(await server.exited).toEqual({ code: 0, signal: null });
+    expect(server.output).toMatch(/shutdown deadline passed/);
+    stuck.release();
+    expect((await stuck.answer).status).toBe(0);
+  });
+});
