@@ -236,7 +236,6 @@ describe('a running server and the CLI', () => {
       expect(optmark(dataDir, ['signing-key', 'rotate']).status).toBe(0);
       const out2 = tempDir();
       expect(optmark(dataDir, ['mark', input, '--out', out2, '--provenance']).status).toBe(0);
-      await new Promise((r) => setTimeout(r, 1100)); // the keyring rereads at most once a second
       expect(await verify(readFileSync(join(out2, 'a.jpg')))).toEqual({ present: true, valid: true, verifiable: true });
       expect(await verify(old)).toEqual({ present: true, valid: true, verifiable: true });
       expect(await verify(images.get('jpg')!)).toEqual({ present: false, valid: false, verifiable: false });

@@ -4,7 +4,7 @@
  * acceptance check does, garbage tags, and the worker's live layers. Keyed by format and by case.
  */
 import { generateKeyPairSync } from 'node:crypto';
-import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ExifTool } from 'exiftool-vendored';
@@ -167,14 +167,22 @@ describe('signing keys', () => {
     expect(err?.message).not.toMatch(/BEGIN|MII/);
   });
 
-  it('the keyring finds a key rotated after it loaded (reload on a miss), at most once per interval', async () => {
+  it('the keyring finds a key added after it loaded: at once when public/ changed, else after the interval', async () => {
     const dir = tempDir();
     await loadSigningKey({ dataDir: dir });
+    const publicDir = join(dir, 'signing', 'public');
+    // Whole seconds, so the stamp can be put back exactly (a file system with coarse mtimes).
+    utimesSync(publicDir, 1_000_000, 1_000_000);
     const fast = await Keyring.open({ dataDir: dir }, 0);
     const slow = await Keyring.open({ dataDir: dir }, 60_000);
     const { keyId } = await rotateSigningKey({ dataDir: dir });
-    expect(await fast.find(keyId)).toBeDefined();
-    expect(await slow.find(keyId)).toBeUndefined(); // loaded just now: no reread within the interval
+    expect(await slow.find(keyId)).toBeDefined(); // public/ changed: reread at once
+    utimesSync(publicDir, 1_000_000, 1_000_000);
+    const again = await Keyring.open({ dataDir: dir }, 60_000);
+    const { keyId: unseen } = await rotateSigningKey({ dataDir: dir });
+    utimesSync(publicDir, 1_000_000, 1_000_000);
+    expect(await again.find(unseen)).toBeUndefined(); // no visible change and within the interval: no reread
+    expect(await fast.find(unseen)).toBeDefined(); // interval passed: reread
     expect(await fast.find('0123456789abcdef')).toBeUndefined();
     expect(await fast.find('../../etc/passwd')).toBeUndefined();
   });

@@ -326,6 +326,36 @@ function summary(outcomes: Outcome[], applied: string[]): string {
   return `${lines.join('\n')}\n`;
 }
 
+/** Marks the jobs on a worker pool no larger than the work, recording an outcome for each. */
+async function markAll(jobs: Job[], config: Config, opts: Options, outcomes: Outcome[]): Promise<void> {
+  if (jobs.length === 0) return;
+  const size = Math.min(config.poolSize, jobs.length);
+  const progress = new Progress(jobs.length, process.stderr);
+  const pool = new ImagePool({
+    size,
+    // One task per lane, so nothing waits in the queue and the per-task deadline measures work only.
+    queueLength: size,
+    taskTimeoutMs: config.taskTimeoutMs,
+    init: {
+      dataDir: config.dataDir,
+      maxPixels: config.maxPixels,
+      signingKeyFile: config.signingKeyFile,
+      fingerprintSecretFile: config.fingerprintSecretFile,
+      fingerprintDetect: config.fingerprintDetect,
+    },
+  });
+  try {
+    await inLanes(jobs, size, async (job) => {
+      const outcome = await markOne(pool, job, opts);
+      outcomes.push(outcome);
+      progress.add(outcome);
+    });
+  } finally {
+    progress.end();
+    await pool.close();
+  }
+}
+
 /** Entry point of `optmark mark`. */
 export async function main(args: string[]): Promise<number> {
   const opts = parseOptions(args);
@@ -345,37 +375,19 @@ export async function main(args: string[]): Promise<number> {
   }
   let outDir: string | undefined;
   if (opts.out !== undefined) {
-    await mkdir(opts.out, { recursive: true });
-    outDir = await realpath(opts.out);
+    try {
+      await mkdir(opts.out, { recursive: true });
+      outDir = await realpath(opts.out);
+    } catch (err) {
+      process.stderr.write(`optmark mark: --out ${opts.out}: ${errnoText(err)}\n`);
+      return 1;
+    }
   }
   const outcomes: Outcome[] = [];
   const found = await findFiles(opts.inputs, outDir, outcomes);
   const jobs = await plan(found, opts, outDir, config.maxUploadBytes, outcomes);
 
-  const progress = new Progress(jobs.length, process.stderr);
-  const pool = new ImagePool({
-    size: config.poolSize,
-    // One task per lane, so nothing waits in the queue and the per-task deadline measures work only.
-    queueLength: config.poolSize,
-    taskTimeoutMs: config.taskTimeoutMs,
-    init: {
-      dataDir: config.dataDir,
-      maxPixels: config.maxPixels,
-      signingKeyFile: config.signingKeyFile,
-      fingerprintSecretFile: config.fingerprintSecretFile,
-      fingerprintDetect: config.fingerprintDetect,
-    },
-  });
-  try {
-    await inLanes(jobs, config.poolSize, async (job) => {
-      const outcome = await markOne(pool, job, opts);
-      outcomes.push(outcome);
-      progress.add(outcome);
-    });
-  } finally {
-    progress.end();
-    await pool.close();
-  }
+  await markAll(jobs, config, opts, outcomes);
   process.stdout.write(summary(outcomes, applied));
   return outcomes.some((o) => o.status === 'failed') ? 1 : 0;
 }

@@ -24,7 +24,7 @@ export const PUBLIC_DIR = 'public';
 const MAX_KEY_FILE_BYTES = 16 * 1024;
 /** Public keys read from the store at most (years of daily rotation); the rest are ignored. */
 const MAX_PUBLIC_KEYS = 10_000;
-/** Verify reloads the public keys on an unknown key id at most this often per worker (a readdir each). */
+/** Without a visible change to public/, verify rereads it on an unknown key id at most this often per worker. */
 export const KEYRING_RELOAD_INTERVAL_MS = 1000;
 export const KEY_ID_PATTERN = /^[0-9a-f]{16}$/;
 
@@ -292,15 +292,19 @@ async function readPublicDir(dir: string): Promise<{ keys: Map<string, { key: Ke
 }
 
 /**
- * The public keys a verifier accepts, loaded once and reloaded when a tag names a key id it lacks
- * (a key rotated by the CLI while the server runs), at most once per interval: an attacker sending
- * made-up key ids costs one readdir a second per worker, not one per request. Never throws.
+ * The public keys a verifier accepts, loaded once and reloaded when a tag names a key id it lacks (a
+ * key rotated by the CLI while the server runs). A miss rereads public/ when its directory stamp
+ * changed (one stat), or else at most once per interval (for file systems with coarse mtimes): an
+ * attacker sending made-up key ids costs a stat per request and a readdir a second per worker at
+ * most, and a new key is seen at once. Never throws.
  */
 export class Keyring {
   readonly #location: KeyLocation;
   readonly #intervalMs: number;
   #keys = new Map<string, KeyObject>();
   #loadedAt = Number.NEGATIVE_INFINITY;
+  /** Stamp of public/ taken just before the last read (undefined: it did not exist). */
+  #dirStamp: string | undefined;
   #loading: Promise<void> | undefined;
 
   constructor(location: KeyLocation, intervalMs = KEYRING_RELOAD_INTERVAL_MS) {
@@ -319,13 +323,21 @@ export class Keyring {
     return this.#keys.size;
   }
 
-  /** The public key for a key id, reloading from disk on a miss (rate-limited). */
+  /** The public key for a key id, reloading from disk on a miss when public/ changed (or, rate-limited, anyway). */
   async find(keyId: string): Promise<KeyObject | undefined> {
     const hit = this.#keys.get(keyId);
     if (hit || !KEY_ID_PATTERN.test(keyId)) return hit;
-    if (performance.now() - this.#loadedAt < this.#intervalMs) return undefined;
+    if (performance.now() - this.#loadedAt < this.#intervalMs && !(await this.#changedOnDisk())) return undefined;
     await this.reload();
     return this.#keys.get(keyId);
+  }
+
+  async #changedOnDisk(): Promise<boolean> {
+    try {
+      return (await stampOf(storePaths(this.#location.dataDir).publicDir)) !== this.#dirStamp;
+    } catch {
+      return false;
+    }
   }
 
   /** Rereads the public keys (concurrent callers share one read). A failed read keeps the keys it had. */
@@ -335,9 +347,12 @@ export class Keyring {
 
   async #read(): Promise<void> {
     this.#loadedAt = performance.now();
+    const publicDir = storePaths(this.#location.dataDir).publicDir;
     let found: Map<string, { key: KeyObject }>;
     try {
-      found = (await readPublicDir(storePaths(this.#location.dataDir).publicDir)).keys;
+      // Stamped before reading: a key added during the read shows as a change on the next miss.
+      this.#dirStamp = await stampOf(publicDir);
+      found = (await readPublicDir(publicDir)).keys;
     } catch {
       return;
     }
