@@ -150,8 +150,13 @@ export class TestServer {
       } catch (err) {
         if (proc.exitCode === null && proc.signalCode === null) proc.kill('SIGKILL');
         await this.exited;
-        // Another process took the port between freePort() and listen(): try another one.
-        if (attempt < 3 && /cannot listen/.test(this.output.slice(from))) continue;
+        // Another process took the port between freePort() and listen(): try another one. Or dist/ was
+        // being rewritten by a concurrent `npm run build` (a half-written module): try again once it is whole.
+        const why = this.output.slice(from);
+        if (attempt < 3 && /cannot listen|SyntaxError|ERR_MODULE_NOT_FOUND/.test(why)) {
+          if (!/cannot listen/.test(why)) await new Promise((r) => setTimeout(r, 2000));
+          continue;
+        }
         throw err;
       }
     }
