@@ -109,6 +109,19 @@ describe('protect', () => {
   });
 });
 
+describe('multipart as clients write it', () => {
+  it.each<[string, (f: { contentType: string; body: Buffer }) => { contentType: string; body: Buffer }]>([
+    ['a preamble before the first boundary', (f) => ({ ...f, body: Buffer.concat([Buffer.from('This is a preamble.\r\n'), f.body]) })],
+    ['an epilogue after the last boundary', (f) => ({ ...f, body: Buffer.concat([f.body, Buffer.from('This is an epilogue.\r\n')]) })],
+    ['a quoted boundary parameter', (f) => ({ ...f, contentType: f.contentType.replace(/boundary=(.*)$/, 'boundary="$1"') })],
+    ['a media type in capitals', (f) => ({ ...f, contentType: f.contentType.replace('multipart/form-data', 'Multipart/Form-Data') })],
+  ])('%s', async (_case, change) => {
+    const a = await verify(change(imageForm(images.png, 'a.png', 'image/png')));
+    expect(a.status, a.body.toString()).toBe(200);
+    expect(a.json.sha256).toBe(sha256(images.png));
+  });
+});
+
 describe('verify', () => {
   it.each(FORMATS)('%s: every field, for an image without the opt-out field', async (format) => {
     const a = await verify(imageForm(images[format], `x.${EXT[format]}`, MIME[format]));
@@ -174,6 +187,8 @@ describe('error matrix', () => {
     ['text bytes declared as PNG', () => imageForm(Buffer.from('hello, not an image '.repeat(20)), 'a.png', 'image/png'), 415, 'unsupported_format'],
     ['an empty image part', () => imageForm(Buffer.alloc(0)), 415, 'unsupported_format'],
     ['an image part of type text/plain', () => imageForm(images.jpeg, 'a.txt', 'text/plain'), 415, 'unsupported_media_type'],
+    ['an image part without a type (text/plain by RFC 7578)', () => multipart([{ name: 'image', filename: 'a.jpg', data: images.jpeg }]), 415, 'unsupported_media_type'],
+    ['an empty body', () => ({ contentType: 'multipart/form-data; boundary=x', body: Buffer.alloc(0) }), 400, 'malformed_multipart'],
     ['a JSON body', () => ({ contentType: 'application/json', body: Buffer.from('{"image":1}') }), 415, 'unsupported_media_type'],
     ['a urlencoded body', () => ({ contentType: 'application/x-www-form-urlencoded', body: Buffer.from('image=1') }), 415, 'unsupported_media_type'],
     ['no image part, another field only', () => multipart([{ name: 'note', data: 'hello' }]), 400, 'unexpected_part'],
