@@ -18,6 +18,7 @@ import {
   request,
   waitFor,
   type Answer,
+  type HeldUpload,
 } from './helpers/server.js';
 
 let small: Buffer;
@@ -42,6 +43,19 @@ function metric(text: string, name: string, labels: Record<string, string> = {})
   }
   if (!found) throw new Error(`no sample of ${name} ${JSON.stringify(labels)}`);
   return sum;
+}
+
+/** A verify upload paused after `holdAt` body bytes, once the server counts it in flight. */
+async function uploadInFlight(server: TestServer, key: string, image: Buffer, holdAt: number): Promise<HeldUpload> {
+  const form = imageForm(image);
+  const upload = heldUpload(
+    server.port,
+    { path: '/api/v1/verify', headers: { Authorization: `Bearer ${key}`, 'Content-Type': form.contentType }, body: form.body, chunks: 16 * 1024 },
+    holdAt,
+  );
+  await upload.held;
+  await server.readyzUntil('the upload to be in flight', (r) => r.inflight.requests === 1);
+  return upload;
 }
 
 describe('a default server', () => {
@@ -231,15 +245,8 @@ describe('a pool of one worker with a queue of one', () => {
 
   it('SIGTERM: stops accepting, finishes the upload in flight, then exits 0', async () => {
     const image = await jpegOfSize(600_000);
-    const form = imageForm(image);
     const kept = await openConnection(server.port);
-    const upload = heldUpload(
-      server.port,
-      { path: '/api/v1/verify', headers: { Authorization: `Bearer ${key}`, 'Content-Type': form.contentType }, body: form.body, chunks: 32 * 1024 },
-      300_000,
-    );
-    await upload.held;
-    await server.readyzUntil('the upload to be in flight', (r) => r.inflight.requests === 1);
+    const upload = await uploadInFlight(server, key, image, 300_000);
     server.proc!.kill('SIGTERM');
     await waitFor('the listener to close', async () => ((await connectionRefused(server.port)) ? true : undefined));
     // A connection opened before the signal is still served, and hears that the server is not ready.
@@ -294,14 +301,7 @@ describe('a one-worker pool with a 100 ms task deadline', () => {
   });
 
   it('SIGTERM with an upload that never finishes: exits after the shutdown deadline', async () => {
-    const form = imageForm(await jpegOfSize(200_000));
-    const stuck = heldUpload(
-      server.port,
-      { path: '/api/v1/verify', headers: { Authorization: `Bearer ${key}`, 'Content-Type': form.contentType }, body: form.body, chunks: 16 * 1024 },
-      50_000,
-    );
-    await stuck.held;
-    await server.readyzUntil('the upload to be in flight', (r) => r.inflight.requests === 1);
+    const stuck = await uploadInFlight(server, key, await jpegOfSize(200_000), 50_000);
     server.proc!.kill('SIGTERM');
     expect(await server.exited).toEqual({ code: 0, signal: null });
     expect(server.output).toMatch(/shutdown deadline passed/);

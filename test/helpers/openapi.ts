@@ -2,11 +2,11 @@
 // the dialect of OpenAPI 3.1) and every header the document declares for that answer.
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
-import Ajv2020 from 'ajv/dist/2020.js';
+import { Ajv2020, type ErrorObject } from 'ajv/dist/2020.js';
 import type { Answer } from './server.js';
 import { ROOT } from './server.js';
 
-type Json = Record<string, any>; // eslint-disable-line @typescript-eslint/no-explicit-any -- an OpenAPI document
+type Json = Record<string, any>; // an OpenAPI document: read as loose JSON
 const DOC_ID = 'https://optmark.test/openapi.json';
 
 export const OPENAPI: Json = JSON.parse(readFileSync(join(ROOT, 'docs', 'openapi.json'), 'utf8')) as Json;
@@ -64,7 +64,7 @@ export function openApiProblems(method: string, path: string, answer: Answer): s
       ? ajv.getSchema(`${DOC_ID}${schema.$ref as string}`)
       : ajv.getSchema(pointer(responseSchemaPath(path, method, key, responses[key] as Json, media)));
   if (!validate) return [...problems, `no schema for ${method} ${path} ${key}`];
-  if (!validate(answer.json)) problems.push(...(validate.errors ?? []).map((e) => `body${e.instancePath} ${e.message ?? ''}`));
+  if (!validate(answer.json)) problems.push(...(validate.errors ?? []).map((e: ErrorObject) => `body${e.instancePath} ${e.message ?? ''}`));
   return problems;
 }
 
@@ -78,5 +78,5 @@ function responseSchemaPath(path: string, method: string, status: string, respon
 export function schemaProblems(component: string, value: unknown): string[] {
   const validate = ajv.getSchema(`${DOC_ID}#/components/schemas/${component}`);
   if (!validate) return [`no component schema ${component}`];
-  return validate(value) ? [] : (validate.errors ?? []).map((e) => `${e.instancePath} ${e.message ?? ''}`);
+  return validate(value) ? [] : (validate.errors ?? []).map((e: ErrorObject) => `${e.instancePath} ${e.message ?? ''}`);
 }
