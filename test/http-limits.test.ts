@@ -84,7 +84,9 @@ describe('clients that go away', () => {
     ['half-way through the body (RST)', 150_000, 'reset'],
   ] as const)('disconnect %s: memory and the request slot are freed, the unit is refunded', async (_name, after, how) => {
     const { name, key: k } = await server.account();
-    const a = await upload('protect', imageForm(medium), { abortAfter: after, abortHow: how }, k);
+    // Hang up only once the server is handling the request (when any body is sent at all).
+    const handled = () => server.readyzUntil('the request to be in flight', (r) => r.inflight.requests === 1);
+    const a = await upload('protect', imageForm(medium), { abortAfter: after, abortHow: how, onProgress: handled }, k);
     expect(a.status).toBe(0);
     const ready = await server.settled();
     expect(ready.inflight).toEqual({ requests: 0, bytes: 0 });

@@ -115,6 +115,7 @@ describe('a default server', () => {
       headers: { Authorization: `Bearer ${key}`, 'Content-Type': form.contentType },
       body: form.body,
       abortAfter: 100,
+      onProgress: () => server.readyzUntil('the request to be in flight', (r) => r.inflight.requests === 1), // then hang up
     });
     expect(aborted.status).toBe(0);
     await server.settled();
@@ -234,7 +235,11 @@ describe('a pool of one worker with a queue of one', () => {
       path: '/api/v1/verify',
       headers: { Authorization: `Bearer ${k}`, 'Content-Type': form.contentType },
       body: form.body,
-      abortAfter: form.body.length, // the whole body, then hang up before the answer
+      // The whole body; hang up once its task runs, before the answer.
+      abortAfter: form.body.length,
+      onProgress: async (sent) => {
+        if (sent === form.body.length) await server.readyzUntil('the task to run', (r) => r.pool.running === 1);
+      },
     });
     expect(gone.status).toBe(0);
     await server.settled();

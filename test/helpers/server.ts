@@ -346,7 +346,7 @@ export interface RawOptions {
   /** Give up (status 0) when no answer came within this many milliseconds; default 30 s, a hang detector. */
   timeoutMs?: number;
   /** Called after each chunk is handed to the socket, with the body bytes sent so far. */
-  onProgress?: (sent: number) => void | Promise<void>;
+  onProgress?: (sent: number) => unknown;
 }
 
 export interface RawAnswer extends Answer {
