@@ -38,6 +38,8 @@ export interface LoadOptions {
   memory: boolean;
   memoryUploads: number;
   memoryBytes: number;
+  /** Seconds of idle watched after the memory test. */
+  memorySettleS: number;
   out: string;
   smoke: boolean;
   maxOutstanding: number;
@@ -64,6 +66,7 @@ export const DEFAULTS: Omit<LoadOptions, 'command'> = {
   memory: false,
   memoryUploads: 64,
   memoryBytes: 25 * 1024 * 1024,
+  memorySettleS: 30,
   out: './bench-results',
   smoke: false,
   maxOutstanding: 128,
@@ -257,7 +260,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
   if (!headline) throw new Error(`no corpus image named ${opts.image}; have ${corpus.map((c) => c.name).join(', ')}`);
 
   const floors = new Map<string, Floors | undefined>();
-  for (const img of corpus) {
+  for (const img of opts.scenarios.length || opts.profile ? corpus : []) {
     floors.set(img.name, await floorsOf(img.path));
     const f = floors.get(img.name);
     log(`floor ${img.name} (${(img.bytes.length / 1e6).toFixed(2)} MB): protect ${f?.protect_ms.toFixed(2) ?? 'n/a'} ms, decode ${f?.decode_ms.toFixed(1) ?? 'n/a'} ms`);
@@ -306,7 +309,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
   let memory: MemoryResult | undefined;
   if (opts.memory) {
     if (opts.url) log('memory: skipped with --url (it needs a fresh server with the default configuration on this machine)');
-    else memory = await memoryTest({ uploads: opts.memoryUploads, bytes: opts.memoryBytes, log, settleS: opts.smoke ? 4 : 20 });
+    else memory = await memoryTest({ uploads: opts.memoryUploads, bytes: opts.memoryBytes, log, settleS: opts.memorySettleS, lightTrafficS: opts.smoke ? 1 : 10 });
   }
 
   info.loadAverageAtEnd = loadavg();

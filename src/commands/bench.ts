@@ -25,6 +25,7 @@ load-latency.svg. OPTMARK_* variables in the environment configure the server un
   --memory               also run the memory test: 64 concurrent 25 MiB uploads, default config
   --memory-uploads N     uploads in the memory test (default 64)
   --memory-mib N         size of each memory-test upload in MiB (default 25)
+  --memory-settle S      seconds of idle watched after the memory test (default 30)
   --skip-naive           do not run the naive server
   --skip-profile         skip the unloaded per-image cost table
   --url URL --key KEY    target a running server instead (add --pid N if it runs on this machine)
@@ -67,6 +68,7 @@ export async function main(args: string[]): Promise<number> {
     memory: { type: 'boolean' },
     'memory-uploads': { type: 'string' },
     'memory-mib': { type: 'string' },
+    'memory-settle': { type: 'string' },
     'skip-naive': { type: 'boolean' },
     'skip-profile': { type: 'boolean' },
     url: { type: 'string' },
@@ -112,6 +114,7 @@ export async function main(args: string[]): Promise<number> {
     memory: values.memory ?? false,
     memoryUploads: wholeNumber('--memory-uploads', values['memory-uploads']) ?? DEFAULTS.memoryUploads,
     memoryBytes: Math.round((positive('--memory-mib', values['memory-mib']) ?? 25) * 1024 * 1024),
+    memorySettleS: positive('--memory-settle', values['memory-settle']) ?? (smoke ? 2 : DEFAULTS.memorySettleS),
     out: values.out ?? DEFAULTS.out,
     smoke,
     logLevel: values['log-level'],

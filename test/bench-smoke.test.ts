@@ -1,0 +1,121 @@
+// The benchmark suite keeps working: a smoke run of the load test against a real server (1 MP image, two
+// one-second steps, a scaled-down memory test) and of the micro-benchmark runner. Reports must exist,
+// parse and carry their fields. Nothing here asserts a time: the figures of a smoke run mean nothing.
+import { spawnSync } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const CLI = join(ROOT, 'dist', 'src', 'cli.js');
+const RUNNER = join(ROOT, 'dist', 'bench', 'run.js');
+let out = '';
+
+beforeAll(() => {
+  if (!existsSync(CLI) || !existsSync(RUNNER)) throw new Error('dist/ is missing: run `npm run build` first');
+  out = mkdtempSync(join(tmpdir(), 'optmark-bench-smoke-'));
+});
+afterAll(() => rmSync(out, { recursive: true, force: true }));
+
+interface Step {
+  offeredRps: number;
+  achievedRps: number;
+  scheduled: number;
+  ok: number;
+  overloaded: number;
+  notSent: number;
+  cutOff: number;
+  transportErrors: number;
+  otherStatus: Record<string, number>;
+  mbInPerS: number;
+  mbOutPerS: number;
+  latencyMs: { p50: number; p95: number; p99: number; max: number };
+  server: { cpuS: number | null; cpuMsPerRequest: number | null; peakRssMiB: number | null; threads: unknown[] };
+  generator: { cpuMsPerRequest: number };
+}
+
+describe('bench load --smoke', () => {
+  it('drives a real server and the naive server, and writes JSON, Markdown and SVG reports', () => {
+    const r = spawnSync(
+      process.execPath,
+      [CLI, 'bench', 'load', '--smoke', '--memory', '--memory-uploads', '4', '--memory-mib', '1', '--memory-settle', '1', '--out', out],
+      { cwd: ROOT, encoding: 'utf8', timeout: 200_000, env: { ...process.env, OPTMARK_LOG_LEVEL: 'warn' } },
+    );
+    expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
+    for (const f of ['load-report.json', 'load-report.md', 'load-latency.svg']) expect(existsSync(join(out, f)), f).toBe(true);
+
+    const report = JSON.parse(readFileSync(join(out, 'load-report.json'), 'utf8'));
+    expect(report).toMatchObject({ version: 1, settings: { smoke: true, headline: 'jpeg-1mp' }, server: { started: true } });
+    expect(report.machine.cores).toBeGreaterThan(0);
+    expect(report.server.readyz).toMatchObject({ status: 'ready' });
+    expect(report.corpus).toHaveLength(1);
+    expect(report.corpus[0].floors.protect_ms).toBeGreaterThan(0);
+    expect(report.corpus[0].floors.decode_ms).toBeGreaterThan(0);
+
+    const seen = report.scenarios.map((s: { scenario: string; target: string }) => `${s.target} ${s.scenario}`).sort();
+    expect(seen).toEqual(['naive mix', 'naive protect', 'optmark mix', 'optmark protect', 'optmark verify']);
+    for (const sc of report.scenarios) {
+      expect(sc.steps).toHaveLength(2);
+      expect(sc.summary).toHaveProperty('maxAchievedRps');
+      for (const step of sc.steps as Step[]) {
+        const others = Object.values(step.otherStatus).reduce((a, b) => a + b, 0);
+        // Every scheduled request is accounted for exactly once.
+        expect(step.ok + step.overloaded + step.notSent + step.cutOff + step.transportErrors + others).toBe(step.scheduled);
+        expect(step.ok, `${sc.target} ${sc.scenario} @ ${step.offeredRps}`).toBeGreaterThan(0);
+        for (const k of ['p50', 'p95', 'p99', 'max'] as const) expect(typeof step.latencyMs[k]).toBe('number');
+        expect(step.mbInPerS).toBeGreaterThan(0);
+        expect(step.mbOutPerS).toBeGreaterThan(0);
+        expect(typeof step.generator.cpuMsPerRequest).toBe('number');
+        if (process.platform === 'linux') {
+          expect(typeof step.server.cpuS).toBe('number');
+          expect(step.server.peakRssMiB).toBeGreaterThan(0);
+          expect(Array.isArray(step.server.threads)).toBe(true);
+        }
+      }
+    }
+    expect(report.profile.length).toBeGreaterThan(0);
+
+    const ids = report.targets.map((t: { id: string }) => t.id);
+    expect(ids).toEqual(expect.arrayContaining(['protect-throughput', 'protect-cpu', 'tail-latency', 'verify-cpu', 'memory-peak', 'memory-answers', 'memory-settles']));
+    // A smoke run judges nothing.
+    for (const t of report.targets) expect(t.met ?? null).toBeNull();
+
+    expect(report.memory.waves).toHaveLength(2);
+    for (const w of report.memory.waves) {
+      expect(w.uploads).toBe(4);
+      expect(w.ok + w.overloadedWithRetryAfter, JSON.stringify(w)).toBe(4);
+    }
+    expect(report.memory.peakRssMiB).toBeGreaterThan(0);
+
+    const md = readFileSync(join(out, 'load-report.md'), 'utf8');
+    for (const h of ['# optmark capacity report', '## Summary', '## Targets', '## Steps', '## Memory under pressure', 'load-latency.svg']) expect(md).toContain(h);
+    const svg = readFileSync(join(out, 'load-latency.svg'), 'utf8');
+    expect(svg.startsWith('<svg')).toBe(true);
+    expect(svg.trimEnd().endsWith('</svg>')).toBe(true);
+    expect(svg).toContain('<path');
+  }, 240_000);
+
+  it('refuses unknown scenarios and a --url without a key', () => {
+    const bad = spawnSync(process.execPath, [CLI, 'bench', 'load', '--scenarios', 'upload'], { cwd: ROOT, encoding: 'utf8' });
+    expect(bad.status).toBe(2);
+    expect(bad.stderr).toContain('unknown scenario');
+    const nokey = spawnSync(process.execPath, [CLI, 'bench', 'load', '--url', 'http://127.0.0.1:1'], { cwd: ROOT, encoding: 'utf8' });
+    expect(nokey.status).toBe(2);
+    expect(nokey.stderr).toContain('--key');
+  });
+});
+
+describe('npm run bench (runner)', () => {
+  it('lists the micro-benchmarks and runs a filtered one as a child process', () => {
+    const list = spawnSync(process.execPath, [RUNNER, '--list'], { cwd: ROOT, encoding: 'utf8' });
+    expect(list.status).toBe(0);
+    expect(list.stdout.split('\n')).toEqual(expect.arrayContaining(['body', 'multipart', 'decode', 'quota']));
+    const run = spawnSync(process.execPath, [RUNNER, 'body'], { cwd: ROOT, encoding: 'utf8', timeout: 200_000, env: { ...process.env, BENCH_QUICK: '1' } });
+    expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0);
+    expect(run.stdout).toContain('floor: copy + sha256 + base64 + concat');
+    expect(run.stdout).toMatch(/ok\s+body/);
+    const none = spawnSync(process.execPath, [RUNNER, 'no-such-bench'], { cwd: ROOT, encoding: 'utf8' });
+    expect(none.status).toBe(2);
+  }, 240_000);
+});
