@@ -180,6 +180,10 @@ describe('optmark mark', () => {
     const secret = await loadFingerprintSecret({ dataDir });
     expect((await detectFingerprint(bytes, secret, { maxPixels: 1e8 })).present).toBe(true);
     expect(await verifyProvenance(bytes, await Keyring.open({ dataDir }))).toMatchObject({ present: true, valid: true, verifiable: true });
+    // Marking the output again (re-encoded once more, its old XMP kept by libvips in a text chunk) works too.
+    const again = tempDir();
+    expect(optmark(dataDir, ['mark', join(out, 'p.png'), '--out', again, '--fingerprint', '--provenance']).status).toBe(0);
+    expect(await verifyProvenance(readFileSync(join(again, 'p.png')), await Keyring.open({ dataDir }))).toMatchObject({ valid: true });
   });
 });
 

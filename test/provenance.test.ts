@@ -6,6 +6,7 @@
 import { generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { crc32 } from 'node:zlib';
 import { join } from 'node:path';
 import { ExifTool } from 'exiftool-vendored';
 import sharp from 'sharp';
@@ -74,6 +75,16 @@ function tagProperty(doc: Document, local: string) {
 
 function setTag(doc: Document, local: string, value: string): void {
   setSimpleProperty(doc, NS_PROVENANCE, 'optmark', local, value);
+}
+
+/** One PNG chunk: length, type, data, CRC. */
+function pngChunk(type: string, data: Buffer): Buffer {
+  const head = Buffer.alloc(8);
+  head.writeUInt32BE(data.length, 0);
+  head.write(type, 4, 'latin1');
+  const crc = Buffer.alloc(4);
+  crc.writeUInt32BE(crc32(Buffer.concat([head.subarray(4), data])) >>> 0, 0);
+  return Buffer.concat([head, data, crc]);
 }
 
 const status = (r: ProvenanceReport) => ({ present: r.present, valid: r.valid, verifiable: r.verifiable });
@@ -309,6 +320,25 @@ describe('verification', () => {
     expect(findProperties(doc, (ns) => ns === NS_PROVENANCE)).toHaveLength(5);
     expect(tagProperty(doc, 'SignedAt').textContent).toBe('2030-01-01T00:00:00Z');
     expect(status(await verifyProvenance(again, ring))).toEqual(ALL_VALID);
+  });
+
+  it('re-signing a tagged PNG that a re-encoder gave a stale copy of its XMP (libvips: zTXt) yields a valid tag', async () => {
+    const reencoded = await sharp(signed.get('png')!).keepXmp().png().toBuffer();
+    expect(requireFormat(reencoded).readXmp(reencoded).packets.length).toBeGreaterThan(0);
+    const again = Buffer.from((await protectSigned(reencoded, key)).bytes);
+    // The stale tag is still there in the kept text chunk, and ignored: only the main packet carries the tag.
+    expect(requireFormat(again).readXmp(again).packets).toHaveLength(2);
+    expect(status(await verifyProvenance(again, ring))).toEqual(ALL_VALID);
+  });
+
+  it('another packet that flips the opt-out against the vouched value makes the tag invalid', async () => {
+    const allowed = Buffer.from((await protectSigned(inputs.get('png')!, key, { token: 'DMI-ALLOWED' })).bytes);
+    expect(status(await verifyProvenance(allowed, ring))).toEqual(ALL_VALID);
+    const packet = `<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="${NS_RDF}"><rdf:Description xmlns:plus="http://ns.useplus.org/ldf/xmp/1.0/" plus:DataMining="http://ns.useplus.org/ldf/vocab/DMI-PROHIBITED"/></rdf:RDF></x:xmpmeta>`;
+    const iend = allowed.length - 12;
+    const flipped = Buffer.concat([allowed.subarray(0, iend), pngChunk('tEXt', Buffer.from(`XML:com.adobe.xmp\0${packet}`, 'latin1')), allowed.subarray(iend)]);
+    expect(read(flipped).optedOut).toBe(true);
+    expect(await verifyProvenance(flipped, ring)).toMatchObject({ present: true, valid: false, reason: 'value_mismatch' });
   });
 
   it('a JPEG whose XMP needs Extended XMP still carries a valid tag', async () => {

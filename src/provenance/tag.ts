@@ -114,9 +114,14 @@ export type TagReading =
   | { state: 'malformed'; keyId: string | undefined; problem: string }
   | { state: 'present'; tag: SignedTag };
 
-/** Reads the tag from every packet of a file. Never throws: anything unusable is `malformed`. */
+/**
+ * Reads the tag from the main packet and its Extended XMP: the packet protect writes. Other packets
+ * are ignored, because they can hold a stale tag protect keeps byte for byte (libvips writes PNG XMP
+ * into zTXt, so a re-encoded tagged PNG carries its old tag there). Never throws: anything unusable
+ * is `malformed`.
+ */
 export function readTag(view: XmpView): TagReading {
-  const docs = [view.main, view.extended, ...view.others].filter((d): d is Document => d !== undefined);
+  const docs = [view.main, view.extended].filter((d): d is Document => d !== undefined);
   const seen = new Map<string, Set<string>>();
   let any = false;
   for (const doc of docs) {

@@ -6,7 +6,7 @@
  */
 import type { KeyObject } from 'node:crypto';
 import { detectFormat, type XmpPayload } from '../formats/index.js';
-import { dataMiningValues, openPayload, tokenOf, type XmpView } from '../xmp/index.js';
+import { dataMiningValues, isOptOut, openPayload, readOptOut, tokenOf, type XmpView } from '../xmp/index.js';
 import { contentDigest } from './digest.js';
 import { NS_PROVENANCE, readTag, signatureHolds } from './tag.js';
 
@@ -18,7 +18,7 @@ export type ProvenanceReason =
   /** This server has no public key for the tag's key id. */
   | 'unknown_key'
   | 'bad_signature'
-  /** plus:DataMining in the file is not (only) the value the tag vouches for, or is gone. */
+  /** plus:DataMining beside the tag is not (only) the value it vouches for, or is gone, or another packet flips the opt-out. */
   | 'value_mismatch'
   /** The content outside the XMP changed since signing (pixels, EXIF, ICC, other chunks). */
   | 'digest_mismatch';
@@ -80,9 +80,7 @@ export async function verifyProvenance(bytes: Uint8Array, keys: PublicKeys): Pro
   const key = await findKey(keys, tag.keyId);
   if (!key) return report(true, false, 'unknown_key', tag.keyId);
   if (!signatureHolds(tag, key)) return report(true, true, 'bad_signature', tag.keyId);
-  const vouched = tokenOf(tag.dataMining);
-  const values = dataMiningValues(view);
-  if (values.length === 0 || values.some((v) => tokenOf(v) !== vouched)) return report(true, true, 'value_mismatch', tag.keyId);
+  if (!vouchedValueHolds(view, tag.dataMining)) return report(true, true, 'value_mismatch', tag.keyId);
   let digest: string | undefined;
   try {
     digest = contentDigest(format, bytes);
@@ -90,6 +88,18 @@ export async function verifyProvenance(bytes: Uint8Array, keys: PublicKeys): Pro
     digest = undefined; // structure past the XMP is damaged: it is not the content that was signed
   }
   return report(true, true, digest === tag.contentDigest ? 'valid' : 'digest_mismatch', tag.keyId);
+}
+
+/**
+ * The vouched value holds when the packet the tag sits in says exactly that value (every DataMining
+ * value there, at least one), and the file as a whole reads the same way (optedOut as verify reports
+ * it, over every packet): a packet elsewhere cannot turn a vouched opt-out into "allowed" or back.
+ */
+function vouchedValueHolds(view: XmpView, vouchedValue: string): boolean {
+  const vouched = tokenOf(vouchedValue);
+  const own = dataMiningValues({ ...view, others: [] });
+  if (own.length === 0 || own.some((v) => tokenOf(v) !== vouched)) return false;
+  return readOptOut(view).optedOut === isOptOut(vouchedValue);
 }
 
 async function findKey(keys: PublicKeys, keyId: string): Promise<KeyObject | undefined> {
