@@ -89,7 +89,12 @@ export class TestServer {
     requireBuild();
     const dataDir = options.dataDir ?? mkdtempSync(join(tmpdir(), 'optmark-http-'));
     const server = new TestServer(dataDir, options.env ?? {}, options.dataDir === undefined);
-    await server.restart();
+    try {
+      await server.restart();
+    } catch (err) {
+      await server.dispose();
+      throw err;
+    }
     return server;
   }
 
