@@ -29,6 +29,9 @@ function usage(): string {
   return `usage: optmark <command> [args]\n\ncommands:\n${lines.join('\n')}\n`;
 }
 
+/** Errors whose message already says what went wrong and what to do. */
+const EXPLAINED_ERRORS = new Set(['UwsFallbackError']);
+
 async function run(argv: string[]): Promise<number> {
   const [name, ...args] = argv;
   if (name === undefined || name === 'help' || name === '--help' || name === '-h') {
@@ -57,6 +60,12 @@ run(process.argv.slice(2)).then(
     if (err instanceof UsageError) {
       process.stderr.write(`optmark: ${err.message}\n`);
       process.exitCode = 2;
+      return;
+    }
+    if (err instanceof Error && EXPLAINED_ERRORS.has(err.name)) {
+      // These carry their own explanation and remedies; a stack trace would only bury them.
+      process.stderr.write(`optmark: ${err.message}\n`);
+      process.exitCode = 1;
       return;
     }
     process.stderr.write(`optmark: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);

@@ -58,6 +58,7 @@ export class HttpServer {
       app.any(path, (res, req) => this.#simple(res, req, path, (ex) => ex.error('method_not_allowed', `${path} accepts POST only.`, { Allow: 'POST' })));
     }
     app.get('/healthz', (res, req) => this.#simple(res, req, '/healthz', (ex) => ex.json(200, '{"status":"ok"}')));
+    app.head('/healthz', (res, req) => this.#simple(res, req, '/healthz', (ex) => ex.json(200, '')));
     app.get('/readyz', (res, req) => this.#simple(res, req, '/readyz', (ex) => this.#readyz(ex)));
     app.get('/metrics', (res, req) => {
       const ex = this.#exchange(res, req, '/metrics');
