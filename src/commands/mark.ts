@@ -7,7 +7,7 @@
  * terminal, the summary to stdout; the exit status is 1 when any file failed.
  */
 import { randomBytes } from 'node:crypto';
-import { mkdir, open, readdir, readFile, realpath, rename, stat, unlink, writeFile } from 'node:fs/promises';
+import { chmod, mkdir, open, readdir, readFile, realpath, rename, stat, unlink, writeFile } from 'node:fs/promises';
 import { basename, dirname, extname, join, parse, relative, resolve } from 'node:path';
 import { loadConfig, type Config } from '../config.js';
 import { loadFingerprintSecret } from '../fingerprint/index.js';
@@ -214,7 +214,8 @@ async function writeAtomically(target: string, bytes: Uint8Array, mode: number |
   await mkdir(dirname(target), { recursive: true });
   const tmp = join(dirname(target), `.${basename(target)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
   try {
-    await writeFile(tmp, bytes, { flag: 'wx', ...(mode !== undefined ? { mode } : {}) });
+    await writeFile(tmp, bytes, { flag: 'wx' });
+    if (mode !== undefined) await chmod(tmp, mode); // exactly the input's mode, not masked by the umask
     await rename(tmp, target);
   } catch (err) {
     await unlink(tmp).catch(() => undefined);
