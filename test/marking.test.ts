@@ -3,6 +3,7 @@
  * protect() on each (structure, every non-XMP byte, pixels, merge, idempotence), the options, an
  * `invalid` table of error codes, and regressions named after the problem they pin.
  */
+import { createHash } from 'node:crypto';
 import { ExifTool } from 'exiftool-vendored';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES, OptmarkError } from '../src/errors.js';
@@ -188,6 +189,24 @@ const invalid: Array<{ name: string; code: string; bytes: () => Promise<Uint8Arr
   { name: 'WebP: chunk size beyond the RIFF', code: 'damaged_image', bytes: async () => withLe(await fx.bytes('base.webp'), 16, 0x7fffffff) },
   { name: 'WebP: simple VP8 with a bad start code', code: 'damaged_image', only: 'protect', bytes: async () => corruptAt(await fx.bytes('base.webp'), 20 + 3) },
   { name: 'WebP: simple VP8L with a bad signature', code: 'damaged_image', only: 'protect', bytes: async () => corruptAt(await fx.bytes('lossless.webp'), 20) },
+  { name: 'XMP: more markup than a file may hold (300k nodes)', code: 'limit_exceeded', bytes: async () => withXmp('png', await fx.bytes('base.png'), utf8(packet({ body: '<dc:x/>'.repeat(310_000) }))) },
+  {
+    name: 'XMP: more packets than a file may hold',
+    code: 'limit_exceeded',
+    bytes: async () => jpegWith(await fx.bytes('base.jpg'), Array.from({ length: 65 }, () => app1Xmp(utf8(packet())))),
+  },
+  {
+    name: 'XMP: more properties to merge than protect copies (Extended XMP of 25k properties)',
+    code: 'limit_exceeded',
+    only: 'protect',
+    bytes: async () => {
+      const ext = utf8(`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="${NS.rdf}"><rdf:Description rdf:about="" xmlns:dc="${NS.dc}">${Array.from({ length: 25_000 }, (_, i) => `<dc:p${i}>v</dc:p${i}>`).join('')}</rdf:Description></rdf:RDF></x:xmpmeta>`);
+      const guid = createHash('md5').update(ext).digest('hex').toUpperCase();
+      const segs = [app1Xmp(utf8(packet({ ns: { xmpNote: NS.xmpNote }, attrs: { 'xmpNote:HasExtendedXMP': guid } })))];
+      for (let at = 0; at < ext.length; at += 60_000) segs.push(app1Ext(guid, ext.length, at, ext.subarray(at, at + 60_000)));
+      return jpegWith(await fx.bytes('base.jpg'), segs, 0);
+    },
+  },
 ];
 
 function pngWithout(b: Uint8Array, type: string): Buffer {
@@ -300,6 +319,53 @@ describe('regressions', () => {
       expect(types.indexOf('iTXt')).toBeGreaterThan(text);
       expect(await exiftoolDataMining(et, fx.write(name, out))).toBe('DMI-PROHIBITED-AIMLTRAINING');
     }
+  });
+
+  // Hang detectors: each of these took minutes before (O(n²) in xmldom's child re-indexing and
+  // attribute scans); linear now, they take well under a second. The bound only catches a relapse.
+  const HANG = 10_000;
+
+  it('merging a packet of 16k rdf:Descriptions (each its own namespace) was quadratic: 272 s for 1.2 MB', async () => {
+    const descs = Array.from({ length: 16_000 }, (_, i) => `<rdf:Description rdf:about="" xmlns:n${i}="http://example.com/${i}/" n${i}:p="v"/>`).join('');
+    const other = utf8(`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="${NS.rdf}">${descs}</rdf:RDF></x:xmpmeta>`);
+    const input = pngWith(withXmp('png', await fx.bytes('base.png'), utf8(packet({ body: DC_BODY }))), [itxtXmp(other)], 'afterIdat', false);
+    const t0 = performance.now();
+    const out = protect(input).bytes;
+    expect(performance.now() - t0).toBeLessThan(HANG);
+    const xmp = xmpPackets('png', out)[0]!.toString('utf8');
+    expect(xmp).toContain('http://example.com/15999/');
+    expect(read(out).optedOut).toBe(true);
+  });
+
+  it('replacing 50k DataMining elements removed them one by one (quadratic)', async () => {
+    const body = `<plus:DataMining>${vocab('DMI-ALLOWED')}</plus:DataMining>\n`.repeat(50_000) + DC_BODY;
+    const input = withXmp('webp', await fx.bytes('base.webp'), utf8(packet({ ns: { plus: NS.plus }, body })));
+    const t0 = performance.now();
+    const out = protect(input).bytes;
+    expect(performance.now() - t0).toBeLessThan(HANG);
+    expect(read(out).values).toEqual([AIML]);
+    expect(xmpPackets('webp', out)[0]!.toString('utf8')).toContain('Bo Example');
+  });
+
+  it('moving 15k small properties to Extended XMP removed them one by one (quadratic)', async () => {
+    const ext = utf8(`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="${NS.rdf}"><rdf:Description rdf:about="" xmlns:dc="${NS.dc}">${Array.from({ length: 15_000 }, (_, i) => `<dc:p${i}>v</dc:p${i}>`).join('')}</rdf:Description></rdf:RDF></x:xmpmeta>`);
+    const guid = createHash('md5').update(ext).digest('hex').toUpperCase();
+    const segs = [app1Xmp(utf8(packet({ ns: { xmpNote: NS.xmpNote }, attrs: { 'xmpNote:HasExtendedXMP': guid } })))];
+    for (let at = 0; at < ext.length; at += 60_000) segs.push(app1Ext(guid, ext.length, at, ext.subarray(at, at + 60_000)));
+    const input = jpegWith(await fx.bytes('base.jpg'), segs, 0);
+    const t0 = performance.now();
+    const out = protect(input).bytes;
+    expect(performance.now() - t0).toBeLessThan(HANG);
+    expectMarkedStructure('jpeg', input, out);
+    expect(protect(out).changed).toBe(false);
+  });
+
+  it('attribute properties of a merged packet keep their values now that they are copied as elements (attribute copies were quadratic)', async () => {
+    const attrs = Object.fromEntries(Array.from({ length: 20 }, (_, i) => [`dc:a${i}`, `value ${i}`]));
+    const input = pngWith(withXmp('png', await fx.bytes('base.png'), utf8(packet())), [itxtXmp(utf8(packet({ attrs })))], 'afterIdat', false);
+    const out = protect(input).bytes;
+    const tags = await exiftoolXmp(et, fx.write('attrs.png', out));
+    for (let i = 0; i < 20; i++) expect(tags[`XMP-dc:A${i}`]).toBe(`value ${i}`);
   });
 
   it('an XML declaration was written back after the xpacket header (not well-formed XML)', async () => {

@@ -7,8 +7,8 @@ import { createHash } from 'node:crypto';
 import { LimitExceededError } from '../errors.js';
 import type { XmpPayload, XmpToWrite } from '../formats/types.js';
 import { NS_PLUS, NS_PLUS_HTTPS, NS_RDF, NS_X, NS_XMP_NOTE } from './namespaces.js';
-import { type Document, type Element, emptyPacket, parsePacket, serializeBare, serializeNode, serializePacket } from './packet.js';
-import { findProperties, mergeProperties, nodeElements, removeProperties, setSimpleProperty, valuesOf } from './properties.js';
+import { type Document, emptyPacket, markupBudget, parsePacket, serializeBare, serializeNode, serializePacket } from './packet.js';
+import { type PropertyRef, attrAsElement, findProperties, mergeProperties, nodeElements, removeProperties, removePropertyRefs, setSimpleProperty, valuesOf } from './properties.js';
 import { type DataMiningToken, isOptOut, tokenOf, tokenUri } from './vocab.js';
 
 export { DATA_MINING_TOKENS, DEFAULT_TOKEN, isOptOut, tokenOf, tokenUri, type DataMiningToken } from './vocab.js';
@@ -30,11 +30,21 @@ export interface XmpView {
 const isDataMining = (ns: string, local: string): boolean => local === 'DataMining' && (ns === NS_PLUS || ns === NS_PLUS_HTTPS);
 const isHasExtended = (ns: string, local: string): boolean => ns === NS_XMP_NOTE && local === 'HasExtendedXMP';
 
-/** Parses every packet a container found. */
+/** Standalone packets one file may carry; real files have one, sometimes a stray duplicate or two. */
+export const MAX_PACKETS = 64;
+/**
+ * Properties protect copies between documents (merging Extended XMP and further packets into the main
+ * one). xmldom copies a node in tens of microseconds; real files merge a handful.
+ */
+export const MAX_MERGED_PROPERTIES = 20_000;
+
+/** Parses every packet a container found, within one markup budget for the whole file. */
 export function openPayload(payload: XmpPayload): XmpView {
+  if (payload.packets.length > MAX_PACKETS) throw new LimitExceededError('the image carries more XMP packets than the processing limit');
   let unreadable = 0;
+  const budget = markupBudget();
   const parse = (bytes: Uint8Array): Document | undefined => {
-    const doc = parsePacket(bytes);
+    const doc = parsePacket(bytes, budget);
     if (!doc) unreadable++;
     return doc;
   };
@@ -97,9 +107,11 @@ export function carriesExactly(view: XmpView, token: DataMiningToken): boolean {
 /** One document holding everything the file's packets say: main, then Extended XMP, then the others. */
 export function mergedDocument(view: XmpView): Document {
   const base = view.main && hasXmpRoot(view.main) ? view.main : emptyPacket();
-  if (view.main && base !== view.main) mergeProperties(base, view.main);
-  if (view.extended) mergeProperties(base, view.extended);
-  for (const other of view.others) mergeProperties(base, other);
+  const incoming = [base !== view.main ? view.main : undefined, view.extended, ...view.others].filter((d): d is Document => d !== undefined);
+  let count = 0;
+  for (const doc of incoming) count += findProperties(doc, () => true).length;
+  if (count > MAX_MERGED_PROPERTIES) throw new LimitExceededError('XMP: more properties to merge than the processing limit');
+  for (const doc of incoming) mergeProperties(base, doc);
   removeProperties(base, isHasExtended);
   return base;
 }
@@ -121,35 +133,38 @@ const encoder = new TextEncoder();
 
 /**
  * Encodes the document for a container whose main packet holds at most `maxMainBytes`. When it does
- * not fit, the largest element properties move to Extended XMP (XMP spec part 3, 1.1.3.1) until the
- * main packet fits; DataMining always stays in the main packet, where every reader finds it.
+ * not fit, the largest properties move to Extended XMP (XMP spec part 3, 1.1.3.1) until the main
+ * packet fits; DataMining always stays in the main packet, where every reader finds it.
  */
 export function encodeForContainer(doc: Document, maxMainBytes: number): XmpToWrite {
   const whole = encoder.encode(serializePacket(doc));
   if (whole.length <= maxMainBytes) return { main: whole };
-  const movable: Array<{ el: Element; size: number }> = [];
-  for (const ref of findProperties(doc, (ns, local) => !isDataMining(ns, local))) {
-    if (ref.element) movable.push({ el: ref.element, size: Buffer.byteLength(serializeNode(ref.element)) });
-  }
+  const movable = findProperties(doc, (ns, local) => !isDataMining(ns, local)).map((ref) => ({ ref, size: serializedSize(ref) }));
   movable.sort((a, b) => b.size - a.size);
   const ext = emptyPacket();
   const extDesc = nodeElements(ext)[0]!;
   // Room for the HasExtendedXMP property and namespace declarations added below.
   const reserve = 400;
   let estimate = whole.length;
-  let moved = 0;
-  for (const { el, size } of movable) {
+  const moved: PropertyRef[] = [];
+  for (const { ref, size } of movable) {
     if (estimate + reserve <= maxMainBytes) break;
-    extDesc.appendChild(ext.importNode(el, true));
-    el.parentNode?.removeChild(el);
+    extDesc.appendChild(ref.element ? ext.importNode(ref.element, true) : attrAsElement(ext, ref.attr!));
+    moved.push(ref);
     estimate -= size;
-    moved++;
   }
-  if (moved === 0) throw new LimitExceededError('XMP packet too large for this container');
+  if (moved.length === 0) throw new LimitExceededError('XMP packet too large for this container');
+  removePropertyRefs(moved);
   const extBytes = encoder.encode(serializeBare(ext));
   const guid = createHash('md5').update(extBytes).digest('hex').toUpperCase();
   setSimpleProperty(doc, NS_XMP_NOTE, 'xmpNote', 'HasExtendedXMP', guid);
   const main = encoder.encode(serializePacket(doc));
   if (main.length > maxMainBytes) throw new LimitExceededError('XMP packet too large for this container even with Extended XMP');
   return { main, extended: { guid, data: extBytes } };
+}
+
+function serializedSize(ref: PropertyRef): number {
+  if (ref.element) return Buffer.byteLength(serializeNode(ref.element));
+  const a = ref.attr!;
+  return Buffer.byteLength(a.value) + a.name.length + 4;
 }

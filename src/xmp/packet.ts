@@ -4,11 +4,11 @@
  * literal text, as ExifTool shows it), and the DTD itself is dropped from the document, so it is never
  * written back; nesting depth is bounded so no later walk can overflow the stack.
  */
-import { DOMParser, XMLSerializer, type Document, type Element, type Node } from '@xmldom/xmldom';
+import { DOMParser, XMLSerializer, type Attr, type Document, type Element, type Node } from '@xmldom/xmldom';
 import { LimitExceededError } from '../errors.js';
 import { NS_RDF, NS_X, NS_XMLNS } from './namespaces.js';
 
-export type { Document, Element, Node };
+export type { Attr, Document, Element, Node };
 
 export const ELEMENT_NODE = 1;
 export const TEXT_NODE = 3;
@@ -17,6 +17,20 @@ export const PROCESSING_INSTRUCTION_NODE = 7;
 
 /** Packets larger than this are not parsed (containers already bound what they hand over). */
 export const MAX_PACKET_BYTES = 16 * 1024 * 1024;
+/**
+ * Markup one file's packets may hold together, counted as '<' characters (a bound on elements, PIs and
+ * comments). xmldom spends about 10 µs per node, so this keeps parsing a crafted file to a few seconds;
+ * real packets, even Photoshop's bloated DocumentAncestors lists, stay well below.
+ */
+export const MAX_MARKUP_PER_FILE = 300_000;
+
+/** What is left of a file's markup allowance; one per file, shared by all its packets. */
+export interface MarkupBudget {
+  remaining: number;
+}
+
+export const markupBudget = (): MarkupBudget => ({ remaining: MAX_MARKUP_PER_FILE });
+
 /** Deeper nesting than any real XMP needs; beyond it a packet is treated as unreadable. */
 const MAX_DEPTH = 200;
 
@@ -67,13 +81,16 @@ function depthWithin(root: Node, limit: number): boolean {
  * unreadable (XMP forbids DTDs, yet refusing the packet would lose a plainly written opt-out and every
  * other property on protect); it is removed, unexpanded.
  */
-export function parsePacket(bytes: Uint8Array): Document | undefined {
+export function parsePacket(bytes: Uint8Array, budget: MarkupBudget = markupBudget()): Document | undefined {
   if (bytes.length > MAX_PACKET_BYTES) throw new LimitExceededError('XMP packet too large');
   // The decoders drop a leading BOM; writers that pad packets with NULs get those trimmed.
   let text = decodePacket(bytes);
   let end = text.length;
   while (end > 0 && text.charCodeAt(end - 1) === 0) end--;
   if (end !== text.length) text = text.slice(0, end);
+  for (let at = text.indexOf('<'); at >= 0; at = text.indexOf('<', at + 1)) {
+    if (--budget.remaining < 0) throw new LimitExceededError('XMP holds more markup than the processing limit');
+  }
   let fatal = false;
   const parser = new DOMParser({
     locator: false,

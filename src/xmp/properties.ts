@@ -6,7 +6,7 @@
  */
 import type { Attr } from '@xmldom/xmldom';
 import { NS_RDF, NS_XML, NS_XMLNS } from './namespaces.js';
-import { type Document, type Element, elementChildren, ensureRdf, findRdf, ownText } from './packet.js';
+import { type Document, type Element, type Node, elementChildren, ensureRdf, findRdf, ownText } from './packet.js';
 
 export type PropertyMatch = (namespaceURI: string, localName: string) => boolean;
 
@@ -39,19 +39,22 @@ export function nodeElements(doc: Document): Element[] {
 /** Every top-level property the predicate accepts, in document order. */
 export function findProperties(doc: Document, match: PropertyMatch): PropertyRef[] {
   const out: PropertyRef[] = [];
-  for (const owner of nodeElements(doc)) {
-    for (const a of attrs(owner)) {
-      if (isPropertyAttr(a) && match(a.namespaceURI!, a.localName!)) {
-        out.push({ owner, namespaceURI: a.namespaceURI!, localName: a.localName!, attr: a });
-      }
-    }
-    for (const el of elementChildren(owner)) {
-      if (el.namespaceURI && match(el.namespaceURI, el.localName!)) {
-        out.push({ owner, namespaceURI: el.namespaceURI, localName: el.localName!, element: el });
-      }
+  for (const owner of nodeElements(doc)) propertiesOf(owner, match, out);
+  return out;
+}
+
+/** The properties of one node element the predicate accepts: its attributes, then its elements. */
+function propertiesOf(owner: Element, match: PropertyMatch, out: PropertyRef[]): void {
+  for (const a of attrs(owner)) {
+    if (isPropertyAttr(a) && match(a.namespaceURI!, a.localName!)) {
+      out.push({ owner, namespaceURI: a.namespaceURI!, localName: a.localName!, attr: a });
     }
   }
-  return out;
+  for (const el of elementChildren(owner)) {
+    if (el.namespaceURI && match(el.namespaceURI, el.localName!)) {
+      out.push({ owner, namespaceURI: el.namespaceURI, localName: el.localName!, element: el });
+    }
+  }
 }
 
 function rdfAttr(el: Element, local: string): string | null {
@@ -96,18 +99,54 @@ export function valuesOf(ref: PropertyRef): string[] {
 /** Removes every top-level property the predicate accepts; returns how many went. */
 export function removeProperties(doc: Document, match: PropertyMatch): number {
   const found = findProperties(doc, match);
-  for (const ref of found) {
-    if (ref.attr) ref.owner.removeAttributeNode(ref.attr);
-    else removeWithIndent(ref.element!);
-  }
+  removePropertyRefs(found);
   return found.length;
 }
 
-/** Removes an element and the white space that indented it, so repeated edits do not accumulate blank lines. */
-function removeWithIndent(el: Element): void {
-  const prev = el.previousSibling;
-  if (prev && prev.nodeType === 3 && /^\s*$/.test(prev.nodeValue ?? '')) prev.parentNode?.removeChild(prev);
-  el.parentNode?.removeChild(el);
+/**
+ * xmldom re-indexes a parent's childNodes on every removal and every insertion that is not an append,
+ * so removing k of n children one by one costs O(k*n): minutes for a crafted packet with 100k
+ * properties. Past this many removals from one parent, the parent is rebuilt once instead.
+ */
+const REBUILD_AFTER = 16;
+
+const isBlank = (n: Node | null): n is Node => !!n && n.nodeType === 3 && /^\s*$/.test(n.nodeValue ?? '');
+
+/**
+ * Removes the properties (found by findProperties, so top-level), element ones with the white space
+ * that indented them, so repeated edits do not accumulate blank lines. Other PropertyRefs into the
+ * same node elements may go stale: look them up again afterwards.
+ */
+export function removePropertyRefs(refs: readonly PropertyRef[]): void {
+  const byOwner = new Map<Element, Set<Node>>();
+  for (const ref of refs) {
+    if (ref.attr) {
+      ref.owner.removeAttributeNode(ref.attr);
+      continue;
+    }
+    const el = ref.element!;
+    let drop = byOwner.get(ref.owner);
+    if (!drop) byOwner.set(ref.owner, (drop = new Set()));
+    drop.add(el);
+    if (isBlank(el.previousSibling)) drop.add(el.previousSibling);
+  }
+  for (const [owner, drop] of byOwner) {
+    if (drop.size <= REBUILD_AFTER) {
+      for (const n of drop) owner.removeChild(n);
+      continue;
+    }
+    // Deep clones appended to a detached element: each append is O(1), and one replaceChild swaps it in.
+    const fresh = owner.cloneNode(false) as Element;
+    for (let c = owner.firstChild; c; c = c.nextSibling) if (!drop.has(c)) fresh.appendChild(c.cloneNode(true));
+    owner.parentNode!.replaceChild(fresh, owner);
+  }
+}
+
+/** A simple property written as an attribute, as the equivalent element (RDF allows either form). */
+export function attrAsElement(doc: Document, attr: Attr): Element {
+  const el = doc.createElementNS(attr.namespaceURI, attr.name);
+  el.appendChild(doc.createTextNode(attr.value));
+  return el;
 }
 
 /** The prefix bound to `ns` in scope at `el`, declaring one (preferring `preferred`) when none is. */
@@ -133,18 +172,18 @@ function mainDescription(doc: Document): Element | undefined {
   return desc;
 }
 
-/** Appends `child` to `parent` before its closing white space, indented like its siblings. */
+/**
+ * Appends `child` to `parent` before its closing white space, indented like the last element child
+ * (looked up from the end, so that appending stays O(1) in a parent with many children).
+ */
 function appendIndented(parent: Element, child: Element, fallbackIndent: string): void {
   const doc = parent.ownerDocument!;
   const last = parent.lastChild;
-  const trailing = last && last.nodeType === 3 && /^\s*$/.test(last.nodeValue ?? '') ? last : null;
+  const trailing = isBlank(last) ? last : null;
   let indent = fallbackIndent;
-  for (let c = parent.firstChild; c; c = c.nextSibling) {
-    if (c.nodeType === 3 && c !== trailing && /^\s+$/.test(c.nodeValue ?? '') && c.nextSibling?.nodeType === 1) {
-      indent = c.nodeValue!;
-      break;
-    }
-  }
+  const lastElement = trailing ? trailing.previousSibling : last;
+  const before = lastElement?.nodeType === 1 ? lastElement.previousSibling : null;
+  if (isBlank(before) && before.nodeValue) indent = before.nodeValue;
   const closing = trailing ? null : doc.createTextNode(indent.replace(/ {1,2}$/, ''));
   parent.insertBefore(doc.createTextNode(indent), trailing);
   parent.insertBefore(child, trailing);
@@ -168,30 +207,36 @@ export function setSimpleProperty(doc: Document, ns: string, preferredPrefix: st
 
 /**
  * Copies into `base` the top-level properties of `other` that `base` lacks (by namespace and name), in
- * a new rdf:Description per node element, so nothing of `other` is lost and nothing is duplicated.
+ * one new rdf:Description (all node elements of a packet describe the same resource), so nothing of
+ * `other` is lost and nothing is duplicated. Linear in the size of both documents.
  */
 export function mergeProperties(base: Document, other: Document): void {
   const rdf = ensureRdf(base);
   if (!rdf) return;
   const have = new Set(findProperties(base, () => true).map((p) => `${p.namespaceURI} ${p.localName}`));
-  for (const src of nodeElements(other)) {
-    const rdfPrefix = rdf.prefix ?? 'rdf';
-    const desc = base.createElementNS(NS_RDF, `${rdfPrefix}:Description`);
-    desc.setAttributeNS(NS_RDF, `${rdfPrefix}:about`, src.getAttributeNS(NS_RDF, 'about') ?? '');
-    let copied = 0;
-    for (const ref of findProperties(other, () => true)) {
-      if (ref.owner !== src) continue;
+  const sources = nodeElements(other);
+  const rdfPrefix = rdf.prefix ?? 'rdf';
+  const desc = base.createElementNS(NS_RDF, `${rdfPrefix}:Description`);
+  desc.setAttributeNS(NS_RDF, `${rdfPrefix}:about`, sources[0]?.getAttributeNS(NS_RDF, 'about') ?? '');
+  const elements: Element[] = [];
+  for (const src of sources) {
+    const refs: PropertyRef[] = [];
+    propertiesOf(src, () => true, refs);
+    for (const ref of refs) {
       const key = `${ref.namespaceURI} ${ref.localName}`;
       if (have.has(key)) continue;
       have.add(key);
-      copied++;
-      if (ref.attr) {
-        const prefix = prefixFor(desc, ref.namespaceURI, ref.attr.prefix ?? 'ns');
-        desc.setAttributeNS(ref.namespaceURI, `${prefix}:${ref.localName}`, ref.attr.value);
-      } else {
-        appendIndented(desc, base.importNode(ref.element!, true) as Element, '\n   ');
-      }
+      // Attribute properties become elements: xmldom's attribute and prefix lookups are linear scans,
+      // so copying thousands of attributes would be quadratic; the serializer declares each namespace.
+      elements.push(ref.attr ? attrAsElement(base, ref.attr) : (base.importNode(ref.element!, true) as Element));
     }
-    if (copied > 0) appendIndented(rdf, desc, '\n  ');
   }
+  if (elements.length === 0) return;
+  // Built by appends only (O(1) each in xmldom), laid out as appendIndented would lay it out.
+  for (const el of elements) {
+    desc.appendChild(base.createTextNode('\n   '));
+    desc.appendChild(el);
+  }
+  desc.appendChild(base.createTextNode('\n '));
+  appendIndented(rdf, desc, '\n  ');
 }
