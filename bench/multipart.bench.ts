@@ -36,8 +36,11 @@ const patterns: Array<[string, ArrayBuffer[]]> = [
   ['random 1..128 KiB chunks', chunks((i) => randomSizes[i % randomSizes.length]!)],
 ];
 
+/** Reused like an arena range: the receiver writes into it, it is never reallocated per upload. */
+const destination = new Uint8Array(new SharedArrayBuffer(body.length));
+
 async function receive(parts: ArrayBuffer[]): Promise<number> {
-  const rx = new MultipartReceiver({ contentType: req.contentType, declaredLength: body.length, maxImageBytes: 26_214_400, reserveMemory: () => true });
+  const rx = new MultipartReceiver({ contentType: req.contentType, destination, maxImageBytes: 26_214_400 });
   for (let i = 0; i < parts.length; i++) rx.push(parts[i]!, i === parts.length - 1);
   const got = await rx.done;
   if (got.bytes.length !== img!.bytes.length) throw new Error(`received ${got.bytes.length} bytes, sent ${img!.bytes.length}`);

@@ -16,7 +16,10 @@ export interface Config {
   poolSize: number;
   /** Tasks waiting for a worker beyond which requests are answered 503. */
   queueLength: number;
-  /** Upload bytes held in memory at once (receiving or processing); beyond it, 503. */
+  /**
+   * Size of the shared arena holding every in-flight upload and protect response body; when a request
+   * finds no room in it, 503. It is the server's bound on request memory.
+   */
   maxInflightBytes: number;
   taskTimeoutMs: number;
   shutdownTimeoutMs: number;
@@ -81,7 +84,9 @@ export function loadConfig(env: Env = process.env): Config {
   if (!(LOG_LEVELS as readonly string[]).includes(level)) {
     throw new ConfigError('OPTMARK_LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(level)}`);
   }
-  const maxInflightBytes = int(env, 'OPTMARK_MAX_INFLIGHT_BYTES', Math.max(192 * 1024 ** 2, 2 * maxUploadBytes), 1024, 64 * 1024 ** 3);
+  // The arena must hold at least one largest upload. A response body that finds no room in it is built in
+  // the worker's own memory instead (bounded by the pool size), so it need not hold the bodies too.
+  const maxInflightBytes = int(env, 'OPTMARK_MAX_INFLIGHT_BYTES', Math.max(384 * 1024 ** 2, 4 * maxUploadBytes), 1024, 64 * 1024 ** 3);
   if (maxInflightBytes < maxUploadBytes) {
     throw new ConfigError('OPTMARK_MAX_INFLIGHT_BYTES', `must be at least OPTMARK_MAX_UPLOAD_BYTES (${maxUploadBytes})`);
   }
@@ -120,7 +125,7 @@ export const CONFIG_DOC: ReadonlyArray<readonly [name: string, fallback: string,
   ['OPTMARK_MAX_PIXELS', '100000000', 'Pixel budget of any decode (verify detector, layers).'],
   ['OPTMARK_POOL_SIZE', 'CPU cores', 'Worker threads doing all per-byte work.'],
   ['OPTMARK_QUEUE_LENGTH', '8 x pool size', 'Tasks that may wait for a worker; beyond it 503 + Retry-After.'],
-  ['OPTMARK_MAX_INFLIGHT_BYTES', '192 MiB', 'Upload bytes held at once; beyond it 503 + Retry-After.'],
+  ['OPTMARK_MAX_INFLIGHT_BYTES', '384 MiB', 'Shared arena for in-flight uploads and response bodies; full means 503 + Retry-After.'],
   ['OPTMARK_TASK_TIMEOUT_MS', '30000', 'A task running longer is aborted and its worker replaced.'],
   ['OPTMARK_SHUTDOWN_TIMEOUT_MS', '10000', 'How long SIGTERM/SIGINT waits for in-flight requests.'],
   ['OPTMARK_LOG_LEVEL', 'info', 'fatal, error, warn, info, debug, trace or silent.'],

@@ -7,7 +7,7 @@ import { warmUpReceiver } from './http/receive.js';
 import { HttpServer } from './http/server.js';
 import { loadUws } from './http/uws.js';
 import { createLogger } from './log.js';
-import { ImagePool } from './pool/pool.js';
+import { ImagePool, workerInitFrom } from './pool/pool.js';
 import { Store } from './store/index.js';
 
 export interface Service {
@@ -41,13 +41,8 @@ export async function startService(config: Config, announce: (text: string) => v
     size: config.poolSize,
     queueLength: config.queueLength,
     taskTimeoutMs: config.taskTimeoutMs,
-    init: {
-      dataDir: config.dataDir,
-      maxPixels: config.maxPixels,
-      signingKeyFile: config.signingKeyFile,
-      fingerprintSecretFile: config.fingerprintSecretFile,
-      fingerprintDetect: config.fingerprintDetect,
-    },
+    init: workerInitFrom(config),
+    arenaBytes: config.maxInflightBytes,
   });
 
   const [warmed] = await Promise.all([pool.warmUp(), warmUpReceiver()]);
@@ -62,7 +57,6 @@ export async function startService(config: Config, announce: (text: string) => v
     host: config.host,
     port: config.port,
     maxUploadBytes: config.maxUploadBytes,
-    maxInflightBytes: config.maxInflightBytes,
   });
   const port = await server.listen();
   log.info({ host: config.host, port, transport, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');

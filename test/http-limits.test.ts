@@ -89,7 +89,7 @@ describe('clients that go away', () => {
     const a = await upload('protect', imageForm(medium), { abortAfter: after, abortHow: how, onProgress: handled }, k);
     expect(a.status).toBe(0);
     const ready = await server.settled();
-    expect(ready.inflight).toEqual({ requests: 0, bytes: 0 });
+    expect(ready.inflight).toMatchObject({ requests: 0, bytes: 0 });
     expect((await server.usage(name)).protect.used).toBe(0);
     expect((await api(server, 'protect', k, small)).status).toBe(200);
   });

@@ -9,7 +9,7 @@ import { toErrorShape } from '../src/errors.js';
 import { LiveLayers } from '../src/pipeline/layers-live.js';
 import { runMark } from '../src/pipeline/mark.js';
 import { runProtect } from '../src/pipeline/protect.js';
-import type { Task, TaskResult, WorkerInit } from '../src/pipeline/tasks.js';
+import type { ArenaRange, Task, TaskResult, WorkerInit } from '../src/pipeline/tasks.js';
 import { runVerify } from '../src/pipeline/verify.js';
 import { warmUp } from '../src/pipeline/warmup.js';
 
@@ -18,6 +18,12 @@ sharp.concurrency(1);
 sharp.cache(false);
 
 const init = workerData as WorkerInit;
+
+/** A view of an arena range; the arena is mapped once per worker, so a request costs no allocation. */
+function arenaView(range: ArenaRange): Uint8Array {
+  if (!init.arena) throw new Error('this pool has no arena');
+  return new Uint8Array(init.arena, range.offset, range.length);
+}
 // Keys and secrets load once per worker, on first use or at warm-up, never per request.
 const layers = new LiveLayers(init);
 
@@ -31,7 +37,7 @@ function standalone(view: Uint8Array): Uint8Array {
 
 /** Marks the result's buffer for transfer back to the event-loop thread. */
 function moved(result: TaskResult): TaskResult {
-  if (!result.ok || result.kind === 'warm') return result;
+  if (!result.ok || result.kind === 'warm' || result.kind === 'arena-body') return result;
   const out = result.kind === 'body' ? { ...result, body: standalone(result.body) } : { ...result, bytes: standalone(result.bytes) };
   const buffer = (out.kind === 'body' ? out.body : out.bytes).buffer;
   return Piscina.move({
@@ -48,9 +54,9 @@ export default async function handle(task: Task): Promise<TaskResult> {
   try {
     switch (task.kind) {
       case 'protect':
-        return moved(runProtect(task));
+        return moved(runProtect(arenaView(task.input), task.basename, task.output && arenaView(task.output)));
       case 'verify':
-        return moved(await runVerify(task, layers));
+        return moved(await runVerify(arenaView(task.input), layers));
       case 'mark':
         return moved(await runMark(task, layers));
       case 'warmup':

@@ -12,7 +12,7 @@ import { basename, dirname, extname, join, parse, relative, resolve } from 'node
 import { loadConfig, type Config } from '../config.js';
 import { loadFingerprintSecret } from '../fingerprint/index.js';
 import { detectFormat, type ContainerFormat } from '../formats/index.js';
-import { ImagePool } from '../pool/pool.js';
+import { ImagePool, workerInitFrom } from '../pool/pool.js';
 import { loadSigningKey } from '../provenance/index.js';
 import type { MarkTask } from '../pipeline/tasks.js';
 import { parseCommandArgs, UsageError } from './args.js';
@@ -337,13 +337,7 @@ async function markAll(jobs: Job[], config: Config, opts: Options, outcomes: Out
     // One task per lane, so nothing waits in the queue and the per-task deadline measures work only.
     queueLength: size,
     taskTimeoutMs: config.taskTimeoutMs,
-    init: {
-      dataDir: config.dataDir,
-      maxPixels: config.maxPixels,
-      signingKeyFile: config.signingKeyFile,
-      fingerprintSecretFile: config.fingerprintSecretFile,
-      fingerprintDetect: config.fingerprintDetect,
-    },
+    init: workerInitFrom(config),
   });
   try {
     await inLanes(jobs, size, async (job) => {

@@ -1,16 +1,19 @@
 /**
  * POST /api/v1/protect and /api/v1/verify: authenticate and check limits from the headers alone,
- * reserve a quota unit, stream the multipart body into one buffer, move it to a worker, write the
- * finished body back, then keep the unit on success or give it back on any failure.
+ * reserve a quota unit, stream the multipart body into a range of the shared arena, let a worker build
+ * the answer in another range, write it back, then keep the unit on success or give it back on any
+ * failure.
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
 import { OptmarkError, toErrorShape } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ImagePool } from '../pool/pool.js';
+import { protectBodyCapacity } from '../pipeline/body.js';
 import type { Task } from '../pipeline/tasks.js';
 import { rateLimitHeaders, wwwAuthenticate, type AuthResult, type Operation, type Reservation, type Store } from '../store/index.js';
 import { safeBasename, requestId } from './filename.js';
+import { RequestMemory } from './memory.js';
 import type { Metrics } from './metrics.js';
 import { MULTIPART_SLACK_BYTES, MultipartReceiver, checkContentType } from './receive.js';
 import { Exchange, type Headers } from './respond.js';
@@ -21,9 +24,8 @@ export interface ApiDeps {
   metrics: Metrics;
   log: Logger;
   maxUploadBytes: number;
-  maxInflightBytes: number;
   /** Requests in progress, for graceful shutdown. */
-  inflight: { count: number; bytes: number; idle: () => void };
+  inflight: { count: number; idle: () => void };
 }
 
 function parseLength(raw: string): number | undefined | 'invalid' {
@@ -51,12 +53,14 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
   const route = `/api/v1/${operation}`;
   const ex = new Exchange(res, id, route, process.hrtime.bigint());
   const { store, pool, metrics, log, inflight } = deps;
+  const arena = pool.arena;
+  if (!arena) throw new Error('the API needs a pool with an arena');
   inflight.count++;
 
   let reservation: Reservation | undefined;
   let accountId: number | undefined;
-  let heldBytes = 0;
   let finished = false;
+  const memory = new RequestMemory(arena, () => metrics.inflightBytes.set(arena.used));
   // Headers are a courtesy: a store that cannot be read must not turn an answer into a crash.
   const rlHeaders = (): Headers => {
     if (accountId === undefined) return {};
@@ -85,9 +89,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     if (finished) return;
     finished = true;
     settle(ok);
-    inflight.bytes -= heldBytes;
-    metrics.inflightBytes.set(inflight.bytes);
-    heldBytes = 0;
+    memory.releaseAll();
     const seconds = Number(process.hrtime.bigint() - ex.started) / 1e9;
     const status = ex.aborted && !ex.answered ? 499 : ex.status;
     metrics.observe(route, status, seconds, receiver?.received ?? 0, ex.sent);
@@ -106,6 +108,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
   };
 
   let receiver: MultipartReceiver | undefined;
+  let uploadSlot: ReturnType<RequestMemory['take']>;
   ex.onAbort(() => {
     receiver?.abandon(new OptmarkError('malformed_multipart', 'client went away'));
     finish(false);
@@ -136,18 +139,12 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
       });
     }
     reservation = reserved.reservation;
-    receiver = new MultipartReceiver({
-      contentType,
-      declaredLength: declared === undefined ? undefined : Math.min(declared, deps.maxUploadBytes),
-      maxImageBytes: deps.maxUploadBytes,
-      reserveMemory: (bytes) => {
-        if (inflight.bytes + bytes > deps.maxInflightBytes) return false;
-        inflight.bytes += bytes;
-        heldBytes += bytes;
-        metrics.inflightBytes.set(inflight.bytes);
-        return true;
-      },
-    });
+    // Room for the image: the declared length bounds it; without one, the limit does (shrunk later).
+    const capacity = declared === undefined ? deps.maxUploadBytes : Math.max(1, Math.min(declared, deps.maxUploadBytes));
+    const slot = memory.take(capacity);
+    if (!slot) throw new OptmarkError('overloaded', 'The server is holding as many uploads as it can; retry shortly.');
+    uploadSlot = slot;
+    receiver = new MultipartReceiver({ contentType, destination: memory.view(slot), maxImageBytes: deps.maxUploadBytes });
   } catch (err) {
     if (err instanceof OptmarkError && err.code === 'quota_exceeded') {
       const retry = (err as OptmarkError & { retryAfter: number }).retryAfter;
@@ -169,18 +166,35 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
   rx.done.then(
     async (image) => {
       if (ex.aborted) return;
+      // Hand the unused tail of the upload's range back before the worker runs.
+      const input = memory.shrink(uploadSlot!, image.bytes.length);
+      const output = operation === 'protect' ? memory.take(protectBodyCapacity(image.bytes.length)) : undefined;
+      const range = { offset: input.offset, length: image.bytes.length };
       const task: Task =
         operation === 'protect'
-          ? { kind: 'protect', input: image.bytes, basename: safeBasename(image.filename) }
-          : { kind: 'verify', input: image.bytes };
-      const result = await pool.run(task);
+          ? { kind: 'protect', input: range, output, basename: safeBasename(image.filename) }
+          : { kind: 'verify', input: range };
+      memory.lend();
+      let result;
+      try {
+        result = await pool.run(task);
+      } catch (err) {
+        memory.returned(false);
+        throw err;
+      }
+      memory.returned(true);
+      memory.free(input);
       if (!result.ok) {
         if (result.detail) log.error({ reqId: id, detail: result.detail }, 'worker failure');
         throw new OptmarkError(result.error.code, result.error.message);
       }
-      if (result.kind !== 'body') throw new Error('worker answered with the wrong result kind');
-      // The upload's memory went to the worker and is gone; the body replaces it until it is written.
-      const delivered = await ex.json(200, result.body, rlHeaders());
+      let body: Uint8Array;
+      if (result.kind === 'arena-body' && output) body = memory.view(output, result.length);
+      else if (result.kind === 'body') {
+        if (output) memory.free(output);
+        body = result.body;
+      } else throw new Error('worker answered with the wrong result kind');
+      const delivered = await ex.json(200, body, rlHeaders());
       finish(delivered);
     },
     (err: unknown) => {

@@ -31,7 +31,7 @@ export class Metrics {
   });
   readonly inflightBytes = new Gauge({
     name: 'optmark_inflight_upload_bytes',
-    help: 'Upload bytes held in memory right now (receiving or processing).',
+    help: 'Bytes of the shared request arena in use: uploads and response bodies in flight.',
     registers: [this.registry],
   });
 

@@ -23,7 +23,6 @@ export interface ServerOptions {
   host: string;
   port: number;
   maxUploadBytes: number;
-  maxInflightBytes: number;
 }
 
 const OPENAPI_PATH = new URL('../../../docs/openapi.json', import.meta.url);
@@ -32,7 +31,7 @@ export class HttpServer {
   readonly #app: TemplatedApp;
   readonly #options: ServerOptions;
   readonly metrics: Metrics;
-  readonly #inflight = { count: 0, bytes: 0, idle: () => {} };
+  readonly #inflight = { count: 0, idle: () => {} };
   #listen: us_listen_socket | undefined;
   #ready = false;
   #openapi: Buffer;
@@ -48,7 +47,6 @@ export class HttpServer {
       metrics: this.metrics,
       log: options.log,
       maxUploadBytes: options.maxUploadBytes,
-      maxInflightBytes: options.maxInflightBytes,
       inflight: this.#inflight,
     };
     const app = options.uws.App();
@@ -91,7 +89,7 @@ export class HttpServer {
       transport: this.#options.transport,
       pool,
       store: 'ok',
-      inflight: { requests: this.#inflight.count, bytes: this.#inflight.bytes },
+      inflight: { requests: this.#inflight.count, bytes: this.#options.pool.arena?.used ?? 0, capacity: this.#options.pool.arena?.capacity ?? 0 },
     });
     return ex.json(this.#ready ? 200 : 503, body);
   }

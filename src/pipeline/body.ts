@@ -21,10 +21,11 @@ export function sha256Hex(bytes: Uint8Array | readonly Uint8Array[]): string {
 }
 
 /**
- * `{"imageBase64", "mimeType", "filename", "sha256", "signals"}` as UTF-8 bytes in a standalone
- * (transferable) buffer; `produced` is the image, whole or as pieces in order.
+ * `{"imageBase64", "mimeType", "filename", "sha256", "signals"}` as UTF-8 bytes, `produced` being the
+ * image whole or as pieces in order. Written into `target` when it is given and large enough (the
+ * returned view then shares its memory), otherwise into a new standalone (transferable) buffer.
  */
-export function protectBody(produced: Uint8Array | readonly Uint8Array[], fields: ProtectFields): Buffer {
+export function protectBody(produced: Uint8Array | readonly Uint8Array[], fields: ProtectFields, target?: Uint8Array): Uint8Array {
   const pieces = produced instanceof Uint8Array ? [produced] : produced;
   let size = 0;
   for (const p of pieces) size += p.length;
@@ -35,14 +36,24 @@ export function protectBody(produced: Uint8Array | readonly Uint8Array[], fields
     'utf8',
   );
   const b64Length = base64Length(size);
+  const total = head.length + b64Length + tail.length;
   // allocUnsafeSlow: never a slice of Node's shared pool, so its ArrayBuffer can be transferred.
-  const out = Buffer.allocUnsafeSlow(head.length + b64Length + tail.length);
+  const out =
+    target && target.length >= total ? Buffer.from(target.buffer, target.byteOffset, total) : Buffer.allocUnsafeSlow(total);
   head.copy(out, 0);
   const written = base64Into(pieces, out, head.length);
   if (written !== b64Length) throw new Error(`base64 length ${written} != ${b64Length}`);
   tail.copy(out, head.length + b64Length);
   return out;
 }
+
+/** Room a protect body needs for an upload of `inputLength` bytes, with slack for XMP growth. */
+export function protectBodyCapacity(inputLength: number): number {
+  return base64Length(inputLength + PROTECT_GROWTH_SLACK) + 4096;
+}
+
+/** Bytes protect may add to a file (the XMP packet, Extended XMP segments) before the body needs its own buffer. */
+const PROTECT_GROWTH_SLACK = 256 * 1024;
 
 /** A small JSON body in a standalone buffer. */
 export function jsonBody(value: unknown): Buffer {

@@ -1,14 +1,15 @@
 /** The protect pipeline: opt-out field in, JSON body with the produced bytes out. */
 import { protect } from '../marking/engine.js';
 import { protectBody } from './body.js';
-import type { BodyResult, ProtectTask } from './tasks.js';
+import type { ArenaBodyResult, BodyResult } from './tasks.js';
 
-export function runProtect(task: ProtectTask): BodyResult {
-  const result = protect(task.input);
-  const body = protectBody(result.pieces, {
-    mimeType: result.mimeType,
-    filename: `${task.basename}.${result.extension}`,
-    signals: result.signals,
-  });
+/**
+ * Protects `input` and builds the response body, into `target` when it fits there (an arena range the
+ * event-loop thread reserved), else into a buffer of its own.
+ */
+export function runProtect(input: Uint8Array, basename: string, target?: Uint8Array): BodyResult | ArenaBodyResult {
+  const result = protect(input);
+  const body = protectBody(result.pieces, { mimeType: result.mimeType, filename: `${basename}.${result.extension}`, signals: result.signals }, target);
+  if (target && body.buffer === target.buffer && body.byteOffset === target.byteOffset) return { ok: true, kind: 'arena-body', length: body.length };
   return { ok: true, kind: 'body', body };
 }

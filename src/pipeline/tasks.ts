@@ -5,16 +5,26 @@
  */
 import type { ErrorShape } from '../errors.js';
 
+/** A byte range of the pool's shared arena (src/pool/arena.ts), which every worker maps once. */
+export interface ArenaRange {
+  offset: number;
+  length: number;
+}
+
 export interface ProtectTask {
   kind: 'protect';
-  input: Uint8Array;
+  /** The upload, in the arena. */
+  input: ArenaRange;
+  /** Where to write the response body, when the event-loop thread could reserve room for it. */
+  output: ArenaRange | undefined;
   /** Safe base name (no extension) for the produced file. */
   basename: string;
 }
 
 export interface VerifyTask {
   kind: 'verify';
-  input: Uint8Array;
+  /** The upload, in the arena. */
+  input: ArenaRange;
 }
 
 /** The layer path (CLI `mark`, dashboard): the opt-out field plus optional layers, raw bytes back. */
@@ -39,6 +49,13 @@ export interface BodyResult {
   body: Uint8Array;
 }
 
+/** A response body written into the task's output range of the arena. */
+export interface ArenaBodyResult {
+  ok: true;
+  kind: 'arena-body';
+  length: number;
+}
+
 export interface MarkResult {
   ok: true;
   kind: 'marked';
@@ -61,7 +78,7 @@ export interface WarmupResult {
   threadId: number;
 }
 
-export type TaskResult = BodyResult | MarkResult | WarmupResult | TaskFailure;
+export type TaskResult = BodyResult | ArenaBodyResult | MarkResult | WarmupResult | TaskFailure;
 
 /** What every worker is started with (piscina workerData). */
 export interface WorkerInit {
@@ -70,4 +87,6 @@ export interface WorkerInit {
   signingKeyFile: string | undefined;
   fingerprintSecretFile: string | undefined;
   fingerprintDetect: boolean;
+  /** The pool's shared arena, shared (not copied) with every worker once, at start. */
+  arena?: SharedArrayBuffer | undefined;
 }

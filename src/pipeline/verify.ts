@@ -2,7 +2,7 @@
 import { read } from '../marking/engine.js';
 import { jsonBody, sha256Hex } from './body.js';
 import type { Layers } from './layers.js';
-import type { BodyResult, VerifyTask } from './tasks.js';
+import type { BodyResult } from './tasks.js';
 
 export interface VerifyReport {
   optedOut: boolean;
@@ -20,6 +20,6 @@ export async function verifyReport(input: Uint8Array, layers: Layers): Promise<V
   return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint, sha256 };
 }
 
-export async function runVerify(task: VerifyTask, layers: Layers): Promise<BodyResult> {
-  return { ok: true, kind: 'body', body: jsonBody(await verifyReport(task.input, layers)) };
+export async function runVerify(input: Uint8Array, layers: Layers): Promise<BodyResult> {
+  return { ok: true, kind: 'body', body: jsonBody(await verifyReport(input, layers)) };
 }

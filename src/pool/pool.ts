@@ -1,17 +1,33 @@
 /**
  * The worker pool (piscina) as the server uses it: bounded queue, a deadline per task (a task past it
- * is aborted and its worker replaced), input buffers transferred in, results transferred back.
+ * is aborted and its worker replaced). Request bytes live in a shared arena the workers map once (see
+ * arena.ts); the layer path's own buffers are transferred, never copied.
  */
 import { fileURLToPath } from 'node:url';
 import { Piscina } from 'piscina';
+import type { Config } from '../config.js';
 import { OptmarkError } from '../errors.js';
 import type { Task, TaskResult, WorkerInit } from '../pipeline/tasks.js';
+import { Arena } from './arena.js';
 
 export interface PoolOptions {
   size: number;
   queueLength: number;
   taskTimeoutMs: number;
   init: WorkerInit;
+  /** Size of the shared arena for request bytes; 0 for a pool whose tasks carry their own buffers. */
+  arenaBytes?: number;
+}
+
+/** What every worker needs from the configuration. */
+export function workerInitFrom(config: Config): WorkerInit {
+  return {
+    dataDir: config.dataDir,
+    maxPixels: config.maxPixels,
+    signingKeyFile: config.signingKeyFile,
+    fingerprintSecretFile: config.fingerprintSecretFile,
+    fingerprintDetect: config.fingerprintDetect,
+  };
 }
 
 export interface PoolStats {
@@ -27,17 +43,20 @@ const WORKER = fileURLToPath(new URL('../../workers/image-worker.js', import.met
 export class ImagePool {
   readonly #piscina: Piscina<Task, TaskResult>;
   readonly #options: PoolOptions;
+  /** Request bytes in flight (uploads and response bodies), shared with every worker. */
+  readonly arena: Arena | undefined;
   #running = 0;
 
   constructor(options: PoolOptions) {
     this.#options = options;
+    this.arena = options.arenaBytes ? new Arena(options.arenaBytes) : undefined;
     this.#piscina = new Piscina<Task, TaskResult>({
       filename: WORKER,
       minThreads: options.size,
       maxThreads: options.size,
       maxQueue: options.queueLength,
       idleTimeout: 2 ** 31 - 1,
-      workerData: options.init,
+      workerData: { ...options.init, arena: this.arena?.buffer },
     });
   }
 
@@ -57,7 +76,9 @@ export class ImagePool {
   }
 
   /**
-   * Runs a task, moving `input`'s buffer to the worker (the caller must not touch it afterwards).
+   * Runs a task. A `mark` task's input buffer moves to the worker (the caller must not touch it
+   * afterwards); arena ranges a task names must stay allocated until the returned promise settles, and
+   * after a rejection until the aborted worker is surely gone (see QUARANTINE_MS in the API).
    * Rejects with OptmarkError: `overloaded` when the queue is full, `processing_timeout` past the deadline.
    */
   async run(task: Task, signal?: AbortSignal): Promise<TaskResult> {
@@ -67,7 +88,7 @@ export class ImagePool {
     const queuedAhead = this.#piscina.queueSize;
     this.#running++;
     try {
-      const transferList = 'input' in task ? [task.input.buffer as ArrayBuffer] : [];
+      const transferList = task.kind === 'mark' ? [task.input.buffer as ArrayBuffer] : [];
       return await this.#piscina.run(task, { transferList, signal: abort });
     } catch (err) {
       if (deadline.aborted) {
