@@ -16,7 +16,7 @@ import { memoryTest, type MemoryResult } from './memory.js';
 import { processCpu } from './proc.js';
 import { evaluateTargets, writeReports, type LoadReport, type ProfileRow, type ScenarioResult } from './report.js';
 import { readyz, startNaive, startOptmark, type Running } from './servers.js';
-import { measureStep, latency } from './step.js';
+import { measureStep, latency, type StepResult } from './step.js';
 
 export interface LoadOptions {
   /** Target a running server instead of starting one. */
@@ -85,11 +85,8 @@ const log = (s: string): void => {
   process.stdout.write(`${s}\n`);
 };
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
-const round2 = (x: number): number => {
-  if (x <= 0) return 0.1;
-  const p = 10 ** (Math.floor(Math.log10(x)) - 1);
-  return Math.round(x / p) * p;
-};
+/** Two significant digits, at least 0.1. */
+const round2 = (x: number): number => Math.max(0.1, Number(x.toPrecision(2)));
 
 /** The floors of one file, measured in a child process of their own. */
 function floorsOf(path: string): Promise<Floors | undefined> {
@@ -206,45 +203,74 @@ async function profile(target: Target, corpus: CorpusImage[], operations: Array<
   return rows;
 }
 
-async function runScenario(target: Target, sc: Scenario, opts: LoadOptions, threads: number): Promise<ScenarioResult> {
-  const client = new Client(target, opts.maxOutstanding);
+/** One server's run of a scenario while it is in progress. */
+interface Lane {
+  target: Target;
+  client: Client;
+  threads: number;
+  rates: number[];
+  calibration: number | undefined;
+  steps: StepResult[];
+  done: boolean;
+}
+
+/**
+ * Runs a scenario on one or more servers with their steps interleaved (step 1 of each, then step 2 of
+ * each, ...), so that load from other processes on a shared machine falls on all of them alike rather
+ * than on whichever ran during a busy minute. Each server has its own ladder from its own calibration.
+ */
+async function runScenario(targets: Array<{ target: Target; threads: number }>, sc: Scenario, opts: LoadOptions): Promise<ScenarioResult[]> {
+  const lanes: Lane[] = targets.map(({ target, threads }) => ({ target, threads, client: new Client(target, opts.maxOutstanding), rates: [], calibration: undefined, steps: [], done: false }));
   try {
-    // Warm the connections and the server's paths for these exact requests.
-    await closedLoop(client, sc.requests, sc.pick, Math.max(4, sc.requests.length), 2, 120_000);
-    let calibration: number | undefined;
-    let rates = opts.rates;
-    if (!rates) {
-      const conc = Math.max(2, 2 * threads);
-      const cal = await closedLoop(client, sc.requests, sc.pick, Math.max(8, 4 * conc), conc, 120_000);
-      calibration = cal.perSecond;
-      rates = LADDER.map((m) => round2(m * cal.perSecond));
-      log(`${target.name} ${sc.name}: closed loop with ${conc} in flight gives ${cal.perSecond.toFixed(1)} req/s; ladder ${rates.join(', ')} req/s`);
+    for (const lane of lanes) {
+      // Warm the connections and the server's paths for these exact requests.
+      await closedLoop(lane.client, sc.requests, sc.pick, Math.max(4, sc.requests.length), 2, 120_000);
+      if (opts.rates) {
+        lane.rates = opts.rates;
+        continue;
+      }
+      const conc = Math.max(2, 2 * lane.threads);
+      const cal = await closedLoop(lane.client, sc.requests, sc.pick, Math.max(8, 4 * conc), conc, 120_000);
+      lane.calibration = cal.perSecond;
+      lane.rates = LADDER.map((m) => round2(m * cal.perSecond));
+      log(`${lane.target.name} ${sc.name}: closed loop with ${conc} in flight gives ${cal.perSecond.toFixed(1)} req/s; ladder ${lane.rates.join(', ')} req/s`);
     }
-    const steps = [];
-    for (const [i, rate] of rates.slice(0, opts.maxSteps).entries()) {
-      await sleep(opts.smoke ? 200 : 1500);
-      const step = await measureStep(client, sc.requests, sc.pick, {
-        rate,
-        durationMs: opts.durationS * 1000,
-        arrivals: opts.arrivals,
-        drainMs: opts.smoke ? 20_000 : 30_000,
-        seed: 1000 + i,
-        timeoutMs: 120_000,
-      });
-      steps.push(step);
-      const l = step.latencyMs;
-      log(
-        `${target.name} ${sc.name} @ ${rate} req/s: achieved ${step.achievedRps.toFixed(1)}, p50/p99 ${l ? `${l.p50.toFixed(0)}/${l.p99.toFixed(0)}` : '-'} ms, ` +
-          `503 ${(step.overloadRate * 100).toFixed(1)}%, errors ${(step.errorRate * 100).toFixed(1)}%, ` +
-          `server CPU ${step.server.cpuMsPerRequest?.toFixed(1) ?? 'n/a'} ms/req, peak RSS ${step.server.peakRssMiB?.toFixed(0) ?? 'n/a'} MiB` +
-          (step.otherCores !== undefined ? `, other tenants ${step.otherCores.toFixed(2)} cores` : '') +
-          (step.saturated ? '  [saturated]' : ''),
-      );
-      if (step.saturated && !opts.rates) break;
+    for (let i = 0; i < opts.maxSteps; i++) {
+      for (const lane of lanes) {
+        if (lane.done || i >= lane.rates.length) continue;
+        const rate = lane.rates[i]!;
+        await sleep(opts.smoke ? 200 : 1500);
+        const step = await measureStep(lane.client, sc.requests, sc.pick, {
+          rate,
+          durationMs: opts.durationS * 1000,
+          arrivals: opts.arrivals,
+          drainMs: opts.smoke ? 20_000 : 30_000,
+          seed: 1000 + i,
+          timeoutMs: 120_000,
+        });
+        lane.steps.push(step);
+        const l = step.latencyMs;
+        log(
+          `${lane.target.name} ${sc.name} @ ${rate} req/s: achieved ${step.achievedRps.toFixed(1)}, p50/p99 ${l ? `${l.p50.toFixed(0)}/${l.p99.toFixed(0)}` : '-'} ms, ` +
+            `503 ${(step.overloadRate * 100).toFixed(1)}%, errors ${(step.errorRate * 100).toFixed(1)}%, ` +
+            `server CPU ${step.server.cpuMsPerRequest?.toFixed(1) ?? 'n/a'} ms/req (kernel ${step.server.sysMsPerRequest?.toFixed(1) ?? 'n/a'}), ` +
+            `${step.server.cores?.toFixed(2) ?? 'n/a'} cores, peak RSS ${step.server.peakRssMiB?.toFixed(0) ?? 'n/a'} MiB` +
+            (step.otherCores !== undefined ? `, other processes ${step.otherCores.toFixed(2)} cores` : '') +
+            (step.saturated ? '  [saturated]' : ''),
+        );
+        if (step.saturated && !opts.rates) lane.done = true;
+      }
     }
-    return { scenario: sc.name, target: target.name, description: sc.description, requests: sc.requests.map((r) => r.label), calibrationRps: calibration, steps };
+    return lanes.map((lane) => ({
+      scenario: sc.name,
+      target: lane.target.name,
+      description: sc.description,
+      requests: sc.requests.map((r) => r.label),
+      calibrationRps: lane.calibration,
+      steps: lane.steps,
+    }));
   } finally {
-    client.close();
+    for (const lane of lanes) lane.client.close();
   }
 }
 
@@ -286,24 +312,26 @@ export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
   }
   const pool = (serverInfo.readyz?.pool ?? {}) as { threads?: number };
   const threads = pool.threads ?? info.cores;
+  // The naive server on the same inputs, up at the same time (idle, it costs nothing): protect and mix
+  // (it answers everything as a protect, so verify has no naive counterpart).
+  let naive: Running | undefined;
   try {
-    if (opts.profile) profiles.push(...(await profile(target, corpus, ['protect', 'verify'], floors, opts.smoke)));
-    for (const sc of scs) results.push(await runScenario(target, sc, opts, threads));
-  } finally {
-    await running?.stop();
-  }
-
-  // The naive server on the same inputs: protect and mix (it answers everything as a protect).
-  const wantNaive = opts.naive && !opts.url;
-  if (wantNaive) {
-    const naive = await startNaive();
-    log(`naive server on ${naive.target.url.href} (pid ${naive.target.pid})`);
-    try {
-      if (opts.profile) profiles.push(...(await profile(naive.target, corpus, ['protect'], floors, opts.smoke)));
-      for (const sc of scs.filter((s) => s.name !== 'verify')) results.push(await runScenario(naive.target, sc, opts, 1));
-    } finally {
-      await naive.stop();
+    if (opts.naive && !opts.url && scs.some((s) => s.name !== 'verify')) {
+      naive = await startNaive();
+      log(`naive server on ${naive.target.url.href} (pid ${naive.target.pid})`);
     }
+    if (opts.profile) {
+      profiles.push(...(await profile(target, corpus, ['protect', 'verify'], floors, opts.smoke)));
+      if (naive) profiles.push(...(await profile(naive.target, corpus, ['protect'], floors, opts.smoke)));
+    }
+    for (const sc of scs) {
+      const lanes = [{ target, threads }];
+      if (naive && sc.name !== 'verify') lanes.push({ target: naive.target, threads: 1 });
+      results.push(...(await runScenario(lanes, sc, opts)));
+    }
+  } finally {
+    await naive?.stop();
+    await running?.stop();
   }
 
   let memory: MemoryResult | undefined;

@@ -17,26 +17,35 @@ function read(path: string): string | undefined {
   }
 }
 
-/** utime + stime of a /proc stat line, in seconds, and the command name. */
-function parseStat(text: string): { comm: string; cpu: number } {
+/** utime + stime of a /proc stat line (and each apart), in seconds, and the command name. */
+function parseStat(text: string): { comm: string; cpu: number; user: number; sys: number } {
   const open = text.indexOf('(');
   const close = text.lastIndexOf(')');
   const comm = text.slice(open + 1, close);
   const fields = text.slice(close + 2).split(' ');
   // After "pid (comm) ": state is index 0, utime is field 14 overall = index 11, stime index 12.
-  return { comm, cpu: (Number(fields[11]) + Number(fields[12])) / TICKS };
+  const user = Number(fields[11]) / TICKS;
+  const sys = Number(fields[12]) / TICKS;
+  return { comm, cpu: user + sys, user, sys };
 }
 
 /** CPU-seconds the process has used so far (all its threads, user + system). */
 export function processCpu(pid: number): number | undefined {
+  return processTimes(pid)?.cpu;
+}
+
+/** CPU-seconds so far, in all and split into user and kernel (system) time. */
+export function processTimes(pid: number): { cpu: number; user: number; sys: number } | undefined {
   const text = read(`/proc/${pid}/stat`);
-  return text === undefined ? undefined : parseStat(text).cpu;
+  return text === undefined ? undefined : parseStat(text);
 }
 
 export interface ThreadCpu {
   tid: number;
   comm: string;
   cpu: number;
+  user: number;
+  sys: number;
 }
 
 /** CPU-seconds per thread (a thread that exits between reads is simply missing). */
@@ -56,12 +65,13 @@ export function threadCpu(pid: number): ThreadCpu[] | undefined {
 }
 
 /** Per-thread CPU used between two readings, largest first, named so the event loop stands out. */
-export function threadDelta(pid: number, before: ThreadCpu[] | undefined, after: ThreadCpu[] | undefined): Array<{ thread: string; cpu: number }> {
+export function threadDelta(pid: number, before: ThreadCpu[] | undefined, after: ThreadCpu[] | undefined): Array<{ thread: string; cpu: number; sys: number }> {
   if (!before || !after) return [];
-  const start = new Map(before.map((t) => [t.tid, t.cpu]));
+  const start = new Map(before.map((t) => [t.tid, t]));
   const rows = after.map((t) => ({
     thread: t.tid === pid ? `main (event loop) ${t.tid}` : `${t.comm} ${t.tid}`,
-    cpu: t.cpu - (start.get(t.tid) ?? 0),
+    cpu: t.cpu - (start.get(t.tid)?.cpu ?? 0),
+    sys: t.sys - (start.get(t.tid)?.sys ?? 0),
   }));
   return rows.filter((r) => r.cpu > 0).sort((a, b) => b.cpu - a.cpu);
 }

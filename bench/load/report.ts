@@ -291,7 +291,7 @@ export function markdown(r: LoadReport): string {
     lines.push(`### ${s.scenario} on ${s.target}`, '', `${s.description}.${s.calibrationRps !== undefined ? ` Closed-loop calibration: ${f(s.calibrationRps)} req/s.` : ''}`, '');
     lines.push(
       table(
-        ['offered', 'achieved', 'MB/s in', 'MB/s out', 'p50', 'p95', 'p99', 'max', '503 %', 'err %', 'not sent', 'CPU ms/req', 'server cores', 'peak RSS MiB', 'gen CPU ms/req', 'other cores', ''],
+        ['offered', 'achieved', 'MB/s in', 'MB/s out', 'p50', 'p95', 'p99', 'max', '503 %', 'err %', 'not sent', 'CPU ms/req', 'of which kernel', 'server cores', 'peak RSS MiB', 'gen CPU ms/req', 'other cores', ''],
         s.steps.map((x) => [
           f(x.offeredRps),
           f(x.achievedRps),
@@ -305,6 +305,7 @@ export function markdown(r: LoadReport): string {
           f(x.errorRate * 100),
           String(x.notSent),
           f(x.server.cpuMsPerRequest, 2),
+          f(x.server.sysMsPerRequest, 2),
           f(x.server.cores, 2),
           f(x.server.peakRssMiB, 0),
           f(x.generator.cpuMsPerRequest, 2),
@@ -327,8 +328,14 @@ export function markdown(r: LoadReport): string {
   const step = prot ? ([...prot.steps].reverse().find((x) => !x.saturated) ?? prot.steps[prot.steps.length - 1]) : undefined;
   if (step && step.server.threads.length) {
     lines.push(`## Where the server's CPU goes (protect at ${f(step.offeredRps)} req/s)`, '');
-    lines.push(table(['thread', 'CPU s', 'ms per request'], step.server.threads.map((t) => [t.thread, f(t.cpuS, 2), f(t.msPerRequest, 2)])));
-    lines.push('', 'From /proc/<pid>/task/*/stat. Worker threads are named "node" like the main thread; libvips threads are named.', '');
+    lines.push(table(['thread', 'CPU s', 'ms per request', 'of which kernel'], step.server.threads.map((t) => [t.thread, f(t.cpuS, 2), f(t.msPerRequest, 2), f(t.sysMsPerRequest, 2)])));
+    lines.push(
+      '',
+      `Whole process: ${f(step.server.cpuMsPerRequest, 2)} ms per request, ${f(step.server.sysMsPerRequest, 2)} ms of it in the kernel. ` +
+        'From /proc/<pid>/task/*/stat (10 ms ticks). The threads are named "node" except libvips\'s: the main thread is the event loop; ' +
+        "the pool's workers are created after V8's platform threads (GC and compiler helpers, four by default), so they carry higher thread ids.",
+      '',
+    );
   }
 
   if (r.memory) {

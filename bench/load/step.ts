@@ -6,7 +6,7 @@
 import { performance } from 'node:perf_hooks';
 import { Client, openLoop, type Outcome, type StepPlan } from './client.js';
 import type { PreparedRequest } from './corpus.js';
-import { RssSampler, machineCpu, memory, processCpu, resetPeak, threadCpu, threadDelta } from './proc.js';
+import { RssSampler, machineCpu, memory, processTimes, resetPeak, threadCpu, threadDelta } from './proc.js';
 
 export interface Latency {
   p50: number;
@@ -49,12 +49,14 @@ export interface StepResult {
     /** CPU-seconds the server process used during the step (all threads), from /proc. */
     cpuS: number | undefined;
     cpuMsPerRequest: number | undefined;
+    /** The kernel (system) part of it: socket reads and writes, page faults, and on loopback part of the peer's TCP work. */
+    sysMsPerRequest: number | undefined;
     /** Average cores busy. */
     cores: number | undefined;
     peakRssMiB: number | undefined;
     endRssMiB: number | undefined;
     /** Largest threads by CPU during the step. */
-    threads: Array<{ thread: string; cpuS: number; msPerRequest: number }>;
+    threads: Array<{ thread: string; cpuS: number; msPerRequest: number; sysMsPerRequest: number }>;
   };
   generator: { cpuMsPerRequest: number; cores: number };
   /** Average cores busy with processes other than the server and the generator (other tenants). */
@@ -80,7 +82,7 @@ export async function measureStep(client: Client, requests: readonly PreparedReq
   const pid = client.target.pid;
   const peakResettable = pid !== undefined && resetPeak(pid);
   const sampler = pid !== undefined ? new RssSampler(pid, 100).start() : undefined;
-  const cpu0 = pid !== undefined ? processCpu(pid) : undefined;
+  const cpu0 = pid !== undefined ? processTimes(pid) : undefined;
   const threads0 = pid !== undefined ? threadCpu(pid) : undefined;
   const mach0 = machineCpu();
   const gen0 = process.cpuUsage();
@@ -91,13 +93,14 @@ export async function measureStep(client: Client, requests: readonly PreparedReq
   const wallS = (performance.now() - wall0) / 1000;
   const gen = process.cpuUsage(gen0);
   const mach1 = machineCpu();
-  const cpu1 = pid !== undefined ? processCpu(pid) : undefined;
+  const cpu1 = pid !== undefined ? processTimes(pid) : undefined;
   const threads1 = pid !== undefined ? threadCpu(pid) : undefined;
   const sampledPeak = sampler?.stop();
   const mem = pid !== undefined ? memory(pid) : undefined;
 
   return summarise(run.outcomes, requests, plan, run.elapsedMs, {
-    cpuS: cpu0 !== undefined && cpu1 !== undefined ? cpu1 - cpu0 : undefined,
+    cpuS: cpu0 !== undefined && cpu1 !== undefined ? cpu1.cpu - cpu0.cpu : undefined,
+    sysS: cpu0 !== undefined && cpu1 !== undefined ? cpu1.sys - cpu0.sys : undefined,
     threads: pid !== undefined ? threadDelta(pid, threads0, threads1) : [],
     peakRss: mem ? (peakResettable ? Math.max(mem.hwm, sampledPeak ?? 0) : sampledPeak) : undefined,
     endRss: mem?.rss,
@@ -109,7 +112,8 @@ export async function measureStep(client: Client, requests: readonly PreparedReq
 
 interface Costs {
   cpuS: number | undefined;
-  threads: Array<{ thread: string; cpu: number }>;
+  sysS: number | undefined;
+  threads: Array<{ thread: string; cpu: number; sys: number }>;
   peakRss: number | undefined;
   endRss: number | undefined;
   generatorCpuS: number;
@@ -180,10 +184,11 @@ function summarise(outcomes: Outcome[], requests: readonly PreparedRequest[], pl
     server: {
       cpuS: costs.cpuS,
       cpuMsPerRequest: costs.cpuS === undefined || ok === 0 ? undefined : (costs.cpuS * 1000) / ok,
+      sysMsPerRequest: costs.sysS === undefined || ok === 0 ? undefined : (costs.sysS * 1000) / ok,
       cores: costs.cpuS === undefined ? undefined : costs.cpuS / costs.wallS,
       peakRssMiB: costs.peakRss === undefined ? undefined : costs.peakRss / MIB,
       endRssMiB: costs.endRss === undefined ? undefined : costs.endRss / MIB,
-      threads: costs.threads.slice(0, 8).map((t) => ({ thread: t.thread, cpuS: t.cpu, msPerRequest: ok ? (t.cpu * 1000) / ok : 0 })),
+      threads: costs.threads.slice(0, 10).map((t) => ({ thread: t.thread, cpuS: t.cpu, msPerRequest: ok ? (t.cpu * 1000) / ok : 0, sysMsPerRequest: ok ? (t.sys * 1000) / ok : 0 })),
     },
     generator: { cpuMsPerRequest: (costs.generatorCpuS * 1000) / served, cores: costs.generatorCpuS / costs.wallS },
     otherCores: costs.machineBusyS === undefined ? undefined : Math.max(0, costs.machineBusyS - (costs.cpuS ?? 0) - costs.generatorCpuS) / costs.wallS,
