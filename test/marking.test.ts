@@ -182,6 +182,11 @@ const invalid: Array<{ name: string; code: string; bytes: () => Promise<Uint8Arr
   { name: 'PNG: signature only', code: 'damaged_image', bytes: () => Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]) },
   { name: 'PNG: first chunk is not IHDR', code: 'damaged_image', bytes: async () => Buffer.concat([(await fx.bytes('base.png')).subarray(0, 8), pngChunk('tEXt', Buffer.from('a\0b')), (await fx.bytes('base.png')).subarray(8)]) },
   { name: 'PNG: no IDAT', code: 'damaged_image', bytes: async () => pngWithout(await fx.bytes('base.png'), 'IDAT') },
+  {
+    name: 'PNG: a cut-short IDAT where IHDR should be (found by fuzzing; protect wrote a PNG without IHDR)',
+    code: 'damaged_image',
+    bytes: async () => Buffer.concat([(await fx.bytes('base.png')).subarray(0, 8), pngChunk('IDAT', Buffer.alloc(10)).subarray(0, 15)]),
+  },
   { name: 'PNG: chunk length 0xffffffff before IDAT', code: 'damaged_image', bytes: async () => withLength(await fx.bytes('base.png'), 8, 0xffffffff) },
   { name: 'WebP: RIFF size beyond the file', code: 'damaged_image', bytes: async () => withLe(await fx.bytes('base.webp'), 4, 0xfffffff0) },
   { name: 'WebP: first chunk is not an image or VP8X', code: 'damaged_image', bytes: () => riff([Buffer.from('ICCP\x02\x00\x00\x00ab', 'latin1')]) },
@@ -366,6 +371,17 @@ describe('regressions', () => {
     const out = protect(input).bytes;
     const tags = await exiftoolXmp(et, fx.write('attrs.png', out));
     for (let i = 0; i < 20; i++) expect(tags[`XMP-dc:A${i}`]).toBe(`value ${i}`);
+  });
+
+  it('a first segment whose length swallowed the next left junk right after SOI once XMP was dropped (found by fuzzing)', async () => {
+    // What the parser sees when a segment's length runs into the next one: the segment, the rest of
+    // the next as junk, then the segments after it (here an Extended XMP segment, junk, main XMP).
+    const base = await fx.bytes('base.jpg');
+    const input = Buffer.concat([base.subarray(0, 2), app1Ext('A'.repeat(32), 0, 0, Buffer.alloc(0)), Buffer.from('junk'), app1Xmp(utf8(packet())), base.subarray(2)]);
+    const out = protect(input).bytes;
+    expect([...out.subarray(0, 4)]).toEqual([0xff, 0xd8, 0xff, 0xe1]);
+    expect(read(out).optedOut).toBe(true);
+    expect(Buffer.from(protect(out).bytes).equals(Buffer.from(out))).toBe(true);
   });
 
   it('an XML declaration was written back after the xpacket header (not well-formed XML)', async () => {

@@ -259,7 +259,11 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   const { pieces, scan } = parse(bytes);
   const fresh = xmpSegments(xmp);
   const firstMain = pieces.findIndex((p) => p.kind === 'xmp');
-  const insertAt = firstMain >= 0 ? firstMain : leadingInsertIndex(pieces);
+  let insertAt = firstMain >= 0 ? firstMain : leadingInsertIndex(pieces);
+  // A JPEG must open with SOI and a marker: junk that dropping XMP segments would bring to the front
+  // (the tail of a segment whose length field lied) goes after ours.
+  const firstKept = pieces.findIndex((p) => p.kind !== 'xmp' && p.kind !== 'ext');
+  if (firstKept >= 0 && firstKept < insertAt && pieces[firstKept]!.kind === 'junk') insertAt = firstKept;
   const mpf = pieces.findIndex((p) => p.kind === 'mpf');
   let delta = 0;
   if (mpf >= 0) {

@@ -61,13 +61,13 @@ function parse(bytes: Uint8Array): Layout {
     const length = valid ? u32be(bytes, pos) : 0;
     const type = valid ? Buffer.from(bytes.buffer, bytes.byteOffset + pos + 4, 4).toString('latin1') : '';
     const end = pos + 12 + length;
+    if (chunks.length === 0 && type !== 'IHDR') throw new DamagedImageError('PNG: the first chunk is not IHDR');
     if (!valid || length > MAX_CHUNK_LENGTH || end > bytes.length) {
       // Once image data has begun, a cut or garbled stretch is the image's problem, not ours: keep it
       // verbatim. Before that, there is no safe place to put metadata.
       if (firstIdat >= 0 || type === 'IDAT') return { chunks, firstIdat: firstIdat >= 0 ? firstIdat : chunks.length, tail: pos };
       throw new DamagedImageError(`PNG: chunk at byte ${pos} is cut short or garbled before the image data`);
     }
-    if (chunks.length === 0 && type !== 'IHDR') throw new DamagedImageError('PNG: the first chunk is not IHDR');
     const keyword = startsWith(bytes, XMP_KEYWORD, pos + 8);
     const xmp = keyword && type === 'iTXt';
     const textXmp = keyword && (type === 'zTXt' || type === 'tEXt');
