@@ -2,18 +2,76 @@
   "targets": [
     {
       "target_name": "optmark_fingerprint",
-      "sources": ["src/addon.cc", "src/core.cc"],
-      "include_dirs": ["<!(node -p \"require('node-addon-api').include_dir\")"],
-      "defines": ["NAPI_VERSION=8", "NAPI_DISABLE_CPP_EXCEPTIONS", "NODE_ADDON_API_DISABLE_DEPRECATED"],
-      "cflags!": ["-fno-exceptions", "-O2", "-O0"],
-      "cflags_cc!": ["-fno-exceptions", "-O2", "-O0"],
-      "cflags_cc": ["-O3", "-std=c++17", "-fno-math-errno", "-ffp-contract=off"],
+      "sources": [
+        "src/addon.cc",
+        "src/core.cc"
+      ],
+      "include_dirs": [
+        "<!(node -p \"require('node-addon-api').include_dir\")"
+      ],
+      "defines": [
+        "NAPI_VERSION=8",
+        "NAPI_DISABLE_CPP_EXCEPTIONS",
+        "NODE_ADDON_API_DISABLE_DEPRECATED"
+      ],
+      "cflags!": [
+        "-fno-exceptions",
+        "-O2",
+        "-O0"
+      ],
+      "cflags_cc!": [
+        "-fno-exceptions",
+        "-O2",
+        "-O0"
+      ],
+      "cflags_cc": [
+        "-O3",
+        "-std=c++17",
+        "-fno-math-errno",
+        "-ffp-contract=off"
+      ],
       "xcode_settings": {
         "GCC_OPTIMIZATION_LEVEL": "3",
         "CLANG_CXX_LANGUAGE_STANDARD": "c++17",
-        "OTHER_CPLUSPLUSFLAGS": ["-fno-math-errno", "-ffp-contract=off"]
+        "OTHER_CPLUSPLUSFLAGS": [
+          "-fno-math-errno",
+          "-ffp-contract=off"
+        ]
       },
-      "msvs_settings": { "VCCLCompilerTool": { "Optimization": 2, "FloatingPointModel": 0 } }
+      "msvs_settings": {
+        "VCCLCompilerTool": {
+          "Optimization": 2,
+          "FloatingPointModel": 0
+        }
+      }
+    },
+    {
+      "target_name": "optmark_bytes",
+      "sources": [
+        "src/bytes.cc"
+      ],
+      "include_dirs": [
+        "<!(node -p \"require('node-addon-api').include_dir\")"
+      ],
+      "defines": [
+        "NAPI_VERSION=8",
+        "NAPI_DISABLE_CPP_EXCEPTIONS",
+        "NODE_ADDON_API_DISABLE_DEPRECATED"
+      ],
+      "cflags!": [
+        "-fno-exceptions",
+        "-O2",
+        "-O0"
+      ],
+      "cflags_cc!": [
+        "-fno-exceptions",
+        "-O2",
+        "-O0"
+      ],
+      "cflags_cc": [
+        "-O3",
+        "-std=c++17"
+      ]
     }
   ]
 }

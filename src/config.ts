@@ -75,6 +75,15 @@ function str(env: Env, name: string): string | undefined {
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
+/**
+ * Arena room one largest protect takes when admitted: the upload and its response body (base64 of the
+ * upload plus 256 KiB of metadata growth, plus 4 KiB of JSON). src/pipeline/body.ts sizes bodies the same
+ * way (a test keeps the two in step).
+ */
+export function arenaBytesForOneProtect(maxUploadBytes: number): number {
+  return maxUploadBytes + Math.ceil((maxUploadBytes + 256 * 1024) / 3) * 4 + 4096;
+}
+
 /** Reads and validates the configuration; throws ConfigError naming the offending variable. */
 export function loadConfig(env: Env = process.env): Config {
   const cores = Math.max(1, availableParallelism());
@@ -84,11 +93,10 @@ export function loadConfig(env: Env = process.env): Config {
   if (!(LOG_LEVELS as readonly string[]).includes(level)) {
     throw new ConfigError('OPTMARK_LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(level)}`);
   }
-  // The arena must hold at least one largest upload. A response body that finds no room in it is built in
-  // the worker's own memory instead (bounded by the pool size), so it need not hold the bodies too.
   const maxInflightBytes = int(env, 'OPTMARK_MAX_INFLIGHT_BYTES', Math.max(384 * 1024 ** 2, 4 * maxUploadBytes), 1024, 64 * 1024 ** 3);
-  if (maxInflightBytes < maxUploadBytes) {
-    throw new ConfigError('OPTMARK_MAX_INFLIGHT_BYTES', `must be at least OPTMARK_MAX_UPLOAD_BYTES (${maxUploadBytes})`);
+  const oneProtect = arenaBytesForOneProtect(maxUploadBytes);
+  if (maxInflightBytes < oneProtect) {
+    throw new ConfigError('OPTMARK_MAX_INFLIGHT_BYTES', `must be at least ${oneProtect}: one largest upload plus its base64 answer`);
   }
   const host = str(env, 'OPTMARK_HOST') ?? '0.0.0.0';
   if (!/^[0-9A-Za-z.:-]+$/.test(host)) throw new ConfigError('OPTMARK_HOST', `not a host name or address: ${JSON.stringify(host)}`);

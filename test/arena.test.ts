@@ -76,3 +76,13 @@ describe('Arena', () => {
     );
   });
 });
+
+describe('arena sizing', () => {
+  it('the configuration minimum admits exactly one largest protect, sized as the API sizes it', async () => {
+    const { arenaBytesForOneProtect } = await import('../src/config.js');
+    const { protectBodyCapacity } = await import('../src/pipeline/body.js');
+    for (const max of [1024 * 1024, 26_214_400]) {
+      expect(arenaBytesForOneProtect(max)).toBe(max + protectBodyCapacity(max));
+    }
+  });
+});

@@ -158,7 +158,9 @@ describe('a server with a 1 MiB upload limit and room for one upload in memory',
   let tight: TestServer;
   let tightKey: string;
   beforeAll(async () => {
-    tight = await TestServer.start({ env: { OPTMARK_POOL_SIZE: '1', OPTMARK_MAX_UPLOAD_BYTES: String(1024 * 1024), OPTMARK_MAX_INFLIGHT_BYTES: String(1536 * 1024) } });
+    // 3 MiB of arena: one 900 kB protect takes its upload and room for its answer (about 2.45 MB), so a
+    // second one does not fit while the first is held.
+    tight = await TestServer.start({ env: { OPTMARK_POOL_SIZE: '1', OPTMARK_MAX_UPLOAD_BYTES: String(1024 * 1024), OPTMARK_MAX_INFLIGHT_BYTES: String(3 * 1024 * 1024) } });
     ({ key: tightKey } = await tight.account());
   });
   afterAll(async () => {
@@ -177,26 +179,26 @@ describe('a server with a 1 MiB upload limit and room for one upload in memory',
     expectError(early, 413, 'payload_too_large');
   });
 
-  it('503 with Retry-After when the upload memory is taken; fine again once it is free', async () => {
+  it('503 with Retry-After when the arena is taken by a held protect; fine again once it is free', async () => {
     const image = await jpegOfSize(900_000);
     const form = imageForm(image);
     // The first upload stops half-way and holds its memory until released.
     const first = heldUpload(
       tight.port,
-      { path: '/api/v1/verify', headers: { Authorization: `Bearer ${tightKey}`, 'Content-Type': form.contentType }, body: form.body, chunks: 64 * 1024 },
+      { path: '/api/v1/protect', headers: { Authorization: `Bearer ${tightKey}`, 'Content-Type': form.contentType }, body: form.body, chunks: 64 * 1024 },
       450_000,
     );
     await first.held;
     await tight.readyzUntil('the held upload to take memory', (r) => r.inflight.bytes > 0);
-    const second = await api(tight, 'verify', tightKey, form);
+    const second = await api(tight, 'protect', tightKey, form);
     expectError(second, 503, 'overloaded');
     expect(second.headers['retry-after']).toMatch(/^\d+$/);
-    expectConforms(second, 'post', '/api/v1/verify');
+    expectConforms(second, 'post', '/api/v1/protect');
     first.release();
     const a = await first.answer;
     expect(a.status).toBe(200);
-    expect(a.json.sha256).toBe(sha256(image));
+    expect(Buffer.from(a.json.imageBase64, 'base64').length).toBeGreaterThan(image.length);
     await tight.settled();
-    expect((await api(tight, 'verify', tightKey, form)).status).toBe(200);
+    expect((await api(tight, 'protect', tightKey, form)).status).toBe(200);
   });
 });

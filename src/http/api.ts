@@ -109,6 +109,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
 
   let receiver: MultipartReceiver | undefined;
   let uploadSlot: ReturnType<RequestMemory['take']>;
+  let outputSlot: ReturnType<RequestMemory['take']>;
   ex.onAbort(() => {
     receiver?.abandon(new OptmarkError('malformed_multipart', 'client went away'));
     finish(false);
@@ -141,9 +142,16 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     reservation = reserved.reservation;
     // Room for the image: the declared length bounds it; without one, the limit does (shrunk later).
     const capacity = declared === undefined ? deps.maxUploadBytes : Math.max(1, Math.min(declared, deps.maxUploadBytes));
+    // Admission takes room for the answer too, so that a request once admitted never needs memory from
+    // outside the arena.
     const slot = memory.take(capacity);
-    if (!slot) throw new OptmarkError('overloaded', 'The server is holding as many uploads as it can; retry shortly.');
+    const bodySlot = slot && operation === 'protect' ? memory.take(protectBodyCapacity(capacity)) : undefined;
+    if (!slot || (operation === 'protect' && !bodySlot)) {
+      memory.releaseAll();
+      throw new OptmarkError('overloaded', 'The server is holding as many uploads as it can; retry shortly.');
+    }
     uploadSlot = slot;
+    outputSlot = bodySlot;
     receiver = new MultipartReceiver({ contentType, destination: memory.view(slot), maxImageBytes: deps.maxUploadBytes });
   } catch (err) {
     if (err instanceof OptmarkError && err.code === 'quota_exceeded') {
@@ -168,7 +176,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
       if (ex.aborted) return;
       // Hand the unused tail of the upload's range back before the worker runs.
       const input = memory.shrink(uploadSlot!, image.bytes.length);
-      const output = operation === 'protect' ? memory.take(protectBodyCapacity(image.bytes.length)) : undefined;
+      const output = outputSlot && memory.shrink(outputSlot, protectBodyCapacity(image.bytes.length));
       const range = { offset: input.offset, length: image.bytes.length };
       const task: Task =
         operation === 'protect'
