@@ -11,19 +11,26 @@ export function base64Length(n: number): number {
   return Math.ceil(n / 3) * 4;
 }
 
-/** Base64 of `src` (whose length is a multiple of 3, or the last piece) into `out` at `at`. */
-function encodeAligned(src: Buffer, out: Buffer, at: number): number {
+/** Writes the base64 of `src` into `out` at `at`; returns the characters written. */
+export type Base64Encoder = (src: Buffer, out: Buffer, at: number) => number;
+
+/** Node's encoder: makes a string, then copies it. */
+export const nodeEncoder: Base64Encoder = (src, out, at) => out.write(src.toString('base64'), at, 'latin1');
+
+/** The addon's encoder, straight into `out`; undefined when the addon is not built. */
+export function nativeEncoder(): Base64Encoder | undefined {
   const native = bytesAddon();
-  if (native) return native.base64Encode(src, out.subarray(at, at + base64Length(src.length)));
-  return out.write(src.toString('base64'), at, 'latin1');
+  return native ? (src, out, at) => native.base64Encode(src, out.subarray(at, at + base64Length(src.length))) : undefined;
 }
+
+const defaultEncoder: Base64Encoder = nativeEncoder() ?? nodeEncoder;
 
 function asBuffer(view: Uint8Array): Buffer {
   return Buffer.isBuffer(view) ? view : Buffer.from(view.buffer, view.byteOffset, view.byteLength);
 }
 
 /** Writes the base64 of the concatenated pieces into `out` at `at`; returns the number of characters written. */
-export function base64Into(pieces: readonly Uint8Array[], out: Buffer, at: number): number {
+export function base64Into(pieces: readonly Uint8Array[], out: Buffer, at: number, encode: Base64Encoder = defaultEncoder): number {
   const carry = Buffer.alloc(3);
   let carried = 0;
   let pos = at;
@@ -39,7 +46,7 @@ export function base64Into(pieces: readonly Uint8Array[], out: Buffer, at: numbe
       carried = 0;
     }
     const whole = p.length - (p.length % 3);
-    if (whole > 0) pos += encodeAligned(p.subarray(0, whole), out, pos);
+    if (whole > 0) pos += encode(p.subarray(0, whole), out, pos);
     carried = p.length - whole;
     p.copy(carry, 0, whole);
   }
