@@ -4,7 +4,7 @@
  * naive single-thread server on the same inputs, optionally runs the memory-pressure test, and writes
  * JSON, Markdown and an SVG chart of latency against throughput.
  */
-import { spawn } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { cpus, freemem, loadavg, release, totalmem, availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
@@ -102,6 +102,20 @@ function floorsOf(path: string): Promise<Floors | undefined> {
       }
     });
   });
+}
+
+const ROOT = fileURLToPath(new URL('../../../', import.meta.url));
+
+/** The checkout the server was built from: commit, and whether src/ or workers/ had uncommitted changes. */
+function revision(): string | undefined {
+  const git = (...args: string[]): string | undefined => {
+    const r = spawnSync('git', args, { cwd: ROOT, encoding: 'utf8' });
+    return r.status === 0 ? r.stdout.trim() : undefined;
+  };
+  const head = git('rev-parse', '--short=12', 'HEAD');
+  if (!head) return undefined;
+  const dirty = git('status', '--porcelain', '--', 'src', 'workers', 'native');
+  return dirty ? `${head} + uncommitted changes in ${dirty.split('\n').length} files of src/, workers/ or native/` : head;
 }
 
 function machine(): LoadReport['machine'] {
@@ -303,11 +317,11 @@ export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
   if (opts.url) {
     if (!opts.key) throw new Error('--url needs --key (an API key of a paid account with quota to spare)');
     target = { name: 'optmark', url: new URL(opts.url), key: opts.key, pid: opts.pid };
-    serverInfo = { url: opts.url, started: false, readyz: await readyz(target.url), env: {}, pid: opts.pid };
+    serverInfo = { url: opts.url, started: false, readyz: await readyz(target.url), env: {}, pid: opts.pid, revision: undefined };
   } else {
     running = await startOptmark({ inheritConfig: true, logLevel: opts.logLevel });
     target = running.target;
-    serverInfo = { url: target.url.href, started: true, readyz: running.ready, env: running.env, pid: target.pid, log: running.log };
+    serverInfo = { url: target.url.href, started: true, readyz: running.ready, env: running.env, pid: target.pid, log: running.log, revision: revision() };
     log(`optmark serving on ${target.url.href} (pid ${target.pid}; log ${running.log})`);
   }
   const pool = (serverInfo.readyz?.pool ?? {}) as { threads?: number };
