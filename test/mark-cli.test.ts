@@ -224,9 +224,13 @@ describe('a running server and the CLI', () => {
       queueLength: 4,
       taskTimeoutMs: 60_000,
       init: { dataDir, maxPixels: 1e8, signingKeyFile: undefined, fingerprintSecretFile: undefined, fingerprintDetect: false },
+      arenaBytes: 8 * 1024 * 1024,
     });
     const verify = async (bytes: Buffer): Promise<unknown> => {
-      const r = await pool.run({ kind: 'verify', input: new Uint8Array(bytes) });
+      // As the server does: the upload goes into a range of the pool's arena, the task names the range.
+      const slot = pool.arena!.alloc(bytes.length)!;
+      pool.arena!.view(slot, bytes.length).set(bytes);
+      const r = await pool.run({ kind: 'verify', input: { offset: slot.offset, length: bytes.length } }).finally(() => pool.arena!.free(slot));
       if (!r.ok || r.kind !== 'body') throw new Error(`verify failed: ${JSON.stringify(r)}`);
       return (JSON.parse(Buffer.from(r.body).toString()) as { provenance: unknown }).provenance;
     };
