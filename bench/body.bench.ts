@@ -7,24 +7,15 @@
  *
  *   npm run build && node dist/bench/body.bench.js        (BENCH_QUICK=1 for a smoke run)
  */
-import { createHash } from 'node:crypto';
 import { compare } from './lib/report.js';
 import { generatedCorpus } from './load/corpus.js';
 import { floorBody } from './load/floor.js';
+import { naiveJson } from './load/naive.js';
 import { protect } from '../src/marking/engine.js';
 import { protectBody } from '../src/pipeline/body.js';
 
-/** What the naive server builds: JSON.stringify walks a multi-megabyte string, then res.end encodes it. */
-function naiveBody(b: Buffer): Buffer {
-  const text = JSON.stringify({
-    imageBase64: b.toString('base64'),
-    mimeType: 'image/jpeg',
-    filename: 'x.jpg',
-    sha256: createHash('sha256').update(b).digest('hex'),
-    signals: ['iptc.dataMining'],
-  });
-  return Buffer.from(text, 'utf8');
-}
+/** What the naive server builds, as the bytes its res.end(string) writes. */
+const naiveBody = (b: Buffer): Buffer => Buffer.from(naiveJson(b), 'utf8');
 
 const corpus = await generatedCorpus(['jpeg-1mp', 'jpeg-12mp']);
 for (const img of corpus) {

@@ -76,7 +76,13 @@ class Connection {
       host: url.hostname,
       port: Number(url.port || 80),
       noDelay: true,
-      onread: { buffer: readBuffer, callback: (n: number, buf: Uint8Array) => this.#feed(buf as Buffer, 0, n) },
+      onread: {
+        buffer: readBuffer,
+        callback: (n: number, buf: Uint8Array) => {
+          this.#feed(buf as Buffer, n);
+          return true;
+        },
+      },
     } as unknown as NetConnectOpts);
     this.socket.on('error', () => this.#fail());
     this.socket.on('close', () => this.#fail());
@@ -127,8 +133,10 @@ class Connection {
     p.finish(this.#status, this.#bytes, this.#retryAfter);
   }
 
-  #feed(buf: Buffer, at: number, end: number): boolean {
-    if (!this.pending) return true; // bytes nobody asked for: ignore
+  /** Parses `buf[0, end)`, which is valid only during this call (the read buffer is shared and reused). */
+  #feed(buf: Buffer, end: number): void {
+    let at = 0;
+    if (!this.pending) return; // bytes nobody asked for: ignore
     while (at < end && this.pending) {
       switch (this.#mode) {
         case 'head': {
@@ -136,10 +144,10 @@ class Connection {
           const joined = this.#headLength ? Buffer.concat([...this.#head, chunk]) : chunk;
           const blank = joined.indexOf('\r\n\r\n');
           if (blank < 0) {
-            if (joined.length > 64 * 1024) return this.#fail(), true;
+            if (joined.length > 64 * 1024) return this.#fail();
             this.#head = [Buffer.from(joined)]; // copy: the read buffer is reused
             this.#headLength = joined.length;
-            return true;
+            return;
           }
           const consumedBefore = this.#headLength;
           this.#head = [];
@@ -149,24 +157,27 @@ class Connection {
           if ((this.#mode as string) === 'length' && this.#remaining === 0) this.#complete();
           break;
         }
-        case 'length': {
+        case 'length':
+        case 'chunk-data': {
           const take = Math.min(this.#remaining, end - at);
           this.#bytes += take;
           this.#remaining -= take;
           at += take;
-          if (this.#remaining === 0) this.#complete();
+          if (this.#remaining > 0) break;
+          if (this.#mode === 'length') this.#complete();
+          else this.#mode = 'chunk-end';
           break;
         }
         case 'close':
           this.#bytes += end - at;
-          return true;
+          return;
         case 'chunk-size':
         case 'trailer':
         case 'chunk-end': {
           const nl = buf.indexOf(10, at);
           if (nl < 0 || nl >= end) {
             this.#line += buf.toString('latin1', at, end);
-            return true;
+            return;
           }
           const line = (this.#line + buf.toString('latin1', at, nl)).replace(/\r$/, '');
           this.#line = '';
@@ -176,7 +187,7 @@ class Connection {
             if (line === '') this.#complete();
           } else {
             const size = parseInt(line, 16);
-            if (!Number.isFinite(size)) return this.#fail(), true;
+            if (!Number.isFinite(size)) return this.#fail();
             if (size === 0) this.#mode = 'trailer';
             else {
               this.#remaining = size;
@@ -185,17 +196,8 @@ class Connection {
           }
           break;
         }
-        case 'chunk-data': {
-          const take = Math.min(this.#remaining, end - at);
-          this.#bytes += take;
-          this.#remaining -= take;
-          at += take;
-          if (this.#remaining === 0) this.#mode = 'chunk-end';
-          break;
-        }
       }
     }
-    return true;
   }
 
   #parseHead(text: string): void {

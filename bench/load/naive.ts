@@ -10,20 +10,24 @@ import { createServer, type Server } from 'node:http';
 import { pathToFileURL } from 'node:url';
 import busboy from 'busboy';
 
+/** The naive answer: JSON.stringify walks a multi-megabyte base64 string (res.end then encodes it as UTF-8). */
+export function naiveJson(b: Buffer): string {
+  return JSON.stringify({
+    imageBase64: b.toString('base64'),
+    mimeType: 'image/jpeg',
+    filename: 'x.jpg',
+    sha256: createHash('sha256').update(b).digest('hex'),
+    signals: ['iptc.dataMining'],
+  });
+}
+
 export function naiveServer(): Server {
   return createServer((req, res) => {
     const bb = busboy({ headers: req.headers });
     const chunks: Buffer[] = [];
     bb.on('file', (_name, f) => f.on('data', (c: Buffer) => chunks.push(c)));
     bb.on('close', () => {
-      const b = Buffer.concat(chunks);
-      const body = JSON.stringify({
-        imageBase64: b.toString('base64'),
-        mimeType: 'image/jpeg',
-        filename: 'x.jpg',
-        sha256: createHash('sha256').update(b).digest('hex'),
-        signals: ['iptc.dataMining'],
-      });
+      const body = naiveJson(Buffer.concat(chunks));
       res.writeHead(200, { 'content-type': 'application/json' });
       res.end(body);
     });
