@@ -7,6 +7,7 @@ import { createHash } from 'node:crypto';
 import { ExifTool } from 'exiftool-vendored';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES, OptmarkError } from '../src/errors.js';
+import { FORMATS as FORMAT_REGISTRY } from '../src/formats/index.js';
 import { protect, read } from '../src/marking/engine.js';
 import { DATA_MINING_TOKENS, type DataMiningToken } from '../src/xmp/index.js';
 import {
@@ -29,6 +30,7 @@ import { DC_BODY, EXT, FIXTURES, FORMATS, FixtureSet, NS, fixturesWith, packet, 
 import { expectMarkedStructure, exiftoolDataMining, exiftoolXmp, pixels } from './helpers/oracle.js';
 
 const AIML = vocab('DMI-PROHIBITED-AIMLTRAINING');
+const FORMATS_BY_NAME = { jpeg: FORMAT_REGISTRY.get('jpeg')!, png: FORMAT_REGISTRY.get('png')!, webp: FORMAT_REGISTRY.get('webp')! };
 const TOKENS = Object.keys(DATA_MINING_TOKENS) as DataMiningToken[];
 const utf8 = (s: string): Buffer => Buffer.from(s, 'utf8');
 
@@ -113,6 +115,27 @@ describe('protect options', () => {
     expect(p.changed).toBe(true);
     expect(xmpPackets('png', p.bytes)[0]!.toString()).toContain('dc:format="image/png"');
     expect(read(p.bytes).optedOut).toBe(true);
+  });
+
+  it.each(['base.jpg', 'base.png', 'base.webp', 'apng.png', 'lossless-alpha.webp'])(
+    'a file without XMP gets the cached packet, the same bytes the full XMP path writes: %s',
+    async (name) => {
+      const input = await fx.bytes(name);
+      for (const token of ['DMI-PROHIBITED-AIMLTRAINING', 'DMI-PROHIBITED'] as const) {
+        const viaDom = protect(input, { token, edit: () => undefined }).bytes; // an edit forces the DOM path
+        expect(Buffer.from(protect(input, { token }).bytes).equals(Buffer.from(viaDom))).toBe(true);
+      }
+    },
+  );
+
+  it('contentOutsideXmp stays one slice per segment/chunk (provenance length-prefixes each slice; merging them would void every signed tag)', async () => {
+    const png = await fx.bytes('apng.png');
+    expect(FORMATS_BY_NAME.png.contentOutsideXmp(png)).toHaveLength(1 + pngChunks(png).chunks.length + 1);
+    const jpg = await fx.bytes('metadata.jpg');
+    const segments = jpegLayout(jpg).segments.filter((s) => !(s.marker === 0xe1 && s.payload.toString('latin1', 0, 4) === 'http'));
+    expect(FORMATS_BY_NAME.jpeg.contentOutsideXmp(jpg)).toHaveLength(1 + segments.length + 1);
+    const webp = await fx.bytes('animated.webp');
+    expect(FORMATS_BY_NAME.webp.contentOutsideXmp(webp)).toHaveLength(webpChunks(webp).chunks.length - 1 + 1);
   });
 
   it('pieces are mostly views of the input: the image data is not copied', async () => {

@@ -62,6 +62,48 @@ export function ascii(text: string): Uint8Array {
 }
 
 /**
+ * Output pieces in which consecutive kept ranges of the input merge into one view: a PNG of 3,000 IDAT
+ * chunks becomes three pieces, not 3,000, for every later pass (hashing, base64, assembly).
+ */
+export class Pieces {
+  readonly #source: Uint8Array;
+  readonly #list: Uint8Array[] = [];
+  #start = -1;
+  #end = -1;
+
+  constructor(source: Uint8Array) {
+    this.#source = source;
+  }
+
+  /** Keeps source bytes [start, end). */
+  keep(start: number, end: number): void {
+    if (start === this.#end) {
+      this.#end = end;
+      return;
+    }
+    this.#flush();
+    this.#start = start;
+    this.#end = end;
+  }
+
+  /** Adds bytes that are not a range of the source (new segments, patched copies). */
+  add(...pieces: Uint8Array[]): void {
+    this.#flush();
+    for (const p of pieces) if (p.length > 0) this.#list.push(p);
+  }
+
+  done(): Uint8Array[] {
+    this.#flush();
+    return this.#list;
+  }
+
+  #flush(): void {
+    if (this.#end > this.#start) this.#list.push(this.#source.subarray(this.#start, this.#end));
+    this.#start = this.#end = -1;
+  }
+}
+
+/**
  * Copies the pieces, in order, into one new Buffer of exactly their total length (one allocation, never
  * a slice of Node's shared pool, so it can be transferred to another thread).
  */

@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { DamagedImageError, LimitExceededError } from '../errors.js';
-import { ascii, copyRange, startsWith, u16be, u32be, writeU32be } from './bytes.js';
+import { Pieces, ascii, copyRange, startsWith, u16be, u32be, writeU32be } from './bytes.js';
 import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
 
 const MARKER_SOI = 0xd8; // ff d8
@@ -273,19 +273,22 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
     }
     if (insertAt > mpf) for (const s of fresh) delta += s.length;
   }
-  const out: Uint8Array[] = [bytes.subarray(0, 2)];
+  const out = new Pieces(bytes);
+  out.keep(0, 2);
   for (let i = 0; i <= pieces.length; i++) {
-    if (i === insertAt) out.push(...fresh);
+    if (i === insertAt) out.add(...fresh);
     const p = pieces[i];
     if (!p || p.kind === 'xmp' || p.kind === 'ext') continue;
-    out.push(i === mpf && delta !== 0 ? patchMpf(bytes, p, delta) : bytes.subarray(p.start, p.end));
+    if (i === mpf && delta !== 0) out.add(patchMpf(bytes, p, delta));
+    else out.keep(p.start, p.end);
   }
-  out.push(bytes.subarray(scan));
-  return out;
+  out.keep(scan, bytes.length);
+  return out.done();
 }
 
 function contentOutsideXmp(bytes: Uint8Array): Uint8Array[] {
   const { pieces, scan } = parse(bytes);
+  // One slice per segment, not merged like writeXmp's pieces: provenance digests length-prefix each slice.
   const out: Uint8Array[] = [bytes.subarray(0, 2)];
   // Junk between segments is not content, and tools that rewrite files drop it.
   for (const p of pieces) if (p.kind !== 'xmp' && p.kind !== 'ext' && p.kind !== 'junk') out.push(bytes.subarray(p.start, p.end));

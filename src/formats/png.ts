@@ -10,7 +10,7 @@
  */
 import { inflateSync, crc32 } from 'node:zlib';
 import { DamagedImageError, LimitExceededError } from '../errors.js';
-import { ascii, startsWith, u32be, writeU32be } from './bytes.js';
+import { Pieces, ascii, startsWith, u32be, writeU32be } from './bytes.js';
 import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
 
 const SIGNATURE = Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a);
@@ -50,6 +50,20 @@ function isChunkType(bytes: Uint8Array, at: number): boolean {
   return true;
 }
 
+/** Chunk type names seen so far: a PNG repeats a handful (IDAT thousands of times), so no string per chunk. */
+const typeNames = new Map<number, string>();
+const MAX_TYPE_NAMES = 256;
+
+function chunkType(bytes: Uint8Array, at: number): string {
+  const code = u32be(bytes, at);
+  let name = typeNames.get(code);
+  if (name === undefined) {
+    name = String.fromCharCode(bytes[at]!, bytes[at + 1]!, bytes[at + 2]!, bytes[at + 3]!);
+    if (typeNames.size < MAX_TYPE_NAMES) typeNames.set(code, name);
+  }
+  return name;
+}
+
 function parse(bytes: Uint8Array): Layout {
   if (!startsWith(bytes, SIGNATURE)) throw new DamagedImageError('PNG: bad signature');
   const chunks: Chunk[] = [];
@@ -59,7 +73,7 @@ function parse(bytes: Uint8Array): Layout {
     if (chunks.length > MAX_CHUNKS) throw new LimitExceededError('PNG: too many chunks');
     const valid = pos + 8 <= bytes.length && isChunkType(bytes, pos + 4);
     const length = valid ? u32be(bytes, pos) : 0;
-    const type = valid ? Buffer.from(bytes.buffer, bytes.byteOffset + pos + 4, 4).toString('latin1') : '';
+    const type = valid ? chunkType(bytes, pos + 4) : '';
     const end = pos + 12 + length;
     if (chunks.length === 0 && type !== 'IHDR') throw new DamagedImageError('PNG: the first chunk is not IHDR');
     if (!valid || length > MAX_CHUNK_LENGTH || end > bytes.length) {
@@ -169,18 +183,20 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   if (xmp.extended) throw new Error('PNG has no Extended XMP');
   const { chunks, firstIdat, tail } = parse(bytes);
   const insertAt = insertIndex(chunks, firstIdat);
-  const out: Uint8Array[] = [bytes.subarray(0, SIGNATURE.length)];
+  const out = new Pieces(bytes);
+  out.keep(0, SIGNATURE.length);
   for (let i = 0; i <= chunks.length; i++) {
-    if (i === insertAt) out.push(xmpChunk(xmp.main));
+    if (i === insertAt) out.add(xmpChunk(xmp.main));
     const c = chunks[i];
-    if (c && !c.xmp) out.push(bytes.subarray(c.start, c.end));
+    if (c && !c.xmp) out.keep(c.start, c.end);
   }
-  out.push(bytes.subarray(tail));
-  return out;
+  out.keep(tail, bytes.length);
+  return out.done();
 }
 
 function contentOutsideXmp(bytes: Uint8Array): Uint8Array[] {
   const { chunks, tail } = parse(bytes);
+  // One slice per chunk, not merged like writeXmp's pieces: provenance digests length-prefix each slice.
   const out: Uint8Array[] = [bytes.subarray(0, SIGNATURE.length)];
   for (const c of chunks) if (!c.xmp) out.push(bytes.subarray(c.start, c.end));
   out.push(bytes.subarray(tail));

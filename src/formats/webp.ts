@@ -6,7 +6,7 @@
  * then unknown chunks. Spec: libwebp doc/webp-container-spec.txt.
  */
 import { DamagedImageError, LimitExceededError } from '../errors.js';
-import { ascii, copyRange, startsWith, u32le, writeU32le } from './bytes.js';
+import { Pieces, ascii, copyRange, startsWith, u32le, writeU32le } from './bytes.js';
 import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
 
 const RIFF = ascii('RIFF');
@@ -114,24 +114,19 @@ function xmpChunk(packet: Uint8Array): Uint8Array {
   return out;
 }
 
-/** A chunk as stored, with its pad byte restored when a last odd chunk lacked it. */
-function stored(bytes: Uint8Array, c: Chunk): Uint8Array[] {
-  const whole = bytes.subarray(c.start, c.end);
-  return c.end - c.payload < c.size + (c.size & 1) ? [whole, new Uint8Array(1)] : [whole];
-}
-
 function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   if (xmp.extended) throw new Error('WebP has no Extended XMP');
   const { chunks, riffEnd } = parse(bytes);
   const first = chunks[0]!;
-  const body: Uint8Array[] = [];
+  const out = new Pieces(bytes);
   if (first.fourcc === 'VP8X') {
     const header = copyRange(bytes, first.start, first.start + 18);
     header[8] = header[8]! | FLAG_XMP;
-    body.push(header, bytes.subarray(first.start + 18, first.end));
+    out.add(header);
+    out.keep(first.start + 18, first.end);
   } else {
     const { width, height, alpha } = simpleCanvas(bytes, first);
-    body.push(vp8x(FLAG_XMP | (alpha ? FLAG_ALPHA : 0), width, height));
+    out.add(vp8x(FLAG_XMP | (alpha ? FLAG_ALPHA : 0), width, height));
   }
   const rest = first.fourcc === 'VP8X' ? chunks.slice(1) : chunks;
   // Replace the first XMP chunk where it stands; otherwise after EXIF, else right after the image data.
@@ -145,11 +140,16 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   const fresh = xmpChunk(xmp.main);
   for (let i = 0; i < rest.length; i++) {
     const c = rest[i]!;
-    if (i === existing) body.push(fresh);
-    if (c.fourcc !== 'XMP ') body.push(...stored(bytes, c));
-    if (i === insertAfter) body.push(fresh);
+    if (i === existing) out.add(fresh);
+    if (c.fourcc !== 'XMP ') {
+      out.keep(c.start, c.end);
+      // a last odd chunk that lacked its pad byte gets one
+      if (c.end - c.payload < c.size + (c.size & 1)) out.add(new Uint8Array(1));
+    }
+    if (i === insertAfter) out.add(fresh);
   }
-  if (existing < 0 && insertAfter < 0) body.push(fresh);
+  if (existing < 0 && insertAfter < 0) out.add(fresh);
+  const body = out.done();
   let size = 4;
   for (const b of body) size += b.length;
   if (size > MAX_RIFF_SIZE) throw new LimitExceededError('WebP: file would exceed the RIFF size limit');
@@ -157,11 +157,12 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   header.set(RIFF, 0);
   writeU32le(header, 4, size);
   header.set(WEBP, 8);
-  return [header, ...body, bytes.subarray(riffEnd)];
+  return riffEnd < bytes.length ? [header, ...body, bytes.subarray(riffEnd)] : [header, ...body];
 }
 
 function contentOutsideXmp(bytes: Uint8Array): Uint8Array[] {
   const { chunks, riffEnd } = parse(bytes);
+  // One slice per chunk, not merged like writeXmp's pieces: provenance digests length-prefix each slice.
   const out: Uint8Array[] = [];
   // VP8X flags and the RIFF size change whenever XMP is added; the chunks that carry content do not.
   for (const c of chunks) if (c.fourcc !== 'XMP ' && c.fourcc !== 'VP8X') out.push(bytes.subarray(c.start, c.payload + c.size));

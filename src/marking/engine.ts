@@ -11,10 +11,12 @@ import {
   DEFAULT_TOKEN,
   carriesExactly,
   encodeForContainer,
+  freshPacket,
   mergedDocument,
   openPayload,
   readOptOut,
   setDataMining,
+  type XmpView,
 } from '../xmp/index.js';
 
 export const SIGNAL_DATA_MINING = 'iptc.dataMining';
@@ -71,14 +73,18 @@ export function protect(input: Uint8Array, options: ProtectOptions = {}): Protec
   };
   // Idempotence: a file already marked exactly this way comes back byte for byte.
   if (!options.edit && payload.canonical && carriesExactly(view, token)) return result([input], false);
-  const doc = mergedDocument(view);
-  setDataMining(doc, token);
-  options.edit?.(doc);
-  const xmp = encodeForContainer(doc, format.maxMainPacketBytes);
+  const xmp = !options.edit && payload.packets.length === 0 && payload.extended.size === 0 ? { main: freshPacket(token) } : rewrite(view, token, format, options.edit);
   // The rewrite may land on what is already there (text XMP kept beside ours, an edit that changed
   // nothing): then too the file comes back as it came.
   if (payload.canonical && holdsAlready(payload, xmp)) return result([input], false);
   return result(format.writeXmp(input, xmp), true);
+}
+
+function rewrite(view: XmpView, token: DataMiningToken, format: ContainerFormat, edit: ProtectOptions['edit']): XmpToWrite {
+  const doc = mergedDocument(view);
+  setDataMining(doc, token);
+  edit?.(doc);
+  return encodeForContainer(doc, format.maxMainPacketBytes);
 }
 
 function holdsAlready(payload: XmpPayload, xmp: XmpToWrite): boolean {

@@ -122,14 +122,31 @@ function hasXmpRoot(doc: Document): boolean {
   return (root.namespaceURI === NS_X && (root.localName === 'xmpmeta' || root.localName === 'xapmeta')) || (root.namespaceURI === NS_RDF && root.localName === 'RDF');
 }
 
+const encoder = new TextEncoder();
+const freshPackets = new Map<DataMiningToken, Uint8Array>();
+
+/**
+ * The packet protect writes into a file that has no XMP at all: always the same bytes for a token, so
+ * it is built once (through the same DOM path as any other) and reused. Files without XMP are the
+ * common case in bulk ingestion, and this spares each of them an XML parse and serialisation.
+ */
+export function freshPacket(token: DataMiningToken): Uint8Array {
+  let packet = freshPackets.get(token);
+  if (!packet) {
+    const doc = emptyPacket();
+    setDataMining(doc, token);
+    packet = encoder.encode(serializePacket(doc));
+    freshPackets.set(token, packet);
+  }
+  return packet;
+}
+
 /** Sets plus:DataMining to the token's URI, replacing every existing value (also an allowing one). */
 export function setDataMining(doc: Document, token: DataMiningToken): void {
   if (!setSimpleProperty(doc, NS_PLUS, 'plus', 'DataMining', tokenUri(token), isDataMining)) {
     throw new Error('XMP document has no place for properties'); // mergedDocument guarantees one
   }
 }
-
-const encoder = new TextEncoder();
 
 /**
  * Encodes the document for a container whose main packet holds at most `maxMainBytes`. When it does
