@@ -76,7 +76,7 @@ export const DEFAULTS: Omit<LoadOptions, 'command'> = {
   logLevel: undefined,
 };
 
-/** Multiples of the closed-loop calibration rate the ladder steps through (it stops at the first saturated step). */
+/** Multiples of the closed-loop calibration rate the ladder steps through (it stops after two saturated steps in a row). */
 const LADDER = [0.3, 0.55, 0.75, 0.9, 1.0, 1.1, 1.25, 1.5];
 const UPLOAD_LIMIT = 25 * 1024 * 1024;
 const FLOOR = fileURLToPath(new URL('./floor.js', import.meta.url));
@@ -272,7 +272,9 @@ async function runScenario(targets: Array<{ target: Target; threads: number }>, 
             (step.otherCores !== undefined ? `, other processes ${step.otherCores.toFixed(2)} cores` : '') +
             (step.saturated ? '  [saturated]' : ''),
         );
-        if (step.saturated && !opts.rates) lane.done = true;
+        // Two saturated steps in a row end the ladder: one alone may be a burst of other load on a shared machine.
+        const previous = lane.steps[lane.steps.length - 2];
+        if (step.saturated && previous?.saturated && !opts.rates) lane.done = true;
       }
     }
     return lanes.map((lane) => ({
