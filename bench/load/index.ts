@@ -71,7 +71,7 @@ export const DEFAULTS: Omit<LoadOptions, 'command'> = {
   smoke: false,
   maxOutstanding: 128,
   arrivals: 'poisson',
-  maxSteps: 8,
+  maxSteps: 10,
   profile: true,
   logLevel: undefined,
 };
@@ -251,6 +251,8 @@ async function runScenario(targets: Array<{ target: Target; threads: number }>, 
     }
     for (let i = 0; i < opts.maxSteps; i++) {
       for (const lane of lanes) {
+        // The calibration may undershoot (a busy neighbour during it): past the planned ladder, keep going up by 20%.
+        if (!opts.rates && i >= lane.rates.length && !lane.done) lane.rates.push(round2(lane.rates[lane.rates.length - 1]! * 1.2));
         if (lane.done || i >= lane.rates.length) continue;
         const rate = lane.rates[i]!;
         await sleep(opts.smoke ? 200 : 1500);

@@ -36,8 +36,10 @@ export interface ScenarioSummary {
   /** Requests one core can serve per second at that CPU cost. */
   perCoreRps: number | undefined;
   peakRssMiB: number | undefined;
-  /** Worst p99/p50 over steps below 80% of the saturation throughput. */
+  /** Worst and median p99/p50 over steps below 80% of the best achieved rate. */
   worstTailRatio: number | undefined;
+  medianTailRatio: number | undefined;
+  tailSteps: number;
 }
 
 export interface ScenarioResult {
@@ -132,6 +134,8 @@ export function summarise(sc: ScenarioResult, p99TargetMs: number): ScenarioSumm
     perCoreRps: cpu ? 1000 / cpu : undefined,
     peakRssMiB: peaks.length ? Math.max(...peaks) : undefined,
     worstTailRatio: tails.length ? Math.max(...tails) : undefined,
+    medianTailRatio: median(tails),
+    tailSteps: tails.length,
   };
 }
 
@@ -174,15 +178,18 @@ export function evaluateTargets(report: LoadReport): Target[] {
       `(${f(floors?.protect_cpu_ms, 2)} ms CPU: ${f(op?.cpuMsPerRequest !== undefined && floors ? op.cpuMsPerRequest / floors.protect_cpu_ms : undefined, 2)}x)`,
   });
 
-  const tails = report.scenarios.filter((s) => s.target === 'optmark' && s.summary?.worstTailRatio !== undefined);
+  // Judged on the single-image scenarios: in the mix, p99/p50 mostly measures how a 1 MP protect differs from a 12 MP PNG verify.
+  const tails = report.scenarios.filter((s) => s.target === 'optmark' && s.scenario !== 'mix' && s.summary?.worstTailRatio !== undefined);
   const worst = tails.length ? Math.max(...tails.map((s) => s.summary!.worstTailRatio!)) : undefined;
   out.push({
     id: 'tail-latency',
-    text: 'p99 at most 3x p50 below saturation (steps offered at most 80% of the saturation throughput)',
+    text: `p99 at most 3x p50 below saturation (protect and verify of ${report.settings.headline}, steps offered at most 80% of the best achieved rate, ${report.settings.arrivals} arrivals)`,
     value: worst,
     limit: 3,
     met: worst === undefined ? undefined : worst <= 3,
-    evidence: tails.map((s) => `${s.scenario} ${f(s.summary!.worstTailRatio, 2)}x`).join(', ') || 'no step below 80% of saturation',
+    evidence:
+      tails.map((s) => `${s.scenario} worst ${f(s.summary!.worstTailRatio, 2)}x (median ${f(s.summary!.medianTailRatio, 2)}x over ${s.summary!.tailSteps} steps)`).join(', ') ||
+      'no step below 80% of the best achieved rate',
   });
 
   const ver = find('verify', 'optmark')?.summary;
@@ -266,7 +273,12 @@ export function markdown(r: LoadReport): string {
       }),
     ),
   );
-  lines.push('', '"req/s per core" is 1000 / (server CPU ms per request): what one fully busy core serves.', '');
+  lines.push(
+    '',
+    '"req/s per core" is 1000 / (server CPU ms per request): what one fully busy core serves. ' +
+      'The naive server answers every request as a protect and decodes nothing, so in the mix it skips the work optmark\'s verify does (the fingerprint decode): compare protect with protect.',
+    '',
+  );
 
   lines.push('## Targets', '');
   lines.push(table(['target', 'measured', 'limit', 'met', 'evidence'], r.targets.map((t) => [t.text, f(t.value, 2), f(t.limit, 2), t.met === undefined ? 'not judged' : t.met ? 'yes' : '**no**', t.evidence])));

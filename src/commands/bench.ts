@@ -21,7 +21,7 @@ load-latency.svg. OPTMARK_* variables in the environment configure the server un
   --p99 MS               p99 target for the sustainable rate (default 500)
   --arrivals KIND        poisson or uniform (default poisson)
   --max-outstanding N    requests in flight at most; more are counted "not sent" (default 128)
-  --max-steps N          steps per scenario at most (default 8)
+  --max-steps N          steps per scenario at most (default 10)
   --memory               also run the memory test: 64 concurrent 25 MiB uploads, default config
   --memory-uploads N     uploads in the memory test (default 64)
   --memory-mib N         size of each memory-test upload in MiB (default 25)
