@@ -6,8 +6,7 @@
 import { existsSync, readdirSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { ExifTool } from 'exiftool-vendored';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { OptmarkError } from '../src/errors.js';
 import { protect, read } from '../src/marking/engine.js';
 import { sniff } from './helpers/containers.js';
@@ -33,16 +32,9 @@ const DAMAGED = new Set([
 /** The one original already opted out (DMI-PROHIBITED-GENAIMLTRAINING). */
 const OPTED_OUT = new Set(['iptc-ref-2023.1_10x10_folio.jpg']);
 
-let et: ExifTool;
-let fx: FixtureSet;
-beforeAll(() => {
-  et = new ExifTool({ maxProcs: 1 });
-  fx = new FixtureSet(et);
-});
-afterAll(async () => {
-  await et.end();
-  fx.cleanup();
-});
+const fx = new FixtureSet();
+const et = fx.exiftool;
+afterAll(() => fx.close());
 
 const bytesOf = (name: string): Buffer => readFileSync(join(CORPUS, name));
 

@@ -5,8 +5,7 @@
  * files and into files that already carry XMP, including ones protect made).
  */
 import { readFile } from 'node:fs/promises';
-import { ExifTool } from 'exiftool-vendored';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { protect, read } from '../src/marking/engine.js';
 import { DATA_MINING_TOKENS, type DataMiningToken } from '../src/xmp/index.js';
 import { xmpPackets } from './helpers/containers.js';
@@ -16,16 +15,9 @@ import { exiftoolDataMining, exiftoolTags, exiftoolXmp } from './helpers/oracle.
 const TOKENS = Object.keys(DATA_MINING_TOKENS) as DataMiningToken[];
 const PROHIBITING = TOKENS.filter((t) => DATA_MINING_TOKENS[t]);
 
-let et: ExifTool;
-let fx: FixtureSet;
-beforeAll(() => {
-  et = new ExifTool({ maxProcs: 1 });
-  fx = new FixtureSet(et);
-});
-afterAll(async () => {
-  await et.end();
-  fx.cleanup();
-});
+const fx = new FixtureSet();
+const et = fx.exiftool;
+afterAll(() => fx.close());
 
 /** ExifTool writes the token the way DESIGN.md §3 says works: `#` (no print conversion), bare token. */
 async function exiftoolWritesToken(bytes: Uint8Array, ext: string, token: DataMiningToken): Promise<Buffer> {

@@ -4,8 +4,7 @@
  * `invalid` table of error codes, and regressions named after the problem they pin.
  */
 import { createHash } from 'node:crypto';
-import { ExifTool } from 'exiftool-vendored';
-import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { afterAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES, OptmarkError } from '../src/errors.js';
 import { FORMATS as FORMAT_REGISTRY } from '../src/formats/index.js';
 import { protect, read } from '../src/marking/engine.js';
@@ -34,16 +33,9 @@ const FORMATS_BY_NAME = { jpeg: FORMAT_REGISTRY.get('jpeg')!, png: FORMAT_REGIST
 const TOKENS = Object.keys(DATA_MINING_TOKENS) as DataMiningToken[];
 const utf8 = (s: string): Buffer => Buffer.from(s, 'utf8');
 
-let et: ExifTool;
-let fx: FixtureSet;
-beforeAll(() => {
-  et = new ExifTool({ maxProcs: 1 });
-  fx = new FixtureSet(et);
-});
-afterAll(async () => {
-  await et.end();
-  fx.cleanup();
-});
+const fx = new FixtureSet();
+const et = fx.exiftool;
+afterAll(() => fx.close());
 
 const same = (a: Uint8Array, b: Uint8Array): boolean => Buffer.compare(Buffer.from(a), Buffer.from(b)) === 0;
 

@@ -173,6 +173,12 @@ export function itxtXmp(packet: Uint8Array, compressed = false, keyword = 'XML:c
   return pngChunk('iTXt', Buffer.concat([Buffer.from(`${keyword}\0`, 'latin1'), Buffer.from([compressed ? 1 : 0, 0, 0, 0]), text]));
 }
 
+/** XMP in a tEXt chunk, or a zTXt one (method 0, deflated), under the XMP keyword, as libvips writes it. */
+export function textXmp(type: 'tEXt' | 'zTXt', packet: Uint8Array): Buffer {
+  const text = type === 'zTXt' ? Buffer.concat([Buffer.from([0]), deflateSync(packet)]) : packet;
+  return pngChunk(type, Buffer.concat([PNG_XMP_KEYWORD, text]));
+}
+
 /** The XMP text of every iTXt XMP chunk, in order, with where it sits relative to the first IDAT. */
 export function pngXmpChunks(b: Uint8Array): Array<{ beforeIdat: boolean; compressed: boolean; index: number }> {
   const { chunks } = pngChunks(b);

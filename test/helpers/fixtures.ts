@@ -11,8 +11,8 @@ import { readFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { deflateSync } from 'node:zlib';
-import type { ExifTool } from 'exiftool-vendored';
-import sharp from 'sharp';
+import { ExifTool } from 'exiftool-vendored';
+import sharp, { type Sharp } from 'sharp';
 import type { DataMiningToken } from '../../src/xmp/index.js';
 import {
   type Format,
@@ -27,6 +27,7 @@ import {
   jpegWith,
   pngChunk,
   pngWith,
+  textXmp,
   webpUnknownChunk,
   webpWith,
   webpXmpChunk,
@@ -101,7 +102,7 @@ export function texture(width: number, height: number, channels: 1 | 3 | 4, seed
   return px;
 }
 
-export function rawImage(width: number, height: number, channels: 1 | 3 | 4, seed = 1): sharp.Sharp {
+export function rawImage(width: number, height: number, channels: 1 | 3 | 4, seed = 1): Sharp {
   return sharp(texture(width, height, channels, seed), { raw: { width, height, channels } });
 }
 
@@ -480,11 +481,7 @@ add({
   token: 'DMI-PROHIBITED',
   tags: ['pixels', 'xmp'],
   make: async (ctx) =>
-    pngWith(
-      await ctx.get('base.png'),
-      [pngChunk('tEXt', Buffer.concat([Buffer.from('XML:com.adobe.xmp\0', 'latin1'), utf8(packet({ ns: { plus: NS.plus }, body: `<plus:DataMining>${vocab('DMI-PROHIBITED')}</plus:DataMining>${DC_BODY}` }))]))],
-      'afterIhdr',
-    ),
+    pngWith(await ctx.get('base.png'), [textXmp('tEXt', utf8(packet({ ns: { plus: NS.plus }, body: `<plus:DataMining>${vocab('DMI-PROHIBITED')}</plus:DataMining>${DC_BODY}` })))], 'afterIhdr'),
 });
 add({
   name: 'itxt-then-ztxt.png',
@@ -494,11 +491,7 @@ add({
   token: 'DMI-ALLOWED',
   tags: ['pixels', 'xmp'],
   make: async (ctx) =>
-    pngWith(
-      await ctx.get('base.png'),
-      [itxtXmp(utf8(attrPacket('DMI-ALLOWED'))), pngChunk('zTXt', Buffer.concat([Buffer.from('XML:com.adobe.xmp\0\0', 'latin1'), deflateSync(utf8(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': vocab('DMI-ALLOWED') } })))]))],
-      'afterIhdr',
-    ),
+    pngWith(await ctx.get('base.png'), [itxtXmp(utf8(attrPacket('DMI-ALLOWED'))), textXmp('zTXt', utf8(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': vocab('DMI-ALLOWED') } })))], 'afterIhdr'),
 });
 add({
   name: 'xmp-after-iend.png',
@@ -661,14 +654,20 @@ export function fixturesWith(tags: readonly Tag[] = [], format?: Format): Fixtur
 
 // -------------------------------------------------------------------------------------- materialise
 
-/** Makes fixtures on demand into one temp folder per test file; `cleanup()` removes it. */
+/**
+ * Makes fixtures on demand into one temp folder per test file, with the file's one ExifTool process
+ * (exiftool-vendored starts it on first use). Call `close()` in afterAll: it ends ExifTool and removes
+ * the folder.
+ */
 export class FixtureSet {
   readonly dir = mkdtempSync(join(tmpdir(), 'optmark-fixtures-'));
+  readonly exiftool = new ExifTool({ maxProcs: 1 });
   private readonly made = new Map<string, Promise<Buffer>>();
   private seq = 0;
   private readonly ctx: FixtureContext;
 
-  constructor(readonly exiftool: ExifTool) {
+  constructor() {
+    const exiftool = this.exiftool;
     this.ctx = {
       exiftool,
       get: (name) => this.bytes(name),
@@ -698,7 +697,8 @@ export class FixtureSet {
     return path;
   }
 
-  cleanup(): void {
+  async close(): Promise<void> {
+    await this.exiftool.end();
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
