@@ -3,7 +3,6 @@
  * protect() on each (structure, every non-XMP byte, pixels, merge, idempotence), the options, an
  * `invalid` table of error codes, and regressions named after the problem they pin.
  */
-import { createHash } from 'node:crypto';
 import { afterAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES, OptmarkError } from '../src/errors.js';
 import { FORMATS as FORMAT_REGISTRY } from '../src/formats/index.js';
@@ -20,12 +19,10 @@ import {
   pngChunks,
   pngWith,
   webpChunks,
-  webpWith,
-  webpXmpChunk,
   withXmp,
   xmpPackets,
 } from './helpers/containers.js';
-import { DC_BODY, EXT, FIXTURES, FORMATS, FixtureSet, NS, fixturesWith, packet, vocab } from './helpers/fixtures.js';
+import { DC_BODY, EXT, FIXTURES, FORMATS, FixtureSet, NS, bareXmp, extendedSegments, packet, vocab } from './helpers/fixtures.js';
 import { expectMarkedStructure, exiftoolDataMining, exiftoolXmp, pixels } from './helpers/oracle.js';
 
 const AIML = vocab('DMI-PROHIBITED-AIMLTRAINING');
@@ -220,14 +217,13 @@ const invalid: Array<{ name: string; code: string; bytes: () => Promise<Uint8Arr
     code: 'limit_exceeded',
     only: 'protect',
     bytes: async () => {
-      const ext = utf8(`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="${NS.rdf}"><rdf:Description rdf:about="" xmlns:dc="${NS.dc}">${Array.from({ length: 25_000 }, (_, i) => `<dc:p${i}>v</dc:p${i}>`).join('')}</rdf:Description></rdf:RDF></x:xmpmeta>`);
-      const guid = createHash('md5').update(ext).digest('hex').toUpperCase();
-      const segs = [app1Xmp(utf8(packet({ ns: { xmpNote: NS.xmpNote }, attrs: { 'xmpNote:HasExtendedXMP': guid } })))];
-      for (let at = 0; at < ext.length; at += 60_000) segs.push(app1Ext(guid, ext.length, at, ext.subarray(at, at + 60_000)));
-      return jpegWith(await fx.bytes('base.jpg'), segs, 0);
+      const { main, portions } = extendedSegments(bareXmp(smallProperties(25_000)));
+      return jpegWith(await fx.bytes('base.jpg'), [main, ...portions], 0);
     },
   },
 ];
+
+const smallProperties = (n: number): string => Array.from({ length: n }, (_, i) => `<dc:p${i}>v</dc:p${i}>`).join('');
 
 function pngWithout(b: Uint8Array, type: string): Buffer {
   return Buffer.concat([Buffer.from(b).subarray(0, 8), ...pngChunks(b).chunks.filter((c) => c.type !== type).map((c) => pngChunk(c.type, c.data))]);
@@ -368,11 +364,8 @@ describe('regressions', () => {
   });
 
   it('moving 15k small properties to Extended XMP removed them one by one (quadratic)', async () => {
-    const ext = utf8(`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="${NS.rdf}"><rdf:Description rdf:about="" xmlns:dc="${NS.dc}">${Array.from({ length: 15_000 }, (_, i) => `<dc:p${i}>v</dc:p${i}>`).join('')}</rdf:Description></rdf:RDF></x:xmpmeta>`);
-    const guid = createHash('md5').update(ext).digest('hex').toUpperCase();
-    const segs = [app1Xmp(utf8(packet({ ns: { xmpNote: NS.xmpNote }, attrs: { 'xmpNote:HasExtendedXMP': guid } })))];
-    for (let at = 0; at < ext.length; at += 60_000) segs.push(app1Ext(guid, ext.length, at, ext.subarray(at, at + 60_000)));
-    const input = jpegWith(await fx.bytes('base.jpg'), segs, 0);
+    const { main, portions } = extendedSegments(bareXmp(smallProperties(15_000)));
+    const input = jpegWith(await fx.bytes('base.jpg'), [main, ...portions], 0);
     const t0 = performance.now();
     const out = protect(input).bytes;
     expect(performance.now() - t0).toBeLessThan(HANG);

@@ -56,8 +56,7 @@ export type Tag =
   | 'xmp' // carries XMP: compare ExifTool's XMP before and after
   | 'variant' // a crafted XMP form of the opt-out
   | 'huge' // XMP larger than one JPEG segment
-  | 'animated'
-  | 'damaged';
+  | 'animated';
 
 export interface Fixture {
   /** File name; its extension follows the format. */
@@ -308,6 +307,27 @@ export const VARIANTS: readonly Variant[] = [
   },
 ];
 
+/** A bare x:xmpmeta document (Extended XMP has no xpacket wrapper) around property elements. */
+export const bareXmp = (body: string, ns: Record<string, string> = { dc: NS.dc }): Buffer =>
+  utf8(
+    `<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="${NS.rdf}"><rdf:Description rdf:about=""` +
+      `${Object.entries(ns)
+        .map(([p, uri]) => ` xmlns:${p}="${uri}"`)
+        .join('')}>${body}</rdf:Description></rdf:RDF></x:xmpmeta>`,
+  );
+
+/**
+ * JPEG segments for Extended XMP `ext`: a main packet naming it (plus `main` options), then its
+ * portions of `portion` bytes in order. Callers reorder them to taste.
+ */
+export function extendedSegments(ext: Buffer, main: PacketOptions = {}, portion = 60_000): { main: Buffer; portions: Buffer[] } {
+  const guid = createHash('md5').update(ext).digest('hex').toUpperCase();
+  const mainPacket = packet({ ...main, ns: { xmpNote: NS.xmpNote, ...main.ns }, attrs: { 'xmpNote:HasExtendedXMP': guid, ...main.attrs } });
+  const portions: Buffer[] = [];
+  for (let at = 0; at < ext.length; at += portion) portions.push(app1Ext(guid, ext.length, at, ext.subarray(at, at + portion)));
+  return { main: app1Xmp(utf8(mainPacket)), portions };
+}
+
 function hugeBody(): string {
   const subjects = Array.from({ length: 3000 }, (_, i) => `<rdf:li>keyword-${i.toString().padStart(5, '0')}-${'k'.repeat(8)}</rdf:li>`).join('');
   const words = Array.from({ length: 4000 }, (_, i) => `word${i % 97}`).join(' ');
@@ -395,17 +415,13 @@ add({
   token: 'DMI-PROHIBITED-AIMLTRAINING',
   tags: ['pixels', 'xmp', 'huge'],
   make: async (ctx) => {
-    const ext = utf8(
-      `<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="${NS.rdf}"><rdf:Description rdf:about="" xmlns:dc="${NS.dc}" xmlns:plus="${NS.plus}">` +
-        `<plus:DataMining>${vocab('DMI-PROHIBITED-AIMLTRAINING')}</plus:DataMining>` +
-        `<dc:description><rdf:Alt><rdf:li xml:lang="x-default">${'long text '.repeat(9000)}</rdf:li></rdf:Alt></dc:description>` +
-        `</rdf:Description></rdf:RDF></x:xmpmeta>`,
+    const ext = bareXmp(
+      `<plus:DataMining>${vocab('DMI-PROHIBITED-AIMLTRAINING')}</plus:DataMining>` +
+        `<dc:description><rdf:Alt><rdf:li xml:lang="x-default">${'long text '.repeat(9000)}</rdf:li></rdf:Alt></dc:description>`,
+      { dc: NS.dc, plus: NS.plus },
     );
-    const guid = createHash('md5').update(ext).digest('hex').toUpperCase();
-    const main = utf8(packet({ ns: { xmpNote: NS.xmpNote }, attrs: { 'xmpNote:HasExtendedXMP': guid }, body: DC_BODY }));
-    const cut = 60000;
-    const segs = [app1Ext(guid, ext.length, cut, ext.subarray(cut)), app1Xmp(main), app1Ext(guid, ext.length, 0, ext.subarray(0, cut))];
-    return jpegWith(await ctx.get('base.jpg'), segs, 0);
+    const { main, portions } = extendedSegments(ext, { body: DC_BODY });
+    return jpegWith(await ctx.get('base.jpg'), [portions[1]!, main, portions[0]!], 0);
   },
 });
 add({
@@ -646,11 +662,6 @@ async function apng(): Promise<Buffer> {
 }
 
 export const FIXTURES: ReadonlyMap<string, Fixture> = new Map(fixtures.map((f) => [f.name, f]));
-
-/** Fixtures with every tag in `tags`, optionally of one format. */
-export function fixturesWith(tags: readonly Tag[] = [], format?: Format): Fixture[] {
-  return fixtures.filter((f) => tags.every((t) => f.tags.includes(t)) && (!format || f.format === format));
-}
 
 // -------------------------------------------------------------------------------------- materialise
 
