@@ -167,6 +167,8 @@ interface Variant {
   optedOut: boolean;
   token?: DataMiningToken;
   marked?: boolean;
+  /** ExifTool reads the form wrongly, so its before/after comparison says nothing. */
+  exiftoolMisreads?: boolean;
   /** The XMP packet bytes, or several (duplicates). */
   packets: () => Buffer[];
   /** PNG placement of the packets. */
@@ -295,6 +297,42 @@ export const VARIANTS: readonly Variant[] = [
         ),
       ),
     ],
+  },
+  {
+    key: 'rdfroot',
+    how: 'rdf:RDF as the root element, no x:xmpmeta and no xpacket wrapper',
+    optedOut: true,
+    token: 'DMI-PROHIBITED-GENAIMLTRAINING',
+    packets: () => [utf8(attrPacket('DMI-PROHIBITED-GENAIMLTRAINING', { bare: true }).replace(/^<x:xmpmeta[^>]*>\n/, '').replace(/\n<\/x:xmpmeta>$/, ''))],
+  },
+  {
+    key: 'xapmeta',
+    how: 'the pre-2002 x:xapmeta root',
+    optedOut: true,
+    token: 'DMI-PROHIBITED-GENAIMLTRAINING',
+    packets: () => [utf8(attrPacket('DMI-PROHIBITED-GENAIMLTRAINING').replace(/x:xmpmeta/g, 'x:xapmeta'))],
+  },
+  {
+    key: 'cdata',
+    how: 'element form whose value is a CDATA section, after an XML comment',
+    optedOut: true,
+    token: 'DMI-PROHIBITED-SEEEMBEDDEDRIGHTSEXPR',
+    packets: () => [utf8(packet({ ns: { plus: NS.plus }, body: `<!-- written by hand --><plus:DataMining><![CDATA[${vocab('DMI-PROHIBITED-SEEEMBEDDEDRIGHTSEXPR')}]]></plus:DataMining>${DC_BODY}` }))],
+  },
+  {
+    key: 'lowercase',
+    how: 'the token in lower case (ExifTool reports it raw; the vocabulary is matched without case)',
+    optedOut: true,
+    token: 'DMI-PROHIBITED',
+    packets: () => [utf8(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': 'http://ns.useplus.org/ldf/vocab/dmi-prohibited' }, body: DC_BODY }))],
+  },
+  {
+    key: 'defaultns',
+    how: 'DataMining bound through a default namespace (xmlns=...) on the element; ExifTool misfiles it, so no ExifTool comparison',
+    optedOut: true,
+    token: 'DMI-PROHIBITED',
+    exiftoolMisreads: true,
+    packets: () => [utf8(packet({ body: `<DataMining xmlns="${NS.plus}">${vocab('DMI-PROHIBITED')}</DataMining>${DC_BODY}` }))],
   },
   { key: 'padded', how: 'attribute packet with 4 KB of padding and trailing NULs', optedOut: true, token: 'DMI-PROHIBITED', packets: () => [Buffer.concat([utf8(attrPacket('DMI-PROHIBITED', { padding: 4096 })), Buffer.alloc(7)])] },
   { key: 'garbage', how: 'an XMP packet that is not well-formed XML', optedOut: false, packets: () => [utf8('<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF><unclosed>')] },
@@ -589,7 +627,7 @@ for (const v of VARIANTS) {
       optedOut: v.optedOut,
       token: v.token,
       marked: v.marked,
-      tags: ['pixels', 'xmp', 'variant', ...(v.key === 'huge' ? (['huge'] as const) : [])],
+      tags: ['pixels', 'variant', ...(v.exiftoolMisreads ? [] : (['xmp'] as const)), ...(v.key === 'huge' ? (['huge'] as const) : [])],
       make: async (ctx) => {
         const base = await ctx.get(`base.${EXT[format]}`);
         const [first, ...rest] = v.packets();
