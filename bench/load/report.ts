@@ -317,7 +317,7 @@ export function markdown(r: LoadReport): string {
     lines.push(`### ${s.scenario} on ${s.target}`, '', `${s.description}.${s.calibrationRps !== undefined ? ` Closed-loop calibration: ${f(s.calibrationRps)} req/s.` : ''}`, '');
     lines.push(
       table(
-        ['offered', 'achieved', 'MB/s in', 'MB/s out', 'p50', 'p95', 'p99', 'max', '503 %', 'err %', 'not sent', 'CPU ms/req', 'of which kernel', 'server cores', 'peak RSS MiB', 'gen CPU ms/req', 'other cores', ''],
+        ['offered', 'achieved', 'MB/s in', 'MB/s out', 'p50', 'p95', 'p99', 'max', '503 %', 'err %', 'not sent', 'CPU ms/req', 'of which kernel', 'server cores', 'peak RSS MiB', 'gen CPU ms/req', 'gen lag p99 ms', 'other cores', ''],
         s.steps.map((x) => [
           f(x.offeredRps),
           f(x.achievedRps),
@@ -335,6 +335,7 @@ export function markdown(r: LoadReport): string {
           f(x.server.cores, 2),
           f(x.server.peakRssMiB, 0),
           f(x.generator.cpuMsPerRequest, 2),
+          f(x.sendLagMs.p99, 1),
           f(x.otherCores, 2),
           x.saturated ? 'saturated' : '',
         ]),
