@@ -15,6 +15,7 @@ import { runCore, type Engine, fingerprintEngine } from '../src/fingerprint/nati
 import { keyTileFor } from '../src/fingerprint/pattern.js';
 import { CORE_PARAMS, FPR } from '../src/fingerprint/params.js';
 import { cellTest } from '../src/fingerprint/stats.js';
+import { prng } from './lib/random.js';
 
 sharp.concurrency(1);
 
@@ -70,16 +71,6 @@ const ATTACKS: { name: string; control?: boolean; fn: Attack }[] = [
   { name: 'control: crop50', control: true, fn: crop(0.5) },
 ];
 
-function mulberry32(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 async function psnr(a: Buffer, b: Buffer): Promise<number> {
   const [x, y] = await Promise.all([a, b].map((v) => sharp(v).removeAlpha().raw().toBuffer()));
@@ -141,8 +132,8 @@ async function main(): Promise<void> {
   const nullKeys = Array.from({ length: keys }, (_, i) => new Uint8Array(32).fill(100 + i));
   const rows = new Map<string, { conf: number[]; z: number[]; hits: number; n: number; nullTrials: number; fps: number; maxNullZ: number; control: boolean }>();
   const psnrs: number[] = [];
-  const rng = mulberry32(12345);
-  const nrng = mulberry32(54321);
+  const rng = prng(12345);
+  const nrng = prng(54321);
   const ms: number[] = [];
   for (const file of files) {
     const orig = readFileSync(file);

@@ -11,6 +11,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, statSync,
 import { tmpdir } from 'node:os';
 import { basename, extname, join } from 'node:path';
 import sharp from 'sharp';
+import { prng } from '../lib/random.js';
 
 /** Bump when the generator changes so stale cached files are not reused. */
 const CORPUS_VERSION = 1;
@@ -50,17 +51,7 @@ export const DEFAULT_SPECS: readonly Spec[] = [
 export const MIME: Record<CorpusImage['format'], string> = { jpeg: 'image/jpeg', png: 'image/png', webp: 'image/webp' };
 const EXT: Record<CorpusImage['format'], string> = { jpeg: 'jpg', png: 'png', webp: 'webp' };
 
-/** A small seeded PRNG (mulberry32): the corpus is the same bytes on every machine with the same libvips. */
-export function prng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
+export { prng };
 
 async function noiseLayer(width: number, height: number, divisor: number, channels: 1 | 3, rand: () => number): Promise<Buffer> {
   const lw = Math.max(2, Math.ceil(width / divisor));
