@@ -53,6 +53,19 @@ const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
   internal_error: 'Something went wrong on the server.',
 };
 
+/**
+ * An operator-facing error outside the HTTP contract (store administration, signing keys): a stable
+ * `code` of its own vocabulary and a message that says what to do.
+ */
+export class CodedError<C extends string> extends Error {
+  readonly code: C;
+  constructor(code: C, message: string) {
+    super(message);
+    this.code = code;
+    this.name = new.target.name;
+  }
+}
+
 /** Base class for every error optmark raises on purpose. */
 export class OptmarkError extends Error {
   readonly code: ErrorCode;

@@ -3,6 +3,7 @@
  * raised by the operator side of the store and printed by the commands; the request path never throws
  * them for a client's mistake (authentication and quota answers are result values, not exceptions).
  */
+import { CodedError } from '../errors.js';
 
 export const STORE_ERROR_CODES = [
   'unknown_account',
@@ -20,11 +21,4 @@ export const STORE_ERROR_CODES = [
 export type StoreErrorCode = (typeof STORE_ERROR_CODES)[number];
 
 /** An operator mistake or a store that this version cannot use; `code` is stable, the message says what to do. */
-export class StoreError extends Error {
-  readonly code: StoreErrorCode;
-  constructor(code: StoreErrorCode, message: string) {
-    super(message);
-    this.code = code;
-    this.name = 'StoreError';
-  }
-}
+export class StoreError extends CodedError<StoreErrorCode> {}
