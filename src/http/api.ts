@@ -43,6 +43,16 @@ function busyAsOverload(err: unknown): unknown {
   return err;
 }
 
+/** 429: the account's monthly units are used up until the month turns (Retry-After, in seconds). */
+class QuotaExceededError extends OptmarkError {
+  constructor(
+    message: string,
+    readonly retryAfter: number,
+  ) {
+    super('quota_exceeded', message);
+  }
+}
+
 /** Handles one API request; the uWS handler returns right after this sets up its callbacks. */
 export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse, req: HttpRequest): void {
   // HttpRequest lives only during this synchronous call: read everything from it first.
@@ -104,6 +114,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     if (shape.code === 'internal_error') log.error({ reqId: id, err }, 'unexpected failure');
     const headers: Headers = { ...rlHeaders() };
     if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
+    if (err instanceof QuotaExceededError) headers['Retry-After'] = String(err.retryAfter);
     void ex.error(shape.code, shape.message, headers).then(() => finish(false));
   };
 
@@ -135,9 +146,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     const reserved = store.reserve(auth.account.id, operation);
     if (!reserved.ok) {
       const s = reserved.state;
-      throw Object.assign(new OptmarkError('quota_exceeded', `The monthly ${operation} limit of ${s.limit} is used up; it resets in ${s.resetSeconds} s.`), {
-        retryAfter: s.resetSeconds,
-      });
+      throw new QuotaExceededError(`The monthly ${operation} limit of ${s.limit} is used up; it resets in ${s.resetSeconds} s.`, s.resetSeconds);
     }
     reservation = reserved.reservation;
     // Room for the image: the declared length bounds it; without one, the limit does (shrunk later).
@@ -154,11 +163,6 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     outputSlot = bodySlot;
     receiver = new MultipartReceiver({ contentType, destination: memory.view(slot), maxImageBytes: deps.maxUploadBytes });
   } catch (err) {
-    if (err instanceof OptmarkError && err.code === 'quota_exceeded') {
-      const retry = (err as OptmarkError & { retryAfter: number }).retryAfter;
-      void ex.error('quota_exceeded', err.message, { ...rlHeaders(), 'Retry-After': String(retry) }).then(() => finish(false));
-      return;
-    }
     return fail(err);
   }
 

@@ -47,8 +47,8 @@ export class MultipartReceiver {
   #resolve!: (image: ReceivedImage) => void;
   #reject!: (err: OptmarkError) => void;
   #failed: OptmarkError | undefined;
-  #dest: Uint8Array | undefined;
-  #destBuffer: Buffer | undefined;
+  /** The destination as a Buffer (a view, no copy): its fill() is the memcpy #append needs. */
+  #dest: Buffer | undefined;
   #length = 0;
   #filename: string | undefined;
   #mimeType = '';
@@ -59,8 +59,7 @@ export class MultipartReceiver {
 
   constructor(options: ReceiverOptions) {
     this.#options = options;
-    this.#dest = options.destination;
-    this.#destBuffer = Buffer.from(options.destination.buffer, options.destination.byteOffset, options.destination.byteLength);
+    this.#dest = Buffer.from(options.destination.buffer, options.destination.byteOffset, options.destination.byteLength);
     this.done = new Promise((resolve, reject) => {
       this.#resolve = resolve;
       this.#reject = reject;
@@ -138,7 +137,7 @@ export class MultipartReceiver {
     }
     // Buffer#fill copies with memcpy. TypedArray#set into shared memory goes through V8's relaxed
     // (atomic-safe) memmove, which runs byte by byte on busboy's unaligned chunks: ten times slower.
-    if (data.length > 0) this.#destBuffer!.fill(data, this.#length, need);
+    if (data.length > 0) dest.fill(data, this.#length, need);
     this.#length = need;
   }
 
@@ -146,7 +145,6 @@ export class MultipartReceiver {
     if (this.#failed) return;
     this.#failed = err;
     this.#dest = undefined;
-    this.#destBuffer = undefined;
     this.#parser.removeAllListeners('close');
     this.#parser.on('error', () => undefined);
     this.#parser.destroy();
