@@ -33,6 +33,10 @@ interface Step {
   latencyMs: { p50: number; p95: number; p99: number; max: number };
   server: { cpuS: number | null; cpuMsPerRequest: number | null; peakRssMiB: number | null; threads: unknown[] };
   generator: { cpuMsPerRequest: number };
+  arrivals: string;
+  warmupS: number;
+  saturated: boolean;
+  queueReference?: { demandMs: number; utilisation: number; p50: number; p99: number };
 }
 
 describe('bench load --smoke', () => {
@@ -67,12 +71,29 @@ describe('bench load --smoke', () => {
         expect(step.mbInPerS).toBeGreaterThan(0);
         expect(step.mbOutPerS).toBeGreaterThan(0);
         expect(typeof step.generator.cpuMsPerRequest).toBe('number');
+        expect(step.arrivals).toBe('poisson');
+        expect(step.warmupS).toBe(0.5);
         if (process.platform === 'linux') {
           expect(typeof step.server.cpuS).toBe('number');
           expect(step.server.peakRssMiB).toBeGreaterThan(0);
           expect(Array.isArray(step.server.threads)).toBe(true);
+          // The ideal queue at the step's rate and measured CPU: far below capacity at a few req/s.
+          expect(step.queueReference!.utilisation).toBeLessThan(0.5);
+          expect(step.queueReference!.p99).toBeGreaterThanOrEqual(step.queueReference!.p50);
+          expect(step.queueReference!.p50).toBeGreaterThan(0);
         }
       }
+      // The constant-rate pass: optmark's protect and verify only, evenly spaced, at the unsaturated
+      // rates within 80% of the best achieved one.
+      if (sc.target === 'optmark' && sc.scenario !== 'mix') {
+        const best = Math.max(...(sc.steps as Step[]).map((s) => s.achievedRps));
+        const expected = (sc.steps as Step[]).filter((s) => !s.saturated && s.offeredRps <= 0.8 * best).map((s) => s.offeredRps);
+        expect((sc.constantRateSteps as Step[]).map((s) => s.offeredRps)).toEqual(expected);
+        for (const step of sc.constantRateSteps as Step[]) {
+          expect(step.arrivals).toBe('uniform');
+          expect(step.ok + step.overloaded + step.notSent + step.cutOff + step.transportErrors).toBe(step.scheduled);
+        }
+      } else expect(sc.constantRateSteps).toBeUndefined();
     }
     expect(report.profile.length).toBeGreaterThan(0);
 

@@ -331,6 +331,14 @@ export interface StepPlan {
   seed: number;
   /** Per-request timeout. */
   timeoutMs: number;
+  /**
+   * Seconds of load at the same rate and arrivals before the measured window, whose answers are not
+   * recorded: the server's connections, socket buffers and memory reach the steady state of this rate
+   * first, so the step measures that state rather than the ramp into it. 0 = none.
+   */
+  warmupMs?: number;
+  /** Called when the first measured request is due (after the warm-up): start the step's meters here. */
+  onMeasureStart?: () => void;
 }
 
 export interface StepRun {
@@ -363,7 +371,12 @@ export function schedule(rate: number, durationMs: number, arrivals: StepPlan['a
  * `requests` is kept as the outcome's kind).
  */
 export async function openLoop(client: Client, requests: readonly PreparedRequest[], pick: (i: number) => number, plan: StepPlan): Promise<StepRun> {
-  const starts = schedule(plan.rate, plan.durationMs, plan.arrivals, plan.seed);
+  const warmupMs = Math.max(0, plan.warmupMs ?? 0);
+  // One schedule for warm-up and measured window, so the arrivals run on without a seam between them.
+  const starts = schedule(plan.rate, warmupMs + plan.durationMs, plan.arrivals, plan.seed);
+  let measuredFrom = 0;
+  while (measuredFrom < starts.length && starts[measuredFrom]! < warmupMs) measuredFrom++;
+  if (measuredFrom === starts.length) measuredFrom = 0; // nothing due after the warm-up: measure everything
   const outcomes: Outcome[] = new Array(starts.length);
   let outstanding = 0;
   let finished = 0;
@@ -380,6 +393,7 @@ export async function openLoop(client: Client, requests: readonly PreparedReques
   };
 
   const fire = (i: number): void => {
+    if (i === measuredFrom) plan.onMeasureStart?.();
     const kind = pick(i);
     if (outstanding >= client.maxOutstanding) {
       settle(i, { status: -1, latencyMs: 0, lagMs: performance.now() - (t0 + starts[i]!), doneAt: starts[i]!, bytesOut: 0, bytesIn: 0, retryAfter: false, kind });
@@ -417,9 +431,15 @@ export async function openLoop(client: Client, requests: readonly PreparedReques
     // Drop the sockets so the cut-off requests stop loading the server and the next step starts clean.
     client.reset();
   }
+  // The measured window: its outcomes, with times from its own start.
+  const origin = measuredFrom > 0 ? warmupMs : 0;
+  const measured = outcomes.slice(measuredFrom);
   let last = 0;
-  for (const o of outcomes) if (o.doneAt > last) last = o.doneAt;
-  return { outcomes, elapsedMs: last, scheduled: starts.length };
+  for (const o of measured) {
+    o.doneAt -= origin;
+    if (o.doneAt > last) last = o.doneAt;
+  }
+  return { outcomes: measured, elapsedMs: last, scheduled: measured.length };
 }
 
 /** Closed loop: `concurrency` requests always in flight, `count` in all; returns completions per second. */

@@ -14,7 +14,7 @@ import { folderCorpus, generatedCorpus, prepare, prng, type CorpusImage, type Pr
 import type { Floors } from './floor.js';
 import { memoryTest, type MemoryResult } from './memory.js';
 import { processCpu } from './proc.js';
-import { evaluateTargets, writeReports, type LoadReport, type ProfileRow, type ScenarioResult } from './report.js';
+import { TAIL_BAND, evaluateTargets, writeReports, type LoadReport, type ProfileRow, type ScenarioResult } from './report.js';
 import { readyz, startNaive, startOptmark, type Running } from './servers.js';
 import { measureStep, latency, type StepResult } from './step.js';
 
@@ -33,6 +33,13 @@ export interface LoadOptions {
   /** Explicit offered rates (req/s); otherwise a ladder from a closed-loop calibration. */
   rates: number[] | undefined;
   durationS: number;
+  /** Seconds of unrecorded load at each step's rate before its measured window. */
+  warmupS: number;
+  /**
+   * With Poisson arrivals, also run the protect and verify steps below 80% of the best achieved rate
+   * again with evenly spaced arrivals: the tail-latency target is judged there (see report.ts).
+   */
+  constantRate: boolean;
   p99TargetMs: number;
   naive: boolean;
   memory: boolean;
@@ -61,6 +68,8 @@ export const DEFAULTS: Omit<LoadOptions, 'command'> = {
   scenarios: ['protect', 'verify', 'mix'],
   rates: undefined,
   durationS: 10,
+  warmupS: 2,
+  constantRate: true,
   p99TargetMs: 500,
   naive: true,
   memory: false,
@@ -225,7 +234,37 @@ interface Lane {
   rates: number[];
   calibration: number | undefined;
   steps: StepResult[];
+  /** The constant-rate pass, when one ran. */
+  constantRate?: StepResult[];
   done: boolean;
+}
+
+/** One step of a lane: a pause, then the warm-up and the measured window at `rate`. */
+async function runStep(lane: Lane, sc: Scenario, opts: LoadOptions, rate: number, arrivals: 'poisson' | 'uniform', seed: number): Promise<StepResult> {
+  await sleep(opts.smoke ? 200 : 1500);
+  return measureStep(lane.client, sc.requests, sc.pick, {
+    rate,
+    durationMs: opts.durationS * 1000,
+    warmupMs: opts.warmupS * 1000,
+    arrivals,
+    drainMs: opts.smoke ? 20_000 : 30_000,
+    seed,
+    timeoutMs: 120_000,
+  });
+}
+
+function logStep(what: string, rate: number, step: StepResult): void {
+  const l = step.latencyMs;
+  const q = step.queueReference;
+  log(
+    `${what} @ ${rate} req/s: achieved ${step.achievedRps.toFixed(1)}, p50/p99 ${l ? `${l.p50.toFixed(0)}/${l.p99.toFixed(0)}` : '-'} ms` +
+      (l && q ? ` (${(l.p99 / l.p50).toFixed(1)}x; ideal queue ${(q.p99 / q.p50).toFixed(1)}x)` : '') +
+      `, 503 ${(step.overloadRate * 100).toFixed(1)}%, errors ${(step.errorRate * 100).toFixed(1)}%, ` +
+      `server CPU ${step.server.cpuMsPerRequest?.toFixed(1) ?? 'n/a'} ms/req (kernel ${step.server.sysMsPerRequest?.toFixed(1) ?? 'n/a'}), ` +
+      `${step.server.cores?.toFixed(2) ?? 'n/a'} cores, peak RSS ${step.server.peakRssMiB?.toFixed(0) ?? 'n/a'} MiB` +
+      (step.otherCores !== undefined ? `, other processes ${step.otherCores.toFixed(2)} cores` : '') +
+      (step.saturated ? '  [saturated]' : ''),
+  );
 }
 
 /**
@@ -255,28 +294,24 @@ async function runScenario(targets: Array<{ target: Target; threads: number }>, 
         if (!opts.rates && i >= lane.rates.length && !lane.done) lane.rates.push(round2(lane.rates[lane.rates.length - 1]! * 1.2));
         if (lane.done || i >= lane.rates.length) continue;
         const rate = lane.rates[i]!;
-        await sleep(opts.smoke ? 200 : 1500);
-        const step = await measureStep(lane.client, sc.requests, sc.pick, {
-          rate,
-          durationMs: opts.durationS * 1000,
-          arrivals: opts.arrivals,
-          drainMs: opts.smoke ? 20_000 : 30_000,
-          seed: 1000 + i,
-          timeoutMs: 120_000,
-        });
+        const step = await runStep(lane, sc, opts, rate, opts.arrivals, 1000 + i);
         lane.steps.push(step);
-        const l = step.latencyMs;
-        log(
-          `${lane.target.name} ${sc.name} @ ${rate} req/s: achieved ${step.achievedRps.toFixed(1)}, p50/p99 ${l ? `${l.p50.toFixed(0)}/${l.p99.toFixed(0)}` : '-'} ms, ` +
-            `503 ${(step.overloadRate * 100).toFixed(1)}%, errors ${(step.errorRate * 100).toFixed(1)}%, ` +
-            `server CPU ${step.server.cpuMsPerRequest?.toFixed(1) ?? 'n/a'} ms/req (kernel ${step.server.sysMsPerRequest?.toFixed(1) ?? 'n/a'}), ` +
-            `${step.server.cores?.toFixed(2) ?? 'n/a'} cores, peak RSS ${step.server.peakRssMiB?.toFixed(0) ?? 'n/a'} MiB` +
-            (step.otherCores !== undefined ? `, other processes ${step.otherCores.toFixed(2)} cores` : '') +
-            (step.saturated ? '  [saturated]' : ''),
-        );
+        logStep(`${lane.target.name} ${sc.name}`, rate, step);
         // Two saturated steps in a row end the ladder: one alone may be a burst of other load on a shared machine.
         const previous = lane.steps[lane.steps.length - 2];
         if (step.saturated && previous?.saturated && !opts.rates) lane.done = true;
+      }
+    }
+    // The constant-rate pass: the same rates below saturation, evenly spaced, on optmark only.
+    for (const lane of lanes) {
+      if (!opts.constantRate || opts.arrivals !== 'poisson' || lane.target.name !== 'optmark' || sc.name === 'mix') continue;
+      const best = Math.max(0, ...lane.steps.map((s) => s.achievedRps));
+      const rates = lane.steps.filter((s) => !s.saturated && s.offeredRps <= TAIL_BAND * best).map((s) => s.offeredRps);
+      lane.constantRate = [];
+      for (const [k, rate] of rates.entries()) {
+        const step = await runStep(lane, sc, opts, rate, 'uniform', 2000 + k);
+        lane.constantRate.push(step);
+        logStep(`${lane.target.name} ${sc.name} (constant rate)`, rate, step);
       }
     }
     return lanes.map((lane) => ({
@@ -286,6 +321,7 @@ async function runScenario(targets: Array<{ target: Target; threads: number }>, 
       requests: sc.requests.map((r) => r.label),
       calibrationRps: lane.calibration,
       steps: lane.steps,
+      constantRateSteps: lane.constantRate,
     }));
   } finally {
     for (const lane of lanes) lane.client.close();
@@ -367,6 +403,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
     machine: info,
     settings: {
       durationS: opts.durationS,
+      warmupS: opts.warmupS,
       arrivals: opts.arrivals,
       maxOutstanding: opts.maxOutstanding,
       p99TargetMs: opts.p99TargetMs,

@@ -36,11 +36,20 @@ export interface ScenarioSummary {
   /** Requests one core can serve per second at that CPU cost. */
   perCoreRps: number | undefined;
   peakRssMiB: number | undefined;
-  /** Worst and median p99/p50 over steps below 80% of the best achieved rate. */
+  /**
+   * Worst and median p99/p50 over the steps below 80% of the best achieved rate, from the constant-rate
+   * pass when one ran (else from the steps themselves), with the arrivals they had.
+   */
   worstTailRatio: number | undefined;
   medianTailRatio: number | undefined;
   tailSteps: number;
+  tailArrivals: string;
+  /** The same band of the main (Poisson) steps when the constant-rate pass ran: measured and ideal-queue p99/p50. */
+  poissonTail?: { worst: number; worstIdeal: number | undefined; median: number; medianIdeal: number | undefined; steps: number };
 }
+
+/** "Below saturation", for the tail-latency target: steps offered at most this share of the best achieved rate. */
+export const TAIL_BAND = 0.8;
 
 export interface ScenarioResult {
   scenario: 'protect' | 'verify' | 'mix';
@@ -49,6 +58,8 @@ export interface ScenarioResult {
   requests: string[];
   calibrationRps: number | undefined;
   steps: StepResult[];
+  /** The constant-rate pass (evenly spaced arrivals at the unsaturated rates below 80% of the best). */
+  constantRateSteps?: StepResult[] | undefined;
   summary?: ScenarioSummary;
 }
 
@@ -79,6 +90,7 @@ export interface LoadReport {
   };
   settings: {
     durationS: number;
+    warmupS: number;
     arrivals: string;
     maxOutstanding: number;
     p99TargetMs: number;
@@ -115,15 +127,21 @@ function isClean(s: StepResult): boolean {
   return s.notSent === 0 && s.cutOff === 0 && s.transportErrors === 0 && s.overloaded === 0 && Object.keys(s.otherStatus).length === 0;
 }
 
-export function summarise(sc: ScenarioResult, p99TargetMs: number): ScenarioSummary {
+const tailRatio = (s: StepResult): number => s.latencyMs!.p99 / s.latencyMs!.p50;
+const idealRatio = (s: StepResult): number | undefined => (s.queueReference ? s.queueReference.p99 / s.queueReference.p50 : undefined);
+
+export function summarise(sc: ScenarioResult, p99TargetMs: number, arrivals: string): ScenarioSummary {
   const maxAchieved = Math.max(0, ...sc.steps.map((s) => s.achievedRps));
   const sustainable = sc.steps
     .filter((s) => isClean(s) && !s.saturated && s.achievedRps >= 0.95 * s.offeredRps && s.latencyMs !== undefined && s.latencyMs.p99 <= p99TargetMs)
     .sort((a, b) => b.offeredRps - a.offeredRps)[0];
   const unsaturated = sc.steps.filter((s) => !s.saturated);
   const cpu = median((unsaturated.length ? unsaturated : sc.steps).map((s) => s.server.cpuMsPerRequest).filter((x): x is number => x !== undefined));
-  const below = sc.steps.filter((s) => !s.saturated && s.offeredRps <= 0.8 * maxAchieved && s.latencyMs);
-  const tails = below.map((s) => s.latencyMs!.p99 / s.latencyMs!.p50);
+  const band = (steps: StepResult[]): StepResult[] => steps.filter((s) => !s.saturated && s.offeredRps <= TAIL_BAND * maxAchieved && s.latencyMs);
+  const constant = sc.constantRateSteps?.length ? band(sc.constantRateSteps) : undefined;
+  const tails = (constant ?? band(sc.steps)).map(tailRatio);
+  const main = band(sc.steps);
+  const ideals = main.map(idealRatio).filter((x): x is number => x !== undefined);
   const peaks = sc.steps.map((s) => s.server.peakRssMiB).filter((x): x is number => x !== undefined);
   return {
     sustainableRps: sustainable?.offeredRps,
@@ -136,6 +154,17 @@ export function summarise(sc: ScenarioResult, p99TargetMs: number): ScenarioSumm
     worstTailRatio: tails.length ? Math.max(...tails) : undefined,
     medianTailRatio: median(tails),
     tailSteps: tails.length,
+    tailArrivals: constant ? 'uniform' : arrivals,
+    poissonTail:
+      constant && main.length
+        ? {
+            worst: Math.max(...main.map(tailRatio)),
+            worstIdeal: ideals.length ? Math.max(...ideals) : undefined,
+            median: median(main.map(tailRatio))!,
+            medianIdeal: median(ideals),
+            steps: main.length,
+          }
+        : undefined,
   };
 }
 
@@ -143,7 +172,7 @@ const f = (x: number | undefined, digits = 1): string => (x === undefined || !Nu
 
 /** Fills each scenario's summary and judges the capacity targets. */
 export function evaluateTargets(report: LoadReport): Target[] {
-  for (const sc of report.scenarios) sc.summary = summarise(sc, report.settings.p99TargetMs);
+  for (const sc of report.scenarios) sc.summary = summarise(sc, report.settings.p99TargetMs, report.settings.arrivals);
   const find = (scenario: string, target: string): ScenarioResult | undefined => report.scenarios.find((s) => s.scenario === scenario && s.target === target);
   const headline = report.corpus.find((c) => c.name === report.settings.headline);
   const floors = headline?.floors;
@@ -178,18 +207,31 @@ export function evaluateTargets(report: LoadReport): Target[] {
       `(${f(floors?.protect_cpu_ms, 2)} ms CPU: ${f(op?.cpuMsPerRequest !== undefined && floors ? op.cpuMsPerRequest / floors.protect_cpu_ms : undefined, 2)}x)`,
   });
 
-  // Judged on the single-image scenarios: in the mix, p99/p50 mostly measures how a 1 MP protect differs from a 12 MP PNG verify.
+  // Judged on the single-image scenarios (in the mix, p99/p50 mostly measures how a 1 MP protect differs
+  // from a 12 MP PNG verify), with evenly spaced arrivals: there the ideal queue's p99 equals its p50 up
+  // to saturation, so the ratio is the server's own jitter. Poisson arrivals add the queueing that bursts
+  // cause on any server (the ideal queue alone passes 3x at about 55% of two cores); the evidence shows
+  // those figures beside the ideal's.
   const tails = report.scenarios.filter((s) => s.target === 'optmark' && s.scenario !== 'mix' && s.summary?.worstTailRatio !== undefined);
   const worst = tails.length ? Math.max(...tails.map((s) => s.summary!.worstTailRatio!)) : undefined;
+  const arrivalsJudged = [...new Set(tails.map((s) => s.summary!.tailArrivals))].join(' and ') || report.settings.arrivals;
   out.push({
     id: 'tail-latency',
-    text: `p99 at most 3x p50 below saturation (protect and verify of ${report.settings.headline}, steps offered at most 80% of the best achieved rate, ${report.settings.arrivals} arrivals)`,
+    text: `p99 at most 3x p50 below saturation (protect and verify of ${report.settings.headline}, steps offered at most 80% of the best achieved rate, ${arrivalsJudged === 'uniform' ? 'evenly spaced' : arrivalsJudged} arrivals)`,
     value: worst,
     limit: 3,
     met: worst === undefined ? undefined : worst <= 3,
     evidence:
-      tails.map((s) => `${s.scenario} worst ${f(s.summary!.worstTailRatio, 2)}x (median ${f(s.summary!.medianTailRatio, 2)}x over ${s.summary!.tailSteps} steps)`).join(', ') ||
-      'no step below 80% of the best achieved rate',
+      tails
+        .map((s) => {
+          const sm = s.summary!;
+          const p = sm.poissonTail;
+          return (
+            `${s.scenario} worst ${f(sm.worstTailRatio, 2)}x (median ${f(sm.medianTailRatio, 2)}x over ${sm.tailSteps} steps)` +
+            (p ? `; with Poisson arrivals worst ${f(p.worst, 2)}x, median ${f(p.median, 2)}x, against ${f(p.worstIdeal, 2)}x and ${f(p.medianIdeal, 2)}x for the ideal queue at the same rates` : '')
+          );
+        })
+        .join('; ') || 'no step below 80% of the best achieved rate',
   });
 
   const ver = find('verify', 'optmark')?.summary;
@@ -248,6 +290,36 @@ function table(header: string[], rows: string[][]): string {
   return [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
 }
 
+/** "ideal p99/p50" is the ideal queue's (bench/load/queue.ts) at the step's rate, arrivals and measured CPU per request. */
+function stepsTable(steps: StepResult[]): string {
+  return table(
+    ['offered', 'achieved', 'MB/s in', 'MB/s out', 'p50', 'p95', 'p99', 'max', 'p99/p50', 'ideal p99/p50', '503 %', 'err %', 'not sent', 'CPU ms/req', 'of which kernel', 'server cores', 'peak RSS MiB', 'gen CPU ms/req', 'gen lag p99 ms', 'other cores', ''],
+    steps.map((x) => [
+      f(x.offeredRps),
+      f(x.achievedRps),
+      f(x.mbInPerS),
+      f(x.mbOutPerS),
+      f(x.latencyMs?.p50),
+      f(x.latencyMs?.p95),
+      f(x.latencyMs?.p99),
+      f(x.latencyMs?.max),
+      f(x.latencyMs ? tailRatio(x) : undefined, 2),
+      f(idealRatio(x), 2),
+      f(x.overloadRate * 100),
+      f(x.errorRate * 100),
+      String(x.notSent),
+      f(x.server.cpuMsPerRequest, 2),
+      f(x.server.sysMsPerRequest, 2),
+      f(x.server.cores, 2),
+      f(x.server.peakRssMiB, 0),
+      f(x.generator.cpuMsPerRequest, 2),
+      f(x.sendLagMs.p99, 1),
+      f(x.otherCores, 2),
+      x.saturated ? 'saturated' : '',
+    ]),
+  );
+}
+
 export function markdown(r: LoadReport): string {
   const m = r.machine;
   const lines: string[] = [];
@@ -258,7 +330,7 @@ export function markdown(r: LoadReport): string {
   lines.push(`- Load average at start ${m.loadAverageAtStart.map((x) => x.toFixed(2)).join(' ')}, at end ${m.loadAverageAtEnd.map((x) => x.toFixed(2)).join(' ')}; the "other" column of each step is CPU used by processes other than the server and the generator.`);
   const ready = r.server.readyz as { transport?: string; pool?: { threads?: number } } | undefined;
   lines.push(`- Server: ${r.server.started ? `started by the bench from ${r.server.revision ?? 'an unknown revision'}` : r.server.url}, transport ${ready?.transport ?? 'n/a'}, ${ready?.pool?.threads ?? 'n/a'} worker threads${Object.keys(r.server.env).length ? `, ${Object.entries(r.server.env).map(([k, v]) => `${k}=${v}`).join(' ')}` : ', default configuration'}`);
-  lines.push(`- Load: open loop, ${r.settings.arrivals} arrivals, ${r.settings.durationS} s per step, at most ${r.settings.maxOutstanding} outstanding; latency from the scheduled start to the last response byte; corpus ${r.settings.corpus}`);
+  lines.push(`- Load: open loop, ${r.settings.arrivals} arrivals, ${r.settings.durationS} s per step after ${r.settings.warmupS} s of unrecorded warm-up at the step's rate, at most ${r.settings.maxOutstanding} outstanding; latency from the scheduled start to the last response byte; corpus ${r.settings.corpus}`);
   lines.push('');
 
   lines.push('## Summary', '');
@@ -315,32 +387,11 @@ export function markdown(r: LoadReport): string {
   lines.push('## Steps', '');
   for (const s of r.scenarios) {
     lines.push(`### ${s.scenario} on ${s.target}`, '', `${s.description}.${s.calibrationRps !== undefined ? ` Closed-loop calibration: ${f(s.calibrationRps)} req/s.` : ''}`, '');
-    lines.push(
-      table(
-        ['offered', 'achieved', 'MB/s in', 'MB/s out', 'p50', 'p95', 'p99', 'max', '503 %', 'err %', 'not sent', 'CPU ms/req', 'of which kernel', 'server cores', 'peak RSS MiB', 'gen CPU ms/req', 'gen lag p99 ms', 'other cores', ''],
-        s.steps.map((x) => [
-          f(x.offeredRps),
-          f(x.achievedRps),
-          f(x.mbInPerS),
-          f(x.mbOutPerS),
-          f(x.latencyMs?.p50),
-          f(x.latencyMs?.p95),
-          f(x.latencyMs?.p99),
-          f(x.latencyMs?.max),
-          f(x.overloadRate * 100),
-          f(x.errorRate * 100),
-          String(x.notSent),
-          f(x.server.cpuMsPerRequest, 2),
-          f(x.server.sysMsPerRequest, 2),
-          f(x.server.cores, 2),
-          f(x.server.peakRssMiB, 0),
-          f(x.generator.cpuMsPerRequest, 2),
-          f(x.sendLagMs.p99, 1),
-          f(x.otherCores, 2),
-          x.saturated ? 'saturated' : '',
-        ]),
-      ),
-    );
+    lines.push(stepsTable(s.steps));
+    if (s.constantRateSteps?.length) {
+      lines.push('', `The same rates below ${TAIL_BAND * 100}% of the best achieved rate again, with evenly spaced arrivals (the constant-rate pass):`, '');
+      lines.push(stepsTable(s.constantRateSteps));
+    }
     if (s.scenario === 'mix') {
       const last = [...s.steps].reverse().find((x) => !x.saturated) ?? s.steps[s.steps.length - 1];
       if (last) {

@@ -3,9 +3,11 @@
  * read from /proc around it, the generator's own CPU, and the machine's busy time (so CPU that went to
  * other processes during the step is visible in the report).
  */
+import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
 import { Client, openLoop, type Outcome, type StepPlan } from './client.js';
 import type { PreparedRequest } from './corpus.js';
+import { idealQueue, type QueueReference } from './queue.js';
 import { RssSampler, machineCpu, memory, processTimes, resetPeak, threadCpu, threadDelta } from './proc.js';
 
 export interface Latency {
@@ -18,7 +20,10 @@ export interface Latency {
 
 export interface StepResult {
   offeredRps: number;
+  arrivals: 'poisson' | 'uniform';
   durationS: number;
+  /** Seconds of unrecorded load at this rate before the measured window. */
+  warmupS: number;
   /** Wall seconds from the first scheduled start to the last answer. */
   elapsedS: number;
   scheduled: number;
@@ -63,6 +68,11 @@ export interface StepResult {
   otherCores: number | undefined;
   /** Failures above 1%, or under 90% of the offered rate achieved. */
   saturated: boolean;
+  /**
+   * The ideal machine's latency at this step's rate and arrivals (bench/load/queue.ts), given the CPU
+   * per request the server and the generator used here: what the arrivals alone cost in tail latency.
+   */
+  queueReference: QueueReference | undefined;
   /** Per request kind (mix): count and latency of 2xx answers. */
   byKind: Array<{ label: string; ok: number; latencyMs: Latency | undefined }>;
 }
@@ -80,15 +90,26 @@ const MIB = 1024 * 1024;
 
 export async function measureStep(client: Client, requests: readonly PreparedRequest[], pick: (i: number) => number, plan: StepPlan): Promise<StepResult> {
   const pid = client.target.pid;
-  const peakResettable = pid !== undefined && resetPeak(pid);
-  const sampler = pid !== undefined ? new RssSampler(pid, 100).start() : undefined;
-  const cpu0 = pid !== undefined ? processTimes(pid) : undefined;
-  const threads0 = pid !== undefined ? threadCpu(pid) : undefined;
-  const mach0 = machineCpu();
-  const gen0 = process.cpuUsage();
-  const wall0 = performance.now();
+  // The meters start with the measured window (after the step's warm-up), from the same callback.
+  let peakResettable = false;
+  let sampler: RssSampler | undefined;
+  let cpu0: ReturnType<typeof processTimes> | undefined;
+  let threads0: ReturnType<typeof threadCpu> | undefined;
+  let mach0: ReturnType<typeof machineCpu> | undefined;
+  let gen0: NodeJS.CpuUsage | undefined;
+  let wall0 = 0;
+  const start = (): void => {
+    peakResettable = pid !== undefined && resetPeak(pid);
+    sampler = pid !== undefined ? new RssSampler(pid, 100).start() : undefined;
+    cpu0 = pid !== undefined ? processTimes(pid) : undefined;
+    threads0 = pid !== undefined ? threadCpu(pid) : undefined;
+    mach0 = machineCpu();
+    gen0 = process.cpuUsage();
+    wall0 = performance.now();
+  };
 
-  const run = await openLoop(client, requests, pick, plan);
+  const run = await openLoop(client, requests, pick, { ...plan, onMeasureStart: start });
+  if (gen0 === undefined) start(); // nothing was due (an empty schedule): meter an empty window
 
   const wallS = (performance.now() - wall0) / 1000;
   const gen = process.cpuUsage(gen0);
@@ -164,7 +185,9 @@ function summarise(outcomes: Outcome[], requests: readonly PreparedRequest[], pl
   const served = Math.max(1, ok + overloaded);
   return {
     offeredRps: plan.rate,
+    arrivals: plan.arrivals,
     durationS: plan.durationMs / 1000,
+    warmupS: (plan.warmupMs ?? 0) / 1000,
     elapsedS: elapsedMs / 1000,
     scheduled,
     notSent,
@@ -193,6 +216,8 @@ function summarise(outcomes: Outcome[], requests: readonly PreparedRequest[], pl
     generator: { cpuMsPerRequest: (costs.generatorCpuS * 1000) / served, cores: costs.generatorCpuS / costs.wallS },
     otherCores: costs.machineBusyS === undefined ? undefined : Math.max(0, costs.machineBusyS - (costs.cpuS ?? 0) - costs.generatorCpuS) / costs.wallS,
     saturated: failures / scheduled > 0.01 || achieved < 0.9 * plan.rate,
+    queueReference:
+      costs.cpuS === undefined || ok === 0 ? undefined : idealQueue(plan.rate, ((costs.cpuS + costs.generatorCpuS) * 1000) / served, availableParallelism(), plan.arrivals, plan.seed),
     byKind: requests.map((r, k) => ({ label: r.label, ok: perKind[k]!.length, latencyMs: latency(perKind[k]!) })),
   };
 }

@@ -18,8 +18,11 @@ load-latency.svg. OPTMARK_* variables in the environment configure the server un
   --scenarios LIST       protect,verify,mix (default all three; "none" for only the memory test)
   --rates LIST           offered rates in req/s, e.g. 5,10,20 (default: a ladder from a calibration)
   --duration S           seconds per step (default 10)
+  --warmup S             seconds of unrecorded load at each step's rate before it is measured (default 2)
   --p99 MS               p99 target for the sustainable rate (default 500)
   --arrivals KIND        poisson or uniform (default poisson)
+  --skip-constant-rate   with poisson arrivals, do not re-run the protect and verify steps below 80% of
+                         the best rate with evenly spaced arrivals (where the p99/p50 target is judged)
   --max-outstanding N    requests in flight at most; more are counted "not sent" (default 128)
   --max-steps N          steps per scenario at most (default 10)
   --memory               also run the memory test: 64 concurrent 25 MiB uploads, default config
@@ -38,6 +41,13 @@ function list(flag: string, raw: string | undefined): string[] | undefined {
   const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
   if (items.length === 0) throw new UsageError(`${flag} expects a comma-separated list`);
   return items;
+}
+
+function nonNegative(flag: string, raw: string | undefined): number | undefined {
+  if (raw === undefined) return undefined;
+  const n = Number(raw);
+  if (raw.trim() === '' || !Number.isFinite(n) || n < 0) throw new UsageError(`${flag} expects a number of at least 0, got ${JSON.stringify(raw)}`);
+  return n;
 }
 
 function positive(flag: string, raw: string | undefined): number | undefined {
@@ -61,6 +71,8 @@ export async function main(args: string[]): Promise<number> {
     scenarios: { type: 'string' },
     rates: { type: 'string' },
     duration: { type: 'string' },
+    warmup: { type: 'string' },
+    'skip-constant-rate': { type: 'boolean' },
     p99: { type: 'string' },
     arrivals: { type: 'string' },
     'max-outstanding': { type: 'string' },
@@ -105,6 +117,8 @@ export async function main(args: string[]): Promise<number> {
     scenarios: scenarios as Array<'protect' | 'verify' | 'mix'>,
     rates: rates ?? (smoke ? [2, 4] : undefined),
     durationS: positive('--duration', values.duration) ?? (smoke ? 1 : DEFAULTS.durationS),
+    warmupS: nonNegative('--warmup', values.warmup) ?? (smoke ? 0.5 : DEFAULTS.warmupS),
+    constantRate: !values['skip-constant-rate'],
     p99TargetMs: positive('--p99', values.p99) ?? DEFAULTS.p99TargetMs,
     arrivals,
     maxOutstanding: wholeNumber('--max-outstanding', values['max-outstanding']) ?? DEFAULTS.maxOutstanding,

@@ -1,0 +1,102 @@
+// Parts of the load generator checked on their own: the ideal-queue reference against queueing theory,
+// and the open loop's warm-up (unrecorded requests first, meters started at the measured window) against
+// a loopback server that answers at once. No time is asserted: only counts, order and model figures.
+import { createServer, type Server, type Socket } from 'node:net';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { Client, openLoop, schedule } from '../bench/load/client.js';
+import type { PreparedRequest } from '../bench/load/corpus.js';
+import { idealQueue } from '../bench/load/queue.js';
+
+describe('idealQueue', () => {
+  it('matches M/G/1 processor sharing: mean response time is D / (1 - rho)', () => {
+    for (const rho of [0.3, 0.5, 0.7]) {
+      const d = 10;
+      const q = idealQueue((rho * 1000) / d, d, 1, 'poisson', 3, 200_000)!;
+      expect(q.utilisation).toBeCloseTo(rho, 6);
+      expect(q.mean / (d / (1 - rho))).toBeGreaterThan(0.95);
+      expect(q.mean / (d / (1 - rho))).toBeLessThan(1.05);
+    }
+  });
+
+  it('has no tail with evenly spaced arrivals below capacity, even with requests overlapping', () => {
+    // 150 req/s of 10 ms on two cores: a gap of 6.7 ms, so two run at once, each on its own core.
+    const q = idealQueue(150, 10, 2, 'uniform')!;
+    expect(q.p50).toBeCloseTo(10, 6);
+    expect(q.p99).toBeCloseTo(10, 6);
+  });
+
+  it('shows that Poisson arrivals alone put p99 above 3x p50 at about 55% of two cores', () => {
+    const light = idealQueue(43, 9.5, 2, 'poisson')!;
+    const busy = idealQueue(110, 9.5, 2, 'poisson')!;
+    expect(light.p99 / light.p50).toBeLessThan(2.2);
+    expect(busy.utilisation).toBeCloseTo(0.5225, 3);
+    expect(busy.p99 / busy.p50).toBeGreaterThan(3);
+    expect(busy.p99 / busy.p50).toBeLessThan(4);
+  });
+
+  it('gives no figure at or past capacity', () => {
+    expect(idealQueue(210, 9.5, 2, 'poisson')).toBeUndefined();
+    expect(idealQueue(0, 9.5, 2, 'poisson')).toBeUndefined();
+  });
+});
+
+describe('openLoop warm-up', () => {
+  let server: Server;
+  let port = 0;
+  const seen: number[] = [];
+  beforeAll(async () => {
+    // Answers each request as soon as its head arrives (bodies are tiny) and records the request's order.
+    server = createServer((sock: Socket) => {
+      let buf = '';
+      sock.on('data', (d) => {
+        buf += d.toString('latin1');
+        for (;;) {
+          const end = buf.indexOf('\r\n\r\n');
+          if (end < 0) return;
+          const len = Number(/content-length: (\d+)/i.exec(buf.slice(0, end))?.[1] ?? 0);
+          if (buf.length < end + 4 + len) return;
+          seen.push(Number(buf.slice(end + 4, end + 4 + len)));
+          buf = buf.slice(end + 4 + len);
+          sock.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
+        }
+      });
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+    port = (server.address() as { port: number }).port;
+  });
+  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+  it('sends the warm-up requests, records only the measured window, and starts the meters once at its start', async () => {
+    const req = (n: number): PreparedRequest => ({ label: `r${n}`, operation: 'protect', path: '/', image: 'x', imageBytes: 1, body: Buffer.from(String(n)), contentType: 'text/plain' });
+    const requests = [req(0), req(1)];
+    const client = new Client({ name: 't', url: new URL(`http://127.0.0.1:${port}`), key: undefined, pid: undefined }, 16);
+    const plan = { rate: 200, durationMs: 300, warmupMs: 200, arrivals: 'uniform' as const, drainMs: 5000, seed: 1, timeoutMs: 5000 };
+    const starts = schedule(plan.rate, plan.warmupMs + plan.durationMs, plan.arrivals, plan.seed);
+    const warm = starts.filter((t) => t < plan.warmupMs).length;
+    let metersStarted = 0;
+    let sentBeforeMeters = -1;
+    seen.length = 0;
+    const run = await openLoop(client, requests, (i) => (i < warm ? 0 : 1), {
+      ...plan,
+      onMeasureStart: () => {
+        metersStarted++;
+        sentBeforeMeters = seen.length; // requests the server has seen so far: warm-up ones only
+      },
+    });
+    client.close();
+    expect(warm).toBe(40);
+    expect(starts.length).toBe(100);
+    expect(metersStarted).toBe(1);
+    expect(sentBeforeMeters).toBeLessThanOrEqual(warm);
+    // Every request went out; only the measured ones came back as outcomes, all of the measured kind.
+    expect(seen.filter((k) => k === 0)).toHaveLength(warm);
+    expect(seen.filter((k) => k === 1)).toHaveLength(starts.length - warm);
+    expect(run.scheduled).toBe(starts.length - warm);
+    expect(run.outcomes).toHaveLength(starts.length - warm);
+    for (const o of run.outcomes) {
+      expect(o.kind).toBe(1);
+      expect(o.status).toBe(200);
+      expect(o.doneAt).toBeGreaterThanOrEqual(0);
+    }
+  });
+});
