@@ -75,13 +75,19 @@ function str(env: Env, name: string): string | undefined {
 
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
 
+/** Multipart framing (boundaries, part headers) a request body may carry on top of the image limit. */
+export const MULTIPART_SLACK_BYTES = 64 * 1024;
+
 /**
- * Arena room one largest protect takes when admitted: the upload and its response body (base64 of the
- * upload plus 256 KiB of metadata growth, plus 4 KiB of JSON). src/pipeline/body.ts sizes bodies the same
- * way (a test keeps the two in step).
+ * Arena room one largest protect takes when admitted: the request body (the image limit plus multipart
+ * framing) and its response body (base64 of that plus 256 KiB of metadata growth, plus 4 KiB of JSON),
+ * each rounded up to the arena's 4 KiB pages. src/pipeline/body.ts sizes bodies the same way (a test
+ * keeps the two in step).
  */
 export function arenaBytesForOneProtect(maxUploadBytes: number): number {
-  return maxUploadBytes + Math.ceil((maxUploadBytes + 256 * 1024) / 3) * 4 + 4096;
+  const page = (n: number): number => Math.ceil(n / 4096) * 4096;
+  const body = maxUploadBytes + MULTIPART_SLACK_BYTES;
+  return page(body) + page(Math.ceil((body + 256 * 1024) / 3) * 4 + 4096);
 }
 
 /** Reads and validates the configuration; throws ConfigError naming the offending variable. */

@@ -3,7 +3,6 @@
  */
 import { mkdirSync } from 'node:fs';
 import type { Config } from './config.js';
-import { warmUpReceiver } from './http/receive.js';
 import { HttpServer } from './http/server.js';
 import { loadUws } from './http/uws.js';
 import { createLogger } from './log.js';
@@ -45,7 +44,7 @@ export async function startService(config: Config, announce: (text: string) => v
     arenaBytes: config.maxInflightBytes,
   });
 
-  const [warmed] = await Promise.all([pool.warmUp(), warmUpReceiver()]);
+  const warmed = await pool.warmUp();
   log.debug({ workers: warmed }, 'worker pool warm');
 
   const server = new HttpServer({

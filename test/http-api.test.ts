@@ -220,6 +220,13 @@ describe('error matrix', () => {
       400,
       'malformed_multipart',
     ],
+    [
+      // Regression: busboy never finished this form; the request was held until the client gave up.
+      'a form whose image data holds the boundary and a cut copy of it',
+      () => multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: `--${b}\r\n--${b.slice(0, -1)}` }], b),
+      400,
+      'malformed_multipart',
+    ],
     ['a JPEG cut inside its headers', () => imageForm(images.jpeg.subarray(0, 30)), 422, 'damaged_image'],
   ];
   it.each(cases)('%s', async (_case, make, status, code) => {

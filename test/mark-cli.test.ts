@@ -13,6 +13,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectFingerprint, loadFingerprintSecret } from '../src/fingerprint/index.js';
 import { read } from '../src/marking/engine.js';
 import { Keyring, NS_PROVENANCE, verifyProvenance } from '../src/provenance/index.js';
+import { imageForm } from './helpers/server.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli.js');
@@ -223,14 +224,15 @@ describe('a running server and the CLI', () => {
       size: 1,
       queueLength: 4,
       taskTimeoutMs: 60_000,
-      init: { dataDir, maxPixels: 1e8, signingKeyFile: undefined, fingerprintSecretFile: undefined, fingerprintDetect: false },
+      init: { dataDir, maxUploadBytes: 4 * 1024 * 1024, maxPixels: 1e8, signingKeyFile: undefined, fingerprintSecretFile: undefined, fingerprintDetect: false },
       arenaBytes: 8 * 1024 * 1024,
     });
-    const verify = async (bytes: Buffer): Promise<unknown> => {
-      // As the server does: the upload goes into a range of the pool's arena, the task names the range.
+    const verify = async (image: Buffer): Promise<unknown> => {
+      // As the server does: the request body goes into a range of the pool's arena, the task names the range.
+      const { body: bytes, contentType } = imageForm(image);
       const slot = pool.arena!.alloc(bytes.length)!;
       pool.arena!.view(slot, bytes.length).set(bytes);
-      const r = await pool.run({ kind: 'verify', input: { offset: slot.offset, length: bytes.length } }).finally(() => pool.arena!.free(slot));
+      const r = await pool.run({ kind: 'verify', input: { offset: slot.offset, length: bytes.length }, contentType }).finally(() => pool.arena!.free(slot));
       if (!r.ok || r.kind !== 'body') throw new Error(`verify failed: ${JSON.stringify(r)}`);
       return (JSON.parse(Buffer.from(r.body).toString()) as { provenance: unknown }).provenance;
     };

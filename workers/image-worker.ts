@@ -10,6 +10,7 @@ import { LiveLayers } from '../src/pipeline/layers-live.js';
 import { runMark } from '../src/pipeline/mark.js';
 import { runProtect } from '../src/pipeline/protect.js';
 import type { ArenaRange, Task, TaskResult, WorkerInit } from '../src/pipeline/tasks.js';
+import { parseUpload, safeBasename } from '../src/pipeline/upload.js';
 import { runVerify } from '../src/pipeline/verify.js';
 import { warmUp } from '../src/pipeline/warmup.js';
 
@@ -53,10 +54,14 @@ function moved(result: TaskResult): TaskResult {
 export default async function handle(task: Task): Promise<TaskResult> {
   try {
     switch (task.kind) {
-      case 'protect':
-        return moved(runProtect(arenaView(task.input), task.basename, task.output && arenaView(task.output)));
-      case 'verify':
-        return moved(await runVerify(arenaView(task.input), layers));
+      case 'protect': {
+        const upload = await parseUpload(arenaView(task.input), task.contentType, init.maxUploadBytes);
+        return moved(runProtect(upload.bytes, safeBasename(upload.filename), task.output && arenaView(task.output)));
+      }
+      case 'verify': {
+        const upload = await parseUpload(arenaView(task.input), task.contentType, init.maxUploadBytes);
+        return moved(await runVerify(upload.bytes, layers));
+      }
       case 'mark':
         return moved(await runMark(task, layers));
       case 'warmup':

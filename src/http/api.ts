@@ -1,8 +1,8 @@
 /**
  * POST /api/v1/protect and /api/v1/verify: authenticate and check limits from the headers alone,
- * reserve a quota unit, stream the multipart body into a range of the shared arena, let a worker build
- * the answer in another range, write it back, then keep the unit on success or give it back on any
- * failure.
+ * reserve a quota unit, copy the request body into a range of the shared arena, let a worker parse the
+ * multipart framing and build the answer in another range, write it back, then keep the unit on success
+ * or give it back on any failure.
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
@@ -12,10 +12,11 @@ import type { ImagePool } from '../pool/pool.js';
 import { protectBodyCapacity } from '../pipeline/body.js';
 import type { Task } from '../pipeline/tasks.js';
 import { rateLimitHeaders, wwwAuthenticate, type AuthResult, type Operation, type Reservation, type Store } from '../store/index.js';
-import { safeBasename, requestId } from './filename.js';
+import { requestId } from './filename.js';
 import { RequestMemory } from './memory.js';
 import type { Metrics } from './metrics.js';
-import { MULTIPART_SLACK_BYTES, MultipartReceiver, checkContentType } from './receive.js';
+import { MULTIPART_SLACK_BYTES, checkContentType } from '../pipeline/upload.js';
+import { BodyReceiver } from './receive.js';
 import { Exchange, type Headers } from './respond.js';
 
 export interface ApiDeps {
@@ -118,7 +119,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     void ex.error(shape.code, shape.message, headers).then(() => finish(false));
   };
 
-  let receiver: MultipartReceiver | undefined;
+  let receiver: BodyReceiver | undefined;
   let uploadSlot: ReturnType<RequestMemory['take']>;
   let outputSlot: ReturnType<RequestMemory['take']>;
   ex.onAbort(() => {
@@ -149,8 +150,9 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
       throw new QuotaExceededError(`The monthly ${operation} limit of ${s.limit} is used up; it resets in ${s.resetSeconds} s.`, s.resetSeconds);
     }
     reservation = reserved.reservation;
-    // Room for the image: the declared length bounds it; without one, the limit does (shrunk later).
-    const capacity = declared === undefined ? deps.maxUploadBytes : Math.max(1, Math.min(declared, deps.maxUploadBytes));
+    // Room for the body: the declared length bounds it; without one, the limit does (shrunk later).
+    const maxBody = deps.maxUploadBytes + MULTIPART_SLACK_BYTES;
+    const capacity = declared === undefined ? maxBody : Math.max(1, declared);
     // Admission takes room for the answer too, so that a request once admitted never needs memory from
     // outside the arena.
     const slot = memory.take(capacity);
@@ -161,7 +163,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     }
     uploadSlot = slot;
     outputSlot = bodySlot;
-    receiver = new MultipartReceiver({ contentType, destination: memory.view(slot), maxImageBytes: deps.maxUploadBytes });
+    receiver = new BodyReceiver({ destination: memory.view(slot), maxBodyBytes: maxBody, maxImageBytes: deps.maxUploadBytes });
   } catch (err) {
     return fail(err);
   }
@@ -176,16 +178,14 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     }
   });
   rx.done.then(
-    async (image) => {
+    async (upload) => {
       if (ex.aborted) return;
-      // Hand the unused tail of the upload's range back before the worker runs.
-      const input = memory.shrink(uploadSlot!, image.bytes.length);
-      const output = outputSlot && memory.shrink(outputSlot, protectBodyCapacity(image.bytes.length));
-      const range = { offset: input.offset, length: image.bytes.length };
-      const task: Task =
-        operation === 'protect'
-          ? { kind: 'protect', input: range, output, basename: safeBasename(image.filename) }
-          : { kind: 'verify', input: range };
+      // Hand the unused tail of the upload's range back before the worker runs. The image inside the
+      // body is smaller than the body, so an answer for the body's length has room for it.
+      const input = memory.shrink(uploadSlot!, upload.length);
+      const output = outputSlot && memory.shrink(outputSlot, protectBodyCapacity(upload.length));
+      const range = { offset: input.offset, length: upload.length };
+      const task: Task = operation === 'protect' ? { kind: 'protect', input: range, output, contentType } : { kind: 'verify', input: range, contentType };
       memory.lend();
       let result;
       try {

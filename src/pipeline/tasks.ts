@@ -13,18 +13,19 @@ export interface ArenaRange {
 
 export interface ProtectTask {
   kind: 'protect';
-  /** The upload, in the arena. */
+  /** The request body (multipart/form-data), in the arena; the worker parses it in place. */
   input: ArenaRange;
+  /** The request's Content-Type (its boundary). */
+  contentType: string;
   /** Where to write the response body, when the event-loop thread could reserve room for it. */
   output: ArenaRange | undefined;
-  /** Safe base name (no extension) for the produced file. */
-  basename: string;
 }
 
 export interface VerifyTask {
   kind: 'verify';
-  /** The upload, in the arena. */
+  /** The request body (multipart/form-data), in the arena. */
   input: ArenaRange;
+  contentType: string;
 }
 
 /** The layer path (CLI `mark`, dashboard): the opt-out field plus optional layers, raw bytes back. */
@@ -83,6 +84,8 @@ export type TaskResult = BodyResult | ArenaBodyResult | MarkResult | WarmupResul
 /** What every worker is started with (piscina workerData). */
 export interface WorkerInit {
   dataDir: string;
+  /** The image limit (bytes): a larger image part is refused with 413. */
+  maxUploadBytes: number;
   maxPixels: number;
   signingKeyFile: string | undefined;
   fingerprintSecretFile: string | undefined;

@@ -5,10 +5,12 @@
 import sharp from 'sharp';
 import { protect, read } from '../marking/engine.js';
 import { protectBody, sha256Hex } from './body.js';
+import { warmUpUpload } from './upload.js';
 
 const ROUNDS = 40;
 
 export async function warmUp(): Promise<void> {
+  await warmUpUpload();
   const base = sharp({ create: { width: 64, height: 48, channels: 3, background: { r: 120, g: 80, b: 40 } } });
   const samples = await Promise.all([base.clone().jpeg().toBuffer(), base.clone().png().toBuffer(), base.clone().webp().toBuffer()]);
   const big = Buffer.alloc(1 << 20, 7);

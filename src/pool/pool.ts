@@ -23,6 +23,7 @@ export interface PoolOptions {
 export function workerInitFrom(config: Config): WorkerInit {
   return {
     dataDir: config.dataDir,
+    maxUploadBytes: config.maxUploadBytes,
     maxPixels: config.maxPixels,
     signingKeyFile: config.signingKeyFile,
     fingerprintSecretFile: config.fingerprintSecretFile,

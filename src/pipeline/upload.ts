@@ -1,0 +1,259 @@
+/**
+ * The multipart/form-data upload, parsed by busboy in an image worker: the event-loop thread only copies
+ * the raw request body into a range of the shared arena (src/http/receive.ts); the worker runs busboy
+ * over that range and finds the image in place, without copying it, because busboy hands the part's
+ * bytes over as views of the buffer it was given. (busboy on the event loop cost about 1 ms per 12 MP
+ * upload there, a quarter of that thread's work per protect; in a worker it runs in parallel.)
+ *
+ * MultipartReceiver also takes chunks as they come (a copy into its destination), which the benches and
+ * tests use to compare both ways.
+ */
+import busboy from 'busboy';
+import { MULTIPART_SLACK_BYTES } from '../config.js';
+import { OptmarkError } from '../errors.js';
+
+export { MULTIPART_SLACK_BYTES };
+
+
+export interface ReceivedImage {
+  /** The image bytes: a view of the start of the destination. */
+  bytes: Uint8Array;
+  filename: string | undefined;
+  mimeType: string;
+}
+
+export interface ReceiverOptions {
+  contentType: string;
+  /**
+   * Where the image goes: room for min(Content-Length, limit) bytes, or the limit when the length is
+   * unknown. An image that does not fit is refused. It may be the memory the chunks are views of
+   * (parseUpload): the image is then found, or compacted, in place.
+   */
+  destination: Uint8Array;
+  /** The configured image limit (for the 413 message and the body's cut-off). */
+  maxImageBytes: number;
+}
+
+/** True for the media types an image part may declare (curl labels unknown extensions such as .webp octet-stream). */
+function acceptablePartType(mimeType: string): boolean {
+  const t = mimeType.toLowerCase();
+  return t.startsWith('image/') || t === 'application/octet-stream';
+}
+
+/**
+ * Throws the 4xx the request's Content-Type deserves, or returns nothing when it is multipart/form-data
+ * with a boundary busboy accepts: a request that could never parse is refused before its body is read.
+ */
+export function checkContentType(contentType: string): void {
+  if (!/^multipart\/form-data\s*(;|$)/i.test(contentType.trim())) {
+    throw new OptmarkError('unsupported_media_type', 'Send multipart/form-data with one "image" file part.');
+  }
+  try {
+    // Constructing the parser checks the boundary; it holds nothing that needs closing (destroying an
+    // unused one would emit an 'error' for the form it never got).
+    busboy({ headers: { 'content-type': contentType } });
+  } catch (err) {
+    throw new OptmarkError('malformed_multipart', `The multipart Content-Type is not usable: ${(err as Error).message}`);
+  }
+}
+
+/**
+ * Parses a whole multipart body held in `body` (a view of the arena) and returns the image part as a
+ * view of the same memory: no copy when busboy hands the part over in one piece, as it does when it gets
+ * the body in one write. `body` may be overwritten: the image is compacted towards its start if busboy
+ * ever hands it over in pieces.
+ */
+export async function parseUpload(body: Uint8Array, contentType: string, maxImageBytes: number): Promise<ReceivedImage> {
+  const rx = new MultipartReceiver({ contentType, destination: body, maxImageBytes });
+  rx.push(body, true);
+  return rx.done;
+}
+
+export class MultipartReceiver {
+  readonly #options: ReceiverOptions;
+  readonly #parser: busboy.Busboy;
+  readonly done: Promise<ReceivedImage>;
+  #resolve!: (image: ReceivedImage) => void;
+  #reject!: (err: OptmarkError) => void;
+  #failed: OptmarkError | undefined;
+  /** The destination as a Buffer (a view, no copy): its fill() is the memcpy #append needs. */
+  #dest: Buffer | undefined;
+  /** `done` has resolved or rejected. */
+  #settled = false;
+  /** Where the image starts in the destination: 0 when copied in, its own offset when found in place. */
+  #start = 0;
+  #length = 0;
+  #filename: string | undefined;
+  #mimeType = '';
+  #imageParts = 0;
+  #fileEnded = false;
+  /** Request body bytes seen so far. */
+  received = 0;
+
+  constructor(options: ReceiverOptions) {
+    this.#options = options;
+    this.#dest = Buffer.from(options.destination.buffer, options.destination.byteOffset, options.destination.byteLength);
+    this.done = new Promise((resolve, reject) => {
+      this.#resolve = resolve;
+      this.#reject = reject;
+    });
+    // Callers attach to `done` only after the body ends; a rejection before that is not unhandled.
+    this.done.catch(() => undefined);
+    try {
+      this.#parser = busboy({
+        headers: { 'content-type': options.contentType },
+        // Browsers and curl send a non-ASCII filename="..." as raw UTF-8 (busboy's default reads latin1).
+        defParamCharset: 'utf8',
+        limits: { fieldSize: 64 * 1024, fields: 16, files: 16, parts: 32, headerPairs: 32 },
+      });
+    } catch (err) {
+      throw new OptmarkError('malformed_multipart', `The multipart Content-Type is not usable: ${(err as Error).message}`);
+    }
+    this.#parser.on('file', (name, stream, info) => {
+      // Destroying the parser errors every open part stream: that must never be an unhandled 'error'.
+      stream.on('error', () => undefined);
+      if (name !== 'image') return this.#fail(new OptmarkError('unexpected_part', `Unexpected file part "${name}"; send only "image".`));
+      if (++this.#imageParts > 1) return this.#fail(new OptmarkError('too_many_parts'));
+      if (!acceptablePartType(info.mimeType)) {
+        return this.#fail(new OptmarkError('unsupported_media_type', `The "image" part is ${info.mimeType}; it must be image/*.`));
+      }
+      this.#filename = info.filename;
+      this.#mimeType = info.mimeType;
+      // Flowing mode: busboy hands data over synchronously inside write(), while the chunk is valid.
+      stream.on('data', (data: Buffer) => this.#append(data));
+      stream.on('end', () => {
+        this.#fileEnded = true;
+      });
+    });
+    this.#parser.on('field', (name) => {
+      this.#fail(
+        new OptmarkError(name === 'image' ? 'missing_image' : 'unexpected_part', name === 'image' ? 'The "image" part must be a file, not a text field.' : `Unexpected field "${name}"; send only the "image" file part.`),
+      );
+    });
+    const limit = (what: string) => () => this.#fail(new OptmarkError('malformed_multipart', `Too many ${what} in the form.`));
+    this.#parser.on('partsLimit', limit('parts'));
+    this.#parser.on('filesLimit', limit('files'));
+    this.#parser.on('fieldsLimit', limit('fields'));
+    this.#parser.on('error', (err: Error) => this.#fail(new OptmarkError('malformed_multipart', `Malformed multipart body: ${err.message}`)));
+    this.#parser.on('close', () => this.#finish());
+  }
+
+  get failed(): OptmarkError | undefined {
+    return this.#failed;
+  }
+
+  /** Feeds one chunk (valid only during this call). Throws the error that ends the upload, if any. */
+  push(chunk: ArrayBuffer | Uint8Array, isLast: boolean): void {
+    if (this.#failed) throw this.#failed;
+    this.received += chunk.byteLength;
+    const limit = this.#options.maxImageBytes + MULTIPART_SLACK_BYTES;
+    if (this.received > limit) this.#fail(new OptmarkError('payload_too_large', `The upload exceeds ${this.#options.maxImageBytes} bytes.`));
+    else {
+      if (chunk.byteLength > 0) this.#parser.write(chunk instanceof Uint8Array ? Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength) : Buffer.from(chunk));
+      if (isLast) {
+        this.#parser.end();
+        // busboy settles a finished form within the ticks that follow end(). Some malformed bodies leave
+        // it waiting forever for the end of a part (found by test/upload.test.ts: a part whose data
+        // holds "--boundary\r\n--boundar"); one still open once the loop turns is refused, never held.
+        setImmediate(() => {
+          if (!this.#settled) this.#fail(new OptmarkError('malformed_multipart', 'The multipart body does not end where its last part does.'));
+        });
+      }
+    }
+    if (this.#failed) throw this.#failed;
+  }
+
+  /** Stops parsing; the destination is released. */
+  abandon(reason: OptmarkError): void {
+    this.#fail(reason);
+  }
+
+  #append(data: Buffer): void {
+    const dest = this.#dest;
+    if (this.#failed || !dest || data.length === 0) return;
+    const need = this.#length + data.length;
+    const limit = this.#options.maxImageBytes;
+    if (need > limit || (data.buffer !== dest.buffer && need > dest.length)) {
+      this.#fail(new OptmarkError('payload_too_large', `The image exceeds ${Math.min(dest.length, limit)} bytes.`));
+      return;
+    }
+    if (data.buffer === dest.buffer) {
+      // A view of the destination's own memory (parseUpload): the image stays where its first piece is;
+      // a later piece that does not follow on is moved down to follow it (never up: framing only ever
+      // precedes a piece, so the bytes it lands on were parsed already).
+      const from = data.byteOffset - dest.byteOffset;
+      if (this.#length === 0) this.#start = from;
+      else if (from !== this.#start + this.#length) dest.copyWithin(this.#start + this.#length, from, from + data.length);
+    } else {
+      // Buffer#fill copies with memcpy. TypedArray#set into shared memory goes through V8's relaxed
+      // (atomic-safe) memmove, which runs byte by byte on busboy's unaligned chunks: ten times slower.
+      dest.fill(data, this.#start + this.#length, this.#start + need);
+    }
+    this.#length = need;
+  }
+
+  #fail(err: OptmarkError): void {
+    if (this.#failed || this.#settled) return;
+    this.#settled = true;
+    this.#failed = err;
+    this.#dest = undefined;
+    this.#parser.removeAllListeners('close');
+    this.#parser.on('error', () => undefined);
+    this.#parser.destroy();
+    this.#reject(err);
+  }
+
+  #finish(): void {
+    if (this.#failed) return;
+    if (this.#imageParts === 0 || !this.#dest || !this.#fileEnded || this.#length === 0) {
+      if (this.#imageParts === 1 && this.#fileEnded) {
+        this.#fail(new OptmarkError('unsupported_format', 'The "image" part is empty.'));
+      } else {
+        this.#fail(new OptmarkError(this.#imageParts === 0 ? 'missing_image' : 'malformed_multipart'));
+      }
+      return;
+    }
+    this.#settled = true;
+    this.#resolve({ bytes: this.#dest.subarray(this.#start, this.#start + this.#length), filename: this.#filename, mimeType: this.#mimeType });
+  }
+}
+
+/**
+ * Runs the multipart path on a synthetic upload so the worker's parser is compiled before the first real
+ * request; throws if the parser does not hand back exactly what went in.
+ */
+export async function warmUpUpload(rounds = 30): Promise<void> {
+  const boundary = '----optmark-warmup';
+  const image = Buffer.alloc(256 * 1024, 0x5a);
+  const body = Buffer.concat([
+    Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="image"; filename="w.jpg"\r\nContent-Type: image/jpeg\r\n\r\n`),
+    image,
+    Buffer.from(`\r\n--${boundary}--\r\n`),
+  ]);
+  const work = new Uint8Array(new SharedArrayBuffer(body.length));
+  for (let i = 0; i < rounds; i++) {
+    Buffer.from(work.buffer).fill(body);
+    const got = await parseUpload(work, `multipart/form-data; boundary=${boundary}`, body.length);
+    if (!Buffer.from(got.bytes.buffer, got.bytes.byteOffset, got.bytes.length).equals(image)) throw new Error('multipart warm-up: bytes differ');
+  }
+}
+
+const MAX_BASENAME = 100;
+const DEFAULT_BASENAME = 'image';
+
+/**
+ * The suggested file name of a produced image: keeps the last path segment of the client's file name,
+ * drops its extension, control characters and characters that are unsafe in file names or headers, and
+ * bounds its length (the caller appends the produced format's extension); a default when nothing is left.
+ */
+export function safeBasename(filename: string | undefined): string {
+  if (!filename) return DEFAULT_BASENAME;
+  let name = filename.split(/[/\\]/).pop() ?? '';
+  name = name.normalize('NFC').replace(/[\u0000-\u001f\u007f-\u009f"*:<>?|]/g, '').trim();
+  const dot = name.lastIndexOf('.');
+  if (dot > 0) name = name.slice(0, dot);
+  name = name.replace(/^[.\s]+/, '').replace(/[.\s]+$/, '');
+  // Bound by code points, never splitting a surrogate pair.
+  name = Array.from(name).slice(0, MAX_BASENAME).join('');
+  return name || DEFAULT_BASENAME;
+}

@@ -1,0 +1,186 @@
+// The worker's multipart parse (parseUpload): busboy over a whole request body held in shared memory,
+// finding the image in place. It must answer exactly as busboy fed chunk by chunk into a separate
+// destination (MultipartReceiver, how optmark parsed on the event loop before), for well-formed and
+// broken forms alike, and must never hand back bytes that are not the image part's.
+import fc from 'fast-check';
+import { describe, expect, it } from 'vitest';
+import { OptmarkError } from '../src/errors.js';
+import { MultipartReceiver, parseUpload, safeBasename, type ReceivedImage } from '../src/pipeline/upload.js';
+import { multipart, type Part } from './helpers/server.js';
+
+const LIMIT = 1 << 20;
+
+/** `body` copied into a region in the middle of a shared buffer, as the arena holds it. */
+function inArena(body: Uint8Array): { region: Uint8Array; sab: Uint8Array } {
+  const sab = new Uint8Array(new SharedArrayBuffer(body.length + 8192));
+  sab.fill(0xee);
+  const region = sab.subarray(4096, 4096 + body.length);
+  region.set(body);
+  return { region, sab };
+}
+
+type Outcome = { code: string } | { bytes: Buffer; filename: string | undefined; mimeType: string };
+
+/** Settles within 2 s or reports a hang: a parse that never ends would hold a worker until its deadline. */
+function settled<T>(p: Promise<T>): Promise<T> {
+  let timer: NodeJS.Timeout | undefined;
+  const hang = new Promise<never>((_, reject) => {
+    timer = setTimeout(() => reject(new Error('the parse never settled')), 2000);
+  });
+  return Promise.race([p, hang]).finally(() => clearTimeout(timer));
+}
+
+async function outcome(p: Promise<ReceivedImage>): Promise<Outcome> {
+  try {
+    const r = await settled(p);
+    return { bytes: Buffer.from(r.bytes), filename: r.filename, mimeType: r.mimeType };
+  } catch (err) {
+    if (err instanceof OptmarkError) return { code: err.code };
+    throw err;
+  }
+}
+
+/** The streaming way: chunks of the given sizes, each a standalone ArrayBuffer, into a separate destination. */
+function streamed(body: Buffer, contentType: string, sizes: number[]): Promise<Outcome> {
+  const rx = new MultipartReceiver({ contentType, destination: new Uint8Array(new SharedArrayBuffer(LIMIT)), maxImageBytes: LIMIT });
+  return outcome(
+    (async () => {
+      let at = 0;
+      let i = 0;
+      do {
+        const n = Math.min(sizes[i++ % sizes.length]!, body.length - at);
+        const chunk = body.buffer.slice(body.byteOffset + at, body.byteOffset + at + n) as ArrayBuffer;
+        at += n;
+        try {
+          rx.push(chunk, at >= body.length);
+        } catch {
+          break; // the error is what `done` rejects with
+        }
+      } while (at < body.length);
+      return rx.done;
+    })(),
+  );
+}
+
+describe('parseUpload', () => {
+  it('finds the image where it lies, as a view of the same memory, and leaves the body as it was', async () => {
+    const image = Buffer.from(Array.from({ length: 70_000 }, (_, i) => (i * 31 + 7) & 0xff));
+    const form = multipart([{ name: 'image', filename: 'dir/a photo.jpg', type: 'image/jpeg', data: image }], 'XyZ');
+    const { region, sab } = inArena(form.body);
+    const before = Buffer.from(sab);
+    const got = await parseUpload(region, form.contentType, LIMIT);
+    expect(got.bytes.buffer).toBe(sab.buffer);
+    expect(got.bytes.byteOffset - region.byteOffset).toBe(form.body.indexOf(image));
+    expect(Buffer.from(got.bytes).equals(image)).toBe(true);
+    expect(got.filename).toBe('a photo.jpg'); // busboy keeps the base name only
+    expect(got.mimeType).toBe('image/jpeg');
+    expect(Buffer.from(sab).equals(before)).toBe(true);
+  });
+
+  it('refuses an image part over the limit with 413, and accepts one of exactly the limit', async () => {
+    const form = multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: Buffer.alloc(1000, 1) }]);
+    expect(await outcome(parseUpload(inArena(form.body).region, form.contentType, 999))).toEqual({ code: 'payload_too_large' });
+    const ok = await outcome(parseUpload(inArena(form.body).region, form.contentType, 1000));
+    expect('bytes' in ok && ok.bytes.length).toBe(1000);
+  });
+
+  it('answers the broken and unexpected forms with the same codes as the streaming receiver', async () => {
+    const b = 'bnd';
+    const forms: Array<[Buffer, string]> = [
+      [Buffer.from(`--${b}--\r\n`), 'missing_image'],
+      [multipart([{ name: 'image', data: 'text' }], b).body, 'missing_image'],
+      [multipart([{ name: 'note', data: 'x' }], b).body, 'unexpected_part'],
+      [multipart([{ name: 'other', filename: 'a.jpg', type: 'image/jpeg', data: 'x' }], b).body, 'unexpected_part'],
+      [multipart([{ name: 'image', filename: 'a.txt', type: 'text/plain', data: 'x' }], b).body, 'unsupported_media_type'],
+      [multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: '' }], b).body, 'unsupported_format'],
+      [
+        multipart(
+          [
+            { name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: 'x' },
+            { name: 'image', filename: 'b.jpg', type: 'image/jpeg', data: 'y' },
+          ],
+          b,
+        ).body,
+        'too_many_parts',
+      ],
+      [Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="image"; filename="a.jpg"\r\nContent-Type: image/jpeg\r\n\r\nunterminated`), 'malformed_multipart'],
+      [Buffer.from('no boundary anywhere'), 'malformed_multipart'],
+      // Regression (found by the property below): busboy never settled on this form, leaving the
+      // request held until the client gave up (on the event loop) or the task deadline (in a worker).
+      [multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: `--${b}\r\n--${b.slice(0, -1)}` }], b).body, 'malformed_multipart'],
+    ];
+    for (const [body, code] of forms) {
+      const ct = `multipart/form-data; boundary=${b}`;
+      expect(await outcome(parseUpload(inArena(body).region, ct, LIMIT)), body.toString('latin1')).toEqual({ code });
+      expect(await streamed(body, ct, [7, 300]), body.toString('latin1')).toEqual({ code });
+    }
+  });
+
+  it('agrees with the receiver that copies, and, on forms whose data never holds the boundary, with any chunking (property)', async () => {
+    const boundary = fc.stringMatching(/^[0-9A-Za-z'+_.-]{1,40}$/);
+    // Bytes that look like the framing, so that near-misses of the delimiter land inside part data.
+    const data = (b: string) =>
+      fc
+        .array(fc.oneof(fc.uint8Array({ maxLength: 300 }), fc.constantFrom(Buffer.from('\r\n'), Buffer.from(`\r\n--${b}`.slice(0, -1)), Buffer.from(`--${b}`), Buffer.from('\r\n-'))), { maxLength: 12 })
+        .map((xs) => Buffer.concat(xs));
+    const part = (b: string): fc.Arbitrary<Part> =>
+      fc.record({
+        name: fc.constantFrom('image', 'image', 'note', 'img'),
+        filename: fc.option(fc.constantFrom('a.jpg', 'ü.png', 'x/y.webp', ''), { nil: undefined }),
+        type: fc.option(fc.constantFrom('image/jpeg', 'application/octet-stream', 'text/plain', 'IMAGE/PNG'), { nil: undefined }),
+        data: data(b),
+      });
+    const form = boundary.chain((b) =>
+      fc.record({
+        b: fc.constant(b),
+        parts: fc.array(part(b), { minLength: 0, maxLength: 3 }),
+        truncate: fc.option(fc.nat(), { nil: undefined }),
+        sizes: fc.array(fc.integer({ min: 1, max: 400 }), { minLength: 1, maxLength: 5 }),
+      }),
+    );
+    await fc.assert(
+      fc.asyncProperty(form, async ({ b, parts, truncate, sizes }) => {
+        let { body, contentType } = multipart(parts, b);
+        if (truncate !== undefined) body = body.subarray(0, truncate % (body.length + 1));
+        if (body.length === 0) return; // an empty body never reaches the worker (the event loop refuses it)
+        // Every way settles (settled() fails the case on a hang) ...
+        const inPlace = await outcome(parseUpload(inArena(body).region, contentType, LIMIT));
+        const whole = await streamed(body, contentType, [body.length]);
+        const chunked = await streamed(body, contentType, sizes);
+        // ... finding the image in place gives what copying it out gives ...
+        expect(inPlace).toEqual(whole);
+        // ... and a form as RFC 7578 allows it (the boundary never inside part data) parses the same
+        // however it is cut. busboy itself is not chunking-independent on forms that break that rule:
+        // the worker always parses the whole body in one write, so its answer no longer depends on how
+        // TCP happened to cut the upload.
+        if (parts.every((p) => !Buffer.from(p.data).includes(`--${b}`))) expect(inPlace).toEqual(chunked);
+      }),
+      { numRuns: 1000 },
+    );
+  });
+
+  it('keeps the image whole when it is handed the body as views of itself in pieces (the compaction path)', async () => {
+    const image = Buffer.from(Array.from({ length: 5000 }, (_, i) => (i * 7) & 0xff));
+    const form = multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image }], 'q');
+    for (const step of [1, 13, 100, 997]) {
+      const { region } = inArena(form.body);
+      const rx = new MultipartReceiver({ contentType: form.contentType, destination: region, maxImageBytes: LIMIT });
+      for (let at = 0; at < region.length; at += step) rx.push(region.subarray(at, Math.min(region.length, at + step)), at + step >= region.length);
+      const got = await rx.done;
+      expect(Buffer.from(got.bytes).equals(image), `pieces of ${step}`).toBe(true);
+    }
+  });
+});
+
+describe('safeBasename', () => {
+  it.each([
+    ['photo.jpg', 'photo'],
+    ['dir/sub/photo.final.png', 'photo.final'],
+    ['C:\\Users\\a\\b.webp', 'b'],
+    ['...', 'image'],
+    [undefined, 'image'],
+    ['a"b*c:d<e>f?g|h.jpg', 'abcdefgh'],
+  ])('%s -> %s', (name, want) => {
+    expect(safeBasename(name)).toBe(want);
+  });
+});
