@@ -66,13 +66,13 @@ describe('openLoop warm-up', () => {
   });
   afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
-  it('sends the warm-up requests, records only the measured window, and starts the meters once at its start', async () => {
+  it('sends the warm-up requests, records only the measured window (rate x duration requests), and starts the meters once at its start', async () => {
     const req = (n: number): PreparedRequest => ({ label: `r${n}`, operation: 'protect', path: '/', image: 'x', imageBytes: 1, body: Buffer.from(String(n)), contentType: 'text/plain' });
     const requests = [req(0), req(1)];
     const client = new Client({ name: 't', url: new URL(`http://127.0.0.1:${port}`), key: undefined, pid: undefined }, 16);
     const plan = { rate: 200, durationMs: 300, warmupMs: 200, arrivals: 'uniform' as const, drainMs: 5000, seed: 1, timeoutMs: 5000 };
     const starts = schedule(plan.rate, plan.warmupMs + plan.durationMs, plan.arrivals, plan.seed);
-    const warm = starts.filter((t) => t < plan.warmupMs).length;
+    const warm = 40; // 200 req/s for 0.2 s
     let metersStarted = 0;
     let sentBeforeMeters = -1;
     seen.length = 0;
@@ -98,5 +98,16 @@ describe('openLoop warm-up', () => {
       expect(o.status).toBe(200);
       expect(o.doneAt).toBeGreaterThanOrEqual(0);
     }
+  });
+
+  it('measures exactly rate x duration requests with Poisson arrivals too', async () => {
+    const req: PreparedRequest = { label: 'p', operation: 'protect', path: '/', image: 'x', imageBytes: 1, body: Buffer.from('1'), contentType: 'text/plain' };
+    const client = new Client({ name: 't', url: new URL(`http://127.0.0.1:${port}`), key: undefined, pid: undefined }, 16);
+    for (const seed of [1, 2, 3]) {
+      const run = await openLoop(client, [req], () => 0, { rate: 150, durationMs: 200, warmupMs: 100, arrivals: 'poisson', drainMs: 5000, seed, timeoutMs: 5000 });
+      expect(run.outcomes).toHaveLength(30);
+      expect(run.outcomes.every((o) => o.status === 200)).toBe(true);
+    }
+    client.close();
   });
 });

@@ -350,15 +350,19 @@ export interface StepRun {
 
 /** Start offsets (ms) of `rate` requests per second for `durationMs`. */
 export function schedule(rate: number, durationMs: number, arrivals: StepPlan['arrivals'], seed: number): Float64Array {
-  const n = Math.max(1, Math.round((rate * durationMs) / 1000));
-  const out = new Float64Array(n);
+  return arrivalTimes(Math.max(1, Math.round((rate * durationMs) / 1000)), rate, arrivals, seed);
+}
+
+/** Start offsets (ms) of `count` requests at `rate` per second: evenly spaced, or a Poisson process. */
+export function arrivalTimes(count: number, rate: number, arrivals: StepPlan['arrivals'], seed: number): Float64Array {
+  const out = new Float64Array(count);
   const gap = 1000 / rate;
   if (arrivals === 'uniform') {
-    for (let i = 0; i < n; i++) out[i] = i * gap;
+    for (let i = 0; i < count; i++) out[i] = i * gap;
   } else {
     const rand = prng(seed);
     let t = 0;
-    for (let i = 0; i < n; i++) {
+    for (let i = 0; i < count; i++) {
       out[i] = t;
       t += -Math.log(1 - rand()) * gap;
     }
@@ -371,12 +375,11 @@ export function schedule(rate: number, durationMs: number, arrivals: StepPlan['a
  * `requests` is kept as the outcome's kind).
  */
 export async function openLoop(client: Client, requests: readonly PreparedRequest[], pick: (i: number) => number, plan: StepPlan): Promise<StepRun> {
-  const warmupMs = Math.max(0, plan.warmupMs ?? 0);
-  // One schedule for warm-up and measured window, so the arrivals run on without a seam between them.
-  const starts = schedule(plan.rate, warmupMs + plan.durationMs, plan.arrivals, plan.seed);
-  let measuredFrom = 0;
-  while (measuredFrom < starts.length && starts[measuredFrom]! < warmupMs) measuredFrom++;
-  if (measuredFrom === starts.length) measuredFrom = 0; // nothing due after the warm-up: measure everything
+  // One schedule for warm-up and measured window, so the arrivals run on without a seam between them;
+  // the measured window holds exactly rate x duration requests (as a step without warm-up does), the
+  // warm-up the ones before it.
+  const measuredFrom = Math.round((plan.rate * Math.max(0, plan.warmupMs ?? 0)) / 1000);
+  const starts = arrivalTimes(measuredFrom + Math.max(1, Math.round((plan.rate * plan.durationMs) / 1000)), plan.rate, plan.arrivals, plan.seed);
   const outcomes: Outcome[] = new Array(starts.length);
   let outstanding = 0;
   let finished = 0;
@@ -432,7 +435,7 @@ export async function openLoop(client: Client, requests: readonly PreparedReques
     client.reset();
   }
   // The measured window: its outcomes, with times from its own start.
-  const origin = measuredFrom > 0 ? warmupMs : 0;
+  const origin = starts[measuredFrom]!;
   const measured = outcomes.slice(measuredFrom);
   let last = 0;
   for (const o of measured) {
