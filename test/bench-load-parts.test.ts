@@ -3,7 +3,7 @@
 // a loopback server that answers at once. No time is asserted: only counts, order and model figures.
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Client, openLoop, schedule } from '../bench/load/client.js';
+import { Client, arrivalTimes, openLoop } from '../bench/load/client.js';
 import type { PreparedRequest } from '../bench/load/corpus.js';
 import { idealQueue } from '../bench/load/queue.js';
 
@@ -40,6 +40,27 @@ describe('idealQueue', () => {
   });
 });
 
+describe('arrivalTimes', () => {
+  it('puts exactly the count in the window, sorted, with Poisson gaps (exponential: sd = mean)', () => {
+    const t = arrivalTimes(20_000, 100, 'poisson', 9);
+    expect(t).toHaveLength(20_000);
+    const gaps: number[] = [];
+    for (let i = 1; i < t.length; i++) {
+      expect(t[i]!).toBeGreaterThanOrEqual(t[i - 1]!);
+      gaps.push(t[i]! - t[i - 1]!);
+    }
+    expect(t[0]!).toBeGreaterThanOrEqual(0);
+    expect(t[t.length - 1]!).toBeLessThan(200_000); // 20,000 at 100/s: within 200 s
+    const mean = gaps.reduce((a, b) => a + b, 0) / gaps.length;
+    const sd = Math.sqrt(gaps.reduce((a, b) => a + (b - mean) ** 2, 0) / gaps.length);
+    expect(mean).toBeGreaterThan(9.8);
+    expect(mean).toBeLessThan(10.2);
+    expect(sd / mean).toBeGreaterThan(0.95);
+    expect(sd / mean).toBeLessThan(1.05);
+    expect(Array.from(arrivalTimes(4, 100, 'uniform', 1))).toEqual([0, 10, 20, 30]);
+  });
+});
+
 describe('openLoop warm-up', () => {
   let server: Server;
   let port = 0;
@@ -71,8 +92,8 @@ describe('openLoop warm-up', () => {
     const requests = [req(0), req(1)];
     const client = new Client({ name: 't', url: new URL(`http://127.0.0.1:${port}`), key: undefined, pid: undefined }, 16);
     const plan = { rate: 200, durationMs: 300, warmupMs: 200, arrivals: 'uniform' as const, drainMs: 5000, seed: 1, timeoutMs: 5000 };
-    const starts = schedule(plan.rate, plan.warmupMs + plan.durationMs, plan.arrivals, plan.seed);
     const warm = 40; // 200 req/s for 0.2 s
+    const starts = { length: 100 }; // and 60 more for 0.3 s
     let metersStarted = 0;
     let sentBeforeMeters = -1;
     seen.length = 0;

@@ -348,12 +348,12 @@ export interface StepRun {
   scheduled: number;
 }
 
-/** Start offsets (ms) of `rate` requests per second for `durationMs`. */
-export function schedule(rate: number, durationMs: number, arrivals: StepPlan['arrivals'], seed: number): Float64Array {
-  return arrivalTimes(Math.max(1, Math.round((rate * durationMs) / 1000)), rate, arrivals, seed);
-}
-
-/** Start offsets (ms) of `count` requests at `rate` per second: evenly spaced, or a Poisson process. */
+/**
+ * Start offsets (ms) of `count` requests at `rate` per second over `count / rate` seconds: evenly spaced,
+ * or Poisson. A Poisson process conditioned on `count` arrivals in a window places them as that many
+ * sorted uniform points in it, so the window's length and count are exact (a step's offered rate is the
+ * rate it names) while the gaps keep their exponential spread.
+ */
 export function arrivalTimes(count: number, rate: number, arrivals: StepPlan['arrivals'], seed: number): Float64Array {
   const out = new Float64Array(count);
   const gap = 1000 / rate;
@@ -361,11 +361,8 @@ export function arrivalTimes(count: number, rate: number, arrivals: StepPlan['ar
     for (let i = 0; i < count; i++) out[i] = i * gap;
   } else {
     const rand = prng(seed);
-    let t = 0;
-    for (let i = 0; i < count; i++) {
-      out[i] = t;
-      t += -Math.log(1 - rand()) * gap;
-    }
+    for (let i = 0; i < count; i++) out[i] = rand() * count * gap;
+    out.sort();
   }
   return out;
 }
@@ -379,7 +376,12 @@ export async function openLoop(client: Client, requests: readonly PreparedReques
   // the measured window holds exactly rate x duration requests (as a step without warm-up does), the
   // warm-up the ones before it.
   const measuredFrom = Math.round((plan.rate * Math.max(0, plan.warmupMs ?? 0)) / 1000);
-  const starts = arrivalTimes(measuredFrom + Math.max(1, Math.round((plan.rate * plan.durationMs) / 1000)), plan.rate, plan.arrivals, plan.seed);
+  const warm = arrivalTimes(measuredFrom, plan.rate, plan.arrivals, plan.seed + 0x5eed);
+  const window = arrivalTimes(Math.max(1, Math.round((plan.rate * plan.durationMs) / 1000)), plan.rate, plan.arrivals, plan.seed);
+  const starts = new Float64Array(warm.length + window.length);
+  starts.set(warm);
+  const offset = (measuredFrom * 1000) / plan.rate; // the warm-up's span
+  for (let i = 0; i < window.length; i++) starts[warm.length + i] = offset + window[i]!;
   const outcomes: Outcome[] = new Array(starts.length);
   let outstanding = 0;
   let finished = 0;
@@ -435,7 +437,7 @@ export async function openLoop(client: Client, requests: readonly PreparedReques
     client.reset();
   }
   // The measured window: its outcomes, with times from its own start.
-  const origin = starts[measuredFrom]!;
+  const origin = offset;
   const measured = outcomes.slice(measuredFrom);
   let last = 0;
   for (const o of measured) {
