@@ -5,7 +5,7 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { OptmarkError } from '../src/errors.js';
-import { MultipartReceiver, parseUpload, safeBasename, type ReceivedImage } from '../src/pipeline/upload.js';
+import { MultipartReceiver, parseUpload, safeBasename, splitFirstPart, type ReceivedImage } from '../src/pipeline/upload.js';
 import { multipart, type Part } from './helpers/server.js';
 
 const LIMIT = 1 << 20;
@@ -135,12 +135,15 @@ describe('parseUpload', () => {
         b: fc.constant(b),
         parts: fc.array(part(b), { minLength: 0, maxLength: 3 }),
         truncate: fc.option(fc.nat(), { nil: undefined }),
+        // A part busboy skips (no Content-Disposition) before the others: the short cut's marker lands there.
+        skipped: fc.boolean(),
         sizes: fc.array(fc.integer({ min: 1, max: 400 }), { minLength: 1, maxLength: 5 }),
       }),
     );
     await fc.assert(
-      fc.asyncProperty(form, async ({ b, parts, truncate, sizes }) => {
+      fc.asyncProperty(form, async ({ b, parts, truncate, skipped, sizes }) => {
         let { body, contentType } = multipart(parts, b);
+        if (skipped) body = Buffer.concat([Buffer.from(`--${b}\r\nX-Note: no disposition\r\n\r\nskipped data\r\n`), body]);
         if (truncate !== undefined) body = body.subarray(0, truncate % (body.length + 1));
         if (body.length === 0) return; // an empty body never reaches the worker (the event loop refuses it)
         // Every way settles (settled() fails the case on a hang) ...
@@ -168,6 +171,54 @@ describe('parseUpload', () => {
       for (let at = 0; at < region.length; at += step) rx.push(region.subarray(at, Math.min(region.length, at + step)), at + step >= region.length);
       const got = await rx.done;
       expect(Buffer.from(got.bytes).equals(image), `pieces of ${step}`).toBe(true);
+    }
+  });
+});
+
+describe('splitFirstPart (the short cut past busboy\'s scan of the image)', () => {
+  const image = Buffer.from('\xff\xd8 image bytes \r\n-- not a delimiter \xff\xd9', 'latin1');
+  it('finds the first part\'s data in the form clients send, and hands busboy the form with a marker in its place', () => {
+    for (const boundary of ['----WebKitFormBoundary7MA4YWxkTrZu0gW', 'x', '----accept0123', 'a.b+c']) {
+      const form = multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image }], boundary);
+      const split = splitFirstPart(form.body, form.contentType)!;
+      expect(split, boundary).toBeDefined();
+      expect(Buffer.from(split.data).equals(image)).toBe(true);
+      expect(split.data.buffer).toBe(form.body.buffer); // a view, not a copy
+      expect(split.form.toString('latin1')).toBe(form.body.toString('latin1').replace(image.toString('latin1'), 'X'));
+    }
+    // A quoted boundary, read as busboy reads it.
+    const quoted = multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image }], 'q r');
+    expect(splitFirstPart(quoted.body, 'multipart/form-data; boundary="q r"')).toBeDefined();
+  });
+
+  it('declines (so busboy parses the whole body) whenever the short cut could read the form differently', () => {
+    const b = 'bnd';
+    const ct = `multipart/form-data; boundary=${b}`;
+    const plain = multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image }], b).body;
+    const cases: Array<[string, Buffer, string]> = [
+      ['a preamble', Buffer.concat([Buffer.from('preamble\r\n'), plain]), ct],
+      ['transport padding after the boundary', Buffer.from(plain.toString('latin1').replace(`--${b}\r\n`, `--${b} \r\n`), 'latin1'), ct],
+      ['data that opens with the delimiter', multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: `--${b}\r\nx` }], b).body, ct],
+      ['no delimiter after the data', plain.subarray(0, plain.length - 12), ct],
+      ['no end of the header block', Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="image"`), ct],
+      ['a header block over 16 KiB', multipart([{ name: 'image', filename: 'a'.repeat(17_000), type: 'image/jpeg', data: image }], b).body, ct],
+      ['no boundary parameter', plain, 'multipart/form-data'],
+      ['another boundary', plain, 'multipart/form-data; boundary=other'],
+    ];
+    for (const [what, body, type] of cases) expect(splitFirstPart(body, type), what).toBeUndefined();
+  });
+
+  it('gives the same answer as the whole-body parse when the first part is not the image', async () => {
+    const b = 'bnd';
+    const ct = `multipart/form-data; boundary=${b}`;
+    const forms = [
+      multipart([{ name: 'note', data: 'x' }, { name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image }], b).body,
+      Buffer.concat([Buffer.from(`--${b}\r\nX-No-Disposition: 1\r\n\r\nskipped\r\n`), multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image }], b).body]),
+      multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image }, { name: 'image', filename: 'b.jpg', type: 'image/jpeg', data: image }], b).body,
+    ];
+    for (const body of forms) {
+      expect(splitFirstPart(body, ct)).toBeDefined();
+      expect(await outcome(parseUpload(inArena(body).region, ct, LIMIT))).toEqual(await streamed(body, ct, [body.length]));
     }
   });
 });

@@ -9,6 +9,9 @@
  * tests use to compare both ways.
  */
 import busboy from 'busboy';
+// busboy's own Content-Type parser (not in its typed API): the short cut in parseUpload must read the
+// boundary exactly as busboy does.
+import busboyUtils from 'busboy/lib/utils.js';
 import { MULTIPART_SLACK_BYTES } from '../config.js';
 import { OptmarkError } from '../errors.js';
 
@@ -30,6 +33,12 @@ export interface ReceiverOptions {
    * (parseUpload): the image is then found, or compacted, in place.
    */
   destination: Uint8Array;
+  /**
+   * parseUpload's short cut: the chunks are a form whose first part's data was replaced by one marker
+   * byte; the marker, when busboy hands it over as a part's data, stands for `data` (a view of the
+   * destination).
+   */
+  elided?: FirstPartSplit;
   /** The configured image limit (for the 413 message and the body's cut-off). */
   maxImageBytes: number;
 }
@@ -59,14 +68,74 @@ export function checkContentType(contentType: string): void {
 
 /**
  * Parses a whole multipart body held in `body` (a view of the arena) and returns the image part as a
- * view of the same memory: no copy when busboy hands the part over in one piece, as it does when it gets
- * the body in one write. `body` may be overwritten: the image is compacted towards its start if busboy
- * ever hands it over in pieces.
+ * view of the same memory, never a copy.
+ *
+ * The common form (the body opens with its boundary and the first part is the image) takes a short cut:
+ * `Buffer#indexOf` (native) finds where the first part's data ends, and busboy parses the form with that
+ * data replaced by a one-byte marker, so its boundary scan (JavaScript, about 0.25 ms per MB) runs over a
+ * few hundred bytes instead of the image. busboy finds its delimiters as the leftmost matches, as
+ * indexOf does, so the form it sees parses as the whole body would; the short cut is kept only when the
+ * marker comes back as the image part's data, and anything else (an error, a preamble, a delimiter
+ * inside the part headers) is parsed again the plain way.
  */
 export async function parseUpload(body: Uint8Array, contentType: string, maxImageBytes: number): Promise<ReceivedImage> {
+  const split = splitFirstPart(body, contentType);
+  if (split) {
+    const rx = new MultipartReceiver({ contentType, destination: body, maxImageBytes, elided: split });
+    rx.push(split.form, true);
+    const fast = await rx.done.then(
+      (image) => (rx.elidedUsed ? image : undefined),
+      () => undefined,
+    );
+    if (fast) return fast;
+  }
   const rx = new MultipartReceiver({ contentType, destination: body, maxImageBytes });
   rx.push(body, true);
   return rx.done;
+}
+
+/** The one-byte stand-in for the first part's data in the form busboy parses. */
+const MARKER = 0x58;
+
+export interface FirstPartSplit {
+  /** The form with the first part's data replaced by one marker byte at `markerAt`. */
+  form: Buffer;
+  markerAt: number;
+  /** The first part's data: a view of the body. */
+  data: Uint8Array;
+}
+
+/**
+ * Where the first part's data lies, when the body opens with `--boundary` CRLF, the first part's header
+ * block ends (CRLF CRLF) within busboy's 16 KiB header limit, and the next delimiter (CRLF `--boundary`,
+ * as busboy's search sees it) starts after that header block; otherwise undefined.
+ */
+export function splitFirstPart(body: Uint8Array, contentType: string): FirstPartSplit | undefined {
+  const boundary = boundaryOf(contentType);
+  if (!boundary) return undefined;
+  const b = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
+  // busboy searches for this exact string (UTF-8: its search makes a Buffer of it).
+  const needle = Buffer.from(`\r\n--${boundary}`);
+  const open = needle.subarray(2);
+  const headers = open.length + 2;
+  if (b.length < headers || !b.subarray(0, open.length).equals(open) || b[open.length] !== 13 || b[open.length + 1] !== 10) return undefined;
+  const headerEnd = b.indexOf('\r\n\r\n', headers - 2, 'latin1');
+  if (headerEnd < 0 || headerEnd + 4 - headers > 16 * 1024) return undefined;
+  const dataStart = headerEnd + 4;
+  const next = b.indexOf(needle, headers);
+  if (next < dataStart) return undefined; // none, or one inside (or overlapping the end of) the header block
+  const form = Buffer.allocUnsafe(dataStart + 1 + (b.length - next));
+  b.copy(form, 0, 0, dataStart);
+  form[dataStart] = MARKER;
+  b.copy(form, dataStart + 1, next);
+  return { form, markerAt: dataStart, data: body.subarray(dataStart, next) };
+}
+
+/** The boundary parameter exactly as busboy reads it (its own Content-Type parser), or undefined. */
+function boundaryOf(contentType: string): string | undefined {
+  const parsed = busboyUtils.parseContentType(contentType) as { params?: Record<string, unknown> } | undefined;
+  const boundary = parsed?.params?.boundary;
+  return typeof boundary === 'string' && boundary.length > 0 ? boundary : undefined;
 }
 
 export class MultipartReceiver {
@@ -89,6 +158,8 @@ export class MultipartReceiver {
   #fileEnded = false;
   /** Request body bytes seen so far. */
   received = 0;
+  /** The marker of `elided` came back as image data and was replaced by the data it stands for. */
+  elidedUsed = false;
 
   constructor(options: ReceiverOptions) {
     this.#options = options;
@@ -171,6 +242,18 @@ export class MultipartReceiver {
   #append(data: Buffer): void {
     const dest = this.#dest;
     if (this.#failed || !dest || data.length === 0) return;
+    const elided = this.#options.elided;
+    if (elided) {
+      // The short cut writes nothing into the destination (the body, which a plain parse may need
+      // next): image data other than the marker means the image is not the first part, so decline.
+      if (data.length !== 1 || data.buffer !== elided.form.buffer || data.byteOffset !== elided.form.byteOffset + elided.markerAt) {
+        this.#fail(new OptmarkError('malformed_multipart', 'The short cut does not apply to this form.'));
+        return;
+      }
+      this.elidedUsed = true;
+      if (elided.data.length === 0) return;
+      data = Buffer.from(elided.data.buffer, elided.data.byteOffset, elided.data.byteLength);
+    }
     const need = this.#length + data.length;
     const limit = this.#options.maxImageBytes;
     if (need > limit || (data.buffer !== dest.buffer && need > dest.length)) {
