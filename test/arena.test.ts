@@ -81,7 +81,7 @@ describe('arena sizing', () => {
   it('the configuration minimum admits exactly one largest protect, sized as the API sizes it', async () => {
     const { arenaBytesForOneProtect } = await import('../src/config.js');
     const { protectBodyCapacity } = await import('../src/pipeline/body.js');
-    const { MULTIPART_SLACK_BYTES } = await import('../src/pipeline/upload.js');
+    const { MULTIPART_SLACK_BYTES } = await import('../src/config.js');
     const { ARENA_ALIGN } = await import('../src/pool/arena.js');
     const page = (n: number): number => Math.ceil(n / ARENA_ALIGN) * ARENA_ALIGN;
     for (const max of [1024 * 1024, 26_214_400, 1_000_003]) {

@@ -437,11 +437,10 @@ export async function openLoop(client: Client, requests: readonly PreparedReques
     client.reset();
   }
   // The measured window: its outcomes, with times from its own start.
-  const origin = offset;
   const measured = outcomes.slice(measuredFrom);
   let last = 0;
   for (const o of measured) {
-    o.doneAt -= origin;
+    o.doneAt -= offset;
     if (o.doneAt > last) last = o.doneAt;
   }
   return { outcomes: measured, elapsedMs: last, scheduled: measured.length };

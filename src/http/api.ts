@@ -15,7 +15,8 @@ import { rateLimitHeaders, wwwAuthenticate, type AuthResult, type Operation, typ
 import { requestId } from './filename.js';
 import { RequestMemory } from './memory.js';
 import type { Metrics } from './metrics.js';
-import { MULTIPART_SLACK_BYTES, checkContentType } from '../pipeline/upload.js';
+import { MULTIPART_SLACK_BYTES } from '../config.js';
+import { checkContentType } from '../pipeline/upload.js';
 import { BodyReceiver } from './receive.js';
 import { Exchange, type Headers } from './respond.js';
 

@@ -15,9 +15,6 @@ import busboyUtils from 'busboy/lib/utils.js';
 import { MULTIPART_SLACK_BYTES } from '../config.js';
 import { OptmarkError } from '../errors.js';
 
-export { MULTIPART_SLACK_BYTES };
-
-
 export interface ReceivedImage {
   /** The image bytes: a view of the start of the destination. */
   bytes: Uint8Array;
@@ -57,12 +54,8 @@ export function checkContentType(contentType: string): void {
   if (!/^multipart\/form-data\s*(;|$)/i.test(contentType.trim())) {
     throw new OptmarkError('unsupported_media_type', 'Send multipart/form-data with one "image" file part.');
   }
-  try {
-    // Constructing the parser checks the boundary; it holds nothing that needs closing (destroying an
-    // unused one would emit an 'error' for the form it never got).
-    busboy({ headers: { 'content-type': contentType } });
-  } catch (err) {
-    throw new OptmarkError('malformed_multipart', `The multipart Content-Type is not usable: ${(err as Error).message}`);
+  if (busboyBoundary(contentType) === undefined) {
+    throw new OptmarkError('malformed_multipart', 'The multipart Content-Type is not usable: it has no boundary parameter busboy can read.');
   }
 }
 
@@ -111,8 +104,8 @@ export interface FirstPartSplit {
  * as busboy's search sees it) starts after that header block; otherwise undefined.
  */
 export function splitFirstPart(body: Uint8Array, contentType: string): FirstPartSplit | undefined {
-  const boundary = boundaryOf(contentType);
-  if (!boundary) return undefined;
+  const boundary = busboyBoundary(contentType);
+  if (!boundary) return undefined; // none, or empty
   const b = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   // busboy searches for this exact string (UTF-8: its search makes a Buffer of it).
   const needle = Buffer.from(`\r\n--${boundary}`);
@@ -131,11 +124,14 @@ export function splitFirstPart(body: Uint8Array, contentType: string): FirstPart
   return { form, markerAt: dataStart, data: body.subarray(dataStart, next) };
 }
 
-/** The boundary parameter exactly as busboy reads it (its own Content-Type parser), or undefined. */
-function boundaryOf(contentType: string): string | undefined {
+/**
+ * The boundary parameter exactly as busboy reads it (its own Content-Type parser: busboy's constructor
+ * refuses a form exactly when this is undefined), or undefined.
+ */
+function busboyBoundary(contentType: string): string | undefined {
   const parsed = busboyUtils.parseContentType(contentType) as { params?: Record<string, unknown> } | undefined;
   const boundary = parsed?.params?.boundary;
-  return typeof boundary === 'string' && boundary.length > 0 ? boundary : undefined;
+  return typeof boundary === 'string' ? boundary : undefined;
 }
 
 export class MultipartReceiver {

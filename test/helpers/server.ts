@@ -6,6 +6,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { prng } from '../../bench/lib/random.js';
 
 export const ROOT = resolve(import.meta.dirname, '..', '..');
 export const CLI = join(ROOT, 'dist', 'src', 'cli.js');
@@ -361,23 +362,11 @@ export interface RawAnswer extends Answer {
   bodyComplete: boolean;
 }
 
-/** A small deterministic generator, so a "random" chunking is the same on every run. */
-export function seededRandom(seed: number): () => number {
-  let s = seed >>> 0;
-  return () => {
-    s = (s + 0x6d2b79f5) >>> 0;
-    let t = s;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
-
 function chunkSizer(spec: RawOptions['chunks']): () => number {
   if (spec === undefined) return () => 64 * 1024;
   if (typeof spec === 'number') return () => spec;
   if (spec === 'random') {
-    const rnd = seededRandom(4093);
+    const rnd = prng(4093); // seeded: a "random" chunking is the same on every run
     return () => 1 + Math.floor(rnd() * 8192);
   }
   let i = 0;
