@@ -5,7 +5,18 @@ import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, arrivalTimes, openLoop } from '../bench/load/client.js';
 import type { PreparedRequest } from '../bench/load/corpus.js';
+import { medianFloors } from '../bench/load/floor.js';
 import { idealQueue } from '../bench/load/queue.js';
+
+describe('medianFloors', () => {
+  it('takes each field\'s middle value across processes and keeps every protect reading', () => {
+    const f = (protect: number, decode: number, cpu: number) => ({ protect_ms: protect, decode_ms: decode, protect_cpu_ms: cpu, decode_cpu_ms: decode + 1 });
+    const m = medianFloors([f(4.1, 47, 7.3), f(5.9, 46, 8.0), f(5.5, 48, 7.5)])!;
+    expect(m).toEqual({ protect_ms: 5.5, decode_ms: 47, protect_cpu_ms: 7.5, decode_cpu_ms: 48, protect_ms_runs: [4.1, 5.9, 5.5] });
+    expect(medianFloors([f(4.1, 47, 7.3)])!.protect_ms).toBe(4.1);
+    expect(medianFloors([])).toBeUndefined();
+  });
+});
 
 describe('idealQueue', () => {
   it('matches M/G/1 processor sharing: mean response time is D / (1 - rho)', () => {

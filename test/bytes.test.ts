@@ -38,6 +38,34 @@ describe.each(encoders)('base64Into with the %s encoder', (name, encoder) => {
 });
 
 describe('native byte helpers', () => {
+  // A four-letter alphabet makes near-misses and overlapping matches common; lengths reach past the
+  // 32-position AVX2 step so candidates fall in the vector loop, across its edge, and in the scalar tail.
+  const letters = fc.constantFrom(0x0d, 0x0a, 0x2d, 0x61);
+  it.skipIf(!bytesAddon())('indexOf finds what Buffer#indexOf finds, from any start', () => {
+    fc.assert(
+      fc.property(fc.array(letters, { maxLength: 300 }), fc.array(letters, { maxLength: 40 }), fc.nat({ max: 320 }), (h, k, from) => {
+        const hay = Buffer.from(h);
+        const needle = Buffer.from(k);
+        const expected = from > hay.length ? -1 : hay.indexOf(needle, from);
+        expect(bytesAddon()!.indexOf(hay, needle, from)).toBe(expected);
+      }),
+      { numRuns: 5000 },
+    );
+  });
+
+  it.skipIf(!bytesAddon())('indexOf finds a delimiter at every offset of a large unaligned view of shared memory', () => {
+    const needle = Buffer.from('\r\n--optmark-boundary-0123456789');
+    const data = randomBytes(70_000);
+    const sab = Buffer.from(new SharedArrayBuffer(data.length + 3)).subarray(3);
+    for (const at of [0, 1, 31, 32, 33, 4095, 65_000, data.length - needle.length]) {
+      data.copy(sab);
+      needle.copy(sab, at);
+      expect(bytesAddon()!.indexOf(sab, needle, 0)).toBe(sab.indexOf(needle, 0));
+      expect(bytesAddon()!.indexOf(sab, needle, at + 1)).toBe(sab.indexOf(needle, at + 1));
+    }
+    expect(bytesAddon()!.indexOf(sab, needle, -1)).toBe(-1);
+  });
+
   it.skipIf(!bytesAddon())('refuses a destination that is too small instead of overrunning it', () => {
     expect(() => bytesAddon()!.base64Encode(new Uint8Array(10), new Uint8Array(15))).toThrow(RangeError);
   });

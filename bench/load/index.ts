@@ -11,7 +11,7 @@ import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, closedLoop, type Target } from './client.js';
 import { folderCorpus, generatedCorpus, prepare, prng, type CorpusImage, type PreparedRequest } from './corpus.js';
-import type { Floors } from './floor.js';
+import { medianFloors, type Floors } from './floor.js';
 import { memoryTest, type MemoryResult } from './memory.js';
 import { processCpu } from './proc.js';
 import { TAIL_BAND, evaluateTargets, writeReports, type LoadReport, type ProfileRow, type ScenarioResult } from './report.js';
@@ -97,8 +97,18 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 /** Two significant digits, at least 0.1. */
 const round2 = (x: number): number => Math.max(0.1, Number(x.toPrecision(2)));
 
-/** The floors of one file, measured in a child process of their own. */
-function floorsOf(path: string): Promise<Floors | undefined> {
+/** The floors of one file: the median of `runs` child processes, each measuring on its own (see medianFloors). */
+async function floorsOf(path: string, runs: number): Promise<Floors | undefined> {
+  const measured: Floors[] = [];
+  for (let i = 0; i < runs; i++) {
+    const f = await floorsOnce(path);
+    if (f) measured.push(f);
+  }
+  return medianFloors(measured);
+}
+
+/** The floors of one file, measured in a child process of its own. */
+function floorsOnce(path: string): Promise<Floors | undefined> {
   return new Promise((resolveFloors) => {
     const child = spawn(process.execPath, [FLOOR, path], { stdio: ['ignore', 'pipe', 'inherit'] });
     let out = '';
@@ -341,9 +351,10 @@ export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
 
   const floors = new Map<string, Floors | undefined>();
   for (const img of opts.scenarios.length || opts.profile ? corpus : []) {
-    floors.set(img.name, await floorsOf(img.path));
+    floors.set(img.name, await floorsOf(img.path, opts.smoke ? 1 : 3));
     const f = floors.get(img.name);
-    log(`floor ${img.name} (${(img.bytes.length / 1e6).toFixed(2)} MB): protect ${f?.protect_ms.toFixed(2) ?? 'n/a'} ms, decode ${f?.decode_ms.toFixed(1) ?? 'n/a'} ms`);
+    const runs = f?.protect_ms_runs && f.protect_ms_runs.length > 1 ? ` (median of ${f.protect_ms_runs.map((x) => x.toFixed(2)).join(', ')})` : '';
+    log(`floor ${img.name} (${(img.bytes.length / 1e6).toFixed(2)} MB): protect ${f?.protect_ms.toFixed(2) ?? 'n/a'} ms${runs}, decode ${f?.decode_ms.toFixed(1) ?? 'n/a'} ms`);
   }
 
   const scs = scenarios(opts, corpus, headline);

@@ -14,6 +14,7 @@ import busboy from 'busboy';
 import busboyUtils from 'busboy/lib/utils.js';
 import { MULTIPART_SLACK_BYTES } from '../config.js';
 import { OptmarkError } from '../errors.js';
+import { bytesAddon } from '../native-bytes.js';
 
 export interface ReceivedImage {
   /** The image bytes: a view of the start of the destination. */
@@ -64,12 +65,13 @@ export function checkContentType(contentType: string): void {
  * view of the same memory, never a copy.
  *
  * The common form (the body opens with its boundary and the first part is the image) takes a short cut:
- * `Buffer#indexOf` (native) finds where the first part's data ends, and busboy parses the form with that
- * data replaced by a one-byte marker, so its boundary scan (JavaScript, about 0.25 ms per MB) runs over a
- * few hundred bytes instead of the image. busboy finds its delimiters as the leftmost matches, as
- * indexOf does, so the form it sees parses as the whole body would; the short cut is kept only when the
- * marker comes back as the image part's data, and anything else (an error, a preamble, a delimiter
- * inside the part headers) is parsed again the plain way.
+ * a native search (the addon's AVX2 `indexOf`, about 20 GB/s here, else `Buffer#indexOf`) finds where
+ * the first part's data ends, and busboy parses the form with that data replaced by a one-byte marker,
+ * so its boundary scan (JavaScript, about 0.25 ms per MB) runs over a few hundred bytes instead of the
+ * image. busboy finds its delimiters as the leftmost matches, as indexOf does, so the form it sees
+ * parses as the whole body would; the short cut is kept only when the marker comes back as the image
+ * part's data, and anything else (an error, a preamble, a delimiter inside the part headers) is
+ * parsed again the plain way.
  */
 export async function parseUpload(body: Uint8Array, contentType: string, maxImageBytes: number): Promise<ReceivedImage> {
   const split = splitFirstPart(body, contentType);
@@ -115,13 +117,19 @@ export function splitFirstPart(body: Uint8Array, contentType: string): FirstPart
   const headerEnd = b.indexOf('\r\n\r\n', headers - 2, 'latin1');
   if (headerEnd < 0 || headerEnd + 4 - headers > 16 * 1024) return undefined;
   const dataStart = headerEnd + 4;
-  const next = b.indexOf(needle, headers);
+  const next = findDelimiter(b, needle, headers);
   if (next < dataStart) return undefined; // none, or one inside (or overlapping the end of) the header block
   const form = Buffer.allocUnsafe(dataStart + 1 + (b.length - next));
   b.copy(form, 0, 0, dataStart);
   form[dataStart] = MARKER;
   b.copy(form, dataStart + 1, next);
   return { form, markerAt: dataStart, data: body.subarray(dataStart, next) };
+}
+
+/** The leftmost `needle` at or after `from`: the one scan of the whole upload the short cut makes. */
+function findDelimiter(body: Buffer, needle: Buffer, from: number): number {
+  const native = bytesAddon();
+  return native ? native.indexOf(body, needle, from) : body.indexOf(needle, from);
 }
 
 /**
