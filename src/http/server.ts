@@ -11,6 +11,7 @@ import type { Store } from '../store/index.js';
 import { handleApi, type ApiDeps } from './api.js';
 import { requestId } from './filename.js';
 import { releaseFreePages } from '../pool/pages.js';
+import { QuietTimer } from './quiet.js';
 import { Metrics } from './metrics.js';
 import { Exchange } from './respond.js';
 import type { Transport, Uws } from './uws.js';
@@ -26,7 +27,7 @@ export interface ServerOptions {
   maxUploadBytes: number;
 }
 
-/** Quiet time after the last request before free arena pages go back to the OS. */
+/** Unbroken quiet time (no request in flight) before free arena pages go back to the OS. */
 const IDLE_RELEASE_MS = 2000;
 
 const OPENAPI_PATH = new URL('../../../docs/openapi.json', import.meta.url);
@@ -36,7 +37,7 @@ export class HttpServer {
   readonly #options: ServerOptions;
   readonly metrics: Metrics;
   readonly #inflight = { count: 0, idle: () => {} };
-  #releaseTimer: NodeJS.Timeout | undefined;
+  #release: QuietTimer;
   #listen: us_listen_socket | undefined;
   #ready = false;
   #openapi: Buffer;
@@ -54,7 +55,11 @@ export class HttpServer {
       maxUploadBytes: options.maxUploadBytes,
       inflight: this.#inflight,
     };
-    this.#inflight.idle = () => this.#scheduleRelease();
+    // Once nothing has been in flight for a while, hand the arena's free pages back to the OS, so
+    // resident memory after a burst returns to its idle level.
+    const arena = options.pool.arena;
+    this.#release = new QuietTimer(IDLE_RELEASE_MS, () => this.#inflight.count > 0, () => arena && releaseFreePages(arena));
+    this.#inflight.idle = () => this.#release.idle();
     const app = options.uws.App();
     app.post('/api/v1/protect', (res, req) => handleApi(deps, 'protect', res, req));
     app.post('/api/v1/verify', (res, req) => handleApi(deps, 'verify', res, req));
@@ -100,19 +105,6 @@ export class HttpServer {
     return ex.json(this.#ready ? 200 : 503, body);
   }
 
-  /**
-   * Once no request has been in flight for a moment, hand the arena's free pages back to the OS, so
-   * resident memory after a burst returns to its idle level.
-   */
-  #scheduleRelease(): void {
-    const arena = this.#options.pool.arena;
-    if (!arena || this.#releaseTimer) return;
-    this.#releaseTimer = setTimeout(() => {
-      this.#releaseTimer = undefined;
-      if (this.#inflight.count === 0) releaseFreePages(arena);
-    }, IDLE_RELEASE_MS).unref();
-  }
-
   /** Starts listening; resolves with the bound port. */
   listen(): Promise<number> {
     const { host, port } = this.#options;
@@ -146,7 +138,7 @@ export class HttpServer {
         };
       });
     }
-    clearTimeout(this.#releaseTimer);
+    this.#release.stop();
     const unfinished = this.#inflight.count;
     (this.#app as unknown as { close(): void }).close();
     return { unfinished };
