@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # How much the acceptance perf check's Python client can measure on this machine: the same client against
-# (1) a server that answers at once with a body of optmark's answer size, (2) the check's naive server,
-# (3) optmark. The check wants (3) >= 1.5 x (2); it can never show more than (1) / (2).
+# (1) a server that answers at once with a body of optmark's answer size, (1b) the same answering one
+# event-loop turn later, (1c) the same with optmark's header set, (2) the check's naive server, (3) optmark. The check wants (3) >= 1.5 x (2); it
+# can never show more than (1) / (2), and a server that does its work off the reading thread no more than
+# (1b) / (2).
 #   bash bench/check-ceiling/run.sh [IMAGE]      (default: the check's image, made from ../shared/natural)
 set -euo pipefail
 cd "$(dirname "$0")/../.."
@@ -14,6 +16,10 @@ fi
 size=$(stat -c %s "$img")
 node bench/check-ceiling/instant.cjs 18931 $((size * 4 / 3 + 200)) & sleep 1
 echo "instant server: $(python3 bench/check-ceiling/client.py "$img" 18931)"
+node bench/check-ceiling/instant.cjs 18934 $((size * 4 / 3 + 200)) next-turn & sleep 1
+echo "next turn:      $(python3 bench/check-ceiling/client.py "$img" 18934)"
+node bench/check-ceiling/instant.cjs 18935 $((size * 4 / 3 + 200)) optmark-headers & sleep 1
+echo "+ its headers:  $(python3 bench/check-ceiling/client.py "$img" 18935)"
 node ../shared/checks/lib/naive.js 18932 & sleep 1
 echo "naive server:   $(python3 bench/check-ceiling/client.py "$img" 18932)"
 node -e "
