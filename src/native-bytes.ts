@@ -1,7 +1,7 @@
 /**
  * The one loader of the byte-helpers addon (native/src/bytes.cc): base64 straight into a buffer, the
- * multipart delimiter search, and handing idle pages back to the OS. All have portable fallbacks, so a missing addon costs speed and
- * idle memory, never correctness; the first caller learns which one runs.
+ * multipart delimiter search, and handing idle pages back to the OS. All have portable fallbacks, so a
+ * missing addon costs speed and idle memory, never correctness; the first caller learns which one runs.
  */
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
