@@ -6,6 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, arrivalTimes, openLoop } from '../bench/load/client.js';
 import type { PreparedRequest } from '../bench/load/corpus.js';
 import { medianFloors } from '../bench/load/floor.js';
+import { runQueueWaits, threadCpu, threadDelta, type ThreadCpu } from '../bench/load/proc.js';
 import { idealQueue } from '../bench/load/queue.js';
 
 describe('medianFloors', () => {
@@ -48,6 +49,35 @@ describe('idealQueue', () => {
   it('gives no figure at or past capacity', () => {
     expect(idealQueue(210, 9.5, 2, 'poisson')).toBeUndefined();
     expect(idealQueue(0, 9.5, 2, 'poisson')).toBeUndefined();
+  });
+});
+
+describe('threadDelta', () => {
+  const t = (tid: number, cpu: number, wait: number | undefined): ThreadCpu => ({ tid, comm: 'node', cpu, user: cpu, sys: 0, wait });
+
+  it('gives each thread its CPU and run-queue wait between two readings, the main thread named as the event loop', () => {
+    const rows = threadDelta(100, [t(100, 1, 0.5), t(101, 2, 0.25)], [t(100, 1.5, 0.75), t(101, 3, 0.5), t(102, 0.25, 0.125)]);
+    expect(rows).toEqual([
+      { thread: 'node 101', cpu: 1, sys: 0, wait: 0.25 },
+      { thread: 'main (event loop) 100', cpu: 0.5, sys: 0, wait: 0.25 },
+      { thread: 'node 102', cpu: 0.25, sys: 0, wait: 0.125 }, // born between the readings: counted from zero
+    ]);
+  });
+
+  it('leaves the wait unknown when a reading has no schedstat', () => {
+    expect(threadDelta(100, [t(100, 1, undefined)], [t(100, 2, 0.5)])[0]!.wait).toBeUndefined();
+    expect(threadDelta(100, [t(100, 1, 0.5)], [t(100, 2, undefined)])[0]!.wait).toBeUndefined();
+  });
+
+  it.runIf(process.platform === 'linux')('reads this process\'s threads from /proc, the main thread with its run-queue wait', () => {
+    const main = threadCpu(process.pid)!.find((x) => x.tid === process.pid)!;
+    expect(main.cpu).toBeGreaterThan(0);
+    const waits = runQueueWaits(process.pid);
+    expect(waits === undefined).toBe(main.wait === undefined); // both come from schedstat
+    if (waits) {
+      expect(Number.isSafeInteger(waits.mainNs) && waits.mainNs >= 0).toBe(true);
+      expect(waits.allNs).toBeGreaterThanOrEqual(waits.mainNs); // the main thread is one of the process's threads
+    }
   });
 });
 

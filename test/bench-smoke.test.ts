@@ -31,8 +31,15 @@ interface Step {
   mbInPerS: number;
   mbOutPerS: number;
   latencyMs: { p50: number; p95: number; p99: number; max: number };
-  server: { cpuS: number | null; cpuMsPerRequest: number | null; peakRssMiB: number | null; threads: unknown[] };
-  generator: { cpuMsPerRequest: number };
+  server: {
+    cpuS: number | null;
+    cpuMsPerRequest: number | null;
+    peakRssMiB: number | null;
+    waitMsPerRequest?: number;
+    eventLoopWaitMsPerRequest?: number;
+    threads: unknown[];
+  };
+  generator: { cpuMsPerRequest: number; waitMsPerRequest?: number };
   arrivals: string;
   warmupS: number;
   saturated: boolean;
@@ -77,6 +84,13 @@ describe('bench load --smoke', () => {
           expect(typeof step.server.cpuS).toBe('number');
           expect(step.server.peakRssMiB).toBeGreaterThan(0);
           expect(Array.isArray(step.server.threads)).toBe(true);
+          if (existsSync('/proc/self/schedstat')) {
+            // Run-queue wait: the event loop's share is part of the whole process's.
+            expect(step.server.waitMsPerRequest).toBeGreaterThanOrEqual(0);
+            expect(step.server.eventLoopWaitMsPerRequest).toBeGreaterThanOrEqual(0);
+            expect(step.server.eventLoopWaitMsPerRequest!).toBeLessThanOrEqual(step.server.waitMsPerRequest!);
+            expect(step.generator.waitMsPerRequest).toBeGreaterThanOrEqual(0);
+          }
           // The ideal queue at the step's rate and measured CPU: far below capacity at a few req/s.
           expect(step.queueReference!.utilisation).toBeLessThan(0.5);
           expect(step.queueReference!.p99).toBeGreaterThanOrEqual(step.queueReference!.p50);

@@ -271,7 +271,9 @@ function logStep(what: string, rate: number, step: StepResult): void {
       (l && q ? ` (${(l.p99 / l.p50).toFixed(1)}x; ideal queue ${(q.p99 / q.p50).toFixed(1)}x)` : '') +
       `, 503 ${(step.overloadRate * 100).toFixed(1)}%, errors ${(step.errorRate * 100).toFixed(1)}%, ` +
       `server CPU ${step.server.cpuMsPerRequest?.toFixed(1) ?? 'n/a'} ms/req (kernel ${step.server.sysMsPerRequest?.toFixed(1) ?? 'n/a'}), ` +
-      `${step.server.cores?.toFixed(2) ?? 'n/a'} cores, peak RSS ${step.server.peakRssMiB?.toFixed(0) ?? 'n/a'} MiB` +
+      `${step.server.cores?.toFixed(2) ?? 'n/a'} cores` +
+      (step.server.eventLoopWaitMsPerRequest !== undefined ? `, event loop waited ${step.server.eventLoopWaitMsPerRequest.toFixed(2)} ms/req for a core` : '') +
+      `, peak RSS ${step.server.peakRssMiB?.toFixed(0) ?? 'n/a'} MiB` +
       (step.otherCores !== undefined ? `, other processes ${step.otherCores.toFixed(2)} cores` : '') +
       (step.saturated ? '  [saturated]' : ''),
   );

@@ -46,7 +46,18 @@ export interface ThreadCpu {
   cpu: number;
   user: number;
   sys: number;
+  /** Seconds spent runnable but waiting for a core (run queue), from schedstat; undefined without it. */
+  wait: number | undefined;
 }
+
+/** Run-queue wait of a thread so far, ns (whole): the second field of /proc/<pid>/task/<tid>/schedstat. */
+function runQueueWaitNs(pid: number, tid: string): number | undefined {
+  const text = read(`/proc/${pid}/task/${tid}/schedstat`);
+  const ns = text === undefined ? NaN : Number(text.split(' ')[1]);
+  return Number.isSafeInteger(ns) ? ns : undefined;
+}
+
+const nsToS = (ns: number | undefined): number | undefined => (ns === undefined ? undefined : ns / 1e9);
 
 /** CPU-seconds per thread (a thread that exits between reads is simply missing). */
 export function threadCpu(pid: number): ThreadCpu[] | undefined {
@@ -59,20 +70,53 @@ export function threadCpu(pid: number): ThreadCpu[] | undefined {
   const out: ThreadCpu[] = [];
   for (const t of tids) {
     const text = read(`/proc/${pid}/task/${t}/stat`);
-    if (text) out.push({ tid: Number(t), ...parseStat(text) });
+    if (text) out.push({ tid: Number(t), ...parseStat(text), wait: nsToS(runQueueWaitNs(pid, t)) });
   }
   return out;
 }
 
+export interface ThreadDelta {
+  thread: string;
+  cpu: number;
+  sys: number;
+  /** Seconds runnable but waiting for a core; undefined without schedstat. */
+  wait: number | undefined;
+}
+
+/**
+ * Run-queue wait so far, in whole ns (so that differences are exact): of all the process's threads
+ * together, and of its main thread (for optmark, the event loop). Undefined without
+ * /proc/<pid>/task/<tid>/schedstat (a kernel without CONFIG_SCHED_INFO, or not Linux).
+ */
+export function runQueueWaits(pid: number): { allNs: number; mainNs: number } | undefined {
+  let mainNs: number | undefined;
+  let allNs = 0;
+  try {
+    for (const t of readdirSync(`/proc/${pid}/task`)) {
+      const ns = runQueueWaitNs(pid, t);
+      allNs += ns ?? 0;
+      if (t === String(pid)) mainNs = ns; // the same reading in both sums
+    }
+  } catch {
+    return undefined;
+  }
+  return mainNs === undefined ? undefined : { allNs, mainNs };
+}
+
 /** Per-thread CPU used between two readings, largest first, named so the event loop stands out. */
-export function threadDelta(pid: number, before: ThreadCpu[] | undefined, after: ThreadCpu[] | undefined): Array<{ thread: string; cpu: number; sys: number }> {
+export function threadDelta(pid: number, before: ThreadCpu[] | undefined, after: ThreadCpu[] | undefined): ThreadDelta[] {
   if (!before || !after) return [];
   const start = new Map(before.map((t) => [t.tid, t]));
-  const rows = after.map((t) => ({
-    thread: t.tid === pid ? `main (event loop) ${t.tid}` : `${t.comm} ${t.tid}`,
-    cpu: t.cpu - (start.get(t.tid)?.cpu ?? 0),
-    sys: t.sys - (start.get(t.tid)?.sys ?? 0),
-  }));
+  const rows = after.map((t) => {
+    const s = start.get(t.tid);
+    const wait0 = s ? s.wait : 0;
+    return {
+      thread: t.tid === pid ? `main (event loop) ${t.tid}` : `${t.comm} ${t.tid}`,
+      cpu: t.cpu - (s?.cpu ?? 0),
+      sys: t.sys - (s?.sys ?? 0),
+      wait: t.wait === undefined || wait0 === undefined ? undefined : t.wait - wait0,
+    };
+  });
   return rows.filter((r) => r.cpu > 0).sort((a, b) => b.cpu - a.cpu);
 }
 

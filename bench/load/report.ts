@@ -293,7 +293,7 @@ function table(header: string[], rows: string[][]): string {
 /** "ideal p99/p50" is the ideal queue's (bench/load/queue.ts) at the step's rate, arrivals and measured CPU per request. */
 function stepsTable(steps: StepResult[]): string {
   return table(
-    ['offered', 'achieved', 'MB/s in', 'MB/s out', 'p50', 'p95', 'p99', 'max', 'p99/p50', 'ideal p99/p50', '503 %', 'err %', 'not sent', 'CPU ms/req', 'of which kernel', 'server cores', 'peak RSS MiB', 'gen CPU ms/req', 'gen lag p99 ms', 'other cores', ''],
+    ['offered', 'achieved', 'MB/s in', 'MB/s out', 'p50', 'p95', 'p99', 'max', 'p99/p50', 'ideal p99/p50', '503 %', 'err %', 'not sent', 'CPU ms/req', 'of which kernel', 'server cores', 'run-queue wait ms/req (event loop)', 'peak RSS MiB', 'gen CPU ms/req', 'gen wait ms/req', 'gen lag p99 ms', 'other cores', ''],
     steps.map((x) => [
       f(x.offeredRps),
       f(x.achievedRps),
@@ -311,8 +311,10 @@ function stepsTable(steps: StepResult[]): string {
       f(x.server.cpuMsPerRequest, 2),
       f(x.server.sysMsPerRequest, 2),
       f(x.server.cores, 2),
+      x.server.waitMsPerRequest === undefined ? 'n/a' : `${f(x.server.waitMsPerRequest, 2)} (${f(x.server.eventLoopWaitMsPerRequest, 2)})`,
       f(x.server.peakRssMiB, 0),
       f(x.generator.cpuMsPerRequest, 2),
+      f(x.generator.waitMsPerRequest, 2),
       f(x.sendLagMs.p99, 1),
       f(x.otherCores, 2),
       x.saturated ? 'saturated' : '',
@@ -406,11 +408,16 @@ export function markdown(r: LoadReport): string {
   const step = prot ? ([...prot.steps].reverse().find((x) => !x.saturated) ?? prot.steps[prot.steps.length - 1]) : undefined;
   if (step && step.server.threads.length) {
     lines.push(`## Where the server's CPU goes (protect at ${f(step.offeredRps)} req/s)`, '');
-    lines.push(table(['thread', 'CPU s', 'ms per request', 'of which kernel'], step.server.threads.map((t) => [t.thread, f(t.cpuS, 2), f(t.msPerRequest, 2), f(t.sysMsPerRequest, 2)])));
+    lines.push(
+      table(
+        ['thread', 'CPU s', 'ms per request', 'of which kernel', 'run-queue wait ms per request'],
+        step.server.threads.map((t) => [t.thread, f(t.cpuS, 2), f(t.msPerRequest, 2), f(t.sysMsPerRequest, 2), f(t.waitMsPerRequest, 2)]),
+      ),
+    );
     lines.push(
       '',
       `Whole process: ${f(step.server.cpuMsPerRequest, 2)} ms per request, ${f(step.server.sysMsPerRequest, 2)} ms of it in the kernel. ` +
-        'From /proc/<pid>/task/*/stat (10 ms ticks). The threads are named "node" except libvips\'s: the main thread is the event loop; ' +
+        'From /proc/<pid>/task/*/stat (10 ms ticks); run-queue wait (time runnable while every core was taken) from /proc/<pid>/task/*/schedstat. The threads are named "node" except libvips\'s: the main thread is the event loop; ' +
         "the pool's workers are created after V8's platform threads (GC and compiler helpers, four by default), so they carry higher thread ids.",
       '',
     );

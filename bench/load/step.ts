@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { Client, openLoop, type Outcome, type StepPlan } from './client.js';
 import type { PreparedRequest } from './corpus.js';
 import { idealQueue, type QueueReference } from './queue.js';
-import { RssSampler, machineCpu, memory, processTimes, resetPeak, threadCpu, threadDelta } from './proc.js';
+import { RssSampler, machineCpu, memory, processTimes, resetPeak, runQueueWaits, threadCpu, threadDelta, type ThreadDelta } from './proc.js';
 
 export interface Latency {
   p50: number;
@@ -60,10 +60,18 @@ export interface StepResult {
     cores: number | undefined;
     peakRssMiB: number | undefined;
     endRssMiB: number | undefined;
+    /**
+     * Time the server's threads spent runnable but waiting for a core (the run queue, from
+     * /proc/<pid>/task/<tid>/schedstat), ms per request: all threads, and the event loop alone. It is
+     * the part of the latency that more cores, or nothing else on these, would take away.
+     */
+    waitMsPerRequest: number | undefined;
+    eventLoopWaitMsPerRequest: number | undefined;
     /** Largest threads by CPU during the step. */
-    threads: Array<{ thread: string; cpuS: number; msPerRequest: number; sysMsPerRequest: number }>;
+    threads: Array<{ thread: string; cpuS: number; msPerRequest: number; sysMsPerRequest: number; waitMsPerRequest: number | undefined }>;
   };
-  generator: { cpuMsPerRequest: number; cores: number };
+  /** The generator's CPU and its threads' run-queue wait, per answered request, and cores busy. */
+  generator: { cpuMsPerRequest: number; waitMsPerRequest: number | undefined; cores: number };
   /** Average cores busy with processes other than the server and the generator (other tenants). */
   otherCores: number | undefined;
   /** Failures above 1%, or under 90% of the offered rate achieved. */
@@ -97,6 +105,8 @@ export async function measureStep(client: Client, requests: readonly PreparedReq
   let threads0: ReturnType<typeof threadCpu> | undefined;
   let mach0: ReturnType<typeof machineCpu> | undefined;
   let gen0: NodeJS.CpuUsage | undefined;
+  let waits0: ReturnType<typeof runQueueWaits>;
+  let genWaits0: ReturnType<typeof runQueueWaits>;
   let wall0 = 0;
   const start = (): void => {
     peakResettable = pid !== undefined && resetPeak(pid);
@@ -105,6 +115,8 @@ export async function measureStep(client: Client, requests: readonly PreparedReq
     threads0 = pid !== undefined ? threadCpu(pid) : undefined;
     mach0 = machineCpu();
     gen0 = process.cpuUsage();
+    waits0 = pid !== undefined ? runQueueWaits(pid) : undefined;
+    genWaits0 = runQueueWaits(process.pid);
     wall0 = performance.now();
   };
 
@@ -113,6 +125,8 @@ export async function measureStep(client: Client, requests: readonly PreparedReq
 
   const wallS = (performance.now() - wall0) / 1000;
   const gen = process.cpuUsage(gen0);
+  const genWaits1 = runQueueWaits(process.pid);
+  const waits1 = pid !== undefined ? runQueueWaits(pid) : undefined;
   const mach1 = machineCpu();
   const cpu1 = pid !== undefined ? processTimes(pid) : undefined;
   const threads1 = pid !== undefined ? threadCpu(pid) : undefined;
@@ -126,6 +140,8 @@ export async function measureStep(client: Client, requests: readonly PreparedReq
     peakRss: mem ? (peakResettable ? Math.max(mem.hwm, sampledPeak ?? 0) : sampledPeak) : undefined,
     endRss: mem?.rss,
     generatorCpuS: (gen.user + gen.system) / 1e6,
+    waitS: waits0 && waits1 ? { all: (waits1.allNs - waits0.allNs) / 1e9, main: (waits1.mainNs - waits0.mainNs) / 1e9 } : undefined,
+    generatorWaitS: genWaits0 && genWaits1 ? (genWaits1.allNs - genWaits0.allNs) / 1e9 : undefined,
     machineBusyS: mach0 && mach1 ? mach1.busy - mach0.busy : undefined,
     wallS,
   });
@@ -134,10 +150,13 @@ export async function measureStep(client: Client, requests: readonly PreparedReq
 interface Costs {
   cpuS: number | undefined;
   sysS: number | undefined;
-  threads: Array<{ thread: string; cpu: number; sys: number }>;
+  threads: ThreadDelta[];
+  /** Run-queue seconds of the server's threads (all, and the event loop's). */
+  waitS: { all: number; main: number } | undefined;
   peakRss: number | undefined;
   endRss: number | undefined;
   generatorCpuS: number;
+  generatorWaitS: number | undefined;
   machineBusyS: number | undefined;
   wallS: number;
 }
@@ -183,6 +202,7 @@ function summarise(outcomes: Outcome[], requests: readonly PreparedRequest[], pl
   const achieved = ok / seconds;
   const lag = latency(lags);
   const served = Math.max(1, ok + overloaded);
+  const perOk = (seconds: number | undefined): number | undefined => (seconds === undefined || ok === 0 ? undefined : (seconds * 1000) / ok);
   return {
     offeredRps: plan.rate,
     arrivals: plan.arrivals,
@@ -211,9 +231,21 @@ function summarise(outcomes: Outcome[], requests: readonly PreparedRequest[], pl
       cores: costs.cpuS === undefined ? undefined : costs.cpuS / costs.wallS,
       peakRssMiB: costs.peakRss === undefined ? undefined : costs.peakRss / MIB,
       endRssMiB: costs.endRss === undefined ? undefined : costs.endRss / MIB,
-      threads: costs.threads.slice(0, 10).map((t) => ({ thread: t.thread, cpuS: t.cpu, msPerRequest: ok ? (t.cpu * 1000) / ok : 0, sysMsPerRequest: ok ? (t.sys * 1000) / ok : 0 })),
+      waitMsPerRequest: perOk(costs.waitS?.all),
+      eventLoopWaitMsPerRequest: perOk(costs.waitS?.main),
+      threads: costs.threads.slice(0, 10).map((t) => ({
+        thread: t.thread,
+        cpuS: t.cpu,
+        msPerRequest: perOk(t.cpu) ?? 0,
+        sysMsPerRequest: perOk(t.sys) ?? 0,
+        waitMsPerRequest: perOk(t.wait),
+      })),
     },
-    generator: { cpuMsPerRequest: (costs.generatorCpuS * 1000) / served, cores: costs.generatorCpuS / costs.wallS },
+    generator: {
+      cpuMsPerRequest: (costs.generatorCpuS * 1000) / served,
+      waitMsPerRequest: costs.generatorWaitS === undefined ? undefined : (costs.generatorWaitS * 1000) / served,
+      cores: costs.generatorCpuS / costs.wallS,
+    },
     otherCores: costs.machineBusyS === undefined ? undefined : Math.max(0, costs.machineBusyS - (costs.cpuS ?? 0) - costs.generatorCpuS) / costs.wallS,
     saturated: failures / scheduled > 0.01 || achieved < 0.9 * plan.rate,
     queueReference:
