@@ -6,7 +6,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, arrivalTimes, openLoop } from '../bench/load/client.js';
 import type { PreparedRequest } from '../bench/load/corpus.js';
 import { medianFloors } from '../bench/load/floor.js';
-import { runQueueWaits, threadCpu, threadDelta, type ThreadCpu } from '../bench/load/proc.js';
+import { threadCpu, threadDelta, waitTotals, type ThreadCpu } from '../bench/load/proc.js';
 import { idealQueue } from '../bench/load/queue.js';
 
 describe('medianFloors', () => {
@@ -53,7 +53,8 @@ describe('idealQueue', () => {
 });
 
 describe('threadDelta', () => {
-  const t = (tid: number, cpu: number, wait: number | undefined): ThreadCpu => ({ tid, comm: 'node', cpu, user: cpu, sys: 0, wait });
+  /** A reading; `wait` in seconds, stored as whole ns as schedstat gives it. */
+  const t = (tid: number, cpu: number, wait: number | undefined): ThreadCpu => ({ tid, comm: 'node', cpu, user: cpu, sys: 0, waitNs: wait === undefined ? undefined : wait * 1e9 });
 
   it('gives each thread its CPU and run-queue wait between two readings, the main thread named as the event loop', () => {
     const rows = threadDelta(100, [t(100, 1, 0.5), t(101, 2, 0.25)], [t(100, 1.5, 0.75), t(101, 3, 0.5), t(102, 0.25, 0.125)]);
@@ -69,14 +70,23 @@ describe('threadDelta', () => {
     expect(threadDelta(100, [t(100, 1, 0.5)], [t(100, 2, undefined)])[0]!.wait).toBeUndefined();
   });
 
+  it('sums the run-queue wait of every thread, the main thread apart, even of threads that used no CPU tick', () => {
+    const before = [t(100, 1, 0.5), t(101, 2, 0.25)];
+    const after = [t(100, 1, 0.75), t(101, 3, 0.5), t(102, 0, 0.125)];
+    expect(waitTotals(100, before, after)).toEqual({ all: 0.625, main: 0.25 });
+    expect(waitTotals(100, before, undefined)).toBeUndefined();
+    expect(waitTotals(100, before, [t(100, 1, 0.75), t(101, 3, undefined)])).toBeUndefined();
+  });
+
   it.runIf(process.platform === 'linux')('reads this process\'s threads from /proc, the main thread with its run-queue wait', () => {
-    const main = threadCpu(process.pid)!.find((x) => x.tid === process.pid)!;
+    const before = threadCpu(process.pid)!;
+    const main = before.find((x) => x.tid === process.pid)!;
     expect(main.cpu).toBeGreaterThan(0);
-    const waits = runQueueWaits(process.pid);
-    expect(waits === undefined).toBe(main.wait === undefined); // both come from schedstat
-    if (waits) {
-      expect(Number.isSafeInteger(waits.mainNs) && waits.mainNs >= 0).toBe(true);
-      expect(waits.allNs).toBeGreaterThanOrEqual(waits.mainNs); // the main thread is one of the process's threads
+    if (main.waitNs !== undefined) {
+      expect(Number.isSafeInteger(main.waitNs) && main.waitNs >= 0).toBe(true);
+      const totals = waitTotals(process.pid, before, threadCpu(process.pid))!;
+      expect(totals.main).toBeGreaterThanOrEqual(0);
+      expect(totals.all).toBeGreaterThanOrEqual(totals.main); // the main thread is one of the process's threads
     }
   });
 });

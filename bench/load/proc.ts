@@ -46,8 +46,8 @@ export interface ThreadCpu {
   cpu: number;
   user: number;
   sys: number;
-  /** Seconds spent runnable but waiting for a core (run queue), from schedstat; undefined without it. */
-  wait: number | undefined;
+  /** Whole ns spent runnable but waiting for a core (run queue), from schedstat; undefined without it. */
+  waitNs: number | undefined;
 }
 
 /** Run-queue wait of a thread so far, ns (whole): the second field of /proc/<pid>/task/<tid>/schedstat. */
@@ -56,8 +56,6 @@ function runQueueWaitNs(pid: number, tid: string): number | undefined {
   const ns = text === undefined ? NaN : Number(text.split(' ')[1]);
   return Number.isSafeInteger(ns) ? ns : undefined;
 }
-
-const nsToS = (ns: number | undefined): number | undefined => (ns === undefined ? undefined : ns / 1e9);
 
 /** CPU-seconds per thread (a thread that exits between reads is simply missing). */
 export function threadCpu(pid: number): ThreadCpu[] | undefined {
@@ -70,7 +68,7 @@ export function threadCpu(pid: number): ThreadCpu[] | undefined {
   const out: ThreadCpu[] = [];
   for (const t of tids) {
     const text = read(`/proc/${pid}/task/${t}/stat`);
-    if (text) out.push({ tid: Number(t), ...parseStat(text), wait: nsToS(runQueueWaitNs(pid, t)) });
+    if (text) out.push({ tid: Number(t), ...parseStat(text), waitNs: runQueueWaitNs(pid, t) });
   }
   return out;
 }
@@ -83,41 +81,44 @@ export interface ThreadDelta {
   wait: number | undefined;
 }
 
-/**
- * Run-queue wait so far, in whole ns (so that differences are exact): of all the process's threads
- * together, and of its main thread (for optmark, the event loop). Undefined without
- * /proc/<pid>/task/<tid>/schedstat (a kernel without CONFIG_SCHED_INFO, or not Linux).
- */
-export function runQueueWaits(pid: number): { allNs: number; mainNs: number } | undefined {
-  let mainNs: number | undefined;
-  let allNs = 0;
-  try {
-    for (const t of readdirSync(`/proc/${pid}/task`)) {
-      const ns = runQueueWaitNs(pid, t);
-      allNs += ns ?? 0;
-      if (t === String(pid)) mainNs = ns; // the same reading in both sums
-    }
-  } catch {
-    return undefined;
-  }
-  return mainNs === undefined ? undefined : { allNs, mainNs };
+/** Every thread of the later reading with what it used since the earlier one (a thread born between them counts from zero). */
+function deltas(pid: number, before: ThreadCpu[], after: ThreadCpu[]): Array<ThreadDelta & { tid: number; waitNs: number | undefined }> {
+  const start = new Map(before.map((t) => [t.tid, t]));
+  return after.map((t) => {
+    const s = start.get(t.tid);
+    const wait0 = s ? s.waitNs : 0;
+    const waitNs = t.waitNs === undefined || wait0 === undefined ? undefined : t.waitNs - wait0;
+    return {
+      tid: t.tid,
+      thread: t.tid === pid ? `main (event loop) ${t.tid}` : `${t.comm} ${t.tid}`,
+      cpu: t.cpu - (s?.cpu ?? 0),
+      sys: t.sys - (s?.sys ?? 0),
+      waitNs,
+      wait: waitNs === undefined ? undefined : waitNs / 1e9,
+    };
+  });
 }
 
 /** Per-thread CPU used between two readings, largest first, named so the event loop stands out. */
 export function threadDelta(pid: number, before: ThreadCpu[] | undefined, after: ThreadCpu[] | undefined): ThreadDelta[] {
   if (!before || !after) return [];
-  const start = new Map(before.map((t) => [t.tid, t]));
-  const rows = after.map((t) => {
-    const s = start.get(t.tid);
-    const wait0 = s ? s.wait : 0;
-    return {
-      thread: t.tid === pid ? `main (event loop) ${t.tid}` : `${t.comm} ${t.tid}`,
-      cpu: t.cpu - (s?.cpu ?? 0),
-      sys: t.sys - (s?.sys ?? 0),
-      wait: t.wait === undefined || wait0 === undefined ? undefined : t.wait - wait0,
-    };
-  });
-  return rows.filter((r) => r.cpu > 0).sort((a, b) => b.cpu - a.cpu);
+  return deltas(pid, before, after)
+    .filter((r) => r.cpu > 0)
+    .sort((a, b) => b.cpu - a.cpu)
+    .map(({ thread, cpu, sys, wait }) => ({ thread, cpu, sys, wait }));
+}
+
+/**
+ * Run-queue wait between two readings, seconds: of all the process's threads together (summed in whole
+ * ns, so the main thread's part never exceeds it), and of its main thread (for optmark, the event loop).
+ * Undefined without both readings or without schedstat (a kernel without CONFIG_SCHED_INFO).
+ */
+export function waitTotals(pid: number, before: ThreadCpu[] | undefined, after: ThreadCpu[] | undefined): { all: number; main: number } | undefined {
+  if (!before || !after) return undefined;
+  const rows = deltas(pid, before, after);
+  const main = rows.find((r) => r.tid === pid)?.waitNs;
+  if (main === undefined || rows.some((r) => r.waitNs === undefined)) return undefined;
+  return { all: rows.reduce((sum, r) => sum + r.waitNs!, 0) / 1e9, main: main / 1e9 };
 }
 
 export interface Memory {

@@ -8,7 +8,7 @@ import { performance } from 'node:perf_hooks';
 import { Client, openLoop, type Outcome, type StepPlan } from './client.js';
 import type { PreparedRequest } from './corpus.js';
 import { idealQueue, type QueueReference } from './queue.js';
-import { RssSampler, machineCpu, memory, processTimes, resetPeak, runQueueWaits, threadCpu, threadDelta, type ThreadDelta } from './proc.js';
+import { RssSampler, machineCpu, memory, processTimes, resetPeak, threadCpu, threadDelta, waitTotals, type ThreadDelta } from './proc.js';
 
 export interface Latency {
   p50: number;
@@ -105,8 +105,7 @@ export async function measureStep(client: Client, requests: readonly PreparedReq
   let threads0: ReturnType<typeof threadCpu> | undefined;
   let mach0: ReturnType<typeof machineCpu> | undefined;
   let gen0: NodeJS.CpuUsage | undefined;
-  let waits0: ReturnType<typeof runQueueWaits>;
-  let genWaits0: ReturnType<typeof runQueueWaits>;
+  let genThreads0: ReturnType<typeof threadCpu> | undefined;
   let wall0 = 0;
   const start = (): void => {
     peakResettable = pid !== undefined && resetPeak(pid);
@@ -115,8 +114,7 @@ export async function measureStep(client: Client, requests: readonly PreparedReq
     threads0 = pid !== undefined ? threadCpu(pid) : undefined;
     mach0 = machineCpu();
     gen0 = process.cpuUsage();
-    waits0 = pid !== undefined ? runQueueWaits(pid) : undefined;
-    genWaits0 = runQueueWaits(process.pid);
+    genThreads0 = threadCpu(process.pid);
     wall0 = performance.now();
   };
 
@@ -125,8 +123,7 @@ export async function measureStep(client: Client, requests: readonly PreparedReq
 
   const wallS = (performance.now() - wall0) / 1000;
   const gen = process.cpuUsage(gen0);
-  const genWaits1 = runQueueWaits(process.pid);
-  const waits1 = pid !== undefined ? runQueueWaits(pid) : undefined;
+  const genThreads1 = threadCpu(process.pid);
   const mach1 = machineCpu();
   const cpu1 = pid !== undefined ? processTimes(pid) : undefined;
   const threads1 = pid !== undefined ? threadCpu(pid) : undefined;
@@ -140,8 +137,8 @@ export async function measureStep(client: Client, requests: readonly PreparedReq
     peakRss: mem ? (peakResettable ? Math.max(mem.hwm, sampledPeak ?? 0) : sampledPeak) : undefined,
     endRss: mem?.rss,
     generatorCpuS: (gen.user + gen.system) / 1e6,
-    waitS: waits0 && waits1 ? { all: (waits1.allNs - waits0.allNs) / 1e9, main: (waits1.mainNs - waits0.mainNs) / 1e9 } : undefined,
-    generatorWaitS: genWaits0 && genWaits1 ? (genWaits1.allNs - genWaits0.allNs) / 1e9 : undefined,
+    waitS: pid !== undefined ? waitTotals(pid, threads0, threads1) : undefined,
+    generatorWaitS: waitTotals(process.pid, genThreads0, genThreads1)?.all,
     machineBusyS: mach0 && mach1 ? mach1.busy - mach0.busy : undefined,
     wallS,
   });
