@@ -21,6 +21,11 @@ export interface Config {
    * finds no room in it, 503. It is the server's bound on request memory.
    */
   maxInflightBytes: number;
+  /**
+   * The first bytes of that arena, which stay resident when idle pages go back to the OS: a burst after a
+   * pause lands in pages it already has instead of faulting fresh ones in (0 hands everything back).
+   */
+  warmInflightBytes: number;
   taskTimeoutMs: number;
   shutdownTimeoutMs: number;
   logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
@@ -104,6 +109,7 @@ export function loadConfig(env: Env = process.env): Config {
   if (maxInflightBytes < oneProtect) {
     throw new ConfigError('OPTMARK_MAX_INFLIGHT_BYTES', `must be at least ${oneProtect}: one largest upload plus its base64 answer`);
   }
+  const warmInflightBytes = int(env, 'OPTMARK_WARM_INFLIGHT_BYTES', Math.min(32 * 1024 ** 2, maxInflightBytes), 0, maxInflightBytes);
   const host = str(env, 'OPTMARK_HOST') ?? '0.0.0.0';
   if (!/^[0-9A-Za-z.:-]+$/.test(host)) throw new ConfigError('OPTMARK_HOST', `not a host name or address: ${JSON.stringify(host)}`);
   const signingKeyFile = str(env, 'OPTMARK_SIGNING_KEY_FILE');
@@ -117,6 +123,7 @@ export function loadConfig(env: Env = process.env): Config {
     poolSize,
     queueLength: int(env, 'OPTMARK_QUEUE_LENGTH', poolSize * 8, 0, 1_000_000),
     maxInflightBytes,
+    warmInflightBytes,
     taskTimeoutMs: int(env, 'OPTMARK_TASK_TIMEOUT_MS', 30_000, 100, 3_600_000),
     shutdownTimeoutMs: int(env, 'OPTMARK_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 3_600_000),
     logLevel: level as Config['logLevel'],
@@ -140,6 +147,7 @@ export const CONFIG_DOC: ReadonlyArray<readonly [name: string, fallback: string,
   ['OPTMARK_POOL_SIZE', 'CPU cores', 'Worker threads doing all per-byte work.'],
   ['OPTMARK_QUEUE_LENGTH', '8 x pool size', 'Tasks that may wait for a worker; beyond it 503 + Retry-After.'],
   ['OPTMARK_MAX_INFLIGHT_BYTES', '384 MiB', 'Shared arena for in-flight uploads and response bodies; full means 503 + Retry-After.'],
+  ['OPTMARK_WARM_INFLIGHT_BYTES', '32 MiB', 'Start of that arena kept resident when idle pages go back to the OS (0 = none).'],
   ['OPTMARK_TASK_TIMEOUT_MS', '30000', 'A task running longer is aborted and its worker replaced.'],
   ['OPTMARK_SHUTDOWN_TIMEOUT_MS', '10000', 'How long SIGTERM/SIGINT waits for in-flight requests.'],
   ['OPTMARK_LOG_LEVEL', 'info', 'fatal, error, warn, info, debug, trace or silent.'],

@@ -56,6 +56,7 @@ export async function startService(config: Config, announce: (text: string) => v
     host: config.host,
     port: config.port,
     maxUploadBytes: config.maxUploadBytes,
+    warmArenaBytes: config.warmInflightBytes,
   });
   const port = await server.listen();
   log.info({ host: config.host, port, transport, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');

@@ -81,4 +81,22 @@ describe('native byte helpers', () => {
     expect(arena.view(live).every((b) => b === 7)).toBe(true);
     expect(new Uint8Array(arena.buffer, gone.offset + 4096, 4096 * 30).every((b) => b === 0)).toBe(true);
   });
+
+  it.skipIf(!bytesAddon())('keeps the warm start of the arena resident: free pages below it keep their bytes, those past it are handed back', () => {
+    const arena = new Arena(64 * 4096);
+    const gone = arena.alloc(4096 * 48)!; // offsets 0 .. 48 pages, across the warm boundary at 20 pages
+    arena.view(gone).fill(9);
+    arena.free(gone);
+    const warm = 20 * 4096;
+    // Everything from the boundary to the arena's end is one free range of 44 pages (43 whole ones if
+    // the buffer does not start on a page).
+    expect([43 * 4096, 44 * 4096]).toContain(releaseFreePages(arena, warm));
+    expect(new Uint8Array(arena.buffer, 0, warm).every((b) => b === 9)).toBe(true);
+    expect(new Uint8Array(arena.buffer, warm + 4096, 26 * 4096).every((b) => b === 0)).toBe(true);
+    // A warm start larger than the arena releases nothing.
+    arena.view(arena.alloc(4096 * 64)!).fill(5);
+    arena.free({ offset: 0, length: 4096 * 64 });
+    expect(releaseFreePages(arena, 64 * 4096)).toBe(0);
+    expect(new Uint8Array(arena.buffer).every((b) => b === 5)).toBe(true);
+  });
 });

@@ -159,6 +159,7 @@ describe('start-up checks', () => {
     ['OPTMARK_PORT', 'http'],
     ['OPTMARK_POOL_SIZE', '0'],
     ['OPTMARK_MAX_INFLIGHT_BYTES', '2048'],
+    ['OPTMARK_WARM_INFLIGHT_BYTES', String(512 * 1024 ** 2)], // more than the arena it keeps the start of
     ['OPTMARK_LOG_LEVEL', 'loud'],
     ['OPTMARK_ALLOW_UWS_FALLBACK', 'maybe'],
   ])('a bad %s (%s) stops serve with a message naming it', async (variable, value) => {

@@ -79,6 +79,8 @@ export interface OptmarkStart {
   inheritConfig: boolean;
   /** Log level of the server: `info` (the default an operator gets) unless told otherwise. */
   logLevel?: string;
+  /** OPTMARK_* settings of this server, over the inherited ones. */
+  env?: Record<string, string>;
 }
 
 /** Starts `optmark serve` with one pro account of unlimited quota; resolves once /readyz says ready. */
@@ -99,6 +101,7 @@ export async function startOptmark(opts: OptmarkStart): Promise<Running> {
   if (opts.inheritConfig) {
     for (const [k, v] of Object.entries(process.env)) if (k.startsWith('OPTMARK_') && v !== undefined) config[k] = v;
   }
+  Object.assign(config, opts.env);
   if (opts.logLevel) config.OPTMARK_LOG_LEVEL = opts.logLevel;
   for (const k of ['OPTMARK_HOST', 'OPTMARK_PORT', 'OPTMARK_DATA_DIR', 'OPTMARK_BOOTSTRAP']) delete config[k];
   const env: Record<string, string> = {};

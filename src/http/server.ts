@@ -25,6 +25,8 @@ export interface ServerOptions {
   host: string;
   port: number;
   maxUploadBytes: number;
+  /** Bytes at the start of the arena kept resident when idle pages go back to the OS. */
+  warmArenaBytes: number;
 }
 
 /** Unbroken quiet time (no request in flight) before free arena pages go back to the OS. */
@@ -55,10 +57,10 @@ export class HttpServer {
       maxUploadBytes: options.maxUploadBytes,
       inflight: this.#inflight,
     };
-    // Once nothing has been in flight for a while, hand the arena's free pages back to the OS, so
-    // resident memory after a burst returns to its idle level.
+    // Once nothing has been in flight for a while, hand the arena's free pages past its warm start back
+    // to the OS, so resident memory after a burst returns to its idle level.
     const arena = options.pool.arena;
-    this.#release = new QuietTimer(IDLE_RELEASE_MS, () => this.#inflight.count > 0, () => arena && releaseFreePages(arena));
+    this.#release = new QuietTimer(IDLE_RELEASE_MS, () => this.#inflight.count > 0, () => arena && releaseFreePages(arena, options.warmArenaBytes));
     this.#inflight.idle = () => this.#release.idle();
     const app = options.uws.App();
     app.post('/api/v1/protect', (res, req) => handleApi(deps, 'protect', res, req));

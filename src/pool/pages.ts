@@ -15,15 +15,20 @@ export function canReleasePages(): boolean {
 }
 
 /**
- * Releases the pages of every free range of the arena, and the free memory malloc keeps in its
- * per-thread arenas; returns the arena bytes handed back.
+ * Releases the pages of every free range of the arena from offset `keepBytes` on, and the free memory
+ * malloc keeps in its per-thread arenas; returns the arena bytes handed back. The first `keepBytes` stay
+ * resident: ranges are allocated first fit from the start, so that is where the next burst lands, and a
+ * page handed back costs a fault (on a VM with free page reporting, a host fault too) when it is touched
+ * again.
  */
-export function releaseFreePages(arena: Arena): number {
+export function releaseFreePages(arena: Arena, keepBytes = 0): number {
   const native = bytesAddon();
   if (!native) return 0;
   let released = 0;
   for (const r of arena.freeRanges()) {
-    if (r.length >= MIN_RELEASE) released += native.release(new Uint8Array(arena.buffer, r.offset, r.length));
+    const from = Math.max(r.offset, keepBytes);
+    const length = r.offset + r.length - from;
+    if (length >= MIN_RELEASE) released += native.release(new Uint8Array(arena.buffer, from, length));
   }
   native.trim();
   return released;
