@@ -154,3 +154,23 @@ describe('npm run bench (runner)', () => {
     expect(none.status).toBe(2);
   }, 240_000);
 });
+
+describe('bench/cold-start (side by side after a pause)', () => {
+  it('drives the warm-start server and the release-everything baseline, and prints both rows and their ratios', () => {
+    const script = join(ROOT, 'dist', 'bench', 'cold-start.js');
+    const r = spawnSync(process.execPath, [script, '--rounds', '1', '--idle', '2.5', '--burst', '6', '--first', '3', '--rate', '50', '--image', 'jpeg-1mp'], {
+      cwd: ROOT,
+      encoding: 'utf8',
+      timeout: 120_000,
+    });
+    expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
+    expect(r.stdout).toContain('protect jpeg-1mp: 1 rounds of 6 requests at 50 req/s after 2.5 s idle; first 3 requests compared');
+    expect(r.stdout).toMatch(/^\| warm start \(default\) \| [\d.]+ ms \| [\d.]+ ms \| [\d.]+ ms \|$/m);
+    expect(r.stdout).toMatch(/^\| baseline: everything released \(OPTMARK_WARM_INFLIGHT_BYTES=0\) \| [\d.]+ ms \| [\d.]+ ms \| [\d.]+ ms \|$/m);
+    expect(r.stdout).toMatch(/^warm start \/ baseline: first-request p50 [\d.]+x, max [\d.]+x, warm p50 [\d.]+x$/m);
+    // An idle time the server's 2 s quiet timer cannot act in is refused, not measured.
+    const short = spawnSync(process.execPath, [script, '--idle', '1'], { cwd: ROOT, encoding: 'utf8', timeout: 30_000 });
+    expect(short.status).not.toBe(0);
+    expect(short.stderr).toContain('--idle must exceed');
+  }, 150_000);
+});
