@@ -3,14 +3,15 @@
  * warm start of the arena (OPTMARK_WARM_INFLIGHT_BYTES) and one that hands every idle page back (0, the
  * behaviour before it), take turns. Each round leaves a server idle long enough for its idle page
  * release, then sends a short burst of protects at a fixed rate, then the same burst again at once (warm).
- * Printed: the median over rounds of the first requests' p50 and max after the pause, the warm burst's
- * p50, and the ratios to the baseline server.
+ * Printed: the (upper) median over rounds of the first requests' p50 and max after the pause, the warm
+ * burst's p50, and the ratios to the baseline server.
  *
  *   npm run build && node dist/bench/cold-start.js [--rounds 8] [--idle 5] [--rate 100] [--burst 40] [--image jpeg-12mp]
  */
 import { parseArgs } from 'node:util';
 import { Client, openLoop, type Target } from './load/client.js';
 import { generatedCorpus, prepare, type PreparedRequest } from './load/corpus.js';
+import { median as upperMedian } from './load/report.js';
 import { startOptmark, type Running } from './load/servers.js';
 
 const { values } = parseArgs({
@@ -33,10 +34,7 @@ for (const [name, v] of Object.entries({ rounds, idle: idleMs, rate, burst, firs
 }
 if (idleMs <= 2000) throw new Error('--idle must exceed the server\'s 2 s quiet time before it releases idle pages');
 
-const median = (xs: number[]): number => {
-  const s = [...xs].sort((a, b) => a - b);
-  return s.length % 2 ? s[s.length >> 1]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
-};
+const median = (xs: number[]): number => upperMedian(xs)!;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
 
 /** Latencies (ms, in arrival order) of one evenly spaced burst on fresh connections. */

@@ -117,7 +117,8 @@ export interface LoadReport {
   files: { json: string; markdown: string; chart: string };
 }
 
-const median = (xs: number[]): number | undefined => {
+/** The upper median (the middle value, or the higher of the two middle ones); undefined for none. */
+export const median = (xs: number[]): number | undefined => {
   if (xs.length === 0) return undefined;
   const s = [...xs].sort((a, b) => a - b);
   return s[s.length >> 1];
