@@ -16,8 +16,8 @@ import { startOptmark, type Running } from './load/servers.js';
 
 const { values } = parseArgs({
   options: {
-    rounds: { type: 'string', default: process.env.BENCH_QUICK ? '1' : '8' },
-    idle: { type: 'string', default: process.env.BENCH_QUICK ? '2.5' : '5' },
+    rounds: { type: 'string', default: '8' },
+    idle: { type: 'string', default: '5' },
     rate: { type: 'string', default: '100' },
     burst: { type: 'string', default: '40' },
     first: { type: 'string', default: '10' },
