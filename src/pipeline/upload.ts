@@ -153,6 +153,8 @@ export class MultipartReceiver {
   #dest: Buffer | undefined;
   /** `done` has resolved or rejected. */
   #settled = false;
+  /** The check that the form ended, pending from end() until the receiver settles. */
+  #endCheck: NodeJS.Immediate | undefined;
   /** Where the image starts in the destination: 0 when copied in, its own offset when found in place. */
   #start = 0;
   #length = 0;
@@ -230,9 +232,15 @@ export class MultipartReceiver {
         // busboy settles a finished form within the ticks that follow end(). Some malformed bodies leave
         // it waiting forever for the end of a part (found by test/upload.test.ts: a part whose data
         // holds "--boundary\r\n--boundar"); one still open once the loop turns is refused, never held.
-        setImmediate(() => {
-          if (!this.#settled) this.#fail(new OptmarkError('malformed_multipart', 'The multipart body does not end where its last part does.'));
-        });
+        // Settling clears the check: an image worker's event loop may not turn between tasks (piscina
+        // waits for the next one in Atomics.wait), and a pending check holds this receiver, its parser
+        // and its buffers until it does: about 12 KB per protect, never freed under protect-only traffic.
+        if (!this.#settled) {
+          this.#endCheck = setImmediate(() => {
+            this.#endCheck = undefined;
+            if (!this.#settled) this.#fail(new OptmarkError('malformed_multipart', 'The multipart body does not end where its last part does.'));
+          });
+        }
       }
     }
     if (this.#failed) throw this.#failed;
@@ -279,9 +287,15 @@ export class MultipartReceiver {
     this.#length = need;
   }
 
+  #settle(): void {
+    this.#settled = true;
+    if (this.#endCheck) clearImmediate(this.#endCheck);
+    this.#endCheck = undefined;
+  }
+
   #fail(err: OptmarkError): void {
     if (this.#failed || this.#settled) return;
-    this.#settled = true;
+    this.#settle();
     this.#failed = err;
     this.#dest = undefined;
     this.#parser.removeAllListeners('close');
@@ -300,7 +314,7 @@ export class MultipartReceiver {
       }
       return;
     }
-    this.#settled = true;
+    this.#settle();
     this.#resolve({ bytes: this.#dest.subarray(this.#start, this.#start + this.#length), filename: this.#filename, mimeType: this.#mimeType });
   }
 }
