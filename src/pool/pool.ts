@@ -4,6 +4,7 @@
  * arena.ts); the layer path's own buffers are transferred, never copied.
  */
 import { fileURLToPath } from 'node:url';
+import type { Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { Config } from '../config.js';
 import { OptmarkError } from '../errors.js';
@@ -64,6 +65,11 @@ export class ImagePool {
   /** True when a new task would be refused: every worker busy and the queue at its bound. */
   get saturated(): boolean {
     return this.#piscina.queueSize >= this.#options.queueLength && this.#running >= this.#options.size;
+  }
+
+  /** The worker threads themselves (for heap snapshots in the leak test; nothing else should drive them). */
+  get threads(): readonly Worker[] {
+    return this.#piscina.threads;
   }
 
   get stats(): PoolStats {
