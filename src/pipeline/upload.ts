@@ -234,7 +234,7 @@ export class MultipartReceiver {
         // holds "--boundary\r\n--boundar"); one still open once the loop turns is refused, never held.
         // Settling clears the check: an image worker's event loop may not turn between tasks (piscina
         // waits for the next one in Atomics.wait), and a pending check holds this receiver, its parser
-        // and its buffers until it does: about 12 KB per protect, never freed under protect-only traffic.
+        // and its buffers until it does: about 3 KB per protect, never freed under protect-only traffic.
         if (!this.#settled) {
           this.#endCheck = setImmediate(() => {
             this.#endCheck = undefined;
