@@ -7,13 +7,12 @@ import { spawnSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, chmodSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, relative, resolve } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectFingerprint, loadFingerprintSecret } from '../src/fingerprint/index.js';
 import { read } from '../src/marking/engine.js';
 import { Keyring, NS_PROVENANCE, verifyProvenance } from '../src/provenance/index.js';
-import { imageForm } from './helpers/server.js';
+import { imageForm, testPool } from './helpers/server.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli.js');
@@ -219,14 +218,7 @@ describe('optmark signing-key', () => {
 describe('a running server and the CLI', () => {
   it('verify in the worker pool sees tags signed after a rotation made while it runs, and the old ones stay valid', async () => {
     const dataDir = tempDir();
-    const { ImagePool } = (await import(pathToFileURL(join(ROOT, 'dist', 'src', 'pool', 'pool.js')).href)) as typeof import('../src/pool/pool.js');
-    const pool = new ImagePool({
-      size: 1,
-      queueLength: 4,
-      taskTimeoutMs: 60_000,
-      init: { dataDir, maxUploadBytes: 4 * 1024 * 1024, maxPixels: 1e8, signingKeyFile: undefined, fingerprintSecretFile: undefined, fingerprintDetect: false },
-      arenaBytes: 8 * 1024 * 1024,
-    });
+    const pool = await testPool(dataDir);
     const verify = async (image: Buffer): Promise<unknown> => {
       // As the server does: the request body goes into a range of the pool's arena, the task names the range.
       const { body: bytes, contentType } = imageForm(image);

@@ -10,11 +10,10 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { pathToFileURL } from 'node:url';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ImagePool } from '../src/pool/pool.js';
-import { ROOT, imageForm, requireBuild } from './helpers/server.js';
+import { imageForm, testPool } from './helpers/server.js';
 
 interface HeapSnapshot {
   snapshot: { meta: { node_fields: string[]; node_types: [string[]] } };
@@ -48,15 +47,7 @@ describe('the image worker under protect-only traffic', () => {
   let contentType: string;
 
   beforeAll(async () => {
-    requireBuild();
-    const { ImagePool } = (await import(pathToFileURL(join(ROOT, 'dist', 'src', 'pool', 'pool.js')).href)) as typeof import('../src/pool/pool.js');
-    pool = new ImagePool({
-      size: 1,
-      queueLength: 4,
-      taskTimeoutMs: 60_000,
-      init: { dataDir, maxUploadBytes: 4 * 1024 * 1024, maxPixels: 1e8, signingKeyFile: undefined, fingerprintSecretFile: undefined, fingerprintDetect: false },
-      arenaBytes: 8 * 1024 * 1024,
-    });
+    pool = await testPool(dataDir);
     const image = await sharp({ create: { width: 320, height: 240, channels: 3, background: { r: 90, g: 140, b: 200 } } }).jpeg().toBuffer();
     ({ body, contentType } = imageForm(image));
   });

@@ -6,6 +6,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { createServer, connect, type Socket } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
+import { pathToFileURL } from 'node:url';
 import { prng } from '../../bench/lib/random.js';
 
 export const ROOT = resolve(import.meta.dirname, '..', '..');
@@ -15,6 +16,22 @@ const READY_TIMEOUT_MS = 60_000;
 /** Throws the message that tells a developer to build first. */
 export function requireBuild(): void {
   if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` first');
+}
+
+/**
+ * The image pool the server runs (from dist/, so its worker is the built one): one worker, a small arena,
+ * no signing key or fingerprint secret, on the given data directory.
+ */
+export async function testPool(dataDir: string): Promise<import('../../src/pool/pool.js').ImagePool> {
+  requireBuild();
+  const { ImagePool } = (await import(pathToFileURL(join(ROOT, 'dist', 'src', 'pool', 'pool.js')).href)) as typeof import('../../src/pool/pool.js');
+  return new ImagePool({
+    size: 1,
+    queueLength: 4,
+    taskTimeoutMs: 60_000,
+    init: { dataDir, maxUploadBytes: 4 * 1024 * 1024, maxPixels: 1e8, signingKeyFile: undefined, fingerprintSecretFile: undefined, fingerprintDetect: false },
+    arenaBytes: 8 * 1024 * 1024,
+  });
 }
 
 /** A port that was free a moment ago (the server is started on it right away; start() retries a clash). */
