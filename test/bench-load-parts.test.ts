@@ -4,7 +4,7 @@
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { Client, arrivalTimes, openLoop } from '../bench/load/client.js';
-import type { PreparedRequest } from '../bench/load/corpus.js';
+import { parseMix, weightedOrder, type PreparedRequest } from '../bench/load/corpus.js';
 import { medianFloors } from '../bench/load/floor.js';
 import { threadCpu, threadDelta, waitTotals, type ThreadCpu } from '../bench/load/proc.js';
 import { idealQueue } from '../bench/load/queue.js';
@@ -109,6 +109,31 @@ describe('arrivalTimes', () => {
     expect(sd / mean).toBeGreaterThan(0.95);
     expect(sd / mean).toBeLessThan(1.05);
     expect(Array.from(arrivalTimes(4, 100, 'uniform', 1))).toEqual([0, 10, 20, 30]);
+  });
+});
+
+describe('the mix (--mix)', () => {
+  it('reads protect=N,verify=N, an operation left out being 0, and refuses anything else', () => {
+    expect(parseMix('protect=4,verify=1')).toEqual({ protect: 4, verify: 1 });
+    expect(parseMix(' verify=2 , protect=3 ')).toEqual({ protect: 3, verify: 2 });
+    expect(parseMix('protect=1')).toEqual({ protect: 1, verify: 0 });
+    for (const bad of ['', 'protect', 'protect=-1', 'protect=1.5', 'protect=1,upload=1', 'protect=1,protect=2', 'protect=0,verify=0', 'protect=1000'])
+      expect(() => parseMix(bad), bad).toThrow();
+  });
+
+  it('sends each kind exactly its share in every full cycle, shuffled, the same order for the same seed', () => {
+    const weights = [3, 0, 1, 2];
+    const pick = weightedOrder(weights, 11);
+    const cycle = 66; // 6 per round, repeated to at least 64
+    const counts = [0, 0, 0, 0];
+    const first = Array.from({ length: cycle }, (_, i) => pick(i));
+    for (let i = 0; i < cycle * 10; i++) counts[pick(i)]!++;
+    expect(counts).toEqual([330, 0, 110, 220]);
+    expect(Array.from({ length: cycle }, (_, i) => pick(cycle * 3 + i))).toEqual(first);
+    expect(first.slice(0, 12)).not.toEqual([0, 0, 0, 2, 3, 3, 0, 0, 0, 2, 3, 3]);
+    expect(Array.from({ length: cycle }, (_, i) => weightedOrder(weights, 11)(i))).toEqual(first);
+    expect(() => weightedOrder([0, 0], 1)).toThrow();
+    expect(() => weightedOrder([1.5], 1)).toThrow();
   });
 });
 

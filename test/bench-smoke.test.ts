@@ -50,7 +50,7 @@ describe('bench load --smoke', () => {
   it('drives a real server and the naive server, and writes JSON, Markdown and SVG reports', () => {
     const r = spawnSync(
       process.execPath,
-      [CLI, 'bench', 'load', '--smoke', '--memory', '--memory-uploads', '4', '--memory-mib', '1', '--memory-settle', '1', '--out', out],
+      [CLI, 'bench', 'load', '--smoke', '--mix', 'protect=2,verify=1', '--memory', '--memory-uploads', '4', '--memory-mib', '1', '--memory-settle', '1', '--out', out],
       { cwd: ROOT, encoding: 'utf8', timeout: 200_000, env: { ...process.env, OPTMARK_LOG_LEVEL: 'warn' } },
     );
     expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
@@ -66,6 +66,11 @@ describe('bench load --smoke', () => {
 
     const seen = report.scenarios.map((s: { scenario: string; target: string }) => `${s.target} ${s.scenario}`).sort();
     expect(seen).toEqual(['naive mix', 'naive protect', 'optmark mix', 'optmark protect', 'optmark verify']);
+    // --mix protect=2,verify=1: the mix sends both operations of its one image, and says in what shares.
+    expect(report.settings.mix).toEqual({ protect: 2, verify: 1 });
+    const mixed = report.scenarios.find((s: { scenario: string; target: string }) => s.target === 'optmark' && s.scenario === 'mix');
+    expect(mixed.requests).toEqual(['protect jpeg-1mp', 'verify jpeg-1mp']);
+    expect(mixed.description).toContain('2 protect per 1 verify');
     for (const sc of report.scenarios) {
       expect(sc.steps).toHaveLength(2);
       expect(sc.summary).toHaveProperty('maxAchievedRps');
@@ -138,6 +143,9 @@ describe('bench load --smoke', () => {
     const nokey = spawnSync(process.execPath, [CLI, 'bench', 'load', '--url', 'http://127.0.0.1:1'], { cwd: ROOT, encoding: 'utf8' });
     expect(nokey.status).toBe(2);
     expect(nokey.stderr).toContain('--key');
+    const mix = spawnSync(process.execPath, [CLI, 'bench', 'load', '--mix', 'protect=1,upload=1'], { cwd: ROOT, encoding: 'utf8' });
+    expect(mix.status).toBe(2);
+    expect(mix.stderr).toContain('--mix expects protect=N,verify=N');
   });
 });
 

@@ -190,6 +190,51 @@ export interface PreparedRequest {
   contentType: string;
 }
 
+/** Requests of each operation the mix sends per image, relative to each other (protect=3,verify=1: three protects per verify). */
+export interface MixWeights {
+  protect: number;
+  verify: number;
+}
+
+/** `protect=3,verify=1` as given to `--mix`; an operation left out gets 0. Throws a message on anything else. */
+export function parseMix(raw: string): MixWeights {
+  const mix: MixWeights = { protect: 0, verify: 0 };
+  const seen = new Set<string>();
+  for (const item of raw.split(',').map((s) => s.trim())) {
+    const m = /^(protect|verify)=(\d{1,3})$/.exec(item);
+    if (!m) throw new Error(`expects protect=N,verify=N with whole numbers 0-999, got ${JSON.stringify(item)}`);
+    if (seen.has(m[1]!)) throw new Error(`gives ${m[1]} twice`);
+    seen.add(m[1]!);
+    mix[m[1] as keyof MixWeights] = Number(m[2]);
+  }
+  if (mix.protect + mix.verify === 0) throw new Error('needs a weight above 0');
+  return mix;
+}
+
+export function mixText(mix: MixWeights): string {
+  if (mix.verify === 0) return 'protect only';
+  if (mix.protect === 0) return 'verify only';
+  return mix.protect === mix.verify ? 'protect and verify equally often' : `${mix.protect} protect per ${mix.verify} verify`;
+}
+
+/**
+ * A seeded shuffled order over kinds, kind k appearing weights[k] times per cycle and the cycle repeated
+ * to at least 64 entries before the shuffle: every 64 or so requests carry the mix's exact shares.
+ */
+export function weightedOrder(weights: readonly number[], seed: number): (i: number) => number {
+  const cycle = weights.reduce((a, b) => a + b, 0);
+  if (!(cycle > 0) || weights.some((w) => !Number.isInteger(w) || w < 0)) throw new Error(`weights must be whole numbers, not all 0: ${weights.join(',')}`);
+  const reps = Math.max(1, Math.ceil(64 / cycle));
+  const order: number[] = [];
+  for (let r = 0; r < reps; r++) weights.forEach((w, k) => order.push(...new Array<number>(w).fill(k)));
+  const rand = prng(seed);
+  for (let i = order.length - 1; i > 0; i--) {
+    const j = Math.floor(rand() * (i + 1));
+    [order[i], order[j]] = [order[j]!, order[i]!];
+  }
+  return (i) => order[i % order.length]!;
+}
+
 const BOUNDARY = '----optmark-bench-7d1f0c2a9b';
 
 export function prepare(operation: 'protect' | 'verify', image: Pick<CorpusImage, 'name' | 'format' | 'mimeType' | 'bytes'>): PreparedRequest {

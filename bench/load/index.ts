@@ -10,7 +10,7 @@ import { cpus, freemem, loadavg, release, totalmem, availableParallelism } from 
 import { resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, closedLoop, type Target } from './client.js';
-import { folderCorpus, generatedCorpus, prepare, prng, type CorpusImage, type PreparedRequest } from './corpus.js';
+import { folderCorpus, generatedCorpus, mixText, prepare, weightedOrder, type CorpusImage, type MixWeights, type PreparedRequest } from './corpus.js';
 import { medianFloors, type Floors } from './floor.js';
 import { memoryTest, type MemoryResult } from './memory.js';
 import { processCpu } from './proc.js';
@@ -30,6 +30,8 @@ export interface LoadOptions {
   /** Corpus image that the protect and verify scenarios send (default jpeg-12mp, or the folder's first). */
   image: string | undefined;
   scenarios: Array<'protect' | 'verify' | 'mix'>;
+  /** How often the mix sends each operation per image: protect-only pipelines, verify-first ones, ... */
+  mix: MixWeights;
   /** Explicit offered rates (req/s); otherwise a ladder from a closed-loop calibration. */
   rates: number[] | undefined;
   durationS: number;
@@ -66,6 +68,7 @@ export const DEFAULTS: Omit<LoadOptions, 'command'> = {
   images: undefined,
   image: undefined,
   scenarios: ['protect', 'verify', 'mix'],
+  mix: { protect: 1, verify: 1 },
   rates: undefined,
   durationS: 10,
   warmupS: 2,
@@ -151,19 +154,6 @@ function machine(): LoadReport['machine'] {
   };
 }
 
-/** A seeded shuffled order over `n` kinds, repeated: the mix sends each kind equally often. */
-function mixOrder(n: number, seed: number): (i: number) => number {
-  const reps = Math.max(1, Math.ceil(64 / n));
-  const order: number[] = [];
-  for (let r = 0; r < reps; r++) for (let k = 0; k < n; k++) order.push(k);
-  const rand = prng(seed);
-  for (let i = order.length - 1; i > 0; i--) {
-    const j = Math.floor(rand() * (i + 1));
-    [order[i], order[j]] = [order[j]!, order[i]!];
-  }
-  return (i) => order[i % order.length]!;
-}
-
 interface Scenario {
   name: 'protect' | 'verify' | 'mix';
   description: string;
@@ -176,12 +166,16 @@ function scenarios(opts: LoadOptions, corpus: CorpusImage[], headline: CorpusIma
     protect: () => ({ name: 'protect', description: `POST /api/v1/protect, ${headline.name}`, requests: [prepare('protect', headline)], pick: () => 0 }),
     verify: () => ({ name: 'verify', description: `POST /api/v1/verify, ${headline.name}`, requests: [prepare('verify', headline)], pick: () => 0 }),
     mix: () => {
-      const requests = corpus.flatMap((img) => [prepare('protect', img), prepare('verify', img)]);
+      const ops = (['protect', 'verify'] as const).filter((op) => opts.mix[op] > 0);
+      const requests = corpus.flatMap((img) => ops.map((op) => prepare(op, img)));
       return {
         name: 'mix',
-        description: `every corpus image (${corpus.map((c) => c.name).join(', ')}) to protect and verify, equally often, seeded shuffled order`,
+        description: `every corpus image (${corpus.map((c) => c.name).join(', ')}) equally often, ${mixText(opts.mix)}, seeded shuffled order`,
         requests,
-        pick: mixOrder(requests.length, 11),
+        pick: weightedOrder(
+          requests.map((r) => opts.mix[r.operation]),
+          11,
+        ),
       };
     },
   };
@@ -423,6 +417,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
       smoke: opts.smoke,
       corpus: opts.images ? `folder ${resolve(opts.images)}` : 'generated',
       headline: headline.name,
+      mix: opts.mix,
       rates: opts.rates ?? 'ladder',
     },
     server: serverInfo,

@@ -5,6 +5,7 @@
  */
 import { writeFileSync } from 'node:fs';
 import { join } from 'node:path';
+import type { MixWeights } from './corpus.js';
 import type { Floors } from './floor.js';
 import type { MemoryResult } from './memory.js';
 import type { StepResult } from './step.js';
@@ -97,6 +98,8 @@ export interface LoadReport {
     smoke: boolean;
     corpus: string;
     headline: string;
+    /** Requests of each operation per image in the mix scenario. */
+    mix: MixWeights;
     rates: number[] | 'ladder';
   };
   server: {

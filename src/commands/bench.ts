@@ -16,6 +16,9 @@ load-latency.svg. OPTMARK_* variables in the environment configure the server un
   --images DIR           your own JPEG/PNG/WebP files instead of the generated corpus
   --image NAME           corpus image for the protect and verify scenarios (default jpeg-12mp)
   --scenarios LIST       protect,verify,mix (default all three; "none" for only the memory test)
+  --mix WEIGHTS          how often the mix sends each operation per image, e.g. protect=1 (protect
+                         only) or protect=4,verify=1 (default protect=1,verify=1); every image of the
+                         corpus or of --images is sent equally often, so the folder sets the formats
   --rates LIST           offered rates in req/s, e.g. 5,10,20 (default: a ladder from a calibration)
   --duration S           seconds per step (default 10)
   --warmup S             seconds of unrecorded load at each step's rate before it is measured (default 2)
@@ -69,6 +72,7 @@ export async function main(args: string[]): Promise<number> {
     images: { type: 'string' },
     image: { type: 'string' },
     scenarios: { type: 'string' },
+    mix: { type: 'string' },
     rates: { type: 'string' },
     duration: { type: 'string' },
     warmup: { type: 'string' },
@@ -97,10 +101,19 @@ export async function main(args: string[]): Promise<number> {
   if (positionals.length) throw new UsageError(`bench load: unexpected argument ${JSON.stringify(positionals[0])}`);
   // Loaded only here: `optmark serve` never pays for the load generator.
   const { DEFAULTS, runLoad } = await import('../../bench/load/index.js');
+  const { parseMix } = await import('../../bench/load/corpus.js');
 
   const scenarioList = list('--scenarios', values.scenarios);
   const scenarios = scenarioList?.[0] === 'none' ? [] : (scenarioList ?? DEFAULTS.scenarios);
   for (const s of scenarios) if (!['protect', 'verify', 'mix'].includes(s)) throw new UsageError(`--scenarios: unknown scenario "${s}" (protect, verify, mix, none)`);
+  let mix = DEFAULTS.mix;
+  if (values.mix !== undefined) {
+    try {
+      mix = parseMix(values.mix);
+    } catch (e) {
+      throw new UsageError(`--mix ${(e as Error).message}`);
+    }
+  }
   const rates = list('--rates', values.rates)?.map((r) => positive('--rates', r)!);
   const arrivals = values.arrivals ?? DEFAULTS.arrivals;
   if (arrivals !== 'poisson' && arrivals !== 'uniform') throw new UsageError('--arrivals expects poisson or uniform');
@@ -115,6 +128,7 @@ export async function main(args: string[]): Promise<number> {
     images: values.images,
     image: values.image,
     scenarios: scenarios as Array<'protect' | 'verify' | 'mix'>,
+    mix,
     rates: rates ?? (smoke ? [2, 4] : undefined),
     durationS: positive('--duration', values.duration) ?? (smoke ? 1 : DEFAULTS.durationS),
     warmupS: nonNegative('--warmup', values.warmup) ?? (smoke ? 0.5 : DEFAULTS.warmupS),
