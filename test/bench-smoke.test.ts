@@ -1,7 +1,7 @@
 // The benchmark suite keeps working: a smoke run of the load test against a real server (1 MP image, two
 // one-second steps, a scaled-down memory test) and of the micro-benchmark runner. Reports must exist,
 // parse and carry their fields. Nothing here asserts a time: the figures of a smoke run mean nothing.
-import { spawnSync } from 'node:child_process';
+import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
@@ -112,6 +112,18 @@ describe('bench load --smoke', () => {
           expect(step.arrivals).toBe('uniform');
           expect(step.ok + step.overloaded + step.notSent + step.cutOff + step.transportErrors).toBe(step.scheduled);
         }
+        // The transport baseline beside optmark's constant-rate protect steps: one step per optmark step,
+        // evenly spaced, at the same rates (--rates gives no calibration to scale by).
+        if (sc.scenario === 'protect') {
+          const tb = sc.transportBaseline as { workers: number; rateScale: number; steps: Step[] };
+          expect(tb.workers).toBe(report.server.readyz.pool.threads);
+          expect(tb.rateScale).toBe(1);
+          expect(tb.steps.map((s) => s.offeredRps)).toEqual(expected);
+          for (const step of tb.steps) {
+            expect(step.arrivals).toBe('uniform');
+            expect(step.ok, 'the baseline answers every request').toBe(step.scheduled);
+          }
+        } else expect(sc.transportBaseline).toBeUndefined();
       } else expect(sc.constantRateSteps).toBeUndefined();
     }
     expect(report.profile.length).toBeGreaterThan(0);
@@ -146,6 +158,26 @@ describe('bench load --smoke', () => {
     const mix = spawnSync(process.execPath, [CLI, 'bench', 'load', '--mix', 'protect=1,upload=1'], { cwd: ROOT, encoding: 'utf8' });
     expect(mix.status).toBe(2);
     expect(mix.stderr).toContain('--mix expects protect=N,verify=N');
+  });
+});
+
+describe('the transport baseline (bench/load/transport.ts)', () => {
+  it('reads a whole upload and answers 200 with a protect answer\'s length, for uploads of any size one after another', async () => {
+    const child = spawn(process.execPath, [join(ROOT, 'dist', 'bench', 'load', 'transport.js'), '0', '2'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const port = await new Promise<number>((res, rej) => {
+        child.stdout.once('data', (d: Buffer) => res(Number(/listening (\d+)/.exec(d.toString())?.[1])));
+        child.once('exit', (code) => rej(new Error(`exited ${code}`)));
+      });
+      for (const size of [3_000_000, 10, 3_000_000, 5_000_000]) {
+        const body = Buffer.alloc(size, 7);
+        const r = await fetch(`http://127.0.0.1:${port}/api/v1/protect`, { method: 'POST', body });
+        expect(r.status).toBe(200);
+        expect((await r.arrayBuffer()).byteLength).toBe(4 * Math.ceil(size / 3) + 200);
+      }
+    } finally {
+      child.kill('SIGTERM');
+    }
   });
 });
 

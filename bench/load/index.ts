@@ -15,7 +15,7 @@ import { medianFloors, type Floors } from './floor.js';
 import { memoryTest, type MemoryResult } from './memory.js';
 import { processCpu } from './proc.js';
 import { TAIL_BAND, evaluateTargets, writeReports, type LoadReport, type ProfileRow, type ScenarioResult } from './report.js';
-import { readyz, startNaive, startOptmark, type Running } from './servers.js';
+import { readyz, startNaive, startOptmark, startTransportBaseline, type Running } from './servers.js';
 import { measureStep, latency, type StepResult } from './step.js';
 
 export interface LoadOptions {
@@ -42,6 +42,8 @@ export interface LoadOptions {
    * again with evenly spaced arrivals: the tail-latency target is judged there (see report.ts).
    */
   constantRate: boolean;
+  /** Run the transport baseline (transport.ts) beside optmark's constant-rate protect steps. */
+  transportBaseline: boolean;
   p99TargetMs: number;
   naive: boolean;
   memory: boolean;
@@ -73,6 +75,7 @@ export const DEFAULTS: Omit<LoadOptions, 'command'> = {
   durationS: 10,
   warmupS: 2,
   constantRate: true,
+  transportBaseline: true,
   p99TargetMs: 500,
   naive: true,
   memory: false,
@@ -274,11 +277,40 @@ function logStep(what: string, rate: number, step: StepResult): void {
 }
 
 /**
+ * The transport baseline's lane for the constant-rate pass. Its capacity and optmark's are measured
+ * back to back, twice each, alternating (closed loop, the same requests in flight as the calibration):
+ * each baseline step is then offered the share of the baseline's capacity that optmark's step is of
+ * optmark's. With --rates it gets the same rates as optmark.
+ */
+async function baselineLane(baseline: { target: Target; threads: number }, optmark: Lane, sc: Scenario, opts: LoadOptions): Promise<{ lane: Lane; transportBaseline: NonNullable<ScenarioResult['transportBaseline']> }> {
+  const lane: Lane = { ...baseline, client: new Client(baseline.target, opts.maxOutstanding), rates: [], calibration: undefined, steps: [], done: false };
+  await closedLoop(lane.client, sc.requests, sc.pick, Math.max(4, sc.requests.length), 2, 120_000);
+  let optmarkRps: number | undefined;
+  if (!opts.rates) {
+    const conc = Math.max(2, 2 * optmark.threads);
+    const n = opts.smoke ? 8 : 150;
+    const rounds: Record<'optmark' | 'baseline', [requests: number, ms: number]> = { optmark: [0, 0], baseline: [0, 0] };
+    for (let i = 0; i < 2; i++) {
+      for (const [who, client] of [['optmark', optmark.client], ['baseline', lane.client]] as const) {
+        const r = await closedLoop(client, sc.requests, sc.pick, n, conc, 120_000);
+        rounds[who][0] += n;
+        rounds[who][1] += (1000 * n) / r.perSecond;
+      }
+    }
+    optmarkRps = (1000 * rounds.optmark[0]) / rounds.optmark[1];
+    lane.calibration = (1000 * rounds.baseline[0]) / rounds.baseline[1];
+    log(`transport baseline ${sc.name}: closed loop with ${conc} in flight gives ${lane.calibration.toFixed(1)} req/s, optmark's right before and after ${optmarkRps.toFixed(1)}`);
+  }
+  const rateScale = lane.calibration !== undefined && optmarkRps ? lane.calibration / optmarkRps : 1;
+  return { lane, transportBaseline: { workers: baseline.threads, calibrationRps: lane.calibration, optmarkCalibrationRps: optmarkRps, rateScale, steps: [] } };
+}
+
+/**
  * Runs a scenario on one or more servers with their steps interleaved (step 1 of each, then step 2 of
  * each, ...), so that load from other processes on a shared machine falls on all of them alike rather
  * than on whichever ran during a busy minute. Each server has its own ladder from its own calibration.
  */
-async function runScenario(targets: Array<{ target: Target; threads: number }>, sc: Scenario, opts: LoadOptions): Promise<ScenarioResult[]> {
+async function runScenario(targets: Array<{ target: Target; threads: number }>, sc: Scenario, opts: LoadOptions, baseline?: { target: Target; threads: number }): Promise<ScenarioResult[]> {
   const lanes: Lane[] = targets.map(({ target, threads }) => ({ target, threads, client: new Client(target, opts.maxOutstanding), rates: [], calibration: undefined, steps: [], done: false }));
   try {
     for (const lane of lanes) {
@@ -308,17 +340,31 @@ async function runScenario(targets: Array<{ target: Target; threads: number }>, 
         if (step.saturated && previous?.saturated && !opts.rates) lane.done = true;
       }
     }
-    // The constant-rate pass: the same rates below saturation, evenly spaced, on optmark only.
+    // The constant-rate pass: the same rates below saturation, evenly spaced, on optmark only; for protect
+    // the transport baseline beside it, its steps interleaved with optmark's so that the machine's drift
+    // falls on both alike.
+    let transport: ScenarioResult['transportBaseline'];
     for (const lane of lanes) {
       if (!opts.constantRate || opts.arrivals !== 'poisson' || lane.target.name !== 'optmark' || sc.name === 'mix') continue;
       const best = Math.max(0, ...lane.steps.map((s) => s.achievedRps));
       const rates = lane.steps.filter((s) => !s.saturated && s.offeredRps <= TAIL_BAND * best).map((s) => s.offeredRps);
       lane.constantRate = [];
-      for (const [k, rate] of rates.entries()) {
-        const step = await runStep(lane, sc, opts, rate, 'uniform', 2000 + k);
-        lane.constantRate.push(step);
-        logStep(`${lane.target.name} ${sc.name} (constant rate)`, rate, step);
+      const fl = baseline && sc.name === 'protect' && rates.length ? await baselineLane(baseline, lane, sc, opts) : undefined;
+      try {
+        for (const [k, rate] of rates.entries()) {
+          const step = await runStep(lane, sc, opts, rate, 'uniform', 2000 + k);
+          lane.constantRate.push(step);
+          logStep(`${lane.target.name} ${sc.name} (constant rate)`, rate, step);
+          if (!fl) continue;
+          const baselineRate = round2(rate * fl.transportBaseline.rateScale);
+          const baselineStep = await runStep(fl.lane, sc, opts, baselineRate, 'uniform', 2000 + k);
+          fl.transportBaseline.steps.push(baselineStep);
+          logStep(`transport baseline ${sc.name} (constant rate)`, baselineRate, baselineStep);
+        }
+      } finally {
+        fl?.lane.client.close();
       }
+      transport = fl?.transportBaseline;
     }
     return lanes.map((lane) => ({
       scenario: sc.name,
@@ -328,6 +374,7 @@ async function runScenario(targets: Array<{ target: Target; threads: number }>, 
       calibrationRps: lane.calibration,
       steps: lane.steps,
       constantRateSteps: lane.constantRate,
+      transportBaseline: lane.target.name === 'optmark' ? transport : undefined,
     }));
   } finally {
     for (const lane of lanes) lane.client.close();
@@ -376,6 +423,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
   // The naive server on the same inputs, up at the same time (idle, it costs nothing): protect and mix
   // (it answers everything as a protect, so verify has no naive counterpart).
   let naive: Running | undefined;
+  let transportBaseline: Running | undefined;
   try {
     if (opts.naive && !opts.url && scs.some((s) => s.name !== 'verify')) {
       naive = await startNaive();
@@ -385,12 +433,18 @@ export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
       profiles.push(...(await profile(target, corpus, ['protect', 'verify'], floors, opts.smoke)));
       if (naive) profiles.push(...(await profile(naive.target, corpus, ['protect'], floors, opts.smoke)));
     }
+    // The tail target's baseline on this machine (transport.ts), with as many workers as optmark's pool.
+    if (opts.transportBaseline && !opts.url && opts.constantRate && opts.arrivals === 'poisson' && scs.some((s) => s.name === 'protect')) {
+      transportBaseline = await startTransportBaseline(threads);
+      log(`transport baseline on ${transportBaseline.target.url.href} (pid ${transportBaseline.target.pid}, ${threads} workers)`);
+    }
     for (const sc of scs) {
       const lanes = [{ target, threads }];
       if (naive && sc.name !== 'verify') lanes.push({ target: naive.target, threads: 1 });
-      results.push(...(await runScenario(lanes, sc, opts)));
+      results.push(...(await runScenario(lanes, sc, opts, transportBaseline && { target: transportBaseline.target, threads })));
     }
   } finally {
+    await transportBaseline?.stop();
     await naive?.stop();
     await running?.stop();
   }

@@ -45,6 +45,8 @@ export interface ScenarioSummary {
   medianTailRatio: number | undefined;
   tailSteps: number;
   tailArrivals: string;
+  /** The transport baseline's p99/p50 at the same shares of its own capacity, when it ran. */
+  transportBaselineTail?: { worst: number; median: number; steps: number };
   /** The same band of the main (Poisson) steps when the constant-rate pass ran: measured and ideal-queue p99/p50. */
   poissonTail?: { worst: number; worstIdeal: number | undefined; median: number; medianIdeal: number | undefined; steps: number };
 }
@@ -61,6 +63,20 @@ export interface ScenarioResult {
   steps: StepResult[];
   /** The constant-rate pass (evenly spaced arrivals at the unsaturated rates below 80% of the best). */
   constantRateSteps?: StepResult[] | undefined;
+  /**
+   * The transport baseline beside optmark's constant-rate protect steps (bench/load/transport.ts): each
+   * step offered the share of the floor's closed-loop capacity that optmark's was of optmark's.
+   */
+  transportBaseline?:
+    | {
+        workers: number;
+        calibrationRps: number | undefined;
+        optmarkCalibrationRps: number | undefined;
+        /** Floor rate / optmark rate for the same step. */
+        rateScale: number;
+        steps: StepResult[];
+      }
+    | undefined;
   summary?: ScenarioSummary;
 }
 
@@ -147,6 +163,7 @@ export function summarise(sc: ScenarioResult, p99TargetMs: number, arrivals: str
   const main = band(sc.steps);
   const ideals = main.map(idealRatio).filter((x): x is number => x !== undefined);
   const peaks = sc.steps.map((s) => s.server.peakRssMiB).filter((x): x is number => x !== undefined);
+  const baselineTails = (sc.transportBaseline?.steps ?? []).filter((s) => !s.saturated && s.latencyMs).map(tailRatio);
   return {
     sustainableRps: sustainable?.offeredRps,
     sustainableP99Ms: sustainable?.latencyMs?.p99,
@@ -159,6 +176,7 @@ export function summarise(sc: ScenarioResult, p99TargetMs: number, arrivals: str
     medianTailRatio: median(tails),
     tailSteps: tails.length,
     tailArrivals: constant ? 'uniform' : arrivals,
+    transportBaselineTail: baselineTails.length ? { worst: Math.max(...baselineTails), median: median(baselineTails)!, steps: baselineTails.length } : undefined,
     poissonTail:
       constant && main.length
         ? {
@@ -232,6 +250,9 @@ export function evaluateTargets(report: LoadReport): Target[] {
           const p = sm.poissonTail;
           return (
             `${s.scenario} worst ${f(sm.worstTailRatio, 2)}x (median ${f(sm.medianTailRatio, 2)}x over ${sm.tailSteps} steps)` +
+            (sm.transportBaselineTail
+              ? ` (the transport baseline, optmark's transport and bytes with SHA-256 only, at the same shares of its own capacity: worst ${f(sm.transportBaselineTail.worst, 2)}x, median ${f(sm.transportBaselineTail.median, 2)}x)`
+              : '') +
             (p ? `; with Poisson arrivals worst ${f(p.worst, 2)}x, median ${f(p.median, 2)}x, against ${f(p.worstIdeal, 2)}x and ${f(p.medianIdeal, 2)}x for the ideal queue at the same rates` : '')
           );
         })
@@ -397,6 +418,17 @@ export function markdown(r: LoadReport): string {
     if (s.constantRateSteps?.length) {
       lines.push('', `The same rates below ${TAIL_BAND * 100}% of the best achieved rate again, with evenly spaced arrivals (the constant-rate pass):`, '');
       lines.push(stepsTable(s.constantRateSteps));
+    }
+    const tf = s.transportBaseline;
+    if (tf?.steps.length) {
+      lines.push(
+        '',
+        `The transport baseline beside it (bench/load/transport.ts: optmark's uWebSockets.js transport and answer writer, the same bytes in and out, SHA-256 of the body in ${tf.workers} workers, nothing else), ` +
+          `each step offered the share of its closed-loop capacity (${f(tf.calibrationRps)} req/s, optmark's ${f(tf.optmarkCalibrationRps)}) that optmark's step was of optmark's: ` +
+          'its p99/p50 is what this machine, the transport and the co-located generator alone cost in tail latency.',
+        '',
+      );
+      lines.push(stepsTable(tf.steps));
     }
     if (s.scenario === 'mix') {
       const last = [...s.steps].reverse().find((x) => !x.saturated) ?? s.steps[s.steps.length - 1];

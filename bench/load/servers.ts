@@ -1,7 +1,7 @@
 /**
  * The servers under test, each started as its own process on a loopback port: optmark exactly as an
  * operator runs it (`node dist/src/cli.js serve`, a temporary data directory holding one pro account
- * with unlimited quota), and the naive comparison server. Their output goes to log files, not through
+ * with unlimited quota), the naive comparison server and the transport baseline. Their output goes to log files, not through
  * this process, so the generator spends no CPU on it.
  */
 import { spawn, type ChildProcess } from 'node:child_process';
@@ -15,6 +15,7 @@ import type { Target } from './client.js';
 
 const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const NAIVE = fileURLToPath(new URL('./naive.js', import.meta.url));
+const TRANSPORT = fileURLToPath(new URL('./transport.js', import.meta.url));
 
 export interface Running {
   target: Target;
@@ -144,11 +145,21 @@ export async function startOptmark(opts: OptmarkStart): Promise<Running> {
 
 /** Starts the naive server; resolves once it accepts connections. */
 export async function startNaive(workDir?: string): Promise<Running> {
-  const dir = workDir ?? mkdtempSync(join(tmpdir(), 'optmark-bench-naive-'));
+  return startPlain('naive', NAIVE, [], workDir);
+}
+
+/** The transport baseline (transport.ts) with `workers` hashing threads: the tail target's baseline. */
+export async function startTransportBaseline(workers: number, workDir?: string): Promise<Running> {
+  return startPlain('transport baseline', TRANSPORT, [String(workers)], workDir);
+}
+
+/** A comparison server that takes its port as first argument and answers no health check. */
+async function startPlain(name: string, script: string, args: string[], workDir?: string): Promise<Running> {
+  const dir = workDir ?? mkdtempSync(join(tmpdir(), 'optmark-bench-plain-'));
   const port = await freePort();
-  const log = join(dir, 'naive.log');
+  const log = join(dir, `${name.replace(/ /g, '-')}.log`);
   const fd = openSync(log, 'a');
-  const child = spawn(process.execPath, [NAIVE, String(port)], { stdio: ['ignore', fd, fd] });
+  const child = spawn(process.execPath, [script, String(port), ...args], { stdio: ['ignore', fd, fd] });
   closeSync(fd);
   const url = new URL(`http://127.0.0.1:${port}`);
   try {
@@ -158,7 +169,7 @@ export async function startNaive(workDir?: string): Promise<Running> {
     await stopChild(child);
     throw err;
   }
-  return { target: { name: 'naive', url, key: undefined, pid: child.pid }, log, ready: undefined, env: {}, stop: () => stopChild(child) };
+  return { target: { name, url, key: undefined, pid: child.pid }, log, ready: undefined, env: {}, stop: () => stopChild(child) };
 }
 
 /** GET /readyz of an optmark server (undefined when it does not answer). */

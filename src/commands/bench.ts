@@ -26,6 +26,9 @@ load-latency.svg. OPTMARK_* variables in the environment configure the server un
   --arrivals KIND        poisson or uniform (default poisson)
   --skip-constant-rate   with poisson arrivals, do not re-run the protect and verify steps below 80% of
                          the best rate with evenly spaced arrivals (where the p99/p50 target is judged)
+  --skip-transport-baseline
+                         do not run the transport baseline beside that pass (optmark's transport and
+                         bytes, SHA-256 only): what this machine alone costs in p99/p50
   --max-outstanding N    requests in flight at most; more are counted "not sent" (default 128)
   --max-steps N          steps per scenario at most (default 10)
   --memory               also run the memory test: 64 concurrent 25 MiB uploads, default config
@@ -77,6 +80,7 @@ export async function main(args: string[]): Promise<number> {
     duration: { type: 'string' },
     warmup: { type: 'string' },
     'skip-constant-rate': { type: 'boolean' },
+    'skip-transport-baseline': { type: 'boolean' },
     p99: { type: 'string' },
     arrivals: { type: 'string' },
     'max-outstanding': { type: 'string' },
@@ -133,6 +137,7 @@ export async function main(args: string[]): Promise<number> {
     durationS: positive('--duration', values.duration) ?? (smoke ? 1 : DEFAULTS.durationS),
     warmupS: nonNegative('--warmup', values.warmup) ?? (smoke ? 0.5 : DEFAULTS.warmupS),
     constantRate: !values['skip-constant-rate'],
+    transportBaseline: !values['skip-transport-baseline'],
     p99TargetMs: positive('--p99', values.p99) ?? DEFAULTS.p99TargetMs,
     arrivals,
     maxOutstanding: wholeNumber('--max-outstanding', values['max-outstanding']) ?? DEFAULTS.maxOutstanding,
