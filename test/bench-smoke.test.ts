@@ -4,6 +4,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
+import { connect } from 'node:net';
 import { join, resolve } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 
@@ -175,6 +176,16 @@ describe('the transport baseline (bench/load/transport.ts)', () => {
         expect(r.status).toBe(200);
         expect((await r.arrayBuffer()).byteLength).toBe(4 * Math.ceil(size / 3) + 200);
       }
+      // A body past optmark's upload limit (plus framing) is refused from its head, before any of it is read.
+      const head = await new Promise<string>((res, rej) => {
+        const sock = connect(port, '127.0.0.1', () => sock.write('POST /api/v1/protect HTTP/1.1\r\nHost: x\r\nContent-Length: 30000000\r\n\r\n'));
+        sock.once('data', (d: Buffer) => {
+          res(d.toString('latin1'));
+          sock.destroy();
+        });
+        sock.once('error', rej);
+      });
+      expect(head.startsWith('HTTP/1.1 413')).toBe(true);
     } finally {
       child.kill('SIGTERM');
     }

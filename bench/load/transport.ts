@@ -24,6 +24,9 @@ parentPort.on('message', ({ id, body, length }) => {
   parentPort.postMessage({ id, body, length }, [body]);
 });`;
 
+/** Largest body it takes (optmark's upload limit plus room for the multipart framing); beyond it, 413. */
+const MAX_BODY = 26 * 1024 * 1024;
+
 /** The length of a protect answer for an upload of `bodyBytes`: its base64 (the image) plus the JSON around it. */
 export function answerBytes(bodyBytes: number): number {
   return 4 * Math.ceil(bodyBytes / 3) + 200;
@@ -68,11 +71,20 @@ export function transportServer(workers: number): { listen(port: number, host: s
   app.any('/*', (res, req) => {
     const ex = new Exchange(res, String(nextId), 'transport', 0n);
     const declared = Number(req.getHeader('content-length')) || 0;
+    if (declared > MAX_BODY) {
+      void ex.send(413, { Connection: 'close' }, '');
+      return;
+    }
     let buf = buffers.pop();
     if (!buf || buf.byteLength < declared) buf = new ArrayBuffer(Math.max(declared, 1));
     let body = new Uint8Array(buf);
     let got = 0;
     res.onData((chunk, isLast) => {
+      if (ex.answered || ex.aborted) return;
+      if (got + chunk.byteLength > MAX_BODY) {
+        void ex.send(413, { Connection: 'close' }, '');
+        return;
+      }
       if (got + chunk.byteLength > body.length) {
         const bigger = new Uint8Array(Math.max(2 * body.length, got + chunk.byteLength));
         bigger.set(body.subarray(0, got));
