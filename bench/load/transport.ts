@@ -6,8 +6,9 @@
  * The same uWebSockets.js server and answer writer as optmark (src/http/uws.ts, src/http/respond.ts),
  * the same bytes in (the whole upload) and out (an answer of a protect's length, 4/3 of the upload),
  * and one pass of per-byte work in worker threads, one per pool slot: SHA-256 of the body, which is
- * transferred to the worker and back, not copied. No multipart parsing, marking, base64, JSON, quota or
- * allocation per request: bodies land in reused buffers and every answer is written from one buffer.
+ * transferred to the worker and back, not copied. No multipart parsing, marking, base64, JSON or quota,
+ * and no buffer allocated per request: bodies land in reused buffers and every answer is written from
+ * one buffer.
  *
  *   node dist/bench/load/transport.js <port> <workers>
  */
