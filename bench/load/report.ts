@@ -65,14 +65,14 @@ export interface ScenarioResult {
   constantRateSteps?: StepResult[] | undefined;
   /**
    * The transport baseline beside optmark's constant-rate protect steps (bench/load/transport.ts): each
-   * step offered the share of the floor's closed-loop capacity that optmark's was of optmark's.
+   * step offered the share of the baseline's closed-loop capacity that optmark's was of optmark's.
    */
   transportBaseline?:
     | {
         workers: number;
         calibrationRps: number | undefined;
         optmarkCalibrationRps: number | undefined;
-        /** Floor rate / optmark rate for the same step. */
+        /** Baseline rate / optmark rate for the same step. */
         rateScale: number;
         steps: StepResult[];
       }
