@@ -2,6 +2,7 @@
 // one-second steps, a scaled-down memory test) and of the micro-benchmark runner. Reports must exist,
 // parse and carry their fields. Nothing here asserts a time: the figures of a smoke run mean nothing.
 import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { connect } from 'node:net';
@@ -186,6 +187,34 @@ describe('the transport baseline (bench/load/transport.ts)', () => {
         sock.once('error', rej);
       });
       expect(head.startsWith('HTTP/1.1 413')).toBe(true);
+    } finally {
+      child.kill('SIGTERM');
+    }
+  });
+});
+
+describe('the transport baseline with protect work (its workers run optmark\'s own protect)', () => {
+  it('answers a multipart JPEG with optmark\'s protect answer, and a multipart without an image with 400', async () => {
+    const child = spawn(process.execPath, [join(ROOT, 'dist', 'bench', 'load', 'transport.js'), '0', '1', 'protect'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    try {
+      const port = await new Promise<number>((res, rej) => {
+        child.stdout.once('data', (d: Buffer) => res(Number(/listening (\d+)/.exec(d.toString())?.[1])));
+        child.once('exit', (code) => rej(new Error(`exited ${code}`)));
+      });
+      const jpeg = readFileSync(join(ROOT, '..', 'shared', 'corpus', 'exiftool_Writer.jpg'));
+      const form = new FormData();
+      form.append('image', new Blob([jpeg], { type: 'image/jpeg' }), 'w.jpg');
+      const r = await fetch(`http://127.0.0.1:${port}/api/v1/protect`, { method: 'POST', body: form });
+      expect(r.status).toBe(200);
+      const answer = (await r.json()) as { imageBase64: string; mimeType: string; sha256: string; signals: string[] };
+      const marked = Buffer.from(answer.imageBase64, 'base64');
+      expect(marked.subarray(0, 2).toString('hex')).toBe('ffd8');
+      expect(marked.includes('DMI-PROHIBITED-AIMLTRAINING')).toBe(true);
+      expect(answer.sha256).toBe(createHash('sha256').update(marked).digest('hex'));
+      expect(answer).toMatchObject({ mimeType: 'image/jpeg', signals: ['iptc.dataMining'] });
+      const text = new FormData();
+      text.append('note', 'no image here');
+      expect((await fetch(`http://127.0.0.1:${port}/api/v1/protect`, { method: 'POST', body: text })).status).toBe(400);
     } finally {
       child.kill('SIGTERM');
     }

@@ -10,19 +10,42 @@
  * and no buffer allocated per request: bodies land in reused buffers and every answer is written from
  * one buffer.
  *
- *   node dist/bench/load/transport.js <port> <workers>
+ *   node dist/bench/load/transport.js <port> <workers> [sha256|protect]
  */
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
 import { Exchange } from '../../src/http/respond.js';
 import { loadUws } from '../../src/http/uws.js';
 
+/**
+ * The workers' per-request work: `sha256` (the baseline: one hash of the body, an answer of a protect's
+ * length from one static buffer) or `protect` (optmark's own multipart parse and protect, answers byte
+ * for byte optmark's, written into pooled buffers): the step between the two and optmark itself splits
+ * a protect's cost into the transport, the worker's work and the event loop's extras.
+ */
+export type TransportWork = 'sha256' | 'protect';
+
 const WORKER = `
-const { parentPort } = require('node:worker_threads');
+const { parentPort, workerData } = require('node:worker_threads');
 const { createHash } = require('node:crypto');
-parentPort.on('message', ({ id, body, length }) => {
-  createHash('sha256').update(new Uint8Array(body, 0, length)).digest();
-  parentPort.postMessage({ id, body, length }, [body]);
+const pipeline = workerData.work === 'protect'
+  ? Promise.all([import(workerData.upload), import(workerData.protect)])
+  : undefined;
+parentPort.on('message', async ({ id, body, length, contentType, out }) => {
+  const src = new Uint8Array(body, 0, length);
+  if (!pipeline) {
+    createHash('sha256').update(src).digest();
+    parentPort.postMessage({ id, body, length }, [body]);
+    return;
+  }
+  const [{ parseUpload }, { runProtect }] = await pipeline;
+  try {
+    const upload = await parseUpload(src, contentType, ${26 * 1024 * 1024});
+    const r = runProtect(upload.bytes, 'image', new Uint8Array(out));
+    parentPort.postMessage({ id, body, length, out, answer: r.kind === 'arena-body' ? r.length : -1 }, [body, out]);
+  } catch {
+    parentPort.postMessage({ id, body, length, out, answer: -1 }, [body, out]);
+  }
 });`;
 
 /** Largest body it takes (optmark's upload limit plus room for the multipart framing); beyond it, 413. */
@@ -37,11 +60,19 @@ interface Task {
   id: number;
   body: ArrayBuffer;
   length: number;
+  contentType: string;
+  /** `protect` work: the pooled buffer the answer is written into, and its length once written (-1: refused). */
+  out?: ArrayBuffer;
+  answer?: number;
 }
 
-export function transportServer(workers: number): { listen(port: number, host: string): Promise<number>; close(): Promise<void> } {
+const PIPELINE = (m: string): string => new URL(`../../src/pipeline/${m}.js`, import.meta.url).href;
+
+export function transportServer(workers: number, work: TransportWork = 'sha256'): { listen(port: number, host: string): Promise<number>; close(): Promise<void> } {
   const { uws } = loadUws(false);
-  const pool = Array.from({ length: workers }, () => new Worker(WORKER, { eval: true }));
+  const workerData = { work, upload: PIPELINE('upload'), protect: PIPELINE('protect') };
+  const pool = Array.from({ length: workers }, () => new Worker(WORKER, { eval: true, workerData }));
+  const outs: ArrayBuffer[] = [];
   const idle = [...pool];
   const queue: Task[] = [];
   const waiting = new Map<number, Exchange>();
@@ -51,17 +82,29 @@ export function transportServer(workers: number): { listen(port: number, host: s
 
   const dispatch = (t: Task): void => {
     const w = idle.pop();
-    if (w) w.postMessage(t, [t.body]);
-    else queue.push(t);
+    if (!w) return void queue.push(t);
+    if (work === 'protect' && !t.out) {
+      // The marked image is the upload plus its XMP packet; its base64 plus the JSON fits in this.
+      const need = answerBytes(t.length) + 64 * 1024;
+      let out = outs.pop();
+      if (!out || out.byteLength < need) out = new ArrayBuffer(need);
+      t.out = out;
+    }
+    w.postMessage(t, t.out ? [t.body, t.out] : [t.body]);
   };
   for (const w of pool) {
-    w.on('message', ({ id, body, length }: Task) => {
+    w.on('message', ({ id, body, length, out, answer: written }: Task) => {
       const ex = waiting.get(id)!;
       waiting.delete(id);
       idle.push(w);
       const next = queue.shift();
       if (next) dispatch(next);
       buffers.push(body);
+      if (out) {
+        if (written === undefined || written < 0) void ex.send(400, {}, '').then(() => outs.push(out));
+        else void ex.json(200, new Uint8Array(out, 0, written)).then(() => outs.push(out));
+        return;
+      }
       const n = answerBytes(length);
       if (answer.length < n) answer = Buffer.alloc(n, 0x41);
       void ex.json(200, answer.subarray(0, n));
@@ -72,6 +115,7 @@ export function transportServer(workers: number): { listen(port: number, host: s
   app.any('/*', (res, req) => {
     const ex = new Exchange(res, String(nextId), 'transport', 0n);
     const declared = Number(req.getHeader('content-length')) || 0;
+    const contentType = req.getHeader('content-type');
     if (declared > MAX_BODY) {
       void ex.send(413, { Connection: 'close' }, '');
       return;
@@ -96,7 +140,7 @@ export function transportServer(workers: number): { listen(port: number, host: s
       if (!isLast) return;
       const id = nextId++;
       waiting.set(id, ex);
-      dispatch({ id, body: body.buffer as ArrayBuffer, length: got });
+      dispatch({ id, body: body.buffer as ArrayBuffer, length: got, contentType });
     });
   });
 
@@ -120,11 +164,12 @@ export function transportServer(workers: number): { listen(port: number, host: s
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const port = Number(process.argv[2]);
   const workers = Number(process.argv[3] ?? 2);
-  if (!Number.isInteger(port) || port < 0 || port > 65535 || !Number.isInteger(workers) || workers < 1) {
-    process.stderr.write('usage: node dist/bench/load/transport.js <port> <workers>\n');
+  const work = process.argv[4] ?? 'sha256';
+  if (!Number.isInteger(port) || port < 0 || port > 65535 || !Number.isInteger(workers) || workers < 1 || (work !== 'sha256' && work !== 'protect')) {
+    process.stderr.write('usage: node dist/bench/load/transport.js <port> <workers> [sha256|protect]\n');
     process.exit(2);
   }
-  const server = transportServer(workers);
+  const server = transportServer(workers, work);
   const bound = await server.listen(port, '127.0.0.1');
   process.stdout.write(`listening ${bound}\n`);
   process.on('SIGTERM', () => void server.close().then(() => process.exit(0)));
