@@ -14,8 +14,10 @@
  */
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
+import { MULTIPART_SLACK_BYTES, loadConfig } from '../../src/config.js';
 import { Exchange } from '../../src/http/respond.js';
 import { loadUws } from '../../src/http/uws.js';
+import { protectBodyCapacity } from '../../src/pipeline/body.js';
 
 /**
  * The workers' per-request work: `sha256` (the baseline: one hash of the body, an answer of a protect's
@@ -40,16 +42,13 @@ parentPort.on('message', async ({ id, body, length, contentType, out }) => {
   }
   const [{ parseUpload }, { runProtect }] = await pipeline;
   try {
-    const upload = await parseUpload(src, contentType, ${26 * 1024 * 1024});
+    const upload = await parseUpload(src, contentType, workerData.maxUploadBytes);
     const r = runProtect(upload.bytes, 'image', new Uint8Array(out));
-    parentPort.postMessage({ id, body, length, out, answer: r.kind === 'arena-body' ? r.length : -1 }, [body, out]);
+    parentPort.postMessage({ id, body, length, out, written: r.kind === 'arena-body' ? r.length : -1 }, [body, out]);
   } catch {
-    parentPort.postMessage({ id, body, length, out, answer: -1 }, [body, out]);
+    parentPort.postMessage({ id, body, length, out, written: -1 }, [body, out]);
   }
 });`;
-
-/** Largest body it takes (optmark's upload limit plus room for the multipart framing); beyond it, 413. */
-const MAX_BODY = 26 * 1024 * 1024;
 
 /** The length of a protect answer for an upload of `bodyBytes`: its base64 (the image) plus the JSON around it. */
 export function answerBytes(bodyBytes: number): number {
@@ -63,14 +62,18 @@ interface Task {
   contentType: string;
   /** `protect` work: the pooled buffer the answer is written into, and its length once written (-1: refused). */
   out?: ArrayBuffer;
-  answer?: number;
+  written?: number;
 }
 
 const PIPELINE = (m: string): string => new URL(`../../src/pipeline/${m}.js`, import.meta.url).href;
 
 export function transportServer(workers: number, work: TransportWork = 'sha256'): { listen(port: number, host: string): Promise<number>; close(): Promise<void> } {
   const { uws } = loadUws(false);
-  const workerData = { work, upload: PIPELINE('upload'), protect: PIPELINE('protect') };
+  // optmark's own limits, from the same OPTMARK_* environment: the largest image, and the largest body
+  // (that plus the multipart framing), beyond which the answer is 413.
+  const { maxUploadBytes } = loadConfig();
+  const maxBody = maxUploadBytes + MULTIPART_SLACK_BYTES;
+  const workerData = { work, maxUploadBytes, upload: PIPELINE('upload'), protect: PIPELINE('protect') };
   const pool = Array.from({ length: workers }, () => new Worker(WORKER, { eval: true, workerData }));
   const outs: ArrayBuffer[] = [];
   const idle = [...pool];
@@ -84,8 +87,8 @@ export function transportServer(workers: number, work: TransportWork = 'sha256')
     const w = idle.pop();
     if (!w) return void queue.push(t);
     if (work === 'protect' && !t.out) {
-      // The marked image is the upload plus its XMP packet; its base64 plus the JSON fits in this.
-      const need = answerBytes(t.length) + 64 * 1024;
+      // Sized as optmark sizes a protect's answer range in its arena.
+      const need = protectBodyCapacity(t.length);
       let out = outs.pop();
       if (!out || out.byteLength < need) out = new ArrayBuffer(need);
       t.out = out;
@@ -93,7 +96,7 @@ export function transportServer(workers: number, work: TransportWork = 'sha256')
     w.postMessage(t, t.out ? [t.body, t.out] : [t.body]);
   };
   for (const w of pool) {
-    w.on('message', ({ id, body, length, out, answer: written }: Task) => {
+    w.on('message', ({ id, body, length, out, written }: Task) => {
       const ex = waiting.get(id)!;
       waiting.delete(id);
       idle.push(w);
@@ -116,7 +119,7 @@ export function transportServer(workers: number, work: TransportWork = 'sha256')
     const ex = new Exchange(res, String(nextId), 'transport', 0n);
     const declared = Number(req.getHeader('content-length')) || 0;
     const contentType = req.getHeader('content-type');
-    if (declared > MAX_BODY) {
+    if (declared > maxBody) {
       void ex.send(413, { Connection: 'close' }, '');
       return;
     }
@@ -126,7 +129,7 @@ export function transportServer(workers: number, work: TransportWork = 'sha256')
     let got = 0;
     res.onData((chunk, isLast) => {
       if (ex.answered || ex.aborted) return;
-      if (got + chunk.byteLength > MAX_BODY) {
+      if (got + chunk.byteLength > maxBody) {
         void ex.send(413, { Connection: 'close' }, '');
         return;
       }
