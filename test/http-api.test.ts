@@ -319,6 +319,28 @@ describe('headers', () => {
     expect(remaining(await protect(images.jpeg))).toBe(remaining(p) - 1);
   });
 
+  it('Server-Timing gives the receive, queue and work phases of answers that reached them, within the elapsed time', async () => {
+    const { parseServerTiming } = await import('../src/http/timing.js');
+    for (const call of [protect, verify]) {
+      const t0 = performance.now();
+      const a = await call(images.jpeg);
+      const elapsed = performance.now() - t0;
+      expect(a.status).toBe(200);
+      expect(a.headers['server-timing']).toMatch(/^receive;dur=\d+\.\d\d, queue;dur=\d+\.\d\d, work;dur=\d+\.\d\d$/);
+      const t = parseServerTiming(a.headers['server-timing']!);
+      expect(Object.keys(t)).toEqual(['receive', 'queue', 'work']);
+      expect(t.work!).toBeGreaterThan(0);
+      expect(t.receive! + t.queue! + t.work!).toBeLessThanOrEqual(elapsed);
+    }
+    // A worker's refusal went through every phase; a refusal from the headers alone reached none.
+    const gif = await protect(imageForm(GIF, 'a.gif', 'image/gif'));
+    expect(gif.status).toBe(415);
+    expect(Object.keys(parseServerTiming(gif.headers['server-timing'] ?? ''))).toEqual(['receive', 'queue', 'work']);
+    const anonymous = await protect(images.jpeg, `om_live_${'A'.repeat(43)}`);
+    expect(anonymous.status).toBe(401);
+    expect(anonymous.headers['server-timing']).toBeUndefined();
+  });
+
   it('regression: a failed call\'s RateLimit shows its unit already given back', async () => {
     const { key: fresh } = await server.account({ protect: 10 });
     const failed = await protect(imageForm(GIF, 'a.gif', 'image/gif'), fresh);

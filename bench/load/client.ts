@@ -6,10 +6,11 @@
  * bounded; a request due while the bound is reached is counted as "not sent" rather than delayed.
  *
  * Kept cheap, because it shares the machine with the server: bodies are built once and reused, and
- * responses are only counted (status, Retry-After, byte length), never parsed.
+ * responses are only counted (status, Retry-After, Server-Timing, byte length), their bodies never parsed.
  */
 import { connect, type NetConnectOpts, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
+import { parseServerTiming } from '../../src/http/timing.js';
 import type { PreparedRequest } from './corpus.js';
 import { prng } from './corpus.js';
 
@@ -37,13 +38,24 @@ export interface Outcome {
   bytesIn: number;
   retryAfter: boolean;
   kind: number;
+  /** Milliseconds from the scheduled start to the response's head (status line and headers). */
+  headMs?: number;
+  /** The answer's `Server-Timing` durations by name (ms): optmark's receive, queue and work. */
+  phases?: Record<string, number>;
 }
 
 /** Idle keep-alive connections older than this are dropped, not reused: node:http closes them at 5 s. */
 const IDLE_REUSE_MS = 4000;
 
+/** What the response's head said besides its status, for the outcome. */
+interface HeadInfo {
+  /** performance.now() when the head was complete. */
+  at: number;
+  serverTiming: string | undefined;
+}
+
 interface Pending {
-  finish: (status: number, bytesIn: number, retryAfter: boolean) => void;
+  finish: (status: number, bytesIn: number, retryAfter: boolean, head: HeadInfo | undefined) => void;
   /** The whole request body has been handed to the kernel. */
   written: boolean;
 }
@@ -62,6 +74,7 @@ class Connection {
   #status = 0;
   #retryAfter = false;
   #closeAfter = false;
+  #headInfo: HeadInfo | undefined;
   #remaining = 0;
   #bytes = 0;
   #line = '';
@@ -101,6 +114,7 @@ class Connection {
     this.#status = 0;
     this.#retryAfter = false;
     this.#closeAfter = false;
+    this.#headInfo = undefined;
     this.socket.cork();
     this.socket.write(head);
     this.socket.write(body, () => {
@@ -114,7 +128,7 @@ class Connection {
     this.pending = undefined;
     this.onGone(this);
     if (!this.socket.destroyed) this.socket.destroy();
-    p?.finish(0, this.#bytes, false);
+    p?.finish(0, this.#bytes, false, undefined);
   }
 
   #complete(): void {
@@ -130,7 +144,7 @@ class Connection {
       this.onGone(this);
       this.socket.destroy();
     }
-    p.finish(this.#status, this.#bytes, this.#retryAfter);
+    p.finish(this.#status, this.#bytes, this.#retryAfter, this.#headInfo);
   }
 
   /** Parses `buf[0, end)`, which is valid only during this call (the read buffer is shared and reused). */
@@ -205,6 +219,8 @@ class Connection {
     this.#status = Number(/^HTTP\/1\.[01] (\d{3})/.exec(lines[0] ?? '')?.[1] ?? 0);
     let length: number | undefined;
     let chunked = false;
+    const info: HeadInfo = { at: performance.now(), serverTiming: undefined };
+    this.#headInfo = info;
     for (let i = 1; i < lines.length; i++) {
       const line = lines[i]!;
       const colon = line.indexOf(':');
@@ -215,6 +231,7 @@ class Connection {
       else if (name === 'transfer-encoding') chunked = /chunked/i.test(value);
       else if (name === 'retry-after') this.#retryAfter = true;
       else if (name === 'connection') this.#closeAfter = /close/i.test(value);
+      else if (name === 'server-timing') info.serverTiming = info.serverTiming === undefined ? value : `${info.serverTiming}, ${value}`;
     }
     if (this.#status === 204 || this.#status === 304) {
       this.#mode = 'length'; // no body, whatever the headers say
@@ -290,10 +307,10 @@ export class Client {
       const timer = setTimeout(() => conn.socket.destroy(), timeoutMs);
       const pending: Pending = {
         written: false,
-        finish: (status, bytesIn, retryAfter) => {
+        finish: (status, bytesIn, retryAfter, head) => {
           clearTimeout(timer);
           const now = performance.now();
-          resolve({
+          const outcome: Outcome = {
             status,
             latencyMs: now - (t0 + scheduledAt),
             lagMs: sentAt - (t0 + scheduledAt),
@@ -302,7 +319,12 @@ export class Client {
             bytesIn,
             retryAfter,
             kind,
-          });
+          };
+          if (head) {
+            outcome.headMs = head.at - (t0 + scheduledAt);
+            if (head.serverTiming !== undefined) outcome.phases = parseServerTiming(head.serverTiming);
+          }
+          resolve(outcome);
         },
       };
       conn.send(this.#head(req), req.body, pending);

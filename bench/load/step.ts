@@ -83,6 +83,55 @@ export interface StepResult {
   queueReference: QueueReference | undefined;
   /** Per request kind (mix): count and latency of 2xx answers. */
   byKind: Array<{ label: string; ok: number; latencyMs: Latency | undefined }>;
+  /** Where the latency of 2xx answers went, when the server reported its phases (Server-Timing). */
+  phases: PhaseBreakdown | undefined;
+}
+
+/**
+ * The parts of one answer's latency, ms: `receive`, `queue` and `work` are the server's own phases from
+ * its Server-Timing header (src/http/timing.ts); `outside` is the rest until the answer's head arrived
+ * (the generator's send lag, the request's way to the server's first callback, and the head's way
+ * back); `read` is from the head to the answer's last byte (its transfer to the generator).
+ */
+export const PHASE_PARTS = ['outside', 'receive', 'queue', 'work', 'read'] as const;
+export type PhasePart = (typeof PHASE_PARTS)[number];
+export type PhaseTimes = Record<PhasePart, number>;
+
+export interface PhaseBreakdown {
+  /** 2xx answers that carried the server's phases. */
+  answers: number;
+  /** Mean of each part over the answers from p40 to p60 of latency (the typical answer). */
+  middle: PhaseTimes;
+  /** Mean of each part over the answers at or above the step's p99 latency (the tail), and how many. */
+  slowest: PhaseTimes;
+  slowestCount: number;
+  /** p99 of each part on its own. */
+  p99: PhaseTimes;
+}
+
+/** One answer's parts, or undefined when it did not carry the server's three phases. */
+export function phaseTimes(o: Outcome): PhaseTimes | undefined {
+  const p = o.phases;
+  if (!p || o.headMs === undefined || p.receive === undefined || p.queue === undefined || p.work === undefined) return undefined;
+  return { outside: o.headMs - p.receive - p.queue - p.work, receive: p.receive, queue: p.queue, work: p.work, read: o.latencyMs - o.headMs };
+}
+
+/** The breakdown of a step's 2xx answers; undefined when none carried the server's phases. */
+export function phaseBreakdown(answers: Outcome[]): PhaseBreakdown | undefined {
+  const rows = answers.map((o) => ({ latency: o.latencyMs, t: phaseTimes(o) })).filter((r): r is { latency: number; t: PhaseTimes } => r.t !== undefined);
+  if (rows.length === 0) return undefined;
+  rows.sort((a, b) => a.latency - b.latency);
+  const n = rows.length;
+  const mean = (part: typeof rows): PhaseTimes => {
+    const out = Object.fromEntries(PHASE_PARTS.map((k) => [k, 0])) as PhaseTimes;
+    for (const r of part) for (const k of PHASE_PARTS) out[k] += r.t[k] / part.length;
+    return out;
+  };
+  const p99At = Math.min(n - 1, Math.max(0, Math.ceil(0.99 * n) - 1));
+  const slowest = rows.slice(p99At);
+  const middle = rows.slice(Math.floor(0.4 * n), Math.max(Math.floor(0.4 * n) + 1, Math.ceil(0.6 * n)));
+  const p99 = Object.fromEntries(PHASE_PARTS.map((k) => [k, latency(rows.map((r) => r.t[k]))!.p99])) as PhaseTimes;
+  return { answers: n, middle: mean(middle), slowest: mean(slowest), slowestCount: slowest.length, p99 };
 }
 
 export function latency(values: number[]): Latency | undefined {
@@ -169,6 +218,7 @@ function summarise(outcomes: Outcome[], requests: readonly PreparedRequest[], pl
   let bytesOut = 0;
   const other: Record<string, number> = {};
   const okLatency: number[] = [];
+  const okOutcomes: Outcome[] = [];
   const lags: number[] = [];
   const perKind = requests.map(() => [] as number[]);
   for (const o of outcomes) {
@@ -187,6 +237,7 @@ function summarise(outcomes: Outcome[], requests: readonly PreparedRequest[], pl
     else if (o.status >= 200 && o.status < 300) {
       ok++;
       okLatency.push(o.latencyMs);
+      okOutcomes.push(o);
       perKind[o.kind]!.push(o.latencyMs);
     } else if (o.status === 503) {
       overloaded++;
@@ -248,5 +299,6 @@ function summarise(outcomes: Outcome[], requests: readonly PreparedRequest[], pl
     queueReference:
       costs.cpuS === undefined || ok === 0 ? undefined : idealQueue(plan.rate, ((costs.cpuS + costs.generatorCpuS) * 1000) / served, availableParallelism(), plan.arrivals, plan.seed),
     byKind: requests.map((r, k) => ({ label: r.label, ok: perKind[k]!.length, latencyMs: latency(perKind[k]!) })),
+    phases: phaseBreakdown(okOutcomes),
   };
 }

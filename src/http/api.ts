@@ -19,6 +19,7 @@ import { MULTIPART_SLACK_BYTES } from '../config.js';
 import { checkContentType } from '../pipeline/upload.js';
 import { BodyReceiver } from './receive.js';
 import { Exchange, type Headers } from './respond.js';
+import { Phases } from './timing.js';
 
 export interface ApiDeps {
   store: Store;
@@ -64,6 +65,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
   const id = requestId(req.getHeader('x-request-id'), randomUUID);
   const route = `/api/v1/${operation}`;
   const ex = new Exchange(res, id, route, process.hrtime.bigint());
+  const phases = new Phases(ex.started);
   const { store, pool, metrics, log, inflight } = deps;
   const arena = pool.arena;
   if (!arena) throw new Error('the API needs a pool with an arena');
@@ -105,7 +107,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     const seconds = Number(process.hrtime.bigint() - ex.started) / 1e9;
     const status = ex.aborted && !ex.answered ? 499 : ex.status;
     metrics.observe(route, status, seconds, receiver?.received ?? 0, ex.sent);
-    log.info({ reqId: id, route, status, ms: Math.round(seconds * 1000), in: receiver?.received ?? 0, out: ex.sent, account: accountId }, 'request');
+    log.info({ reqId: id, route, status, ms: Math.round(seconds * 1000), ...phases.fields(), in: receiver?.received ?? 0, out: ex.sent, account: accountId }, 'request');
     if (--inflight.count === 0) inflight.idle();
   };
 
@@ -114,7 +116,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     settle(false);
     const shape = toErrorShape(busyAsOverload(err));
     if (shape.code === 'internal_error') log.error({ reqId: id, err }, 'unexpected failure');
-    const headers: Headers = { ...rlHeaders() };
+    const headers: Headers = { ...rlHeaders(), ...phases.headers() };
     if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
     if (err instanceof QuotaExceededError) headers['Retry-After'] = String(err.retryAfter);
     void ex.error(shape.code, shape.message, headers).then(() => finish(false));
@@ -180,6 +182,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
   });
   rx.done.then(
     async (upload) => {
+      phases.received();
       if (ex.aborted) return;
       // Hand the unused tail of the upload's range back before the worker runs. The image inside the
       // body is smaller than the body, so an answer for the body's length has room for it.
@@ -196,6 +199,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
         throw err;
       }
       memory.returned(true);
+      phases.worked(result.workMs);
       memory.free(input);
       if (!result.ok) {
         if (result.detail) log.error({ reqId: id, detail: result.detail }, 'worker failure');
@@ -207,7 +211,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
         if (output) memory.free(output);
         body = result.body;
       } else throw new Error('worker answered with the wrong result kind');
-      const delivered = await ex.json(200, body, rlHeaders());
+      const delivered = await ex.json(200, body, { ...rlHeaders(), ...phases.headers() });
       finish(delivered);
     },
     (err: unknown) => {

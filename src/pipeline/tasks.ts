@@ -79,7 +79,8 @@ export interface WarmupResult {
   threadId: number;
 }
 
-export type TaskResult = BodyResult | ArenaBodyResult | MarkResult | WarmupResult | TaskFailure;
+/** Every result carries the worker's own time on the task, for the answer's Server-Timing. */
+export type TaskResult = (BodyResult | ArenaBodyResult | MarkResult | WarmupResult | TaskFailure) & { workMs?: number };
 
 /** What every worker is started with (piscina workerData). */
 export interface WorkerInit {
