@@ -8,7 +8,7 @@ import { join } from 'node:path';
 import type { MixWeights } from './corpus.js';
 import type { Floors } from './floor.js';
 import type { MemoryResult } from './memory.js';
-import type { StepResult } from './step.js';
+import { PHASE_PARTS, type PhaseBreakdown, type PhaseTimes, type StepResult } from './step.js';
 
 export interface ProfileRow {
   target: string;
@@ -45,6 +45,8 @@ export interface ScenarioSummary {
   medianTailRatio: number | undefined;
   tailSteps: number;
   tailArrivals: string;
+  /** The step with the worst p99/p50 among those, and where its answers' time went (Server-Timing). */
+  worstTailStep?: { offeredRps: number; ratio: number; phases: PhaseBreakdown | undefined };
   /** The transport baseline's p99/p50 at the same shares of its own capacity, when it ran. */
   transportBaselineTail?: { worst: number; median: number; steps: number };
   /** The same band of the main (Poisson) steps when the constant-rate pass ran: measured and ideal-queue p99/p50. */
@@ -159,7 +161,9 @@ export function summarise(sc: ScenarioResult, p99TargetMs: number, arrivals: str
   const cpu = median((unsaturated.length ? unsaturated : sc.steps).map((s) => s.server.cpuMsPerRequest).filter((x): x is number => x !== undefined));
   const band = (steps: StepResult[]): StepResult[] => steps.filter((s) => !s.saturated && s.offeredRps <= TAIL_BAND * maxAchieved && s.latencyMs);
   const constant = sc.constantRateSteps?.length ? band(sc.constantRateSteps) : undefined;
-  const tails = (constant ?? band(sc.steps)).map(tailRatio);
+  const tailBand = constant ?? band(sc.steps);
+  const tails = tailBand.map(tailRatio);
+  const worstStep = tailBand.reduce<StepResult | undefined>((w, x) => (w === undefined || tailRatio(x) > tailRatio(w) ? x : w), undefined);
   const main = band(sc.steps);
   const ideals = main.map(idealRatio).filter((x): x is number => x !== undefined);
   const peaks = sc.steps.map((s) => s.server.peakRssMiB).filter((x): x is number => x !== undefined);
@@ -176,6 +180,7 @@ export function summarise(sc: ScenarioResult, p99TargetMs: number, arrivals: str
     medianTailRatio: median(tails),
     tailSteps: tails.length,
     tailArrivals: constant ? 'uniform' : arrivals,
+    worstTailStep: worstStep ? { offeredRps: worstStep.offeredRps, ratio: tailRatio(worstStep), phases: worstStep.phases } : undefined,
     transportBaselineTail: baselineTails.length ? { worst: Math.max(...baselineTails), median: median(baselineTails)!, steps: baselineTails.length } : undefined,
     poissonTail:
       constant && main.length
@@ -191,6 +196,27 @@ export function summarise(sc: ScenarioResult, p99TargetMs: number, arrivals: str
 }
 
 const f = (x: number | undefined, digits = 1): string => (x === undefined || !Number.isFinite(x) ? 'n/a' : x.toFixed(digits));
+
+/** What the slowest 1% of the worst tail step spent beyond the middle answers, part by part, largest first. */
+function tailShare(w: ScenarioSummary['worstTailStep']): string {
+  const b = w?.phases;
+  if (!w || !b) return '';
+  const extra = PHASE_PARTS.map((k) => [k, b.slowest[k] - b.middle[k]] as const).sort((x, y) => y[1] - x[1]);
+  const total = extra.reduce((a, [, v]) => a + v, 0);
+  return `; at ${f(w.offeredRps)} req/s (${f(w.ratio, 2)}x) the slowest 1% took ${f(total)} ms more than the middle answers: ${extra.map(([k, v]) => `${k} ${v >= 0 ? '+' : ''}${f(v)}`).join(', ')}`;
+}
+
+/** The parts of the worst tail step's latency: middle answers, the slowest 1%, and each part's own p99. */
+function phaseTable(b: PhaseBreakdown): string {
+  const sum = (t: PhaseTimes): number => PHASE_PARTS.reduce((a, k) => a + t[k], 0);
+  return table(
+    ['part', 'middle answers (p40-p60), mean ms', `slowest 1% (${b.slowestCount}), mean ms`, 'difference', "the part's own p99 ms"],
+    [
+      ...PHASE_PARTS.map((k) => [k, f(b.middle[k], 2), f(b.slowest[k], 2), f(b.slowest[k] - b.middle[k], 2), f(b.p99[k], 2)]),
+      ['total', f(sum(b.middle), 2), f(sum(b.slowest), 2), f(sum(b.slowest) - sum(b.middle), 2), ''],
+    ],
+  );
+}
 
 /** Fills each scenario's summary and judges the capacity targets. */
 export function evaluateTargets(report: LoadReport): Target[] {
@@ -253,6 +279,7 @@ export function evaluateTargets(report: LoadReport): Target[] {
             (sm.transportBaselineTail
               ? ` (the transport baseline, optmark's transport and bytes with SHA-256 only, at the same shares of its own capacity: worst ${f(sm.transportBaselineTail.worst, 2)}x, median ${f(sm.transportBaselineTail.median, 2)}x)`
               : '') +
+            tailShare(sm.worstTailStep) +
             (p ? `; with Poisson arrivals worst ${f(p.worst, 2)}x, median ${f(p.median, 2)}x, against ${f(p.worstIdeal, 2)}x and ${f(p.medianIdeal, 2)}x for the ideal queue at the same rates` : '')
           );
         })
@@ -438,6 +465,21 @@ export function markdown(r: LoadReport): string {
       }
     }
     lines.push('');
+  }
+
+  const broken = r.scenarios.filter((s) => s.target === 'optmark' && s.summary?.worstTailStep?.phases);
+  if (broken.length) {
+    lines.push('## Where the tail goes', '');
+    lines.push(
+      "Each answer's latency in parts: optmark's own phases from its Server-Timing header (`receive`: headers to the last body byte; `queue`: waiting for a worker and the hand-overs; `work`: the worker's own time), " +
+        '`outside`: the rest until the answer\'s head reached the generator (its send lag, the way in, the head\'s way back), `read`: the answer\'s transfer after its head. ' +
+        'Shown for the step with the worst p99/p50 of each scenario below 80% of its best achieved rate.',
+      '',
+    );
+    for (const s of broken) {
+      const w = s.summary!.worstTailStep!;
+      lines.push(`### ${s.scenario} at ${f(w.offeredRps)} req/s (p99/p50 ${f(w.ratio, 2)}x, ${w.phases!.answers} answers)`, '', phaseTable(w.phases!), '');
+    }
   }
 
   const prot = r.scenarios.find((s) => s.scenario === 'protect' && s.target === 'optmark');
