@@ -25,6 +25,8 @@ export async function startService(config: Config, announce: (text: string) => v
     defaultProtectLimit: config.defaultProtectLimit,
     defaultVerifyLimit: config.defaultVerifyLimit,
   });
+  // Checkpoint syncs stall whatever thread commits; keep them off the event loop.
+  store.startBackgroundCheckpoints({ onError: (err) => log.error({ err }, 'store checkpointer failed; the event loop checkpoints again') });
   if (config.bootstrap) {
     const boot = store.bootstrapIfEmpty();
     if (boot) {
@@ -70,6 +72,7 @@ export async function startService(config: Config, announce: (text: string) => v
         const { unfinished } = await server.shutdown(config.shutdownTimeoutMs);
         if (unfinished > 0) log.warn({ unfinished }, 'shutdown deadline passed with requests in flight');
         await pool.close();
+        await store.stopBackgroundCheckpoints();
         store.close();
         log.info('stopped');
         log.flush();

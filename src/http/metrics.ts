@@ -1,6 +1,7 @@
 /** Prometheus metrics (prom-client) of the HTTP service and its worker pool. */
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { PoolStats } from '../pool/pool.js';
+import type { CheckpointStats } from '../store/index.js';
 
 export class Metrics {
   readonly registry = new Registry();
@@ -35,7 +36,7 @@ export class Metrics {
     registers: [this.registry],
   });
 
-  constructor(poolStats: () => PoolStats) {
+  constructor(poolStats: () => PoolStats, checkpointStats: () => CheckpointStats | undefined = () => undefined) {
     collectDefaultMetrics({ register: this.registry, prefix: 'optmark_' });
     const stat = (name: string, help: string, pick: (s: PoolStats) => number): void => {
       new Gauge({
@@ -52,6 +53,22 @@ export class Metrics {
     stat('optmark_pool_queue_depth', 'Tasks waiting for a worker.', (s) => s.queued);
     stat('optmark_pool_utilization_ratio', 'Share of pool capacity used since start (piscina utilization).', (s) => s.utilization);
     stat('optmark_pool_completed_tasks', 'Tasks completed since start.', (s) => s.completed);
+    const store = (name: string, help: string, pick: (s: CheckpointStats) => number): void => {
+      new Gauge({
+        name,
+        help,
+        registers: [this.registry],
+        collect() {
+          const s = checkpointStats();
+          if (s) this.set(pick(s));
+        },
+      });
+    };
+    store('optmark_store_checkpointer_running', 'The store checkpointer thread runs (1); 0 = the event loop checkpoints itself.', (s) => (s.running ? 1 : 0));
+    store('optmark_store_checkpoints', 'Background WAL checkpoints since start.', (s) => s.runs);
+    store('optmark_store_checkpoint_last_seconds', 'Duration of the last background WAL checkpoint.', (s) => s.lastMs / 1000);
+    store('optmark_store_checkpoint_max_seconds', 'Longest background WAL checkpoint since start.', (s) => s.maxMs / 1000);
+    store('optmark_store_wal_frames', 'Frames in the WAL at the last background checkpoint.', (s) => s.walFrames);
   }
 
   observe(route: string, status: number, seconds: number, bytesIn: number, bytesOut: number): void {

@@ -9,6 +9,7 @@
 import { join } from 'node:path';
 import { defaultMessage } from '../errors.js';
 import { parseAuthorization, type AuthFailureCode } from './auth.js';
+import { BackgroundCheckpoints, type CheckpointStats } from './checkpoints.js';
 import { openDatabase, type Db } from './db.js';
 import { StoreError } from './errors.js';
 import {
@@ -27,6 +28,7 @@ export { parseAuthorization, wwwAuthenticate, type AuthFailureCode } from './aut
 export { KEY_PREFIX, isWellFormedKey } from './keys.js';
 export { monthOf, rateLimitHeaders, OPERATIONS, type Operation, type QuotaState } from './quota.js';
 export { SCHEMA_VERSION } from './db.js';
+export type { CheckpointStats } from './checkpoints.js';
 
 export type Plan = 'free' | 'pro' | 'lifetime';
 export const PLANS: readonly Plan[] = ['free', 'pro', 'lifetime'];
@@ -130,6 +132,7 @@ export class Store {
   readonly #defaults: Record<Operation, number>;
   /** Reservations not yet committed or refunded: what makes commit/refund idempotent per object. */
   readonly #pending = new WeakSet<Reservation>();
+  #checkpoints: BackgroundCheckpoints | undefined;
 
   readonly #authByHash;
   readonly #touchKey;
@@ -163,6 +166,10 @@ export class Store {
     // The whole reservation is this one statement, so it is atomic against every other connection:
     // a new month's row starts at 1 if the limit allows any unit, an existing row grows only while
     // below the limit; no row returned = over the limit (or no such account).
+    // Writes with RETURNING are read with .all(), never .get(): .get() stops at the first row and the
+    // statement ends in a reset, which commits without calling SQLite's WAL hook, so the WAL is never
+    // checkpointed or rewound by them (it grew by a page per request, with one large sync whenever some
+    // other write did call the hook).
     this.#reserve = db.prepare<[CounterParams], { used: number; lim: number }>(
       `INSERT INTO usage_counters (account_id, month, operation, used)
          SELECT a.id, :month, :op, 1 FROM accounts a WHERE a.id = :account AND ${LIMIT_OF_A} > 0
@@ -252,7 +259,7 @@ export class Store {
    */
   reserve(accountId: number, op: Operation, now: Date = new Date()): ReserveResult {
     const month = monthOf(now);
-    const taken = this.#reserve.get({ account: accountId, month, op, fallback: this.#defaults[op] });
+    const [taken] = this.#reserve.all({ account: accountId, month, op, fallback: this.#defaults[op] });
     if (!taken) return { ok: false, state: this.#state(accountId, op, month, now) };
     const reservation: Reservation = Object.freeze({ accountId, operation: op, month });
     this.#pending.add(reservation);
@@ -304,7 +311,7 @@ export class Store {
     }
     checkPlan(plan);
     try {
-      return this.#toAccount(this.#insertAccount.get(name, plan, now.toISOString())!);
+      return this.#toAccount(this.#insertAccount.all(name, plan, now.toISOString())[0]!);
     } catch (err) {
       if (isSqliteError(err, 'SQLITE_CONSTRAINT_UNIQUE')) {
         throw new StoreError('duplicate_account', `an account named "${name}" already exists (names ignore case)`);
@@ -355,7 +362,7 @@ export class Store {
     const row = this.#row(accountName);
     const key = generateKey();
     const prefix = displayPrefix(key);
-    const { id } = this.#insertKey.get(row.id, hashKey(key), prefix, now.toISOString())!;
+    const { id } = this.#insertKey.all(row.id, hashKey(key), prefix, now.toISOString())[0]!;
     return { key, prefix, id };
   }
 
@@ -379,6 +386,25 @@ export class Store {
     const m = month === undefined ? monthOf(now) : parseMonth(month);
     const { id } = this.#row(accountName);
     return { month: m, protect: this.#state(id, 'protect', m, now), verify: this.#state(id, 'verify', m, now) };
+  }
+
+  /**
+   * Moves WAL checkpoints to a thread of their own (src/store/checkpoints.ts), for a connection whose
+   * commits run on an event loop: the server's. `onError` hears when the thread fails (the connection
+   * then checkpoints itself, as by default). Stop with stopBackgroundCheckpoints() before close().
+   */
+  startBackgroundCheckpoints(options: { intervalMs?: number; onError?: (err: Error) => void } = {}): void {
+    if (this.#checkpoints || this.file === ':memory:') return;
+    this.#checkpoints = new BackgroundCheckpoints(this.#db, this.file, options);
+  }
+
+  async stopBackgroundCheckpoints(): Promise<void> {
+    await this.#checkpoints?.stop();
+  }
+
+  /** The checkpointer's figures, while one was started. */
+  get checkpointStats(): CheckpointStats | undefined {
+    return this.#checkpoints?.stats;
   }
 
   /** Closes the database (checkpointing the WAL if this is the last connection). */

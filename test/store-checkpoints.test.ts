@@ -1,0 +1,109 @@
+// WAL checkpoints on a thread of their own (src/store/checkpoints.ts), as the server runs them: the
+// counters reach the database file without the connection checkpointing, the WAL rewinds when writes
+// pause, and without the thread the connection checkpoints itself again.
+import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { pathToFileURL } from 'node:url';
+import Database from 'better-sqlite3';
+import { afterEach, describe, expect, it } from 'vitest';
+import type { Store } from '../src/store/index.js';
+import { ROOT, requireBuild, waitFor } from './helpers/server.js';
+
+const dirs: string[] = [];
+afterEach(() => {
+  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
+});
+
+async function openStore(): Promise<{ store: Store; dir: string; account: number }> {
+  requireBuild(); // the checkpointer is a worker thread: it runs from the build
+  const { Store: BuiltStore } = (await import(pathToFileURL(join(ROOT, 'dist', 'src', 'store', 'index.js')).href)) as typeof import('../src/store/index.js');
+  const dir = mkdtempSync(join(tmpdir(), 'optmark-ckpt-'));
+  dirs.push(dir);
+  const store = BuiltStore.open({ dataDir: dir, defaultProtectLimit: 1_000_000, defaultVerifyLimit: 1_000_000 });
+  const account = store.createAccount('acme', 'pro').id;
+  // The schema into the database file, so that the file alone can be read.
+  const db = new Database(join(dir, 'optmark.db'));
+  db.pragma('wal_checkpoint(TRUNCATE)');
+  db.close();
+  return { store, dir, account };
+}
+
+/** The protect counter as the database file alone holds it, without the WAL: what checkpoints copied. */
+function counterInFile(dir: string): number {
+  const copy = join(dir, 'file-only.db');
+  copyFileSync(join(dir, 'optmark.db'), copy);
+  const db = new Database(copy, { readonly: true });
+  try {
+    return (db.prepare("SELECT coalesce(sum(used), 0) AS n FROM usage_counters WHERE operation = 'protect'").get() as { n: number }).n;
+  } finally {
+    db.close();
+  }
+}
+
+function reserve(store: Store, account: number, n: number): void {
+  for (let i = 0; i < n; i++) {
+    const r = store.reserve(account, 'protect');
+    if (!r.ok) throw new Error('over the limit');
+    store.commit(r.reservation);
+  }
+}
+
+describe('background checkpoints', () => {
+  it('copy the counters into the database file, and the WAL rewinds once writes pause', async () => {
+    const { store, dir, account } = await openStore();
+    store.startBackgroundCheckpoints({ intervalMs: 50 });
+    try {
+      // 1500 commits: past SQLite's default of 1000 pages, below the connection's own bound.
+      reserve(store, account, 1500);
+      const before = store.checkpointStats!.runs;
+      await waitFor('two checkpoints after the writes', () => (store.checkpointStats!.runs >= before + 2 ? true : undefined));
+      expect(store.checkpointStats!.walFrames).toBeGreaterThanOrEqual(1500);
+      expect(counterInFile(dir)).toBe(1500);
+      // Every frame was copied while nothing was written: the next commit starts the WAL over.
+      reserve(store, account, 1);
+      const after = store.checkpointStats!.runs;
+      await waitFor('a checkpoint after the rewind', () => (store.checkpointStats!.runs > after ? true : undefined));
+      expect(store.checkpointStats!.walFrames).toBeLessThan(10);
+      expect(counterInFile(dir)).toBe(1501);
+      expect(store.checkpointStats!.running).toBe(true);
+    } finally {
+      await store.stopBackgroundCheckpoints();
+      store.close();
+    }
+  });
+
+  it('under writes that never pause, the connection\'s own bound rewinds the WAL at 16384 pages', async () => {
+    const { store, dir, account } = await openStore();
+    store.startBackgroundCheckpoints({ intervalMs: 60_000 });
+    try {
+      reserve(store, account, 20_000);
+      const wal = readFileSync(join(dir, 'optmark.db-wal'));
+      expect(wal.readUInt32BE(12)).toBeGreaterThanOrEqual(1); // rewound
+      expect(wal.length).toBeLessThanOrEqual(32 + 16_500 * (wal.readUInt32BE(8) + 24));
+    } finally {
+      await store.stopBackgroundCheckpoints();
+      store.close();
+    }
+  });
+
+  it('stopped, leave the connection checkpointing itself every 1000 pages, as SQLite does by default', async () => {
+    const { store, dir, account } = await openStore();
+    store.startBackgroundCheckpoints({ intervalMs: 60_000 });
+    try {
+      // The thread has not run yet, and the connection leaves checkpoints to it.
+      reserve(store, account, 1200);
+      expect(counterInFile(dir)).toBe(0);
+      await store.stopBackgroundCheckpoints();
+      expect(store.checkpointStats!.running).toBe(false);
+      reserve(store, account, 1200);
+      const inFile = counterInFile(dir);
+      expect(inFile).toBeGreaterThan(1200);
+      expect(inFile).toBeLessThanOrEqual(2400);
+      // Closing the last connection checkpoints the rest.
+    } finally {
+      store.close();
+    }
+    expect(counterInFile(dir)).toBe(2400);
+  });
+});
