@@ -1,7 +1,7 @@
 // WAL checkpoints on a thread of their own (src/store/checkpoints.ts), as the server runs them: the
 // counters reach the database file without the connection checkpointing, the WAL rewinds when writes
 // pause, and without the thread the connection checkpoints itself again.
-import { copyFileSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { copyFileSync, mkdtempSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
@@ -85,6 +85,28 @@ describe('background checkpoints', () => {
       await store.stopBackgroundCheckpoints();
       store.close();
     }
+  });
+
+  it('a failed checkpointer is reported once and the connection checkpoints itself again', async () => {
+    const { store, dir, account } = await openStore();
+    const file = join(dir, 'optmark.db');
+    renameSync(file, `${file}.away`); // the thread cannot open the file; this connection keeps its own
+    const errors: Error[] = [];
+    store.startBackgroundCheckpoints({ intervalMs: 50, onError: (err) => errors.push(err) });
+    try {
+      await waitFor('the checkpointer to fail', () => (store.checkpointStats!.running ? undefined : true));
+      renameSync(`${file}.away`, file);
+      expect(errors).toHaveLength(1);
+      expect(store.checkpointStats!.failures).toBe(1);
+      reserve(store, account, 1);
+      const rewinds = readFileSync(join(dir, 'optmark.db-wal')).readUInt32BE(12);
+      reserve(store, account, 1200); // past 1000 pages: checkpointed and rewound by this connection
+      expect(readFileSync(join(dir, 'optmark.db-wal')).readUInt32BE(12)).toBeGreaterThan(rewinds);
+      await store.stopBackgroundCheckpoints(); // nothing left to stop: returns
+    } finally {
+      store.close();
+    }
+    expect(counterInFile(dir)).toBe(1201);
   });
 
   it('stopped, leave the connection checkpointing itself every 1000 pages, as SQLite does by default', async () => {

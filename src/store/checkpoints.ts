@@ -92,7 +92,7 @@ export class BackgroundCheckpoints {
         this.#stats.running = false;
         // Stopped or failed: the connection checkpoints itself again, as SQLite does by default.
         if (this.#db.open) this.#db.pragma(`wal_autocheckpoint = ${DEFAULT_AUTOCHECKPOINT_PAGES}`);
-        if (!this.#stopping) options.onError?.(new Error('the store checkpointer stopped'));
+        if (!this.#stopping && this.#stats.failures === 0) options.onError?.(new Error('the store checkpointer stopped'));
         resolve();
       });
     });
