@@ -33,6 +33,7 @@ interface Step {
   mbInPerS: number;
   mbOutPerS: number;
   latencyMs: { p50: number; p95: number; p99: number; max: number };
+  phases?: { answers: number; middle: Record<string, number>; slowest: Record<string, number>; slowestCount: number };
   server: {
     cpuS: number | null;
     cpuMsPerRequest: number | null;
@@ -87,6 +88,13 @@ describe('bench load --smoke', () => {
         expect(typeof step.generator.cpuMsPerRequest).toBe('number');
         expect(step.arrivals).toBe('poisson');
         expect(step.warmupS).toBe(0.5);
+        // optmark's answers carry their phases (Server-Timing); the naive server's carry none.
+        if (sc.target === 'optmark') {
+          expect(step.phases!.answers).toBe(step.ok);
+          expect(step.phases!.slowestCount).toBeGreaterThanOrEqual(1);
+          expect(Object.keys(step.phases!.middle).sort()).toEqual(['outside', 'queue', 'read', 'receive', 'work']);
+          expect(step.phases!.middle.work).toBeGreaterThan(0);
+        } else expect(step.phases).toBeUndefined();
         if (process.platform === 'linux') {
           expect(typeof step.server.cpuS).toBe('number');
           expect(step.server.peakRssMiB).toBeGreaterThan(0);
@@ -143,7 +151,7 @@ describe('bench load --smoke', () => {
     expect(report.memory.peakRssMiB).toBeGreaterThan(0);
 
     const md = readFileSync(join(out, 'load-report.md'), 'utf8');
-    for (const h of ['# optmark capacity report', '## Summary', '## Targets', '## Steps', '## Memory under pressure', 'load-latency.svg']) expect(md).toContain(h);
+    for (const h of ['# optmark capacity report', '## Summary', '## Targets', '## Steps', '## Where the tail goes', '## Memory under pressure', 'load-latency.svg']) expect(md).toContain(h);
     const svg = readFileSync(join(out, 'load-latency.svg'), 'utf8');
     expect(svg.startsWith('<svg')).toBe(true);
     expect(svg.trimEnd().endsWith('</svg>')).toBe(true);
