@@ -38,32 +38,25 @@ export class Metrics {
 
   constructor(poolStats: () => PoolStats, checkpointStats: () => CheckpointStats | undefined = () => undefined) {
     collectDefaultMetrics({ register: this.registry, prefix: 'optmark_' });
-    const stat = (name: string, help: string, pick: (s: PoolStats) => number): void => {
+    // A gauge read at scrape time; left unset while `read` has nothing (no checkpointer started).
+    const gauge = <T>(read: () => T | undefined, name: string, help: string, pick: (s: T) => number): void => {
       new Gauge({
         name,
         help,
         registers: [this.registry],
         collect() {
-          this.set(pick(poolStats()));
+          const s = read();
+          if (s !== undefined) this.set(pick(s));
         },
       });
     };
+    const stat = (name: string, help: string, pick: (s: PoolStats) => number): void => gauge(poolStats, name, help, pick);
     stat('optmark_pool_threads', 'Worker threads in the pool.', (s) => s.threads);
     stat('optmark_pool_running_tasks', 'Tasks running on workers.', (s) => s.running);
     stat('optmark_pool_queue_depth', 'Tasks waiting for a worker.', (s) => s.queued);
     stat('optmark_pool_utilization_ratio', 'Share of pool capacity used since start (piscina utilization).', (s) => s.utilization);
     stat('optmark_pool_completed_tasks', 'Tasks completed since start.', (s) => s.completed);
-    const store = (name: string, help: string, pick: (s: CheckpointStats) => number): void => {
-      new Gauge({
-        name,
-        help,
-        registers: [this.registry],
-        collect() {
-          const s = checkpointStats();
-          if (s) this.set(pick(s));
-        },
-      });
-    };
+    const store = (name: string, help: string, pick: (s: CheckpointStats) => number): void => gauge(checkpointStats, name, help, pick);
     store('optmark_store_checkpointer_running', 'The store checkpointer thread runs (1); 0 = the event loop checkpoints itself.', (s) => (s.running ? 1 : 0));
     store('optmark_store_checkpoints', 'Background WAL checkpoints since start.', (s) => s.runs);
     store('optmark_store_checkpoint_last_seconds', 'Duration of the last background WAL checkpoint.', (s) => s.lastMs / 1000);

@@ -38,23 +38,21 @@ export class Phases {
     this.queueMs = roundTrip - (work ?? 0);
   }
 
+  /** The phases reached so far, in order, by name. */
+  #reached(): Array<[name: 'receive' | 'queue' | 'work', ms: number]> {
+    const all = [['receive', this.receiveMs], ['queue', this.queueMs], ['work', this.workMs]] as const;
+    return all.filter((p): p is [(typeof p)[0], number] => p[1] !== undefined);
+  }
+
   /** `{ 'Server-Timing': 'receive;dur=2.41, queue;dur=0.12, work;dur=5.03' }`, or nothing before the body. */
   headers(): Headers {
-    const parts: string[] = [];
-    if (this.receiveMs !== undefined) parts.push(`receive;dur=${this.receiveMs.toFixed(2)}`);
-    if (this.queueMs !== undefined) parts.push(`queue;dur=${this.queueMs.toFixed(2)}`);
-    if (this.workMs !== undefined) parts.push(`work;dur=${this.workMs.toFixed(2)}`);
-    return parts.length ? { 'Server-Timing': parts.join(', ') } : {};
+    const reached = this.#reached();
+    return reached.length ? { 'Server-Timing': reached.map(([name, ms]) => `${name};dur=${ms.toFixed(2)}`).join(', ') } : {};
   }
 
   /** The phases reached, rounded to 0.01 ms, for the log line. */
   fields(): { receiveMs?: number; queueMs?: number; workMs?: number } {
-    const r = (x: number | undefined): number | undefined => (x === undefined ? undefined : Math.round(x * 100) / 100);
-    const out: { receiveMs?: number; queueMs?: number; workMs?: number } = {};
-    if (this.receiveMs !== undefined) out.receiveMs = r(this.receiveMs);
-    if (this.queueMs !== undefined) out.queueMs = r(this.queueMs);
-    if (this.workMs !== undefined) out.workMs = r(this.workMs);
-    return out;
+    return Object.fromEntries(this.#reached().map(([name, ms]) => [`${name}Ms`, Math.round(ms * 100) / 100]));
   }
 }
 

@@ -108,8 +108,7 @@ export class BackgroundCheckpoints {
       this.#stopping = true;
       this.#worker.postMessage('stop');
       const timer = setTimeout(() => void this.#worker.terminate(), STOP_TIMEOUT_MS);
-      await this.#exited;
-      clearTimeout(timer);
+      void this.#exited.then(() => clearTimeout(timer));
     }
     await this.#exited;
   }
