@@ -20,6 +20,7 @@ const COMMANDS: Record<string, CommandEntry> = {
   usage: { summary: "show an account's protect and verify counts for a month", load: () => import('./commands/usage.js') },
   bench: { summary: 'capacity test: `bench load` drives the real server open-loop and writes reports', load: () => import('./commands/bench.js') },
   mark: { summary: 'mark files and folders with the opt-out field and optional layers (provenance, fingerprint)', load: () => import('./commands/mark.js') },
+  verify: { summary: 'verify files and folders: the opt-out field, provenance tag and fingerprint, as the API reports them', load: () => import('./commands/verify.js') },
   'signing-key': { summary: 'rotate and list the provenance signing keys', load: () => import('./commands/signing-key.js') },
 };
 
