@@ -1,5 +1,5 @@
 /**
- * `optmark bench load [options]`: the capacity test (bench/load/). It starts the real server on a
+ * `optmark bench load [options]`: the capacity test (src/capacity/). It starts the real server on a
  * loopback port (or targets --url), drives it open-loop at stepped rates, runs a naive server on the
  * same inputs for ratios, and writes load-report.json, load-report.md and load-latency.svg to --out.
  * The micro-benchmarks run with `npm run bench`.
@@ -104,8 +104,8 @@ export async function main(args: string[]): Promise<number> {
   }
   if (positionals.length) throw new UsageError(`bench load: unexpected argument ${JSON.stringify(positionals[0])}`);
   // Loaded only here: `optmark serve` never pays for the load generator.
-  const { DEFAULTS, runLoad } = await import('../../bench/load/index.js');
-  const { parseMix } = await import('../../bench/load/corpus.js');
+  const { DEFAULTS, runLoad } = await import('../capacity/index.js');
+  const { parseMix } = await import('../capacity/corpus.js');
 
   const scenarioList = list('--scenarios', values.scenarios);
   const scenarios = scenarioList?.[0] === 'none' ? [] : (scenarioList ?? DEFAULTS.scenarios);
