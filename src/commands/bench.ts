@@ -1,5 +1,5 @@
 /**
- * `optmark bench load [options]`: the capacity test (bench/load/). It starts the real server on a
+ * `optmark bench load [options]`: the capacity test (src/capacity/). It starts the real server on a
  * loopback port (or targets --url), drives it open-loop at stepped rates, runs a naive server on the
  * same inputs for ratios, and writes load-report.json, load-report.md and load-latency.svg to --out.
  * The micro-benchmarks run with `npm run bench`.
@@ -44,8 +44,8 @@ async function load(flags: LoadFlags, argv: string[]): Promise<number> {
   for (const s of scenarios) if (!['protect', 'verify', 'mix'].includes(s)) throw new UsageError(`bench load --scenarios: unknown scenario "${s}" (protect, verify, mix, none)`);
   if (flags.url && !flags.key) throw new UsageError('bench load: --url needs --key');
   // Loaded only here: `optmark serve` never pays for the load generator.
-  const { DEFAULTS, runLoad } = await import('../../bench/load/index.js');
-  const { parseMix } = await import('../../bench/load/corpus.js');
+  const { DEFAULTS, runLoad } = await import('../capacity/index.js');
+  const { parseMix } = await import('../capacity/corpus.js');
   let mix = DEFAULTS.mix;
   if (flags.mix !== undefined) {
     try {
