@@ -1,5 +1,5 @@
 /** `optmark account ...`: create and list accounts, change their plan and monthly limits. */
-import { Command, Option } from 'commander';
+import { type Command, Option } from 'commander';
 import { hasApiAccess, type Account, type Plan } from '../store/index.js';
 import { exitWith, limit, UsageError } from './args.js';
 import { printListing, withStore } from './operator.js';

@@ -4,7 +4,7 @@
  * same inputs for ratios, and writes load-report.json, load-report.md and load-latency.svg to --out.
  * The micro-benchmarks run with `npm run bench`.
  */
-import { Command, Option } from 'commander';
+import { type Command, Option } from 'commander';
 import { commaList, exitWith, nonNegativeNumber, positiveNumber, positiveWholeNumber, UsageError, wholeNumber } from './args.js';
 
 interface LoadFlags {
@@ -41,7 +41,8 @@ function rateList(raw: string): number[] {
 
 async function load(flags: LoadFlags, argv: string[]): Promise<number> {
   const scenarios = flags.scenarios?.[0] === 'none' ? [] : (flags.scenarios ?? ['protect', 'verify', 'mix']);
-  for (const s of scenarios) if (!['protect', 'verify', 'mix'].includes(s)) throw new UsageError(`bench load --scenarios: unknown scenario "${s}" (protect, verify, mix, none)`);
+  for (const s of scenarios)
+    if (!['protect', 'verify', 'mix'].includes(s)) throw new UsageError(`bench load --scenarios: unknown scenario "${s}" (protect, verify, mix, none)`);
   if (flags.url && !flags.key) throw new UsageError('bench load: --url needs --key');
   // Loaded only here: `optmark serve` never pays for the load generator.
   const { DEFAULTS, runLoad } = await import('../capacity/index.js');

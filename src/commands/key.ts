@@ -11,7 +11,7 @@ export function register(program: Command): void {
 
   key
     .command('issue')
-    .summary("issue a key for an account")
+    .summary('issue a key for an account')
     .description('Issue a key for an account. Standard output is the key alone (scripts take its last line).')
     .argument('<account>', 'account name')
     .action(async (account: string) => {
@@ -48,7 +48,7 @@ export function register(program: Command): void {
 
   key
     .command('revoke')
-    .summary("revoke a key by its prefix")
+    .summary('revoke a key by its prefix')
     .description('Revoke a key by its prefix (at least 12 characters, as `key list` shows); requests with it are refused from then on.')
     .argument('<key-prefix>', 'the first 12 or more characters of the key')
     .action(async (prefix: string) => {

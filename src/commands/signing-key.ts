@@ -35,7 +35,7 @@ export function register(program: Command): void {
 
   signingKey
     .command('rotate')
-    .summary("make a new current signing key")
+    .summary('make a new current signing key')
     .description('Make a new current signing key; every older public key is kept, so tags signed before stay verifiable (running servers pick it up).')
     .action(async () => {
       exitWith(
@@ -50,7 +50,7 @@ export function register(program: Command): void {
 
   signingKey
     .command('list')
-    .summary("list the signing keys")
+    .summary('list the signing keys')
     .description('The key ids this data directory verifies, and which one signs.')
     .option('--json', 'print JSON instead of a table')
     .action(async (opts: { json?: boolean }) => {
