@@ -7,37 +7,13 @@
  */
 import { mkdirSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
-import { defaultJobs, EXIT_USAGE, laneInit, runCommand } from '../batch/command.js';
+import { type Command, InvalidArgumentError, Option } from 'commander';
+import { defaultJobs, laneInit, runCommand } from '../batch/command.js';
 import { errnoText } from '../batch/files.js';
 import type { Found } from '../batch/sources.js';
 import type { FileJob, FileOutcome } from '../batch/work.js';
 import { loadConfig } from '../config.js';
-import { parseCommandArgs, UsageError, wholeNumber } from './args.js';
-
-export const MARK_HELP = `usage: optmark mark <file-or-folder>... (--out <dir> | --in-place) [options]
-       optmark mark --files-from <list|-> (--out <dir> | --in-place) [options]
-
-  Writes the IPTC/PLUS opt-out field (plus:DataMining = DMI-PROHIBITED-AIMLTRAINING) into every
-  JPEG, PNG and WebP file given, found in the folders (recursively) or listed.
-
-  --out <dir>              write results under <dir>, keeping each file's path relative to its input
-                           folder (a listed path: as listed); outputs get their input's modification time
-  --in-place               replace the input files instead (atomically; nothing else overwrites an input)
-  --provenance             add a provenance tag signed with this server's key (docs/provenance.md)
-  --fingerprint            embed the experimental in-pixel fingerprint first (re-encodes the pixels)
-  --files-from <list|->    read the paths from a file, or from standard input with '-', one a line
-  -0, --null               the list is NUL-separated (find -print0)
-  --jobs <n>               files done at once, each on its own thread (default: the CPUs, here ${'${cpus}'})
-  --skip-existing[=hash]   leave alone outputs already up to date: by size and time (an output
-                           carrying its input's modification time), or with =hash by content
-  --report <file.jsonl>    one JSON line per file as it finishes: input, output, format, bytes,
-                           sha256 of the output, status (done|skipped|failed), code, message ('-': stdout)
-  --fsync                  flush each output to disk before it gets its name (slower; survives power loss)
-  -h, --help               this help
-
-  Exit status: 0 every file marked or skipped, 1 some failed, 2 usage error, 130 interrupted (Ctrl-C
-  finishes the files under way, leaves no partial file and says how far it got).
-`;
+import { exitWith, positiveWholeNumber, UsageError } from './args.js';
 
 export interface MarkOptions {
   inputs: string[];
@@ -53,65 +29,25 @@ export interface MarkOptions {
   fsync: boolean;
 }
 
-export function helpText(): string {
-  return MARK_HELP.replace('${cpus}', String(defaultJobs()));
-}
-
 /** Checks the combination of options; throws UsageError (exit 2). */
 export function checkMarkOptions(o: MarkOptions): MarkOptions {
   if (o.filesFrom !== undefined && o.inputs.length > 0) throw new UsageError('mark: give files and folders or --files-from, not both');
-  if (o.filesFrom === undefined && o.inputs.length === 0) throw new UsageError(`mark: give at least one file or folder (or --files-from)\n\n${helpText()}`);
+  if (o.filesFrom === undefined && o.inputs.length === 0) throw new UsageError('mark: give at least one file or folder (or --files-from)');
   if (o.nul && o.filesFrom === undefined) throw new UsageError('mark: --null applies to --files-from');
   if (o.inPlace && o.out !== undefined) throw new UsageError('mark: --out and --in-place exclude each other');
   if (!o.inPlace && o.out === undefined) throw new UsageError('mark: --out <dir> is required (or --in-place to replace the inputs)');
   if (o.inPlace && o.skipExisting !== undefined) throw new UsageError('mark: --skip-existing applies to --out (in place, a file already marked is left as it is anyway)');
-  if (o.jobs !== undefined && o.jobs < 1) throw new UsageError('mark: --jobs must be at least 1');
   if (o.report !== undefined && o.report === o.filesFrom && o.report !== '-') throw new UsageError('mark: --report and --files-from name the same file');
   return o;
 }
 
-export function skipExistingMode(raw: string | boolean | undefined): 'time' | 'hash' | undefined {
-  if (raw === undefined || raw === false) return undefined;
-  if (raw === true || raw === 'time' || raw === 'size-time') return 'time';
+/** --skip-existing's optional value (commander parser): time (size and time, the default) or hash. */
+export function skipExistingMode(raw: string): 'time' | 'hash' {
+  if (raw === 'time' || raw === 'size-time') return 'time';
   if (raw === 'hash') return 'hash';
-  throw new UsageError(`mark: --skip-existing takes no value or =hash, got ${JSON.stringify(raw)}`);
-}
-
-function parseOptions(args: string[]): MarkOptions | undefined {
-  // --skip-existing is a flag with an optional inline value (=hash): never the next argument.
-  let skip: string | boolean | undefined;
-  const rest: string[] = [];
-  for (const a of args) {
-    if (a === '--skip-existing') skip = true;
-    else if (a.startsWith('--skip-existing=')) skip = a.slice('--skip-existing='.length);
-    else rest.push(a);
-  }
-  const { values, positionals } = parseCommandArgs('mark', rest, {
-    out: { type: 'string' },
-    'in-place': { type: 'boolean' },
-    provenance: { type: 'boolean' },
-    fingerprint: { type: 'boolean' },
-    'files-from': { type: 'string' },
-    null: { type: 'boolean', short: '0' },
-    jobs: { type: 'string', short: 'j' },
-    report: { type: 'string' },
-    fsync: { type: 'boolean' },
-    help: { type: 'boolean', short: 'h' },
-  });
-  if (values.help) return undefined;
-  return checkMarkOptions({
-    inputs: positionals,
-    out: values.out,
-    inPlace: values['in-place'] === true,
-    provenance: values.provenance === true,
-    fingerprint: values.fingerprint === true,
-    filesFrom: values['files-from'],
-    nul: values.null === true,
-    jobs: wholeNumber('--jobs', values.jobs),
-    skipExisting: skipExistingMode(skip),
-    report: values.report,
-    fsync: values.fsync === true,
-  });
+  throw new InvalidArgumentError(
+    "It is 'time' (size and time, the default) or 'hash' (content). Write --skip-existing=hash, or put --skip-existing after the files and folders.",
+  );
 }
 
 /** Runs `optmark mark` with checked options; returns the exit status. */
@@ -196,21 +132,64 @@ export async function runMark(opts: MarkOptions): Promise<number> {
   return summary.exitCode;
 }
 
-/** Entry point of `optmark mark` (argument list after the command name). */
-export async function main(args: string[]): Promise<number> {
-  let opts: MarkOptions | undefined;
-  try {
-    opts = parseOptions(args);
-  } catch (err) {
-    if (err instanceof UsageError) {
-      process.stderr.write(`optmark: ${err.message}\n`);
-      return EXIT_USAGE;
-    }
-    throw err;
-  }
-  if (!opts) {
-    process.stdout.write(helpText());
-    return 0;
-  }
-  return runMark(opts);
+interface MarkFlags {
+  out?: string;
+  inPlace?: boolean;
+  provenance?: boolean;
+  fingerprint?: boolean;
+  filesFrom?: string;
+  null?: boolean;
+  jobs?: number;
+  skipExisting?: 'time' | 'hash' | true;
+  report?: string;
+  fsync?: boolean;
+}
+
+/** Registers `optmark mark` on the command line. */
+export function register(program: Command): void {
+  program
+    .command('mark')
+    .summary('mark files and folders with the opt-out field and optional layers (provenance, fingerprint)')
+    .description(
+      'Write the IPTC/PLUS opt-out field (plus:DataMining = DMI-PROHIBITED-AIMLTRAINING) into every JPEG, PNG and WebP file given, ' +
+        'found in the folders (recursively) or listed (--files-from). Container bytes only: the pixels are untouched unless --fingerprint.',
+    )
+    .usage('<file-or-folder>... (--out <dir> | --in-place) [options]\n       optmark mark --files-from <list|-> (--out <dir> | --in-place) [options]')
+    .argument('[inputs...]', 'files and folders (folders are walked recursively)')
+    .option('--out <dir>', "write results under <dir>, keeping each file's path below its input folder (a listed path: as listed); outputs get their input's modification time")
+    .option('--in-place', 'replace the input files instead (atomically; nothing else overwrites an input)')
+    .option('--provenance', "add a provenance tag signed with this server's key (docs/provenance.md)")
+    .option('--fingerprint', 'embed the experimental in-pixel fingerprint first (decodes and re-encodes the pixels)')
+    .option('--files-from <list>', "read the paths from a file, or from standard input with '-', one a line")
+    .option('-0, --null', 'the --files-from list is NUL-separated (find -print0)')
+    .option('-j, --jobs <n>', `files done at once, each on its own thread (default: the CPUs, here ${defaultJobs()})`, positiveWholeNumber)
+    .addOption(
+      new Option(
+        '--skip-existing [how]',
+        "leave outputs already up to date alone: by size and time (an output carrying its input's modification time), or with =hash by content",
+      ).argParser(skipExistingMode),
+    )
+    .option('--report <file.jsonl>', "one JSON line per file as it finishes: input, output, format, bytes, sha256 of the output, status, code, message ('-': standard output)")
+    .option('--fsync', 'flush each output to disk before it gets its name (slower; survives a power cut)')
+    .addHelpText(
+      'after',
+      '\nExit status: 0 every file marked or skipped, 1 some failed, 2 usage error, 130 interrupted (Ctrl-C finishes the files under way,\n' +
+        'leaves no partial or temporary file and says how far it got). docs/batch.md has the details and the measurements.\n',
+    )
+    .action(async (inputs: string[], o: MarkFlags) => {
+      const opts = checkMarkOptions({
+        inputs,
+        out: o.out,
+        inPlace: o.inPlace === true,
+        provenance: o.provenance === true,
+        fingerprint: o.fingerprint === true,
+        filesFrom: o.filesFrom,
+        nul: o.null === true,
+        jobs: o.jobs,
+        skipExisting: o.skipExisting === true ? 'time' : o.skipExisting,
+        report: o.report,
+        fsync: o.fsync === true,
+      });
+      exitWith(await runMark(opts));
+    });
 }

@@ -4,32 +4,13 @@
  * a JSON Lines --report, and --skip-fingerprint for a pipeline that only asks "is this opted out?"
  * (the metadata read alone; the answer then says `blocks: 0`, as for an image not examined).
  */
-import { defaultJobs, EXIT_USAGE, laneInit, runCommand } from '../batch/command.js';
+import type { Command } from 'commander';
+import { defaultJobs, laneInit, runCommand } from '../batch/command.js';
 import { ReportWriter } from '../batch/report.js';
 import type { Found } from '../batch/sources.js';
 import type { FileOutcome } from '../batch/work.js';
 import { loadConfig } from '../config.js';
-import { parseCommandArgs, UsageError, wholeNumber } from './args.js';
-
-export const VERIFY_HELP = `usage: optmark verify <file-or-folder>... [options]
-       optmark verify --files-from <list|-> [options]
-
-  Reports, for every JPEG, PNG and WebP file given, found in the folders (recursively) or listed,
-  what POST /api/v1/verify reports: the opt-out field, the provenance tag, the in-pixel fingerprint.
-
-  --skip-fingerprint       leave the pixel detector out: the metadata read alone (fingerprint
-                           reported as not examined: present false, confidence 0, blocks 0)
-  --files-from <list|->    read the paths from a file, or from standard input with '-', one a line
-  -0, --null               the list is NUL-separated (find -print0)
-  --jobs <n>               files read at once, each on its own thread (default: the CPUs, here \${cpus})
-  --report <file.jsonl>    one JSON line per file as it finishes: input, format, bytes, sha256, status,
-                           code, and the API's fields (optedOut, signals, provenance, fingerprint)
-                           ('-': standard output, instead of the lines below)
-  -h, --help               this help
-
-  Prints one line per file, then a count. Exit status: 0 every file read (opted out or not), 1 some
-  could not be read, 2 usage error, 130 interrupted.
-`;
+import { exitWith, positiveWholeNumber, UsageError } from './args.js';
 
 export interface VerifyOptions {
   inputs: string[];
@@ -40,36 +21,11 @@ export interface VerifyOptions {
   skipFingerprint: boolean;
 }
 
-export function verifyHelpText(): string {
-  return VERIFY_HELP.replace('${cpus}', String(defaultJobs()));
-}
-
 export function checkVerifyOptions(o: VerifyOptions): VerifyOptions {
   if (o.filesFrom !== undefined && o.inputs.length > 0) throw new UsageError('verify: give files and folders or --files-from, not both');
-  if (o.filesFrom === undefined && o.inputs.length === 0) throw new UsageError(`verify: give at least one file or folder (or --files-from)\n\n${verifyHelpText()}`);
+  if (o.filesFrom === undefined && o.inputs.length === 0) throw new UsageError('verify: give at least one file or folder (or --files-from)');
   if (o.nul && o.filesFrom === undefined) throw new UsageError('verify: --null applies to --files-from');
-  if (o.jobs !== undefined && o.jobs < 1) throw new UsageError('verify: --jobs must be at least 1');
   return o;
-}
-
-function parseOptions(args: string[]): VerifyOptions | undefined {
-  const { values, positionals } = parseCommandArgs('verify', args, {
-    'skip-fingerprint': { type: 'boolean' },
-    'files-from': { type: 'string' },
-    null: { type: 'boolean', short: '0' },
-    jobs: { type: 'string', short: 'j' },
-    report: { type: 'string' },
-    help: { type: 'boolean', short: 'h' },
-  });
-  if (values.help) return undefined;
-  return checkVerifyOptions({
-    inputs: positionals,
-    filesFrom: values['files-from'],
-    nul: values.null === true,
-    jobs: wholeNumber('--jobs', values.jobs),
-    report: values.report,
-    skipFingerprint: values['skip-fingerprint'] === true,
-  });
 }
 
 /** One human line for a file. */
@@ -129,21 +85,43 @@ export async function runVerifyCommand(opts: VerifyOptions): Promise<number> {
   return summary.exitCode;
 }
 
-/** Entry point of `optmark verify` (argument list after the command name). */
-export async function main(args: string[]): Promise<number> {
-  let opts: VerifyOptions | undefined;
-  try {
-    opts = parseOptions(args);
-  } catch (err) {
-    if (err instanceof UsageError) {
-      process.stderr.write(`optmark: ${err.message}\n`);
-      return EXIT_USAGE;
-    }
-    throw err;
-  }
-  if (!opts) {
-    process.stdout.write(verifyHelpText());
-    return 0;
-  }
-  return runVerifyCommand(opts);
+interface VerifyFlags {
+  skipFingerprint?: boolean;
+  filesFrom?: string;
+  null?: boolean;
+  jobs?: number;
+  report?: string;
+}
+
+/** Registers `optmark verify` on the command line. */
+export function register(program: Command): void {
+  program
+    .command('verify')
+    .summary('verify files and folders as POST /api/v1/verify does (opt-out field, provenance tag, fingerprint)')
+    .description(
+      'Report, for every JPEG, PNG and WebP file given, found in the folders (recursively) or listed (--files-from), what ' +
+        'POST /api/v1/verify reports for it (the same code): the opt-out field, the provenance tag and the in-pixel fingerprint.',
+    )
+    .usage('<file-or-folder>... [options]\n       optmark verify --files-from <list|-> [options]')
+    .argument('[inputs...]', 'files and folders (folders are walked recursively)')
+    .option('--skip-fingerprint', 'leave the pixel detector out, the metadata read alone (fingerprint reported as not examined: present false, confidence 0, blocks 0)')
+    .option('--files-from <list>', "read the paths from a file, or from standard input with '-', one a line")
+    .option('-0, --null', 'the --files-from list is NUL-separated (find -print0)')
+    .option('-j, --jobs <n>', `files read at once, each on its own thread (default: the CPUs, here ${defaultJobs()})`, positiveWholeNumber)
+    .option(
+      '--report <file.jsonl>',
+      "one JSON line per file as it finishes: input, format, bytes, sha256, status, code and the API's optedOut, signals, provenance, fingerprint ('-': standard output, instead of the lines)",
+    )
+    .addHelpText('after', '\nPrints one line per file, then a count. Exit status: 0 every file read (opted out or not), 1 some could not be read, 2 usage error, 130 interrupted.\n')
+    .action(async (inputs: string[], o: VerifyFlags) => {
+      const opts = checkVerifyOptions({
+        inputs,
+        filesFrom: o.filesFrom,
+        nul: o.null === true,
+        jobs: o.jobs,
+        report: o.report,
+        skipFingerprint: o.skipFingerprint === true,
+      });
+      exitWith(await runVerifyCommand(opts));
+    });
 }
