@@ -125,6 +125,11 @@ export function isPlan(value: string): value is Plan {
   return (PLANS as readonly string[]).includes(value);
 }
 
+/** May keys of an account on this plan call the API (protect, verify)? */
+export function hasApiAccess(plan: Plan): boolean {
+  return API_PLANS.has(plan);
+}
+
 /** The account store; one per process, opened at start and closed at shutdown. */
 export class Store {
   readonly file: string;
