@@ -26,7 +26,7 @@ import { monthOf, parseMonth, quotaStateOf, type Operation, type QuotaState } fr
 export { StoreError, STORE_ERROR_CODES, type StoreErrorCode } from './errors.js';
 export { parseAuthorization, wwwAuthenticate, type AuthFailureCode } from './auth.js';
 export { KEY_PREFIX, isWellFormedKey } from './keys.js';
-export { monthOf, rateLimitHeaders, OPERATIONS, type Operation, type QuotaState } from './quota.js';
+export { monthOf, rateLimitHeaders, OPERATIONS, resetTimeOf, utcMinuteText, type Operation, type QuotaState } from './quota.js';
 export { SCHEMA_VERSION } from './db.js';
 export type { CheckpointStats } from './checkpoints.js';
 
