@@ -21,6 +21,7 @@ export class ReportWriter {
   readonly #own: boolean;
   #buffer = '';
   #since = 0;
+  #timer: NodeJS.Timeout | undefined;
 
   constructor(path: string) {
     this.#own = path !== '-';
@@ -33,12 +34,23 @@ export class ReportWriter {
 
   /** Appends text as it is (whole lines). */
   text(text: string): void {
-    if (this.#buffer === '') this.#since = Date.now();
+    if (this.#buffer === '') {
+      this.#since = Date.now();
+      // Lines do not wait longer than this for the next ones, so a pipeline reading along sees them.
+      this.#timer ??= setTimeout(() => {
+        this.#timer = undefined;
+        this.flush();
+      }, REPORT_FLUSH_MS).unref();
+    }
     this.#buffer += text;
     if (this.#buffer.length >= REPORT_FLUSH_BYTES || Date.now() - this.#since >= REPORT_FLUSH_MS) this.flush();
   }
 
   flush(): void {
+    if (this.#timer) {
+      clearTimeout(this.#timer);
+      this.#timer = undefined;
+    }
     let data = Buffer.from(this.#buffer, 'utf8');
     this.#buffer = '';
     while (data.length > 0) data = data.subarray(writeSync(this.#fd, data));

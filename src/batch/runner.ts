@@ -132,9 +132,13 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
     wake = undefined;
     w?.();
   };
+  let stopNow: () => void = () => undefined;
+  // Resolves on an interrupt: a run waiting for the next name of a list (stdin) stops waiting.
+  const stopped = new Promise<{ done: true; value: undefined }>((resolve) => (stopNow = () => resolve({ done: true, value: undefined })));
   const onSignal = (): void => {
     if (stopping) process.stderr.write('optmark: finishing the files under way, then stopping\n');
     stopping = true;
+    stopNow();
     changed();
   };
   process.on('SIGINT', onSignal);
@@ -198,7 +202,7 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
   const iterator = entries[Symbol.asyncIterator]();
   try {
     while (!stopping) {
-      const next = await iterator.next();
+      const next = await Promise.race([iterator.next(), stopped]);
       if (next.done) break;
       const entry = next.value;
       if (entry.kind === 'passed') {
@@ -225,7 +229,8 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
     process.off('exit', onExit);
-    await iterator.return?.(undefined);
+    // A generator still waiting for its input (an interrupted list on stdin) is left to the exit.
+    if (!stopping) await iterator.return?.(undefined);
   }
   return { interrupted: stopping, started };
 }

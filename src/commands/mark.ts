@@ -8,8 +8,7 @@
 import { mkdirSync, realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
-import { defaultJobs, laneInit, runCommand } from '../batch/command.js';
-import { errnoText } from '../batch/files.js';
+import { availableParallelism } from 'node:os';
 import type { Found } from '../batch/sources.js';
 import type { FileJob, FileOutcome } from '../batch/work.js';
 import { loadConfig } from '../config.js';
@@ -52,6 +51,8 @@ export function skipExistingMode(raw: string): 'time' | 'hash' {
 
 /** Runs `optmark mark` with checked options; returns the exit status. */
 export async function runMark(opts: MarkOptions): Promise<number> {
+  // Loaded here, not at the top: `optmark mark --help` and the other commands do not pay for them.
+  const [{ laneInit, runCommand }, { errnoText }] = await Promise.all([import('../batch/command.js'), import('../batch/files.js')]);
   const config = loadConfig();
   const applied = ['opt-out field'];
   if (opts.fingerprint) applied.unshift('fingerprint');
@@ -162,7 +163,7 @@ export function register(program: Command): void {
     .option('--fingerprint', 'embed the experimental in-pixel fingerprint first (decodes and re-encodes the pixels)')
     .option('--files-from <list>', "read the paths from a file, or from standard input with '-', one a line")
     .option('-0, --null', 'the --files-from list is NUL-separated (find -print0)')
-    .option('-j, --jobs <n>', `files done at once, each on its own thread (default: the CPUs, here ${defaultJobs()})`, positiveWholeNumber)
+    .option('-j, --jobs <n>', `files done at once, each on its own thread (default: the CPUs, here ${availableParallelism()})`, positiveWholeNumber)
     .addOption(
       new Option(
         '--skip-existing [how]',

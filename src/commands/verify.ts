@@ -5,8 +5,7 @@
  * (the metadata read alone; the answer then says `blocks: 0`, as for an image not examined).
  */
 import type { Command } from 'commander';
-import { defaultJobs, laneInit, runCommand } from '../batch/command.js';
-import { ReportWriter } from '../batch/report.js';
+import { availableParallelism } from 'node:os';
 import type { Found } from '../batch/sources.js';
 import type { FileOutcome } from '../batch/work.js';
 import { loadConfig } from '../config.js';
@@ -42,6 +41,8 @@ export function verifyLine(o: FileOutcome): string {
 
 /** Runs `optmark verify` with checked options; returns the exit status. */
 export async function runVerifyCommand(opts: VerifyOptions): Promise<number> {
+  // Loaded here, not at the top: `optmark verify --help` and the other commands do not pay for them.
+  const [{ laneInit, runCommand }, { ReportWriter }] = await Promise.all([import('../batch/command.js'), import('../batch/report.js')]);
   const config = loadConfig();
   const toStdout = opts.report !== '-';
   let optedOut = 0;
@@ -107,7 +108,7 @@ export function register(program: Command): void {
     .option('--skip-fingerprint', 'leave the pixel detector out, the metadata read alone (fingerprint reported as not examined: present false, confidence 0, blocks 0)')
     .option('--files-from <list>', "read the paths from a file, or from standard input with '-', one a line")
     .option('-0, --null', 'the --files-from list is NUL-separated (find -print0)')
-    .option('-j, --jobs <n>', `files read at once, each on its own thread (default: the CPUs, here ${defaultJobs()})`, positiveWholeNumber)
+    .option('-j, --jobs <n>', `files read at once, each on its own thread (default: the CPUs, here ${availableParallelism()})`, positiveWholeNumber)
     .option(
       '--report <file.jsonl>',
       "one JSON line per file as it finishes: input, format, bytes, sha256, status, code and the API's optedOut, signals, provenance, fingerprint ('-': standard output, instead of the lines)",
