@@ -290,6 +290,9 @@ describe('optmark verify', () => {
     expect(r.stdout).toMatch(/^verified 2: 1 opted out, 1 not; skipped 1, failed 0$/m);
     const skipped = join(tempDir(), 'vs.jsonl');
     expect((await server.cli('verify', ...files, '--skip-fingerprint', '--report', skipped)).status).toBe(0);
+    const hashed = join(tempDir(), 'vh.jsonl');
+    expect((await server.cli('verify', ...files, '--skip-fingerprint', '--sha256', '--report', hashed)).status).toBe(0);
+    const withHash = new Map(lines(hashed).map((l) => [l.input, l]));
     const full = new Map(lines(report).map((l) => [l.input, l]));
     const meta = new Map(lines(skipped).map((l) => [l.input, l]));
     expect(full.get(join(input, 'notes.txt'))).toMatchObject({ status: 'skipped', code: 'unsupported_format' });
@@ -304,10 +307,12 @@ describe('optmark verify', () => {
       expect(hash).toBe(sha256(bytes));
       expect(fingerprint.blocks).toBeGreaterThan(0); // the detector examined it
 
-      // Without the detector: the same fields, the fingerprint as for an image not examined.
+      // Without the detector: the same fields, the fingerprint as for an image not examined, no hash
+      // (the metadata read alone) unless --sha256.
       const m = meta.get(f)!;
       expect(m.fingerprint).toEqual({ present: false, confidence: 0, blocks: 0 });
-      expect({ optedOut: m.optedOut, signals: m.signals, provenance: m.provenance, sha256: m.sha256 }).toEqual({ optedOut, signals, provenance, sha256: hash });
+      expect({ optedOut: m.optedOut, signals: m.signals, provenance: m.provenance, sha256: m.sha256 }).toEqual({ optedOut, signals, provenance, sha256: null });
+      expect(withHash.get(f)).toMatchObject({ optedOut, signals, provenance, fingerprint: m.fingerprint, sha256: hash });
     }
   });
 
