@@ -61,7 +61,13 @@ describe('compressed XMP is bounded per file, as it is inflated (#20.1)', () => 
   });
 
   it('compressed packets within the budget together are read', () => {
-    const small = pngChunk('iTXt', Buffer.concat([Buffer.from('XML:com.adobe.xmp\0\x01\x00\0\0', 'latin1'), deflateSync(utf8(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': vocab('DMI-PROHIBITED') } })))]));
+    const small = pngChunk(
+      'iTXt',
+      Buffer.concat([
+        Buffer.from('XML:com.adobe.xmp\0\x01\x00\0\0', 'latin1'),
+        deflateSync(utf8(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': vocab('DMI-PROHIBITED') } }))),
+      ]),
+    );
     const input = pngWith(png, [compressedXmpChunk(4 * MiB), small], 'beforeIdat');
     expect(read(input).optedOut).toBe(true);
   });
@@ -146,7 +152,11 @@ describe('the decoder gets only what our parser bounded (#20.2)', () => {
     ];
     const input = pngWith(png, extra, 'beforeIdat', false);
     const clean = requireFormat(input).decoderInput(input);
-    expect(pngChunks(clean).chunks.map((c) => c.type).filter((t) => t !== 'IDAT' && t !== 'pHYs')).toEqual(['IHDR', 'IEND']);
+    expect(
+      pngChunks(clean)
+        .chunks.map((c) => c.type)
+        .filter((t) => t !== 'IDAT' && t !== 'pHYs'),
+    ).toEqual(['IHDR', 'IEND']);
     expect(await pixels(clean)).toEqual(await pixels(input));
     const meta = await sharp(clean).metadata();
     expect(meta.xmp).toBeUndefined();
