@@ -22,6 +22,7 @@ const COMMANDS: Record<string, () => Promise<{ register: Register }>> = {
   key: () => import('./commands/key.js'),
   usage: () => import('./commands/usage.js'),
   mark: () => import('./commands/mark.js'),
+  verify: () => import('./commands/verify.js'),
   'signing-key': () => import('./commands/signing-key.js'),
   bench: () => import('./commands/bench.js'),
 };

@@ -4,6 +4,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
+import { MAX_PROTECT_GROWTH_BYTES } from './formats/limits.js';
 
 export interface Config {
   host: string;
@@ -90,14 +91,14 @@ export const MULTIPART_SLACK_BYTES = 64 * 1024;
 
 /**
  * Arena room one largest protect takes when admitted: the request body (the image limit plus multipart
- * framing) and its response body (base64 of that plus 256 KiB of metadata growth, plus 4 KiB of JSON),
+ * framing) and its response body (base64 of that plus the metadata growth protect allows, plus 4 KiB of JSON),
  * each rounded up to the arena's 4 KiB pages. src/pipeline/body.ts sizes bodies the same way (a test
  * keeps the two in step).
  */
 export function arenaBytesForOneProtect(maxUploadBytes: number): number {
   const page = (n: number): number => Math.ceil(n / 4096) * 4096;
   const body = maxUploadBytes + MULTIPART_SLACK_BYTES;
-  return page(body) + page(Math.ceil((body + 256 * 1024) / 3) * 4 + 4096);
+  return page(body) + page(Math.ceil((body + MAX_PROTECT_GROWTH_BYTES) / 3) * 4 + 4096);
 }
 
 /** Reads and validates the configuration; throws ConfigError naming the offending variable. */
