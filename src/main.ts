@@ -1,13 +1,16 @@
 /**
- * The service's composition root: configuration, store, worker pool, HTTP server, shutdown.
+ * The service's composition root: configuration, store, request memory, worker pool, HTTP server,
+ * shutdown.
  */
 import { mkdirSync } from 'node:fs';
 import type { Config } from './config.js';
 import { HttpServer } from './http/server.js';
 import { loadUws } from './http/uws.js';
 import { createLogger } from './log.js';
+import { nativeState, setNativeLog } from './native/index.js';
 import { ImagePool, workerInitFrom } from './pool/pool.js';
 import { Store } from './store/index.js';
+import { Transfer } from './transfer/index.js';
 
 export interface Service {
   port: number;
@@ -18,6 +21,8 @@ export async function startService(config: Config, announce: (text: string) => v
   const log = createLogger(config.logLevel, { service: 'optmark' });
   const { uws, transport } = loadUws(config.allowUwsFallback);
   if (transport !== 'uws-native') log.warn({ transport }, 'running on the slow uWebSockets.js JS fallback (OPTMARK_ALLOW_UWS_FALLBACK=1)');
+  setNativeLog((fields, message) => log.warn(fields, message));
+  const native = nativeState();
 
   mkdirSync(config.dataDir, { recursive: true });
   const store = Store.open({
@@ -38,12 +43,12 @@ export async function startService(config: Config, announce: (text: string) => v
     }
   }
 
+  const transfer = new Transfer({ capacityBytes: config.maxInflightBytes, warmBytes: config.warmInflightBytes });
   const pool = new ImagePool({
     size: config.poolSize,
     queueLength: config.queueLength,
     taskTimeoutMs: config.taskTimeoutMs,
-    init: workerInitFrom(config),
-    arenaBytes: config.maxInflightBytes,
+    init: workerInitFrom(config, transfer.share),
   });
 
   const warmed = await pool.warmUp();
@@ -54,14 +59,14 @@ export async function startService(config: Config, announce: (text: string) => v
     transport,
     store,
     pool,
+    transfer,
     log,
     host: config.host,
     port: config.port,
     maxUploadBytes: config.maxUploadBytes,
-    warmArenaBytes: config.warmInflightBytes,
   });
   const port = await server.listen();
-  log.info({ host: config.host, port, transport, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');
+  log.info({ host: config.host, port, transport, native, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');
 
   let stopping: Promise<void> | undefined;
   return {
@@ -72,6 +77,7 @@ export async function startService(config: Config, announce: (text: string) => v
         const { unfinished } = await server.shutdown(config.shutdownTimeoutMs);
         if (unfinished > 0) log.warn({ unfinished }, 'shutdown deadline passed with requests in flight');
         await pool.close();
+        transfer.stop();
         await store.stopBackgroundCheckpoints();
         store.close();
         log.info('stopped');

@@ -14,7 +14,7 @@ import { loadFingerprintSecret } from '../fingerprint/index.js';
 import { detectFormat, type ContainerFormat } from '../formats/index.js';
 import { ImagePool, workerInitFrom } from '../pool/pool.js';
 import { loadSigningKey } from '../provenance/index.js';
-import type { MarkTask } from '../pipeline/tasks.js';
+import type { MarkTask } from '../pool/tasks.js';
 import { parseCommandArgs, UsageError } from './args.js';
 
 const HELP = `usage: optmark mark <file-or-folder>... (--out <dir> | --in-place) [--provenance] [--fingerprint]
