@@ -8,6 +8,11 @@ import { resolve } from 'node:path';
 export interface Config {
   host: string;
   port: number;
+  /**
+   * Listen with SO_REUSEPORT, so that several processes share the port on purpose. Off: a port another
+   * process listens on stops the start with a message naming it.
+   */
+  reusePort: boolean;
   dataDir: string;
   /** Largest accepted upload, in bytes (the image part, and the request body it travels in). */
   maxUploadBytes: number;
@@ -131,6 +136,7 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     host,
     port: int(env, 'OPTMARK_PORT', 8080, 0, 65535),
+    reusePort: bool(env, 'OPTMARK_REUSE_PORT', false),
     dataDir: resolve(str(env, 'OPTMARK_DATA_DIR') ?? './data'),
     maxUploadBytes,
     maxPixels: int(env, 'OPTMARK_MAX_PIXELS', 100_000_000, 1, 2 ** 40),
@@ -155,6 +161,7 @@ export function loadConfig(env: Env = process.env): Config {
 export const CONFIG_DOC: ReadonlyArray<readonly [name: string, fallback: string, meaning: string]> = [
   ['OPTMARK_HOST', '0.0.0.0', 'Address to listen on.'],
   ['OPTMARK_PORT', '8080', 'Port to listen on (0 picks a free one).'],
+  ['OPTMARK_REUSE_PORT', 'off', 'Share the port with other processes on purpose (SO_REUSEPORT); off, a port in use stops the start.'],
   ['OPTMARK_DATA_DIR', './data', 'SQLite store, signing keys and fingerprint secret.'],
   ['OPTMARK_MAX_UPLOAD_BYTES', '26214400', 'Largest accepted upload (25 MiB).'],
   ['OPTMARK_MAX_PIXELS', '100000000', 'Pixel budget of any decode (verify detector, layers).'],

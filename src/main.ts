@@ -4,6 +4,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import type { Config } from './config.js';
+import { checkPortFree } from './http/port.js';
 import { HttpServer } from './http/server.js';
 import { loadUws } from './http/uws.js';
 import { createLogger } from './log.js';
@@ -23,6 +24,9 @@ export async function startService(config: Config, announce: (text: string) => v
   if (transport !== 'uws-native') log.warn({ transport }, 'running on the slow uWebSockets.js JS fallback (OPTMARK_ALLOW_UWS_FALLBACK=1)');
   setNativeLog((fields, message) => log.warn(fields, message));
   const native = nativeState();
+
+  // Before the slow parts: a port another process listens on stops the start at once, naming it.
+  if (!config.reusePort) await checkPortFree(config.host, config.port);
 
   mkdirSync(config.dataDir, { recursive: true });
   const store = Store.open({
@@ -63,9 +67,20 @@ export async function startService(config: Config, announce: (text: string) => v
     log,
     host: config.host,
     port: config.port,
+    reusePort: config.reusePort,
     maxUploadBytes: config.maxUploadBytes,
   });
-  const port = await server.listen();
+  let port: number;
+  try {
+    port = await server.listen();
+  } catch (err) {
+    // Taken since the check (or refused): leave nothing running, so the process can exit.
+    await pool.close();
+    transfer.stop();
+    await store.stopBackgroundCheckpoints();
+    store.close();
+    throw err;
+  }
   log.info({ host: config.host, port, transport, native, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');
 
   let stopping: Promise<void> | undefined;

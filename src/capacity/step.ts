@@ -5,7 +5,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { Client, openLoop, type Outcome, type StepPlan } from './client.js';
+import { type Client, openLoop, type Outcome, type StepPlan } from './client.js';
 import type { PreparedRequest } from './corpus.js';
 import { idealQueue, type QueueReference } from './queue.js';
 import { RssSampler, machineCpu, memory, processTimes, resetPeak, threadCpu, threadDelta, waitTotals, type ThreadDelta } from './proc.js';

@@ -18,7 +18,7 @@ import type { Logger } from '../log.js';
 import { checkContentType } from '../pipeline/form-type.js';
 import { PoolOverloadedError, type ImagePool } from '../pool/pool.js';
 import type { Task } from '../pool/tasks.js';
-import { rateLimitHeaders, wwwAuthenticate, type Operation, type Reservation, type Store } from '../store/index.js';
+import { rateLimitHeaders, resetTimeOf, utcMinuteText, wwwAuthenticate, type Operation, type Reservation, type Store } from '../store/index.js';
 import type { Lease, Transfer } from '../transfer/index.js';
 import { requestId } from './filename.js';
 import type { Metrics } from './metrics.js';
@@ -141,7 +141,9 @@ class ApiRequest {
     const reserved = store.reserve(auth.account.id, this.#operation);
     if (!reserved.ok) {
       const s = reserved.state;
-      throw new QuotaExceededError(`The monthly ${this.#operation} limit of ${s.limit} is used up; it resets in ${s.resetSeconds} s.`, s.resetSeconds);
+      // The reset instant from the counter's own seconds (Retry-After), so the two always agree.
+      const resetsAt = utcMinuteText(resetTimeOf(new Date(Date.now() + (s.resetSeconds - 1) * 1000)));
+      throw new QuotaExceededError(`The monthly ${this.#operation} limit of ${s.limit} is used up; it resets at ${resetsAt}.`, s.resetSeconds);
     }
     this.#reservation = reserved.reservation;
     // Room for the body: the declared length bounds it; without one, the limit does. A protect's lease

@@ -80,7 +80,8 @@ export type TaskResult = (AnswerResult | MarkResult | WarmupResult | TaskFailure
 export interface WorkerInit extends LayerSettings {
   /** The image limit (bytes): a larger image part is refused with 413. */
   maxUploadBytes: number;
-  logLevel: string;
+  /** The workers' log level (default info). */
+  logLevel?: string;
   /** The request memory, shared (not copied) with every worker once, at start. */
   transfer?: TransferShare | undefined;
 }
