@@ -4,6 +4,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
+import { MAX_PROTECT_GROWTH_BYTES } from './formats/limits.js';
 
 export interface Config {
   host: string;
@@ -88,21 +89,18 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 /** Multipart framing (boundaries, part headers) a request body may carry on top of the image limit. */
 export const MULTIPART_SLACK_BYTES = 64 * 1024;
 
-/** Bytes protect may add to a file (the XMP packet, Extended XMP segments) within its answer's room. */
-const PROTECT_GROWTH_SLACK = 256 * 1024;
-
 /** The page size request memory is handed out in. */
 export const PAGE_BYTES = 4096;
 
 const pages = (n: number): number => Math.ceil(n / PAGE_BYTES) * PAGE_BYTES;
 
 /**
- * Room for the answer to a protect of a `bodyBytes` request body: the base64 of the body plus room for
- * metadata growth, and 4 KiB of JSON fields. (The image inside the body is smaller than the body, so
- * the answer fits; one that grew more is built in memory of its own.)
+ * Room for the answer to a protect of a `bodyBytes` request body: the base64 of the body plus the
+ * metadata growth protect allows (more is refused, output_too_large), and 4 KiB of JSON fields. The image
+ * inside the body is smaller than the body, so every answer protect gives fits.
  */
 export function answerBytesFor(bodyBytes: number): number {
-  return Math.ceil((bodyBytes + PROTECT_GROWTH_SLACK) / 3) * 4 + 4096;
+  return Math.ceil((bodyBytes + MAX_PROTECT_GROWTH_BYTES) / 3) * 4 + 4096;
 }
 
 /**

@@ -72,7 +72,7 @@ async function perform(task: Posted): Promise<TaskResult> {
       case 'protect': {
         const upload = await parseUpload(memory.view(task.input), task.contentType, init.maxUploadBytes);
         const room = task.output && memory.view(task.output);
-        const body = runProtect(upload.bytes, safeBasename(upload.filename), room);
+        const body = runProtect(upload.bytes, safeBasename(upload.filename), room, init.maxUploadBytes);
         return { ok: true, kind: 'answer', answer: memory.answer(body, room) };
       }
       case 'verify': {
