@@ -101,7 +101,7 @@ describe('Transfer (request memory)', () => {
   });
 
   it('a lease takes the body up to its room, no further, and gives every byte back once', () => {
-    const transfer = new Transfer({ capacityBytes: 256 * ARENA_ALIGN, warmBytes: 0 });
+    const transfer = new Transfer({ capacityBytes: 1024 * ARENA_ALIGN, warmBytes: 0 });
     const lease = transfer.admit(10, true)!;
     expect(transfer.leases).toBe(1);
     expect(lease.write(chunk([1, 2, 3, 4]))).toBe(true);
