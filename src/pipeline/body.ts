@@ -47,14 +47,6 @@ export function protectBody(produced: Uint8Array | readonly Uint8Array[], fields
   return out;
 }
 
-/** Room a protect body needs for an upload of `inputLength` bytes, with slack for XMP growth. */
-export function protectBodyCapacity(inputLength: number): number {
-  return base64Length(inputLength + PROTECT_GROWTH_SLACK) + 4096;
-}
-
-/** Bytes protect may add to a file (the XMP packet, Extended XMP segments) before the body needs its own buffer. */
-const PROTECT_GROWTH_SLACK = 256 * 1024;
-
 /** A small JSON body in a standalone buffer. */
 export function jsonBody(value: unknown): Buffer {
   const text = JSON.stringify(value);
