@@ -8,8 +8,9 @@ import { OptmarkError } from '../errors.js';
 import { examinable, probe, workSize } from './decode.js';
 import { estimateJpegQuality } from './jpeg-quality.js';
 import { keyTileFor } from './pattern.js';
+import { keyTileV2For } from './pattern-v2.js';
 import { luma } from './reference.js';
-import { ALPHA, MASK_DIV, MASK_MAX, MASK_MIN, MIN_PSNR_DB, TILE } from './params.js';
+import { ALPHA, MASK_DIV, MASK_MAX, MASK_MIN, MIN_PSNR_DB, TILE, V2_ALPHA } from './params.js';
 
 /** JPEG re-encode quality bounds: at least this to keep the look, at most this to stay near the input's size. */
 const JPEG_QUALITY_MIN = 88;
@@ -64,14 +65,14 @@ function textureMask(y: Float32Array, w: number, h: number): Float32Array {
 }
 
 /** The work-resolution residual for a luma plane, scaled down if needed to keep PSNR >= MIN_PSNR_DB. */
-export function workResidual(yWork: Float32Array, w: number, h: number, tile: Float32Array): Float32Array {
+export function workResidual(yWork: Float32Array, w: number, h: number, tile: Float32Array, alpha = ALPHA): Float32Array {
   const mask = textureMask(yWork, w, h);
   const r = new Float32Array(w * h);
   let sq = 0;
   for (let j = 0; j < h; j++) {
     const trow = (j & (TILE - 1)) * TILE;
     for (let i = 0; i < w; i++) {
-      const v = ALPHA * mask[j * w + i]! * tile[trow + (i & (TILE - 1))]!;
+      const v = alpha * mask[j * w + i]! * tile[trow + (i & (TILE - 1))]!;
       r[j * w + i] = v;
       sq += v * v;
     }
@@ -133,8 +134,11 @@ function webpIsLossless(b: Uint8Array): boolean {
   return false;
 }
 
-/** Embeds the mark and re-encodes in the input's format, keeping EXIF/ICC/XMP/IPTC metadata. */
-export async function embedFingerprint(bytes: Uint8Array, secret: Uint8Array, opts: { maxPixels: number }): Promise<Uint8Array> {
+/**
+ * Embeds the mark and re-encodes in the input's format, keeping EXIF/ICC/XMP/IPTC metadata. New marks
+ * use version 2; `scheme: 1` writes the first version's mark (kept for tests of its detection).
+ */
+export async function embedFingerprint(bytes: Uint8Array, secret: Uint8Array, opts: { maxPixels: number; scheme?: 1 | 2 }): Promise<Uint8Array> {
   const head = await probe(bytes);
   if (!head) throw new OptmarkError('damaged_image', 'The image cannot be decoded for the fingerprint.');
   if (!['jpeg', 'png', 'webp'].includes(head.format)) throw new OptmarkError('unsupported_format');
@@ -160,7 +164,10 @@ export async function embedFingerprint(bytes: Uint8Array, secret: Uint8Array, op
 
   const ws = workSize(w, h);
   const yWork = areaDownsample(luma(px, w, h, ch), w, h, ws.width, ws.height);
-  const r = workResidual(yWork, ws.width, ws.height, keyTileFor(secret).embed);
+  const r =
+    opts.scheme === 1
+      ? workResidual(yWork, ws.width, ws.height, keyTileFor(secret).embed, ALPHA)
+      : workResidual(yWork, ws.width, ws.height, keyTileV2For(secret).embed, V2_ALPHA);
   addUpsampled(px, w, h, ch, colour, r, ws.width, ws.height);
 
   // The original stays the pipeline's input so that libvips carries its metadata; the marked pixels

@@ -6,11 +6,14 @@ import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 import type { CoreInput, CoreOutput } from './core-types.js';
 import { detectCore as referenceCore } from './reference.js';
+import { detectCore2 as referenceCore2, type Core2Input, type Core2Output } from './reference-v2.js';
 
 export type Engine = 'native' | 'reference';
 
 interface NativeAddon {
   detectCore(input: CoreInput): CoreOutput;
+  /** Version 2 (absent from addons built before it). */
+  detectCore2?(input: Core2Input): Core2Output;
   simd(): string;
 }
 
@@ -72,4 +75,13 @@ export function runCore(input: CoreInput, engine: Engine = fingerprintEngine()):
 /** The native SIMD path in use ('avx2', 'portable'), or undefined without the addon. */
 export function nativeSimd(): string | undefined {
   return load().addon?.simd();
+}
+
+/** Runs the version-2 core on the requested engine (the reference when the addon lacks it). */
+export function runCore2(input: Core2Input, engine: Engine = fingerprintEngine()): { out: Core2Output; engine: Engine } {
+  if (engine === 'native') {
+    const addon = load().addon;
+    if (addon?.detectCore2) return { out: addon.detectCore2(input), engine: 'native' };
+  }
+  return { out: referenceCore2(input), engine: 'reference' };
 }
