@@ -59,13 +59,15 @@ export const CORE_PARAMS = {
  */
 export const V2_PERIOD = 32;
 /** Share of the sync part's power given to the template (a few keyed sinusoids of the period). */
-export const V2_TEMPLATE = 0.4;
+export const V2_TEMPLATE = 0.7;
 /** Power shares of the three parts (they sum to 1). */
-export const V2_SHARE_A = 0.4;
+export const V2_SHARE_A = 0.45;
 export const V2_SHARE_B = 0.08;
-export const V2_SHARE_C = 0.52;
+export const V2_SHARE_C = 0.47;
 /** Embedding strength of version 2 (the per-image PSNR clamp still applies). */
-export const V2_ALPHA = 2.6;
+export const V2_ALPHA = 3.4;
+/** Version 2 lowers its strength per image so that the residual as it lands on the image keeps PSNR >= this. */
+export const V2_MIN_PSNR_DB = 40.5;
 /** Each scheme is tested at half the budget, so that testing both keeps the union bound at FPR. */
 export const FPR_PER_SCHEME = FPR / 2;
 /** Sync z of the no-geometry hypothesis above which the lattice search is skipped. */
