@@ -10,7 +10,8 @@ import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { ATTACKS, type AttackFn, crop } from '../bench/lib/fingerprint-attacks.js';
 import { decodeBase } from '../src/fingerprint/decode.js';
-import { detectFingerprint, embedFingerprint } from '../src/fingerprint/index.js';
+import { detectFingerprint, embedFingerprint, fingerprintEngine } from '../src/fingerprint/index.js';
+import { runCore2 } from '../src/fingerprint/native.js';
 import { keyTileV2For } from '../src/fingerprint/pattern-v2.js';
 import { CORE2_PARAMS, FPR, FPR_PER_SCHEME } from '../src/fingerprint/params.js';
 import { detectCore2 } from '../src/fingerprint/reference-v2.js';
@@ -131,6 +132,34 @@ describe('fingerprint v2 on a synthetic photo', async () => {
     ]);
     expect(cellTest(real.cells).pValue).toBeLessThanOrEqual(FPR_PER_SCHEME);
     expect(cellTest(scrambled.cells).pValue).toBeGreaterThan(1e-3);
+  });
+});
+
+describe('fingerprint v2 engines', async () => {
+  const orig = await texturedImage(512, 384, 5);
+  const marked = Buffer.from(await embedFingerprint(orig, SECRET, { maxPixels: MAX_PIXELS }));
+
+  it('native and reference give the same alignment and cells within the stated tolerance', async (ctx) => {
+    if (fingerprintEngine() !== 'native') ctx.skip();
+    const key = keyTileV2For(SECRET);
+    for (const buf of [marked, await crop(0.5, { x: 1, y: 1 })(marked, rng), await attack('rotate-5 bg')(marked, rng), orig]) {
+      const m = await sharp(buf).metadata();
+      const base = await decodeBase(buf, m.width!, m.height!);
+      const input = { ...base, workShort: 256, native: 0, a: key.a, harmonics: key.harmonics, b: key.b, c: key.c, params: CORE2_PARAMS };
+      const n = runCore2(input, 'native');
+      const r = runCore2(input, 'reference');
+      expect([n.engine, r.engine]).toEqual(['native', 'reference']);
+      // Tolerance (docs/fingerprint.md): same tier, hypotheses, symmetry; lattice within 1e-6 px; shift and
+      // sync z within 1e-4; cells within 1e-4 of the largest |cell|; same sign count.
+      expect([n.out.tier, n.out.candidates, n.out.dihedral]).toEqual([r.out.tier, r.out.candidates, r.out.dihedral]);
+      for (let i = 0; i < 4; i++) expect(Math.abs(n.out.lattice[i]! - r.out.lattice[i]!)).toBeLessThan(1e-6);
+      expect(Math.abs(n.out.dx - r.out.dx)).toBeLessThan(1e-4);
+      expect(Math.abs(n.out.dy - r.out.dy)).toBeLessThan(1e-4);
+      expect(Math.abs(n.out.syncZ - r.out.syncZ)).toBeLessThan(1e-4);
+      const big = Math.max(...Array.from(r.out.cells, Math.abs));
+      for (let i = 0; i < r.out.cells.length; i++) expect(Math.abs(n.out.cells[i]! - r.out.cells[i]!)).toBeLessThan(1e-4 * big);
+      expect(cellTest(n.out.cells).k).toBe(cellTest(r.out.cells).k);
+    }
   });
 });
 

@@ -37,19 +37,20 @@ function field(rng: Rng, n: number): Float32Array {
 }
 
 /**
- * Base harmonics (a, b), a > b > 0, radius 5-7.1 cycles per period: their orbits under the 8 symmetries
+ * Base harmonics (a, b), a > b > 0, radius 7.2-9.1 cycles per period (high in the band, where photographs have least power): their orbits under the 8 symmetries
  * of the square are 4 +-pairs each, off the axes and the diagonals.
  */
 const TEMPLATE_BASES: readonly (readonly [number, number])[] = [
-  [4, 3],
-  [5, 1],
-  [5, 2],
-  [5, 3],
-  [6, 1],
-  [6, 2],
-  [5, 4],
-  [6, 3],
-  [7, 1],
+  [7, 2],
+  [7, 3],
+  [6, 5],
+  [7, 4],
+  [8, 1],
+  [8, 2],
+  [8, 3],
+  [7, 5],
+  [8, 4],
+  [9, 1],
 ];
 const TEMPLATE_ORBITS = 3;
 

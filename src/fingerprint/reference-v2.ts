@@ -582,8 +582,8 @@ export function detectCore2(input: Core2Input): Core2Output {
   if (tier === 2) {
     // Coherent refinement of the chosen lattice: small linear maps (I + E) V that raise the sync z
     // (same symmetry). The spectrum's estimate is good to about 1%; the fold wants better over many periods.
-    for (const eps of [0.004, 0.0015, 0.0005]) {
-      for (let iter = 0; iter < 4; iter++) {
+    for (const eps of [0.004, 0.0015]) {
+      for (let iter = 0; iter < 3; iter++) {
         let moved = false;
         for (let e = 0; e < 8; e++) {
           const k = (e & 1 ? -1 : 1) * eps;
