@@ -18,7 +18,7 @@ import { embedFingerprint } from '../src/fingerprint/embed.js';
 import { type Engine, fingerprintEngine } from '../src/fingerprint/native.js';
 import { FPR, FPR_PER_SCHEME } from '../src/fingerprint/params.js';
 import { ATTACKS } from './lib/fingerprint-attacks.js';
-import { prng } from './lib/random.js';
+import { prng } from '../src/capacity/random.js';
 
 sharp.concurrency(1);
 
