@@ -37,9 +37,7 @@ export function nativeSimd(): string | undefined {
 
 /** Runs the version-2 core on the requested engine (the reference when the addon lacks it). */
 export function runCore2(input: Core2Input, engine: Engine = fingerprintEngine()): { out: Core2Output; engine: Engine } {
-  if (engine === 'native') {
-    const addon = load().addon;
-    if (addon?.detectCore2) return { out: addon.detectCore2(input), engine: 'native' };
-  }
+  const a = engine === 'native' ? native() : undefined;
+  if (a?.detectCore2) return { out: a.detectCore2(input), engine: 'native' };
   return { out: referenceCore2(input), engine: 'reference' };
 }
