@@ -1,5 +1,6 @@
 /**
- * The service's composition root: configuration, store, worker pool, HTTP server, shutdown.
+ * The service's composition root: configuration, store, request memory, worker pool, HTTP server,
+ * shutdown.
  */
 import { join } from 'node:path';
 import type { Config } from './config.js';
@@ -8,8 +9,10 @@ import { HttpServer } from './http/server.js';
 import { loadUws } from './http/uws.js';
 import { BOOTSTRAP_KEY_FILE, secureDataDir, writePrivateFile } from './datadir.js';
 import { createLogger } from './log.js';
+import { nativeState, setNativeLog } from './native/index.js';
 import { ImagePool, workerInitFrom } from './pool/pool.js';
 import { Store } from './store/index.js';
+import { Transfer } from './transfer/index.js';
 
 export interface Service {
   port: number;
@@ -24,6 +27,8 @@ export async function startService(config: Config, announce: ((text: string) => 
   const log = createLogger(config.logLevel, { service: 'optmark' });
   const { uws, transport } = loadUws(config.allowUwsFallback);
   if (transport !== 'uws-native') log.warn({ transport }, 'running on the slow uWebSockets.js JS fallback (OPTMARK_ALLOW_UWS_FALLBACK=1)');
+  setNativeLog((fields, message) => log.warn(fields, message));
+  const native = nativeState();
 
   // Before the slow parts: a port another process listens on stops the start at once, naming it.
   if (!config.reusePort) await checkPortFree(config.host, config.port);
@@ -58,12 +63,12 @@ export async function startService(config: Config, announce: ((text: string) => 
     }
   }
 
+  const transfer = new Transfer({ capacityBytes: config.maxInflightBytes, warmBytes: config.warmInflightBytes });
   const pool = new ImagePool({
     size: config.poolSize,
     queueLength: config.queueLength,
     taskTimeoutMs: config.taskTimeoutMs,
-    init: workerInitFrom(config),
-    arenaBytes: config.maxInflightBytes,
+    init: workerInitFrom(config, transfer.share),
   });
 
   const warmed = await pool.warmUp();
@@ -74,12 +79,12 @@ export async function startService(config: Config, announce: ((text: string) => 
     transport,
     store,
     pool,
+    transfer,
     log,
     host: config.host,
     port: config.port,
     reusePort: config.reusePort,
     maxUploadBytes: config.maxUploadBytes,
-    warmArenaBytes: config.warmInflightBytes,
   });
   let port: number;
   try {
@@ -87,11 +92,12 @@ export async function startService(config: Config, announce: ((text: string) => 
   } catch (err) {
     // Taken since the check (or refused): leave nothing running, so the process can exit.
     await pool.close();
+    transfer.stop();
     await store.stopBackgroundCheckpoints();
     store.close();
     throw err;
   }
-  log.info({ host: config.host, port, transport, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');
+  log.info({ host: config.host, port, transport, native, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');
 
   let stopping: Promise<void> | undefined;
   return {
@@ -102,6 +108,7 @@ export async function startService(config: Config, announce: ((text: string) => 
         const { unfinished } = await server.shutdown(config.shutdownTimeoutMs);
         if (unfinished > 0) log.warn({ unfinished }, 'shutdown deadline passed with requests in flight');
         await pool.close();
+        transfer.stop();
         await store.stopBackgroundCheckpoints();
         store.close();
         log.info('stopped');
