@@ -207,13 +207,16 @@ describe('bench load --smoke', () => {
 
   it('--clear-cache removes the generated corpus cache from its one place', () => {
     const cache = mkdtempSync(join(out, 'cache-'));
-    const env = { ...process.env, XDG_CACHE_HOME: cache };
+    // A temporary directory of its own too: --clear-cache also removes the cache's old place there.
+    mkdirSync(join(cache, 'tmp'));
+    const env = { ...process.env, XDG_CACHE_HOME: cache, TMPDIR: join(cache, 'tmp') };
     mkdirSync(join(cache, 'optmark', 'bench-corpus-v1'), { recursive: true });
     writeFileSync(join(cache, 'optmark', 'bench-corpus-v1', 'jpeg-1mp.jpg'), Buffer.alloc(300_000));
     const r = spawnSync(process.execPath, [CLI, 'bench', 'load', '--clear-cache'], { cwd: ROOT, encoding: 'utf8', env });
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toContain(`removed ${join(cache, 'optmark', 'bench-corpus-v1')} (0.3 MB)`);
     expect(readdirSync(join(cache, 'optmark'))).toEqual([]);
+    expect(readdirSync(cache).sort()).toEqual(['optmark', 'tmp']);
     const again = spawnSync(process.execPath, [CLI, 'bench', 'load', '--clear-cache'], { cwd: ROOT, encoding: 'utf8', env });
     expect(again.stdout).toContain(`no corpus cache to clear (it lives in ${join(cache, 'optmark')})`);
   });
