@@ -45,6 +45,12 @@ export interface Config {
   fingerprintSecretFile: string | undefined;
   /** Run the fingerprint detector in verify. */
   fingerprintDetect: boolean;
+  /** Room one account's bodies still arriving may hold of maxInflightBytes (0: no limit). */
+  maxArrivingBytesPerAccount: number;
+  /** Room one client address's bodies still arriving may hold of maxInflightBytes (0: no limit). */
+  maxArrivingBytesPerAddress: number;
+  /** Slowest average rate (bytes/s) a request body may arrive at after its first seconds (0: no floor). */
+  minUploadBytesPerSecond: number;
 }
 
 export class ConfigError extends Error {
@@ -127,6 +133,14 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('OPTMARK_MAX_INFLIGHT_BYTES', `must be at least ${oneProtect}: one largest upload plus its base64 answer`);
   }
   const warmInflightBytes = int(env, 'OPTMARK_WARM_INFLIGHT_BYTES', Math.min(32 * 1024 ** 2, maxInflightBytes), 0, maxInflightBytes);
+  // One client's bodies still arriving hold at most half the budget by default, and a share must admit
+  // one largest body (else that client could never send one).
+  const largestBody = pages(maxUploadBytes + MULTIPART_SLACK_BYTES);
+  const share = (name: string): number => {
+    const n = int(env, name, Math.max(largestBody, Math.floor(maxInflightBytes / 2)), 0, 64 * 1024 ** 3);
+    if (n !== 0 && n < largestBody) throw new ConfigError(name, `must be 0 (no limit) or at least ${largestBody}: one largest upload`);
+    return n;
+  };
   const host = str(env, 'OPTMARK_HOST') ?? '0.0.0.0';
   if (!/^[0-9A-Za-z.:-]+$/.test(host)) throw new ConfigError('OPTMARK_HOST', `not a host name or address: ${JSON.stringify(host)}`);
   const signingKeyFile = str(env, 'OPTMARK_SIGNING_KEY_FILE');
@@ -152,6 +166,9 @@ export function loadConfig(env: Env = process.env): Config {
     signingKeyFile: signingKeyFile === undefined ? undefined : resolve(signingKeyFile),
     fingerprintSecretFile: fingerprintSecretFile === undefined ? undefined : resolve(fingerprintSecretFile),
     fingerprintDetect: bool(env, 'OPTMARK_FINGERPRINT_DETECT', true),
+    maxArrivingBytesPerAccount: share('OPTMARK_MAX_ARRIVING_BYTES_PER_ACCOUNT'),
+    maxArrivingBytesPerAddress: share('OPTMARK_MAX_ARRIVING_BYTES_PER_ADDRESS'),
+    minUploadBytesPerSecond: int(env, 'OPTMARK_MIN_UPLOAD_BYTES_PER_SECOND', 32 * 1024, 0, 1024 ** 3),
   };
 }
 
@@ -166,6 +183,9 @@ export const CONFIG_DOC: ReadonlyArray<readonly [name: string, fallback: string,
   ['OPTMARK_POOL_SIZE', 'CPU cores', 'Worker threads doing all per-byte work.'],
   ['OPTMARK_QUEUE_LENGTH', '8 x pool size', 'Tasks that may wait for a worker; beyond it 503 + Retry-After.'],
   ['OPTMARK_MAX_INFLIGHT_BYTES', '384 MiB', 'Shared arena for in-flight uploads and response bodies; full means 503 + Retry-After.'],
+  ['OPTMARK_MAX_ARRIVING_BYTES_PER_ACCOUNT', 'half the in-flight budget', 'Room the bodies still arriving of one account (all its keys) may hold; beyond it 503 for that account (0 = no limit).'],
+  ['OPTMARK_MAX_ARRIVING_BYTES_PER_ADDRESS', 'half the in-flight budget', 'The same per client address (behind a proxy every client shares the proxy\'s: raise it or set 0).'],
+  ['OPTMARK_MIN_UPLOAD_BYTES_PER_SECOND', '32768', 'A body arriving slower than this on average, counted from 5 s after its headers, is answered 408 upload_too_slow and its connection closed (0 = no floor).'],
   ['OPTMARK_WARM_INFLIGHT_BYTES', '32 MiB', 'Start of that arena kept resident when idle pages go back to the OS (0 = none).'],
   ['OPTMARK_TASK_TIMEOUT_MS', '30000', 'A task running longer is aborted and its worker replaced.'],
   ['OPTMARK_SHUTDOWN_TIMEOUT_MS', '10000', 'How long SIGTERM/SIGINT waits for in-flight requests.'],
