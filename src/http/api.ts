@@ -60,7 +60,8 @@ function parseLength(raw: string): number | undefined | 'invalid' {
  */
 function busyAsOverload(err: unknown): unknown {
   const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && /^SQLITE_(BUSY|LOCKED)/.test(code)) return new OptmarkError('overloaded', 'The account store is busy; retry shortly.', { cause: err });
+  if (typeof code === 'string' && /^SQLITE_(BUSY|LOCKED)/.test(code))
+    return new OptmarkError('overloaded', 'The account store is busy; retry shortly.', { cause: err });
   return err;
 }
 
@@ -218,7 +219,16 @@ class ApiRequest {
     const status = ex.aborted && !ex.answered ? 499 : ex.status;
     this.#deps.metrics.observe(this.#route, status, seconds, received, ex.sent);
     this.#deps.log.info(
-      { reqId: this.#head.id, route: this.#route, status, ms: Math.round(seconds * 1000), ...this.#phases.fields(), in: received, out: ex.sent, account: this.#accountId },
+      {
+        reqId: this.#head.id,
+        route: this.#route,
+        status,
+        ms: Math.round(seconds * 1000),
+        ...this.#phases.fields(),
+        in: received,
+        out: ex.sent,
+        account: this.#accountId,
+      },
       'request',
     );
     this.#deps.inflight.end();
