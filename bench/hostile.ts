@@ -48,7 +48,12 @@ function rss(pid: number): number {
   return Number(readFileSync(`/proc/${pid}/statm`, 'utf8').split(' ')[1]) * 4096;
 }
 
-async function post(port: number, key: string, endpoint: string, image: Buffer): Promise<{ status: number; body: Buffer; workMs: number | undefined; ms: number }> {
+async function post(
+  port: number,
+  key: string,
+  endpoint: string,
+  image: Buffer,
+): Promise<{ status: number; body: Buffer; workMs: number | undefined; ms: number }> {
   const t0 = performance.now();
   const r = await fetch(`http://127.0.0.1:${port}/api/v1/${endpoint}`, {
     method: 'POST',
@@ -90,7 +95,14 @@ function pipelined(port: number, request: Buffer, n: number, waitMs: number): Pr
 async function main(): Promise<void> {
   const data = mkdtempSync(join(tmpdir(), 'optmark-hostile-bench-'));
   const port = 20000 + Math.floor(Math.random() * 20000);
-  const env = { ...process.env, OPTMARK_DATA_DIR: data, OPTMARK_PORT: String(port), OPTMARK_HOST: '127.0.0.1', OPTMARK_BOOTSTRAP: 'off', OPTMARK_LOG_LEVEL: 'warn' };
+  const env = {
+    ...process.env,
+    OPTMARK_DATA_DIR: data,
+    OPTMARK_PORT: String(port),
+    OPTMARK_HOST: '127.0.0.1',
+    OPTMARK_BOOTSTRAP: 'off',
+    OPTMARK_LOG_LEVEL: 'warn',
+  };
   const server = spawn(process.execPath, [CLI, 'serve'], { env, stdio: 'ignore' });
   try {
     for (let i = 0; ; i++) {
@@ -104,7 +116,12 @@ async function main(): Promise<void> {
     execFileSync(process.execPath, [CLI, 'account', 'set-limits', 'bench', '--protect', '1000000', '--verify', '1000000'], { env });
     const key = execFileSync(process.execPath, [CLI, 'key', 'issue', 'bench'], { env }).toString().trim().split('\n').pop()!.trim();
     const png = await sharp({ create: { width: 640, height: 480, channels: 3, background: { r: 90, g: 120, b: 150 } } })
-      .composite([{ input: { create: { width: 640, height: 480, channels: 3, background: { r: 0, g: 0, b: 0 }, noise: { type: 'gaussian', mean: 128, sigma: 30 } } }, blend: 'overlay' }])
+      .composite([
+        {
+          input: { create: { width: 640, height: 480, channels: 3, background: { r: 0, g: 0, b: 0 }, noise: { type: 'gaussian', mean: 128, sigma: 30 } } },
+          blend: 'overlay',
+        },
+      ])
       .png()
       .toBuffer();
     const pid = server.pid!;
@@ -129,7 +146,9 @@ async function main(): Promise<void> {
     for (const n of [8, 16, 64]) {
       const slow = withChunks(png, Array<Buffer>(n).fill(xmpChunk(16 * MiB + 1)));
       const v = await post(port, key, 'verify', slow);
-      console.log(`2. ${n} chunks of 16 MiB + 1 (${(slow.length / 1e6).toFixed(2)} MB): verify ${v.status} ${JSON.parse(v.body.toString()).code ?? ''}, worker ${v.workMs?.toFixed(0)} ms, answer ${v.ms.toFixed(0)} ms`);
+      console.log(
+        `2. ${n} chunks of 16 MiB + 1 (${(slow.length / 1e6).toFixed(2)} MB): verify ${v.status} ${JSON.parse(v.body.toString()).code ?? ''}, worker ${v.workMs?.toFixed(0)} ms, answer ${v.ms.toFixed(0)} ms`,
+      );
     }
     // 3. Amplification: one 16 MiB compressed packet in a small upload.
     const amp = withChunks(png, [xmpChunk(16 * MiB - 64)]);
@@ -142,7 +161,9 @@ async function main(): Promise<void> {
     // 4. Pipelining: POSTs (their answers come from a worker) and GETs.
     const body = form(png);
     const request = Buffer.concat([
-      Buffer.from(`POST /api/v1/verify HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: multipart/form-data; boundary=hostileBench\r\nContent-Length: ${body.length}\r\n\r\n`),
+      Buffer.from(
+        `POST /api/v1/verify HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: multipart/form-data; boundary=hostileBench\r\nContent-Length: ${body.length}\r\n\r\n`,
+      ),
       body,
     ]);
     for (const n of [5, 50]) {
@@ -155,7 +176,9 @@ async function main(): Promise<void> {
     const slow = Array.from({ length: 13 }, () => {
       const s = connect(port, '127.0.0.1');
       s.on('error', () => undefined);
-      s.write(`POST /api/v1/protect HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: ${25 * MiB}\r\n\r\n`);
+      s.write(
+        `POST /api/v1/protect HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: multipart/form-data; boundary=b\r\nContent-Length: ${25 * MiB}\r\n\r\n`,
+      );
       const t = setInterval(() => s.writable && s.write('x'), 1000);
       return { s, t };
     });

@@ -12,7 +12,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import { MULTIPART_SLACK_BYTES } from '../config.js';
+import { MULTIPART_SLACK_BYTES, inflightBytesFor } from '../config.js';
 import { OptmarkError, toErrorShape } from '../errors.js';
 import type { Logger } from '../log.js';
 import { checkContentType } from '../pipeline/form-type.js';
@@ -181,11 +181,12 @@ class ApiRequest {
     const lease = transfer.admit(room, this.#operation === 'protect');
     if (!lease) throw new PoolOverloadedError('The server is holding as many uploads as it can; retry shortly.');
     this.#lease = lease;
-    // The client's share of the room held by bodies still arriving (throws 503 past it); the rate floor.
+    // The client's share of the memory held by requests whose body is still arriving (their body's and
+    // answer's room: throws 503 past it); the rate floor.
     this.#arrived = this.#deps.uploads.arrive({
       account: auth.account.id,
       address: this.#head.address,
-      bytes: room,
+      bytes: inflightBytesFor(room, this.#operation === 'protect'),
       startedMs: this.#deps.uploads.now(),
       received: () => lease.received,
       tooSlow: (err) => this.#tooSlow?.(err),
