@@ -39,6 +39,8 @@ export interface Config {
   fingerprintSecretFile: string | undefined;
   /** Run the fingerprint detector in verify. */
   fingerprintDetect: boolean;
+  /** postgres://... : the shared PostgreSQL store (docs/scaling.md); undefined = the SQLite file in dataDir. */
+  databaseUrl: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -134,6 +136,7 @@ export function loadConfig(env: Env = process.env): Config {
     signingKeyFile: signingKeyFile === undefined ? undefined : resolve(signingKeyFile),
     fingerprintSecretFile: fingerprintSecretFile === undefined ? undefined : resolve(fingerprintSecretFile),
     fingerprintDetect: bool(env, 'OPTMARK_FINGERPRINT_DETECT', true),
+    databaseUrl: databaseUrl(env),
   };
 }
 
@@ -158,4 +161,12 @@ export const CONFIG_DOC: ReadonlyArray<readonly [name: string, fallback: string,
   ['OPTMARK_SIGNING_KEY_FILE', '(data dir)', 'PEM Ed25519 private key for provenance tags.'],
   ['OPTMARK_FINGERPRINT_SECRET_FILE', '(data dir)', 'Secret the fingerprint pattern is derived from.'],
   ['OPTMARK_FINGERPRINT_DETECT', 'on', 'Run the fingerprint detector in verify.'],
+  ['OPTMARK_DATABASE_URL', '(none: SQLite)', 'postgres://user:pass@host:5432/db[?schema=s&pool=10]: the store shared by several instances (docs/scaling.md).'],
 ];
+
+function databaseUrl(env: Env): string | undefined {
+  const raw = str(env, 'OPTMARK_DATABASE_URL');
+  if (raw === undefined) return undefined;
+  if (!/^postgres(ql)?:\/\//.test(raw)) throw new ConfigError('OPTMARK_DATABASE_URL', 'expected a postgres:// URL (postgres://user:password@host:5432/database)');
+  return raw;
+}

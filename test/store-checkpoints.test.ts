@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import { afterEach, describe, expect, it } from 'vitest';
-import type { Store } from '../src/store/index.js';
+import type { SqliteStore } from '../src/store/index.js';
 import { ROOT, requireBuild, waitFor } from './helpers/server.js';
 
 const dirs: string[] = [];
@@ -15,13 +15,13 @@ afterEach(() => {
   for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
 });
 
-async function openStore(): Promise<{ store: Store; dir: string; account: number }> {
+async function openStore(): Promise<{ store: SqliteStore; dir: string; account: number }> {
   requireBuild(); // the checkpointer is a worker thread: it runs from the build
-  const { Store: BuiltStore } = (await import(pathToFileURL(join(ROOT, 'dist', 'src', 'store', 'index.js')).href)) as typeof import('../src/store/index.js');
+  const { SqliteStore: BuiltStore } = (await import(pathToFileURL(join(ROOT, 'dist', 'src', 'store', 'index.js')).href)) as typeof import('../src/store/index.js');
   const dir = mkdtempSync(join(tmpdir(), 'optmark-ckpt-'));
   dirs.push(dir);
-  const store = BuiltStore.open({ dataDir: dir, defaultProtectLimit: 1_000_000, defaultVerifyLimit: 1_000_000 });
-  const account = store.createAccount('acme', 'pro').id;
+  const store = BuiltStore.openSync({ dataDir: dir, defaultProtectLimit: 1_000_000, defaultVerifyLimit: 1_000_000 });
+  const account = (await store.createAccount('acme', 'pro')).id;
   // The schema into the database file, so that the file alone can be read.
   const db = new Database(join(dir, 'optmark.db'));
   db.pragma('wal_checkpoint(TRUNCATE)');
@@ -41,11 +41,11 @@ function counterInFile(dir: string): number {
   }
 }
 
-function reserve(store: Store, account: number, n: number): void {
+function reserve(store: SqliteStore, account: number, n: number): void {
   for (let i = 0; i < n; i++) {
-    const r = store.reserve(account, 'protect');
+    const r = store.reserveSync(account, 'protect');
     if (!r.ok) throw new Error('over the limit');
-    store.commit(r.reservation);
+    store.commitSync(r.reservation);
   }
 }
 
@@ -69,7 +69,7 @@ describe('background checkpoints', () => {
       expect(store.checkpointStats!.running).toBe(true);
     } finally {
       await store.stopBackgroundCheckpoints();
-      store.close();
+      store.closeSync();
     }
   });
 
@@ -83,7 +83,7 @@ describe('background checkpoints', () => {
       expect(wal.length).toBeLessThanOrEqual(32 + 16_500 * (wal.readUInt32BE(8) + 24));
     } finally {
       await store.stopBackgroundCheckpoints();
-      store.close();
+      store.closeSync();
     }
   });
 
@@ -104,7 +104,7 @@ describe('background checkpoints', () => {
       expect(readFileSync(join(dir, 'optmark.db-wal')).readUInt32BE(12)).toBeGreaterThan(rewinds);
       await store.stopBackgroundCheckpoints(); // nothing left to stop: returns
     } finally {
-      store.close();
+      store.closeSync();
     }
     expect(counterInFile(dir)).toBe(1201);
   });
@@ -124,7 +124,7 @@ describe('background checkpoints', () => {
       expect(inFile).toBeLessThanOrEqual(2400);
       // Closing the last connection checkpoints the rest.
     } finally {
-      store.close();
+      store.closeSync();
     }
     expect(counterInFile(dir)).toBe(2400);
   });

@@ -26,8 +26,8 @@ const SUBCOMMANDS: Record<string, Subcommand> = {
       const { values, positionals: pos } = parseCommandArgs(cmd, args, { plan: { type: 'string' } });
       const [name] = positionals(cmd, pos, ['name']);
       const p = plan(cmd, values.plan);
-      return (store) => {
-        process.stdout.write(`created ${describe(store.createAccount(name, p))}`);
+      return async (store) => {
+        process.stdout.write(`created ${describe(await store.createAccount(name, p))}`);
         return 0;
       };
     },
@@ -38,8 +38,8 @@ const SUBCOMMANDS: Record<string, Subcommand> = {
       const cmd = 'account list';
       const { values, positionals: pos } = parseCommandArgs(cmd, args, { json: { type: 'boolean' } });
       positionals(cmd, pos, []);
-      return (store) => {
-        printListing(store.listAccounts(), {
+      return async (store) => {
+        printListing(await store.listAccounts(), {
           json: values.json,
           empty: 'no accounts (create one: optmark account create <name> --plan pro)',
           header: ['NAME', 'PLAN', 'PROTECT/MONTH', 'VERIFY/MONTH', 'CREATED'],
@@ -57,8 +57,8 @@ const SUBCOMMANDS: Record<string, Subcommand> = {
       // The plan may come as a second positional or as --plan, like `account create`.
       const [name, p] = values.plan === undefined ? positionals(cmd, pos, ['name', 'plan']) : [positionals(cmd, pos, ['name'])[0], values.plan];
       const checked = plan(cmd, p);
-      return (store) => {
-        process.stdout.write(`updated ${describe(store.setPlan(name, checked))}`);
+      return async (store) => {
+        process.stdout.write(`updated ${describe(await store.setPlan(name, checked))}`);
         return 0;
       };
     },
@@ -71,8 +71,8 @@ const SUBCOMMANDS: Record<string, Subcommand> = {
       const [name] = positionals(cmd, pos, ['name']);
       const limits = { protect: limit('--protect', values.protect), verify: limit('--verify', values.verify) };
       if (limits.protect === undefined && limits.verify === undefined) throw new UsageError(`${cmd}: give --protect and/or --verify`);
-      return (store) => {
-        process.stdout.write(`updated ${describe(store.setLimits(name, limits))}`);
+      return async (store) => {
+        process.stdout.write(`updated ${describe(await store.setLimits(name, limits))}`);
         return 0;
       };
     },

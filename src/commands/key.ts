@@ -8,8 +8,8 @@ const SUBCOMMANDS: Record<string, Subcommand> = {
     parse(args) {
       const cmd = 'key issue';
       const [account] = positionals(cmd, parseCommandArgs(cmd, args, {}).positionals, ['account']);
-      return (store) => {
-        const { key, prefix } = store.issueKey(account);
+      return async (store) => {
+        const { key, prefix } = await store.issueKey(account);
         // The note goes to stderr so that standard output is the key alone (scripts take its last line).
         process.stderr.write(`issued key ${prefix}… for account ${account}; it is shown only now, store it safely:\n`);
         process.stdout.write(`${key}\n`);
@@ -23,8 +23,8 @@ const SUBCOMMANDS: Record<string, Subcommand> = {
       const cmd = 'key list';
       const { values, positionals: pos } = parseCommandArgs(cmd, args, { json: { type: 'boolean' } });
       const [account] = positionals(cmd, pos, ['account']);
-      return (store) => {
-        printListing(store.listKeys(account), {
+      return async (store) => {
+        printListing(await store.listKeys(account), {
           json: values.json,
           empty: `account ${account} has no keys (issue one: optmark key issue ${account})`,
           header: ['PREFIX', 'CREATED', 'LAST USED (±1 min)', 'STATUS'],
@@ -39,8 +39,8 @@ const SUBCOMMANDS: Record<string, Subcommand> = {
     parse(args) {
       const cmd = 'key revoke';
       const [prefix] = positionals(cmd, parseCommandArgs(cmd, args, {}).positionals, ['key-prefix']);
-      return (store) => {
-        const r = store.revokeKey(prefix);
+      return async (store) => {
+        const r = await store.revokeKey(prefix);
         process.stdout.write(
           r.alreadyRevoked
             ? `key ${r.prefix} of account ${r.account} was already revoked\n`

@@ -14,8 +14,11 @@ export async function main(args: string[]): Promise<number> {
   const cmd = 'usage';
   const { values, positionals: pos } = parseCommandArgs(cmd, args, { month: { type: 'string' }, json: { type: 'boolean' } });
   const [account] = positionals(cmd, pos, ['account']);
-  return withStore(cmd, (store) => {
-    const u = store.usage(account, values.month);
+  return withStore(cmd, async (store) => {
+    // Units held by an instance that died are given back first (a same-host process that is gone, or
+    // an expired lease), so the report never counts a request that was never answered.
+    await store.reconcile();
+    const u = await store.usage(account, values.month);
     if (values.json) {
       printJson({ account, ...u });
       return 0;
@@ -24,6 +27,8 @@ export async function main(args: string[]): Promise<number> {
     // Limits are not kept per month: a past month is shown against today's limits.
     const reset = u.protect.resetSeconds > 0 ? `resets in ${duration(u.protect.resetSeconds)}` : 'month over, limits as set now';
     process.stdout.write(`account ${account}, ${u.month} (UTC), ${reset}\n${table([['OPERATION', 'USED', 'LIMIT', 'REMAINING'], ...rows])}`);
+    const held = u.held.protect + u.held.verify;
+    if (held > 0) process.stdout.write(`${held} of the used units are held by requests in progress (given back if they fail)\n`);
     return 0;
   });
 }

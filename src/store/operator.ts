@@ -5,10 +5,10 @@
 import { loadConfig } from '../config.js';
 import { UsageError } from '../commands/args.js';
 import { StoreError } from './errors.js';
-import { Store } from './index.js';
+import { openStore, type Store } from './index.js';
 
 /** Work to do once the arguments are parsed; returns the exit status. */
-export type StoreAction = (store: Store) => number;
+export type StoreAction = (store: Store) => number | Promise<number>;
 
 export interface Subcommand {
   /** One usage line, without the leading "optmark". */
@@ -17,12 +17,16 @@ export interface Subcommand {
   parse: (args: string[]) => StoreAction;
 }
 
-/** Opens the configured store, runs `action`, closes it; a StoreError becomes one stderr line and status 1. */
-export function withStore(command: string, action: StoreAction): number {
+/**
+ * Opens the configured store (PostgreSQL when OPTMARK_DATABASE_URL is set, else the data directory's
+ * SQLite file), runs `action`, closes it; a StoreError becomes one stderr line and status 1.
+ */
+export async function withStore(command: string, action: StoreAction): Promise<number> {
   let store: Store | undefined;
   try {
-    store = Store.open(loadConfig());
-    return action(store);
+    const config = loadConfig();
+    store = await openStore({ ...config, databaseUrl: config.databaseUrl });
+    return await action(store);
   } catch (err) {
     if (err instanceof StoreError) {
       process.stderr.write(`optmark ${command}: ${err.message}\n`);
@@ -30,19 +34,19 @@ export function withStore(command: string, action: StoreAction): number {
     }
     throw err;
   } finally {
-    store?.close();
+    await store?.close();
   }
 }
 
 /** Runs `optmark <command> <subcommand> ...` from a table of subcommands; help goes to stdout. */
-export function runSubcommand(command: string, table: Record<string, Subcommand>, args: string[]): number {
+export function runSubcommand(command: string, table: Record<string, Subcommand>, args: string[]): Promise<number> {
   const [name, ...rest] = args;
   const help = `usage:\n${Object.values(table)
     .map((s) => `  optmark ${s.usage}`)
     .join('\n')}`;
   if (name === 'help' || name === '--help' || name === '-h') {
     process.stdout.write(`${help}\n`);
-    return 0;
+    return Promise.resolve(0);
   }
   const sub = name === undefined ? undefined : table[name];
   if (!sub) {
