@@ -7,7 +7,7 @@ import { HttpServer } from './http/server.js';
 import { loadUws } from './http/uws.js';
 import { createLogger } from './log.js';
 import { ImagePool, workerInitFrom } from './pool/pool.js';
-import { Store } from './store/index.js';
+import { openStore } from './store/index.js';
 
 export interface Service {
   port: number;
@@ -20,15 +20,25 @@ export async function startService(config: Config, announce: (text: string) => v
   if (transport !== 'uws-native') log.warn({ transport }, 'running on the slow uWebSockets.js JS fallback (OPTMARK_ALLOW_UWS_FALLBACK=1)');
 
   mkdirSync(config.dataDir, { recursive: true });
-  const store = Store.open({
+  const store = await openStore({
     dataDir: config.dataDir,
     defaultProtectLimit: config.defaultProtectLimit,
     defaultVerifyLimit: config.defaultVerifyLimit,
+    databaseUrl: config.databaseUrl,
+    // Counter writes are acknowledged before PostgreSQL's WAL flush (docs/scaling.md, "Durability").
+    synchronousCommit: false,
   });
-  // Checkpoint syncs stall whatever thread commits; keep them off the event loop.
-  store.startBackgroundCheckpoints({ onError: (err) => log.error({ err }, 'store checkpointer failed; the event loop checkpoints again') });
+  log.info({ engine: store.engine, location: store.location, instance: store.instanceId }, 'store open');
+  // SQLite: checkpoint syncs stall whatever thread commits, so they run on a thread of their own. Both
+  // engines: this instance's lease, the reconciliation of dead instances' reservations (now, before the
+  // first request, and every second), batched last-used writes.
+  await store.startBackground({
+    onError: (err, what) =>
+      log.error({ err, what }, what === 'checkpoints' ? 'store checkpointer failed; the event loop checkpoints again' : 'store background work failed'),
+    onReconciled: (units) => log.warn({ units }, 'gave back units held by an instance that is gone'),
+  });
   if (config.bootstrap) {
-    const boot = store.bootstrapIfEmpty();
+    const boot = await store.bootstrapIfEmpty();
     if (boot) {
       // Shown once, on the terminal, never in the structured log.
       announce(
@@ -72,8 +82,8 @@ export async function startService(config: Config, announce: (text: string) => v
         const { unfinished } = await server.shutdown(config.shutdownTimeoutMs);
         if (unfinished > 0) log.warn({ unfinished }, 'shutdown deadline passed with requests in flight');
         await pool.close();
-        await store.stopBackgroundCheckpoints();
-        store.close();
+        await store.stopBackground();
+        await store.close();
         log.info('stopped');
         log.flush();
       })()),

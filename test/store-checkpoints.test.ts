@@ -56,16 +56,14 @@ describe('background checkpoints', () => {
     try {
       // 1500 commits: past SQLite's default of 1000 pages, below the connection's own bound.
       reserve(store, account, 1500);
-      const before = store.checkpointStats!.runs;
-      await waitFor('two checkpoints after the writes', () => (store.checkpointStats!.runs >= before + 2 ? true : undefined));
-      expect(store.checkpointStats!.walFrames).toBeGreaterThanOrEqual(1500);
-      expect(counterInFile(dir)).toBe(1500);
+      // Reports of checkpoints that ran during the (synchronous) writes may still be queued when they
+      // end, so wait for what the checkpoints do rather than for a count of them.
+      await waitFor('the counters in the database file', () => (counterInFile(dir) === 1500 ? true : undefined));
+      expect(store.checkpointStats!.runs).toBeGreaterThan(0);
       // Every frame was copied while nothing was written: the next commit starts the WAL over.
       reserve(store, account, 1);
-      const after = store.checkpointStats!.runs;
-      await waitFor('a checkpoint after the rewind', () => (store.checkpointStats!.runs > after ? true : undefined));
-      expect(store.checkpointStats!.walFrames).toBeLessThan(10);
-      expect(counterInFile(dir)).toBe(1501);
+      await waitFor('a checkpoint of the rewound WAL', () => (store.checkpointStats!.walFrames < 10 ? true : undefined));
+      await waitFor('the last counter in the database file', () => (counterInFile(dir) === 1501 ? true : undefined));
       expect(store.checkpointStats!.running).toBe(true);
     } finally {
       await store.stopBackgroundCheckpoints();

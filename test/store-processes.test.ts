@@ -23,6 +23,7 @@ afterEach(() => {
 interface Worker {
   child: ChildProcessWithoutNullStreams;
   output: () => string;
+  errors: () => string;
   ready: Promise<void>;
   exited: Promise<void>;
 }
@@ -40,7 +41,7 @@ function worker(args: string[]): Worker {
     child.stdout.on('data', check);
     void exited.then(() => rej(new Error(`worker exited before ready: ${err}`)));
   });
-  return { child, output: () => out, ready, exited };
+  return { child, output: () => out, errors: () => err, ready, exited };
 }
 
 describe.each(ENGINES)('processes sharing the store on %s', (engine) => {
@@ -77,6 +78,7 @@ describe.each(ENGINES)('processes sharing the store on %s', (engine) => {
     await Promise.all(workers.map((w) => w.ready));
     for (const w of workers) w.child.stdin.end('go\n');
     await Promise.all(workers.map((w) => w.exited));
+    for (const w of workers) expect(w.child.exitCode, w.errors()).toBe(0);
     const results = workers.map((w) => JSON.parse(w.output().split('\n')[1]!) as { committed: number; refunded: number });
     const committed = results.reduce((n, r) => n + r.committed, 0);
     // Each process stops at its first refusal holding no unit, and the last to stop saw the counter at

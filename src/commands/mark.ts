@@ -15,6 +15,7 @@ import { detectFormat, type ContainerFormat } from '../formats/index.js';
 import { ImagePool, workerInitFrom } from '../pool/pool.js';
 import { loadSigningKey } from '../provenance/index.js';
 import type { MarkTask } from '../pipeline/tasks.js';
+import type { Command } from 'commander';
 import { parseCommandArgs, UsageError } from './args.js';
 
 const HELP = `usage: optmark mark <file-or-folder>... (--out <dir> | --in-place) [--provenance] [--fingerprint]
@@ -385,4 +386,23 @@ export async function main(args: string[]): Promise<number> {
   await markAll(jobs, config, opts, outcomes);
   process.stdout.write(summary(outcomes, applied));
   return outcomes.some((o) => o.status === 'failed') ? 1 : 0;
+}
+
+/**
+ * Registers `optmark mark` on the command line. mark still parses its own options (--help included) with
+ * parseOptions above, so commander hands it every argument as it came.
+ */
+export function register(program: Command): void {
+  program
+    .command('mark')
+    .summary('mark files and folders with the opt-out field and optional layers (provenance, fingerprint)')
+    .usage('<file-or-folder>... (--out <dir> | --in-place) [--provenance] [--fingerprint]')
+    .description('Mark files and folders with the opt-out field; `optmark mark --help` lists the options.')
+    .helpOption(false)
+    .allowUnknownOption()
+    .allowExcessArguments()
+    .argument('[args...]')
+    .action(async (args: string[]) => {
+      process.exitCode = await main(args);
+    });
 }

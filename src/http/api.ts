@@ -11,7 +11,7 @@ import type { Logger } from '../log.js';
 import type { ImagePool } from '../pool/pool.js';
 import { protectBodyCapacity } from '../pipeline/body.js';
 import type { Task } from '../pipeline/tasks.js';
-import { rateLimitHeaders, wwwAuthenticate, type AuthResult, type Operation, type Reservation, type Store } from '../store/index.js';
+import { isStoreUnavailable, rateLimitHeaders, wwwAuthenticate, type AuthResult, type Operation, type QuotaState, type Reservation, type Store } from '../store/index.js';
 import { requestId } from './filename.js';
 import { RequestMemory } from './memory.js';
 import type { Metrics } from './metrics.js';
@@ -37,23 +37,33 @@ function parseLength(raw: string): number | undefined | 'invalid' {
 }
 
 /**
- * A store call that timed out waiting for SQLite's write lock (busy_timeout) means the server is
- * overloaded (503 + Retry-After), not broken (500).
+ * A store call that timed out waiting for SQLite's write lock (busy_timeout), or a PostgreSQL store that
+ * cannot answer (down, slow past its statement timeout, out of connections), means the server cannot
+ * serve now (503 + Retry-After), not that it is broken (500). No unit is granted without its reservation.
  */
 function busyAsOverload(err: unknown): unknown {
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && /^SQLITE_(BUSY|LOCKED)/.test(code)) return new OptmarkError('overloaded', 'The account store is busy; retry shortly.', { cause: err });
+  if (isStoreUnavailable(err)) return new OptmarkError('overloaded', 'The account store is unavailable; retry shortly.', { cause: err });
   return err;
 }
+
+/** Body bytes delivered by uWS before the request is admitted (auth and reserve are asynchronous). */
+const MAX_EARLY_BYTES = 4 * 1024 * 1024;
 
 /** 429: the account's monthly units are used up until the month turns (Retry-After, in seconds). */
 class QuotaExceededError extends OptmarkError {
   constructor(
     message: string,
     readonly retryAfter: number,
+    readonly state: QuotaState,
   ) {
     super('quota_exceeded', message);
   }
+}
+
+function unwrap(err: unknown): unknown {
+  return err instanceof OptmarkError && err.cause !== undefined ? err.cause : err;
 }
 
 /** Handles one API request; the uWS handler returns right after this sets up its callbacks. */
@@ -76,33 +86,35 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
   let finished = false;
   const memory = new RequestMemory(arena, () => metrics.inflightBytes.set(arena.used));
   // Headers are a courtesy: a store that cannot be read must not turn an answer into a crash.
-  const rlHeaders = (): Headers => {
+  const rlHeaders = async (known?: QuotaState): Promise<Headers> => {
+    if (known) return rateLimitHeaders(known);
     if (accountId === undefined) return {};
     try {
-      return rateLimitHeaders(store.quotaState(accountId, operation));
+      return rateLimitHeaders(await store.quotaState(accountId, operation));
     } catch (err) {
       log.error({ reqId: id, err }, 'quota state unavailable');
       return {};
     }
   };
 
-  /** Keeps (ok) or gives back the reserved unit, once. */
-  const settle = (ok: boolean): void => {
+  /** Gives back the reserved unit (also after its commit, for an answer that never reached the client), once. */
+  const refund = async (): Promise<QuotaState | undefined> => {
     const r = reservation;
     reservation = undefined;
-    if (!r) return;
+    if (!r) return undefined;
     try {
-      if (ok) store.commit(r);
-      else store.refund(r);
+      return await store.refund(r);
     } catch (err) {
-      log.error({ reqId: id, err }, 'quota update failed');
+      // Held: the unit comes back when this instance's hold is reconciled; committed: it stays counted.
+      log.error({ reqId: id, err }, 'quota refund failed');
+      return undefined;
     }
   };
 
   const finish = (ok: boolean): void => {
     if (finished) return;
     finished = true;
-    settle(ok);
+    if (!ok) void refund();
     memory.releaseAll();
     const seconds = Number(process.hrtime.bigint() - ex.started) / 1e9;
     const status = ex.aborted && !ex.answered ? 499 : ex.status;
@@ -111,15 +123,23 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     if (--inflight.count === 0) inflight.idle();
   };
 
+  let failing = false;
+  let paused = false;
   const fail = (err: unknown): void => {
-    // Refund before the RateLimit headers are read, so they show the unit given back.
-    settle(false);
+    if (failing || finished) return;
+    failing = true;
     const shape = toErrorShape(busyAsOverload(err));
     if (shape.code === 'internal_error') log.error({ reqId: id, err }, 'unexpected failure');
-    const headers: Headers = { ...rlHeaders(), ...phases.headers() };
-    if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
-    if (err instanceof QuotaExceededError) headers['Retry-After'] = String(err.retryAfter);
-    void ex.error(shape.code, shape.message, headers).then(() => finish(false));
+    void (async () => {
+      // Refund before the RateLimit headers are read, so they show the unit given back.
+      const state = err instanceof QuotaExceededError ? err.state : await refund();
+      const headers: Headers = { ...(shape.code === 'overloaded' && isStoreUnavailable(unwrap(err)) ? {} : await rlHeaders(state)), ...phases.headers() };
+      if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
+      if (err instanceof QuotaExceededError) headers['Retry-After'] = String(err.retryAfter);
+      resume();
+      await ex.error(shape.code, shape.message, headers);
+      finish(false);
+    })();
   };
 
   let receiver: BodyReceiver | undefined;
@@ -130,29 +150,76 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     finish(false);
   });
 
-  // Everything up to here used headers only: refusals go out before a byte of body is read.
-  let auth: AuthResult;
-  try {
-    auth = store.authenticate(authorization || undefined); // may write (last use): can be busy
-  } catch (err) {
-    return fail(err);
+  // Body bytes that uWS delivers before the request is admitted (the store answers asynchronously) are
+  // kept, bounded, and the socket is paused until then; refusals still go out without reading the body.
+  let early: Buffer[] | undefined = [];
+  let earlyBytes = 0;
+  let earlyLast = false;
+  res.onData((chunk, isLast) => {
+    if (ex.answered || receiver?.failed) return; // already refused: uWS drains the rest of the body for us
+    if (!receiver) {
+      if (!early) return;
+      earlyBytes += chunk.byteLength;
+      if (earlyBytes > MAX_EARLY_BYTES) {
+        early = undefined;
+        fail(new OptmarkError('overloaded', 'The upload arrived faster than it could be admitted; retry shortly.'));
+        return;
+      }
+      early.push(Buffer.from(new Uint8Array(chunk)));
+      earlyLast = isLast;
+      return;
+    }
+    try {
+      receiver.push(chunk, isLast);
+    } catch (err) {
+      fail(err);
+    }
+  });
+  // uWS forbids touching `res` after an abort or a finished answer: resume before answering.
+  const resume = (): void => {
+    if (!paused) return;
+    paused = false;
+    if (!ex.aborted && !ex.answered) res.resume();
+  };
+  const admitted = admit().catch((err: unknown) => {
+    fail(err);
+    return false;
+  });
+  // Still waiting on the store after this handler: hold the socket.
+  if (!receiver && !ex.answered && !ex.aborted) {
+    res.pause();
+    paused = true;
   }
-  if (!auth.ok) return fail(new OptmarkError(auth.code, auth.message));
-  accountId = auth.account.id;
-  const declared = parseLength(lengthHeader);
-  try {
+  void admitted.then((ok) => {
+    resume();
+    if (!ok || !receiver || ex.aborted) return;
+    run(receiver);
+  });
+
+  // Everything in admit() uses headers only: refusals go out before a byte of body is used.
+  async function admit(): Promise<boolean> {
+    let auth: AuthResult;
+    auth = await store.authenticate(authorization || undefined);
+    if (ex.aborted) return false;
+    if (!auth.ok) throw new OptmarkError(auth.code, auth.message);
+    accountId = auth.account.id;
+    const declared = parseLength(lengthHeader);
     checkContentType(contentType);
     if (declared === 'invalid') throw new OptmarkError('malformed_multipart', 'Content-Length is not a number.');
     if (declared !== undefined && declared > deps.maxUploadBytes + MULTIPART_SLACK_BYTES) {
       throw new OptmarkError('payload_too_large', `The upload is ${declared} bytes; the limit is ${deps.maxUploadBytes}.`);
     }
     if (pool.saturated) throw new OptmarkError('overloaded');
-    const reserved = store.reserve(auth.account.id, operation);
+    const reserved = await store.reserve(auth.account.id, operation);
     if (!reserved.ok) {
       const s = reserved.state;
-      throw new QuotaExceededError(`The monthly ${operation} limit of ${s.limit} is used up; it resets in ${s.resetSeconds} s.`, s.resetSeconds);
+      throw new QuotaExceededError(`The monthly ${operation} limit of ${s.limit} is used up; it resets in ${s.resetSeconds} s.`, s.resetSeconds, s);
     }
     reservation = reserved.reservation;
+    if (ex.aborted) {
+      void refund();
+      return false;
+    }
     // Room for the body: the declared length bounds it; without one, the limit does (shrunk later).
     const maxBody = deps.maxUploadBytes + MULTIPART_SLACK_BYTES;
     const capacity = declared === undefined ? maxBody : Math.max(1, declared);
@@ -166,21 +233,17 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     }
     uploadSlot = slot;
     outputSlot = bodySlot;
-    receiver = new BodyReceiver({ destination: memory.view(slot), maxBodyBytes: maxBody, maxImageBytes: deps.maxUploadBytes });
-  } catch (err) {
-    return fail(err);
+    const rx = new BodyReceiver({ destination: memory.view(slot), maxBodyBytes: maxBody, maxImageBytes: deps.maxUploadBytes });
+    // What arrived while the store answered goes in first, in order; later chunks go straight in.
+    const pending = early ?? [];
+    early = undefined;
+    pending.forEach((b, i) => rx.push(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer, earlyLast && i === pending.length - 1));
+    receiver = rx;
+    return true;
   }
 
-  const rx = receiver;
-  res.onData((chunk, isLast) => {
-    if (ex.answered || rx.failed) return; // already refused: uWS drains the rest of the body for us
-    try {
-      rx.push(chunk, isLast);
-    } catch (err) {
-      fail(err);
-    }
-  });
-  rx.done.then(
+  function run(receiver: BodyReceiver): void {
+  receiver.done.then(
     async (upload) => {
       phases.received();
       if (ex.aborted) return;
@@ -211,8 +274,15 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
         if (output) memory.free(output);
         body = result.body;
       } else throw new Error('worker answered with the wrong result kind');
-      const delivered = await ex.json(200, body, { ...rlHeaders(), ...phases.headers() });
-      finish(delivered);
+      // The unit is made durable before the answer goes out: a crash after this point keeps it counted
+      // (the client may have its answer), a crash before gives it back. If this instance's hold was
+      // reclaimed meanwhile (it missed its lease), commit throws and the answer is a 503, uncounted.
+      const r = reservation;
+      const state = r ? await store.commit(r) : undefined;
+      const delivered = await ex.json(200, body, { ...(await rlHeaders(state)), ...phases.headers() });
+      if (!delivered) await refund();
+      reservation = undefined;
+      finish(true);
     },
     (err: unknown) => {
       if (!ex.aborted) fail(err);
@@ -221,4 +291,5 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     if (!ex.aborted) fail(err);
     else finish(false);
   });
+  }
 }

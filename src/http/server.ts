@@ -47,7 +47,7 @@ export class HttpServer {
 
   constructor(options: ServerOptions) {
     this.#options = options;
-    this.metrics = new Metrics(() => options.pool.stats, () => options.store.checkpointStats);
+    this.metrics = new Metrics(() => options.pool.stats, () => options.store.stats.checkpoints);
     this.#openapi = readFileSync(OPENAPI_PATH);
     const deps: ApiDeps = {
       store: options.store,

@@ -124,6 +124,19 @@ export class Reservations {
     if (state === undefined) this.#state.delete(r);
     else this.#state.set(r, state);
   }
+
+  readonly #busy = new WeakMap<Reservation, Promise<unknown>>();
+
+  /** Runs `fn` after every earlier call on the same reservation settled: a commit and a refund never overlap. */
+  serial<T>(r: Reservation, fn: () => Promise<T>): Promise<T> {
+    const before = this.#busy.get(r) ?? Promise.resolve();
+    const next = before.then(fn, fn);
+    this.#busy.set(
+      r,
+      next.catch(() => undefined),
+    );
+    return next;
+  }
 }
 
 /** The reservation's hold was reclaimed (this instance missed its lease): the unit is not counted. */
@@ -286,4 +299,9 @@ export class LastUsed {
   get size(): number {
     return this.#pending.size;
   }
+}
+
+/** May keys of an account on this plan call the API (protect, verify)? */
+export function hasApiAccess(plan: Plan): boolean {
+  return API_PLANS.has(plan);
 }

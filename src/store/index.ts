@@ -15,7 +15,7 @@ export { monthOf, rateLimitHeaders, OPERATIONS, type Operation, type QuotaState 
 export { SCHEMA_VERSION } from './db.js';
 export { PG_SCHEMA_VERSION } from './postgres/schema.js';
 export type { CheckpointStats } from './checkpoints.js';
-export { MAX_LIMIT, LAST_USED_GRANULARITY_MS, DEFAULT_AUTH_CACHE_MS, LEASE_MS, RECONCILE_INTERVAL_MS, isPlan } from './common.js';
+export { MAX_LIMIT, LAST_USED_GRANULARITY_MS, DEFAULT_AUTH_CACHE_MS, LEASE_MS, RECONCILE_INTERVAL_MS, hasApiAccess, isPlan } from './common.js';
 export { PLANS } from './types.js';
 export type {
   Account,
@@ -44,6 +44,8 @@ export interface StoreOptions {
   file?: string;
   /** PostgreSQL: upper bound on how long an authentication result is reused (default 2000 ms). */
   authCacheMs?: number;
+  /** PostgreSQL: wait for the WAL flush at each commit (default true; the server passes false, see PostgresStoreOptions). */
+  synchronousCommit?: boolean;
 }
 
 /** Opens the configured store: PostgreSQL when a database URL is given, else the SQLite file. */
@@ -54,6 +56,7 @@ export async function openStore(opts: StoreOptions): Promise<Store> {
       defaultProtectLimit: opts.defaultProtectLimit,
       defaultVerifyLimit: opts.defaultVerifyLimit,
       authCacheMs: opts.authCacheMs,
+      synchronousCommit: opts.synchronousCommit,
     });
   }
   return SqliteStore.open({ dataDir: opts.dataDir, defaultProtectLimit: opts.defaultProtectLimit, defaultVerifyLimit: opts.defaultVerifyLimit, file: opts.file });
