@@ -22,6 +22,7 @@ const COMMANDS: Record<string, () => Promise<{ register: Register }>> = {
   key: () => import('./commands/key.js'),
   usage: () => import('./commands/usage.js'),
   mark: () => import('./commands/mark.js'),
+  verify: () => import('./commands/verify.js'),
   'signing-key': () => import('./commands/signing-key.js'),
   bench: () => import('./commands/bench.js'),
 };
@@ -55,7 +56,7 @@ export async function buildProgram(only?: string): Promise<Command> {
 }
 
 /** Errors whose message already says what went wrong and what to do. */
-const EXPLAINED_ERRORS = new Set(['UwsFallbackError']);
+const EXPLAINED_ERRORS = new Set(['UwsFallbackError', 'ListenError']);
 
 /** Runs the command line `argv` (without node and the script); resolves to the exit status. */
 export async function run(argv: string[]): Promise<number> {

@@ -11,7 +11,18 @@ import type { Logger } from '../log.js';
 import type { ImagePool } from '../pool/pool.js';
 import { protectBodyCapacity } from '../pipeline/body.js';
 import type { Task } from '../pipeline/tasks.js';
-import { isStoreUnavailable, rateLimitHeaders, wwwAuthenticate, type AuthResult, type Operation, type QuotaState, type Reservation, type Store } from '../store/index.js';
+import {
+  isStoreUnavailable,
+  rateLimitHeaders,
+  resetTimeOf,
+  utcMinuteText,
+  wwwAuthenticate,
+  type AuthResult,
+  type Operation,
+  type QuotaState,
+  type Reservation,
+  type Store,
+} from '../store/index.js';
 import { requestId } from './filename.js';
 import { RequestMemory } from './memory.js';
 import type { Metrics } from './metrics.js';
@@ -213,7 +224,9 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     const reserved = await store.reserve(auth.account.id, operation);
     if (!reserved.ok) {
       const s = reserved.state;
-      throw new QuotaExceededError(`The monthly ${operation} limit of ${s.limit} is used up; it resets in ${s.resetSeconds} s.`, s.resetSeconds, s);
+      // The reset instant from the counter's own seconds (Retry-After), so the two always agree.
+      const resetsAt = utcMinuteText(resetTimeOf(new Date(Date.now() + (s.resetSeconds - 1) * 1000)));
+      throw new QuotaExceededError(`The monthly ${operation} limit of ${s.limit} is used up; it resets at ${resetsAt}.`, s.resetSeconds, s);
     }
     reservation = reserved.reservation;
     if (ex.aborted) {

@@ -11,7 +11,7 @@ import type { Store } from './types.js';
 export { StoreError, STORE_ERROR_CODES, isStoreUnavailable, type StoreErrorCode } from './errors.js';
 export { parseAuthorization, wwwAuthenticate, type AuthFailureCode } from './auth.js';
 export { KEY_PREFIX, isWellFormedKey } from './keys.js';
-export { monthOf, rateLimitHeaders, OPERATIONS, type Operation, type QuotaState } from './quota.js';
+export { monthOf, rateLimitHeaders, OPERATIONS, resetTimeOf, utcMinuteText, type Operation, type QuotaState } from './quota.js';
 export { SCHEMA_VERSION } from './db.js';
 export { PG_SCHEMA_VERSION } from './postgres/schema.js';
 export type { CheckpointStats } from './checkpoints.js';
