@@ -91,16 +91,27 @@ const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'
 /** Multipart framing (boundaries, part headers) a request body may carry on top of the image limit. */
 export const MULTIPART_SLACK_BYTES = 64 * 1024;
 
+/** The page size request memory is handed out in. */
+export const PAGE_BYTES = 4096;
+
+const pages = (n: number): number => Math.ceil(n / PAGE_BYTES) * PAGE_BYTES;
+
 /**
- * Arena room one largest protect takes when admitted: the request body (the image limit plus multipart
- * framing) and its response body (base64 of that plus the metadata growth protect allows, plus 4 KiB of JSON),
- * each rounded up to the arena's 4 KiB pages. src/pipeline/body.ts sizes bodies the same way (a test
- * keeps the two in step).
+ * Room for the answer to a protect of a `bodyBytes` request body: the base64 of the body plus the
+ * metadata growth protect allows (more is refused, output_too_large), and 4 KiB of JSON fields. The image
+ * inside the body is smaller than the body, so every answer protect gives fits.
  */
-export function arenaBytesForOneProtect(maxUploadBytes: number): number {
-  const page = (n: number): number => Math.ceil(n / 4096) * 4096;
-  const body = maxUploadBytes + MULTIPART_SLACK_BYTES;
-  return page(body) + page(Math.ceil((body + MAX_PROTECT_GROWTH_BYTES) / 3) * 4 + 4096);
+export function answerBytesFor(bodyBytes: number): number {
+  return Math.ceil((bodyBytes + MAX_PROTECT_GROWTH_BYTES) / 3) * 4 + 4096;
+}
+
+/**
+ * The in-flight memory one request of a `bodyBytes` body takes while admitted: its body and, for a
+ * protect, its answer, each in whole pages. The one formula for request memory: admission uses it, and
+ * OPTMARK_MAX_INFLIGHT_BYTES must hold at least one largest protect.
+ */
+export function inflightBytesFor(bodyBytes: number, withAnswer: boolean): number {
+  return pages(bodyBytes) + (withAnswer ? pages(answerBytesFor(bodyBytes)) : 0);
 }
 
 /** Reads and validates the configuration; throws ConfigError naming the offending variable. */
@@ -113,7 +124,7 @@ export function loadConfig(env: Env = process.env): Config {
     throw new ConfigError('OPTMARK_LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(level)}`);
   }
   const maxInflightBytes = int(env, 'OPTMARK_MAX_INFLIGHT_BYTES', Math.max(384 * 1024 ** 2, 4 * maxUploadBytes), 1024, 64 * 1024 ** 3);
-  const oneProtect = arenaBytesForOneProtect(maxUploadBytes);
+  const oneProtect = inflightBytesFor(maxUploadBytes + MULTIPART_SLACK_BYTES, true);
   if (maxInflightBytes < oneProtect) {
     throw new ConfigError('OPTMARK_MAX_INFLIGHT_BYTES', `must be at least ${oneProtect}: one largest upload plus its base64 answer`);
   }

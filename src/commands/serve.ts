@@ -20,7 +20,8 @@ export function register(program: Command): void {
       const config = loadConfig();
       // Loaded only here: the operator commands never pay for uWebSockets.js, sharp and the worker pool.
       const { startService } = await import('../main.js');
-      const service = await startService(config, (text) => process.stdout.write(text));
+      // The start-up key goes to stdout only when a person reads it there, never into a collected log.
+      const service = await startService(config, process.stdout.isTTY ? (text) => process.stdout.write(text) : undefined);
       await new Promise<void>((resolve) => {
         const stop = (): void => {
           process.off('SIGTERM', stop);

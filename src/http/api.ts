@@ -1,45 +1,65 @@
 /**
- * POST /api/v1/protect and /api/v1/verify: authenticate and check limits from the headers alone,
- * reserve a quota unit, copy the request body into a range of the shared arena, let a worker parse the
- * multipart framing and build the answer in another range, write it back, then keep the unit on success
- * or give it back on any failure.
+ * POST /api/v1/protect and /api/v1/verify, one request in four steps:
+ *
+ *   admit    from the headers alone: the key, the Content-Type and Content-Length, room in the queue, a
+ *            quota unit and a memory lease (src/transfer/); a refusal goes out before a byte of body is read
+ *   receive  the body's chunks, copied into the lease
+ *   process  a worker parses the form and builds the answer (for protect, into the lease)
+ *   respond  the answer, with backpressure
+ *
+ * and one place, `finish`, that releases the lease whatever happened. The store is asynchronous (SQLite or
+ * PostgreSQL, src/store/): body bytes that arrive while the request is being admitted are held (the
+ * socket is paused, at most MAX_EARLY_BYTES are kept). The quota unit is committed, durably, before a
+ * 200 goes out (a crash after that keeps it; a crash before gives it back: its reservation is held by
+ * this instance and reconciled), and given back when the answer was not delivered or anything failed.
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { MULTIPART_SLACK_BYTES } from '../config.js';
 import { OptmarkError, toErrorShape } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { ImagePool } from '../pool/pool.js';
-import { protectBodyCapacity } from '../pipeline/body.js';
-import type { Task } from '../pipeline/tasks.js';
+import { checkContentType } from '../pipeline/form-type.js';
+import { PoolOverloadedError, type ImagePool } from '../pool/pool.js';
+import type { Task } from '../pool/tasks.js';
 import {
   isStoreUnavailable,
   rateLimitHeaders,
   resetTimeOf,
   utcMinuteText,
   wwwAuthenticate,
-  type AuthResult,
   type Operation,
   type QuotaState,
   type Reservation,
   type Store,
 } from '../store/index.js';
+import type { Lease, Transfer } from '../transfer/index.js';
 import { requestId } from './filename.js';
-import { RequestMemory } from './memory.js';
 import type { Metrics } from './metrics.js';
-import { MULTIPART_SLACK_BYTES } from '../config.js';
-import { checkContentType } from '../pipeline/upload.js';
-import { BodyReceiver } from './receive.js';
 import { Exchange, type Headers } from './respond.js';
 import { Phases } from './timing.js';
+
+/** Requests in progress, for graceful shutdown. */
+export interface InFlight {
+  begin(): void;
+  end(): void;
+}
 
 export interface ApiDeps {
   store: Store;
   pool: ImagePool;
+  transfer: Transfer;
   metrics: Metrics;
   log: Logger;
   maxUploadBytes: number;
-  /** Requests in progress, for graceful shutdown. */
-  inflight: { count: number; idle: () => void };
+  inflight: InFlight;
+}
+
+/** What the handler reads from the request's headers (uWS's HttpRequest lives only during the handler call). */
+interface Head {
+  id: string;
+  authorization: string;
+  contentType: string;
+  contentLength: string;
 }
 
 function parseLength(raw: string): number | undefined | 'invalid' {
@@ -49,8 +69,9 @@ function parseLength(raw: string): number | undefined | 'invalid' {
 
 /**
  * A store call that timed out waiting for SQLite's write lock (busy_timeout), or a PostgreSQL store that
- * cannot answer (down, slow past its statement timeout, out of connections), means the server cannot
- * serve now (503 + Retry-After), not that it is broken (500). No unit is granted without its reservation.
+ * cannot answer (down, slower than its statement timeout, out of connections) or that reclaimed this
+ * instance's hold, means the server cannot serve now (503 + Retry-After), not that it is broken (500).
+ * No unit is ever granted without its reservation written.
  */
 function busyAsOverload(err: unknown): unknown {
   const code = (err as { code?: unknown } | null)?.code;
@@ -59,7 +80,7 @@ function busyAsOverload(err: unknown): unknown {
   return err;
 }
 
-/** Body bytes delivered by uWS before the request is admitted (auth and reserve are asynchronous). */
+/** Body bytes kept while a request is being admitted (the socket is paused; one receive buffer at most, normally). */
 const MAX_EARLY_BYTES = 4 * 1024 * 1024;
 
 /** 429: the account's monthly units are used up until the month turns (Retry-After, in seconds). */
@@ -73,236 +94,229 @@ class QuotaExceededError extends OptmarkError {
   }
 }
 
-function unwrap(err: unknown): unknown {
-  return err instanceof OptmarkError && err.cause !== undefined ? err.cause : err;
-}
+/** The client went away before its body arrived. */
+class ClientGoneError extends Error {}
 
 /** Handles one API request; the uWS handler returns right after this sets up its callbacks. */
 export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse, req: HttpRequest): void {
-  // HttpRequest lives only during this synchronous call: read everything from it first.
-  const authorization = req.getHeader('authorization');
-  const contentType = req.getHeader('content-type');
-  const lengthHeader = req.getHeader('content-length');
-  const id = requestId(req.getHeader('x-request-id'), randomUUID);
-  const route = `/api/v1/${operation}`;
-  const ex = new Exchange(res, id, route, process.hrtime.bigint());
-  const phases = new Phases(ex.started);
-  const { store, pool, metrics, log, inflight } = deps;
-  const arena = pool.arena;
-  if (!arena) throw new Error('the API needs a pool with an arena');
-  inflight.count++;
+  const head: Head = {
+    id: requestId(req.getHeader('x-request-id'), randomUUID),
+    authorization: req.getHeader('authorization'),
+    contentType: req.getHeader('content-type'),
+    contentLength: req.getHeader('content-length'),
+  };
+  void new ApiRequest(deps, operation, res, head).run();
+}
 
-  let reservation: Reservation | undefined;
-  let accountId: number | undefined;
-  let finished = false;
-  const memory = new RequestMemory(arena, () => metrics.inflightBytes.set(arena.used));
-  // Headers are a courtesy: a store that cannot be read must not turn an answer into a crash.
-  const rlHeaders = async (known?: QuotaState): Promise<Headers> => {
-    if (known) return rateLimitHeaders(known);
-    if (accountId === undefined) return {};
+class ApiRequest {
+  readonly #deps: ApiDeps;
+  readonly #operation: Operation;
+  readonly #head: Head;
+  readonly #route: string;
+  readonly #ex: Exchange;
+  readonly #phases: Phases;
+  #accountId: number | undefined;
+  #reservation: Reservation | undefined;
+  #lease: Lease | undefined;
+  /** Chunks that arrived before #receive took over (copied: uWS reuses its buffer), or undefined once it did. */
+  #early: Array<{ bytes: Uint8Array; isLast: boolean }> | undefined = [];
+  #earlyBytes = 0;
+  #sink: ((chunk: ArrayBuffer, isLast: boolean) => void) | undefined;
+  #paused = false;
+
+  constructor(deps: ApiDeps, operation: Operation, res: HttpResponse, head: Head) {
+    this.#deps = deps;
+    this.#operation = operation;
+    this.#head = head;
+    this.#route = `/api/v1/${operation}`;
+    // Registers the abort callback uWS requires before the handler returns.
+    this.#ex = new Exchange(res, head.id, this.#route, process.hrtime.bigint());
+    this.#phases = new Phases(this.#ex.started);
+    // The body handler too must be there before the handler returns; until the request is admitted
+    // the socket is paused and what uWS already read is kept.
+    res.onData((chunk, isLast) => {
+      if (this.#sink) return this.#sink(chunk, isLast);
+      if (!this.#early) return;
+      this.#earlyBytes += chunk.byteLength;
+      if (this.#earlyBytes > MAX_EARLY_BYTES) this.#early = undefined;
+      else this.#early.push({ bytes: new Uint8Array(chunk.slice(0)), isLast });
+    });
     try {
-      return rateLimitHeaders(await store.quotaState(accountId, operation));
-    } catch (err) {
-      log.error({ reqId: id, err }, 'quota state unavailable');
-      return {};
+      res.pause();
+      this.#paused = true;
+    } catch {
+      // uWS's JS fallback has no pause: the early chunks are kept up to MAX_EARLY_BYTES anyway.
     }
-  };
-
-  /** Gives back the reserved unit (also after its commit, for an answer that never reached the client), once. */
-  const refund = async (): Promise<QuotaState | undefined> => {
-    const r = reservation;
-    reservation = undefined;
-    if (!r) return undefined;
-    try {
-      return await store.refund(r);
-    } catch (err) {
-      // Held: the unit comes back when this instance's hold is reconciled; committed: it stays counted.
-      log.error({ reqId: id, err }, 'quota refund failed');
-      return undefined;
-    }
-  };
-
-  const finish = (ok: boolean): void => {
-    if (finished) return;
-    finished = true;
-    if (!ok) void refund();
-    memory.releaseAll();
-    const seconds = Number(process.hrtime.bigint() - ex.started) / 1e9;
-    const status = ex.aborted && !ex.answered ? 499 : ex.status;
-    metrics.observe(route, status, seconds, receiver?.received ?? 0, ex.sent);
-    log.info({ reqId: id, route, status, ms: Math.round(seconds * 1000), ...phases.fields(), in: receiver?.received ?? 0, out: ex.sent, account: accountId }, 'request');
-    if (--inflight.count === 0) inflight.idle();
-  };
-
-  let failing = false;
-  let paused = false;
-  const fail = (err: unknown): void => {
-    if (failing || finished) return;
-    failing = true;
-    const shape = toErrorShape(busyAsOverload(err));
-    if (shape.code === 'internal_error') log.error({ reqId: id, err }, 'unexpected failure');
-    void (async () => {
-      // Refund before the RateLimit headers are read, so they show the unit given back.
-      const state = err instanceof QuotaExceededError ? err.state : await refund();
-      const headers: Headers = { ...(shape.code === 'overloaded' && isStoreUnavailable(unwrap(err)) ? {} : await rlHeaders(state)), ...phases.headers() };
-      if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
-      if (err instanceof QuotaExceededError) headers['Retry-After'] = String(err.retryAfter);
-      resume();
-      await ex.error(shape.code, shape.message, headers);
-      finish(false);
-    })();
-  };
-
-  let receiver: BodyReceiver | undefined;
-  let uploadSlot: ReturnType<RequestMemory['take']>;
-  let outputSlot: ReturnType<RequestMemory['take']>;
-  ex.onAbort(() => {
-    receiver?.abandon(new OptmarkError('malformed_multipart', 'client went away'));
-    finish(false);
-  });
-
-  // Body bytes that uWS delivers before the request is admitted (the store answers asynchronously) are
-  // kept, bounded, and the socket is paused until then; refusals still go out without reading the body.
-  let early: Buffer[] | undefined = [];
-  let earlyBytes = 0;
-  let earlyLast = false;
-  res.onData((chunk, isLast) => {
-    if (ex.answered || receiver?.failed) return; // already refused: uWS drains the rest of the body for us
-    if (!receiver) {
-      if (!early) return;
-      earlyBytes += chunk.byteLength;
-      if (earlyBytes > MAX_EARLY_BYTES) {
-        early = undefined;
-        fail(new OptmarkError('overloaded', 'The upload arrived faster than it could be admitted; retry shortly.'));
-        return;
-      }
-      early.push(Buffer.from(new Uint8Array(chunk)));
-      earlyLast = isLast;
-      return;
-    }
-    try {
-      receiver.push(chunk, isLast);
-    } catch (err) {
-      fail(err);
-    }
-  });
-  // uWS forbids touching `res` after an abort or a finished answer: resume before answering.
-  const resume = (): void => {
-    if (!paused) return;
-    paused = false;
-    if (!ex.aborted && !ex.answered) res.resume();
-  };
-  const admitted = admit().catch((err: unknown) => {
-    fail(err);
-    return false;
-  });
-  // Still waiting on the store after this handler: hold the socket.
-  if (!receiver && !ex.answered && !ex.aborted) {
-    res.pause();
-    paused = true;
   }
-  void admitted.then((ok) => {
-    resume();
-    if (!ok || !receiver || ex.aborted) return;
-    run(receiver);
-  });
 
-  // Everything in admit() uses headers only: refusals go out before a byte of body is used.
-  async function admit(): Promise<boolean> {
-    let auth: AuthResult;
-    auth = await store.authenticate(authorization || undefined);
-    if (ex.aborted) return false;
-    if (!auth.ok) throw new OptmarkError(auth.code, auth.message);
-    accountId = auth.account.id;
-    const declared = parseLength(lengthHeader);
-    checkContentType(contentType);
-    if (declared === 'invalid') throw new OptmarkError('malformed_multipart', 'Content-Length is not a number.');
-    if (declared !== undefined && declared > deps.maxUploadBytes + MULTIPART_SLACK_BYTES) {
-      throw new OptmarkError('payload_too_large', `The upload is ${declared} bytes; the limit is ${deps.maxUploadBytes}.`);
+  async run(): Promise<void> {
+    this.#deps.inflight.begin();
+    try {
+      const lease = await this.#admit();
+      await this.#receive(lease);
+      const answer = await this.#process(lease);
+      // The unit is made durable before the answer goes out (see the top of this file). If this
+      // instance's hold was reclaimed meanwhile (it missed its lease), commit throws: 503, uncounted.
+      const state = await this.#commit();
+      const delivered = await this.#ex.json(200, answer, { ...(await this.#rateLimitHeaders(state)), ...this.#phases.headers() });
+      if (!delivered) await this.#giveBack();
+      this.#reservation = undefined; // kept
+    } catch (err) {
+      if (!this.#ex.aborted) await this.#refuse(err);
+    } finally {
+      this.#finish();
     }
-    if (pool.saturated) throw new OptmarkError('overloaded');
-    const reserved = await store.reserve(auth.account.id, operation);
+  }
+
+  /** uWS forbids touching `res` after an abort or a finished answer. */
+  #resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    if (!this.#ex.aborted && !this.#ex.answered) this.#ex.res.resume();
+  }
+
+  /** Everything here reads headers only. Throws the refusal. */
+  async #admit(): Promise<Lease> {
+    const { store, pool, transfer, maxUploadBytes } = this.#deps;
+    const auth = await store.authenticate(this.#head.authorization || undefined);
+    if (this.#ex.aborted) throw new ClientGoneError();
+    if (!auth.ok) throw new OptmarkError(auth.code, auth.message);
+    this.#accountId = auth.account.id;
+    checkContentType(this.#head.contentType);
+    const declared = parseLength(this.#head.contentLength);
+    if (declared === 'invalid') throw new OptmarkError('malformed_multipart', 'Content-Length is not a number.');
+    const maxBody = maxUploadBytes + MULTIPART_SLACK_BYTES;
+    if (declared !== undefined && declared > maxBody) {
+      throw new OptmarkError('payload_too_large', `The upload is ${declared} bytes; the limit is ${maxUploadBytes}.`);
+    }
+    if (pool.saturated) throw new PoolOverloadedError();
+    const reserved = await store.reserve(auth.account.id, this.#operation);
     if (!reserved.ok) {
       const s = reserved.state;
       // The reset instant from the counter's own seconds (Retry-After), so the two always agree.
       const resetsAt = utcMinuteText(resetTimeOf(new Date(Date.now() + (s.resetSeconds - 1) * 1000)));
-      throw new QuotaExceededError(`The monthly ${operation} limit of ${s.limit} is used up; it resets at ${resetsAt}.`, s.resetSeconds, s);
+      throw new QuotaExceededError(`The monthly ${this.#operation} limit of ${s.limit} is used up; it resets at ${resetsAt}.`, s.resetSeconds, s);
     }
-    reservation = reserved.reservation;
-    if (ex.aborted) {
-      void refund();
-      return false;
-    }
-    // Room for the body: the declared length bounds it; without one, the limit does (shrunk later).
-    const maxBody = deps.maxUploadBytes + MULTIPART_SLACK_BYTES;
-    const capacity = declared === undefined ? maxBody : Math.max(1, declared);
-    // Admission takes room for the answer too, so that a request once admitted never needs memory from
-    // outside the arena.
-    const slot = memory.take(capacity);
-    const bodySlot = slot && operation === 'protect' ? memory.take(protectBodyCapacity(capacity)) : undefined;
-    if (!slot || (operation === 'protect' && !bodySlot)) {
-      memory.releaseAll();
-      throw new OptmarkError('overloaded', 'The server is holding as many uploads as it can; retry shortly.');
-    }
-    uploadSlot = slot;
-    outputSlot = bodySlot;
-    const rx = new BodyReceiver({ destination: memory.view(slot), maxBodyBytes: maxBody, maxImageBytes: deps.maxUploadBytes });
-    // What arrived while the store answered goes in first, in order; later chunks go straight in.
-    const pending = early ?? [];
-    early = undefined;
-    pending.forEach((b, i) => rx.push(b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer, earlyLast && i === pending.length - 1));
-    receiver = rx;
-    return true;
+    this.#reservation = reserved.reservation;
+    if (this.#ex.aborted) throw new ClientGoneError();
+    // Room for the body: the declared length bounds it; without one, the limit does. A protect's lease
+    // holds room for its answer too, so that an admitted request never needs memory from elsewhere.
+    const lease = transfer.admit(declared === undefined ? maxBody : Math.max(1, declared), this.#operation === 'protect');
+    if (!lease) throw new PoolOverloadedError('The server is holding as many uploads as it can; retry shortly.');
+    this.#lease = lease;
+    return lease;
   }
 
-  function run(receiver: BodyReceiver): void {
-  receiver.done.then(
-    async (upload) => {
-      phases.received();
-      if (ex.aborted) return;
-      // Hand the unused tail of the upload's range back before the worker runs. The image inside the
-      // body is smaller than the body, so an answer for the body's length has room for it.
-      const input = memory.shrink(uploadSlot!, upload.length);
-      const output = outputSlot && memory.shrink(outputSlot, protectBodyCapacity(upload.length));
-      const range = { offset: input.offset, length: upload.length };
-      const task: Task = operation === 'protect' ? { kind: 'protect', input: range, output, contentType } : { kind: 'verify', input: range, contentType };
-      memory.lend();
-      let result;
-      try {
-        result = await pool.run(task);
-      } catch (err) {
-        memory.returned(false);
-        throw err;
-      }
-      memory.returned(true);
-      phases.worked(result.workMs);
-      memory.free(input);
-      if (!result.ok) {
-        if (result.detail) log.error({ reqId: id, detail: result.detail }, 'worker failure');
-        throw new OptmarkError(result.error.code, result.error.message);
-      }
-      let body: Uint8Array;
-      if (result.kind === 'arena-body' && output) body = memory.view(output, result.length);
-      else if (result.kind === 'body') {
-        if (output) memory.free(output);
-        body = result.body;
-      } else throw new Error('worker answered with the wrong result kind');
-      // The unit is made durable before the answer goes out: a crash after this point keeps it counted
-      // (the client may have its answer), a crash before gives it back. If this instance's hold was
-      // reclaimed meanwhile (it missed its lease), commit throws and the answer is a 503, uncounted.
-      const r = reservation;
-      const state = r ? await store.commit(r) : undefined;
-      const delivered = await ex.json(200, body, { ...(await rlHeaders(state)), ...phases.headers() });
-      if (!delivered) await refund();
-      reservation = undefined;
-      finish(true);
-    },
-    (err: unknown) => {
-      if (!ex.aborted) fail(err);
-    },
-  ).catch((err: unknown) => {
-    if (!ex.aborted) fail(err);
-    else finish(false);
-  });
+  /** Copies the body into the lease; rejects past the limits, on an empty body, or when the client leaves. */
+  #receive(lease: Lease): Promise<void> {
+    const maxBody = this.#deps.maxUploadBytes + MULTIPART_SLACK_BYTES;
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const end = (err?: Error): void => {
+        settled = true;
+        if (err) reject(err);
+        else resolve();
+      };
+      this.#ex.onAbort(() => settled || end(new ClientGoneError()));
+      const onData = (chunk: ArrayBuffer, isLast: boolean): void => {
+        if (settled) return; // refused already: uWS drains the rest of the body
+        if (lease.received + chunk.byteLength > maxBody) {
+          return end(new OptmarkError('payload_too_large', `The upload is larger than the ${this.#deps.maxUploadBytes}-byte limit.`));
+        }
+        // Past the Content-Length the client declared (and was given room for).
+        if (!lease.write(chunk)) return end(new OptmarkError('payload_too_large', 'The upload is larger than its declared Content-Length.'));
+        if (!isLast) return;
+        if (lease.received === 0) return end(new OptmarkError('malformed_multipart', 'The request has no body.'));
+        this.#phases.received();
+        end();
+      };
+      // What arrived while the request was admitted goes first, in order; then the socket reads again.
+      const early = this.#early;
+      this.#early = undefined;
+      this.#sink = onData;
+      if (!early) end(new PoolOverloadedError('The upload arrived faster than it could be admitted; retry shortly.'));
+      else for (const c of early) onData(c.bytes.buffer as ArrayBuffer, c.isLast);
+      this.#resume();
+    });
+  }
+
+  /** A worker parses the form and builds the answer; the answer's bytes (in the lease, for protect). */
+  async #process(lease: Lease): Promise<Uint8Array> {
+    const { input, output } = lease.seal();
+    const contentType = this.#head.contentType;
+    const task: Task = this.#operation === 'protect' ? { kind: 'protect', input, output, contentType } : { kind: 'verify', input, contentType };
+    const result = await this.#deps.pool.run(task);
+    this.#phases.worked(result.workMs);
+    if (!result.ok) {
+      if (result.detail) this.#deps.log.error({ reqId: this.#head.id, detail: result.detail }, 'worker failure');
+      throw new OptmarkError(result.error.code, result.error.message);
+    }
+    if (result.kind !== 'answer') throw new Error(`worker answered a ${this.#operation} with a ${result.kind} result`);
+    return lease.answer(result.answer);
+  }
+
+  /** Sends the `{error, code}` answer a failure deserves. */
+  async #refuse(err: unknown): Promise<void> {
+    // Refund before the RateLimit headers are read, so they show the unit given back.
+    const given = await this.#giveBack();
+    const shape = toErrorShape(busyAsOverload(err));
+    if (shape.code === 'internal_error') this.#deps.log.error({ reqId: this.#head.id, err }, 'unexpected failure');
+    // A store that cannot answer is not asked again for the headers.
+    const state = err instanceof QuotaExceededError ? err.state : given;
+    const headers: Headers = { ...(isStoreUnavailable(err) ? {} : await this.#rateLimitHeaders(state)), ...this.#phases.headers() };
+    if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
+    if (err instanceof QuotaExceededError) headers['Retry-After'] = String(err.retryAfter);
+    this.#resume();
+    await this.#ex.error(shape.code, shape.message, headers);
+  }
+
+  /** The one end of every request: quota unit (given back if still held), memory, metrics, log line. */
+  #finish(): void {
+    if (this.#reservation) void this.#giveBack();
+    this.#early = undefined;
+    const received = this.#lease?.received ?? 0;
+    this.#lease?.release();
+    this.#lease = undefined;
+    const ex = this.#ex;
+    const seconds = Number(process.hrtime.bigint() - ex.started) / 1e9;
+    const status = ex.aborted && !ex.answered ? 499 : ex.status;
+    this.#deps.metrics.observe(this.#route, status, seconds, received, ex.sent);
+    this.#deps.log.info(
+      { reqId: this.#head.id, route: this.#route, status, ms: Math.round(seconds * 1000), ...this.#phases.fields(), in: received, out: ex.sent, account: this.#accountId },
+      'request',
+    );
+    this.#deps.inflight.end();
+  }
+
+  /** Keeps the reserved unit, durably; the counter after it. The reservation stays for #giveBack. */
+  async #commit(): Promise<QuotaState | undefined> {
+    const r = this.#reservation;
+    return r ? this.#deps.store.commit(r) : undefined;
+  }
+
+  /** Gives back the reserved unit (also after its commit, for an answer that never reached the client), once. */
+  async #giveBack(): Promise<QuotaState | undefined> {
+    const r = this.#reservation;
+    this.#reservation = undefined;
+    if (!r) return undefined;
+    try {
+      return await this.#deps.store.refund(r);
+    } catch (err) {
+      // The store retries it (PostgreSQL) or the unit stays held until this instance's hold is reconciled.
+      this.#deps.log.error({ reqId: this.#head.id, err }, 'quota refund failed');
+      return undefined;
+    }
+  }
+
+  /** RateLimit headers are a courtesy: a store that cannot be read must not turn an answer into a crash. */
+  async #rateLimitHeaders(known?: QuotaState): Promise<Headers> {
+    if (known) return rateLimitHeaders(known);
+    if (this.#accountId === undefined) return {};
+    try {
+      return rateLimitHeaders(await this.#deps.store.quotaState(this.#accountId, this.#operation));
+    } catch (err) {
+      this.#deps.log.error({ reqId: this.#head.id, err }, 'quota state unavailable');
+      return {};
+    }
   }
 }

@@ -4,36 +4,32 @@
  * errors lose their class in structured clone.
  */
 import type { ErrorShape } from '../errors.js';
-
-/** A byte range of the pool's shared arena (src/pool/arena.ts), which every worker maps once. */
-export interface ArenaRange {
-  offset: number;
-  length: number;
-}
+import type { LayerSettings } from '../pipeline/layers-live.js';
+import type { MarkOptions, Marked } from '../pipeline/mark.js';
+import type { AnswerRef, BytesRef, TransferShare } from '../transfer/index.js';
 
 export interface ProtectTask {
   kind: 'protect';
-  /** The request body (multipart/form-data), in the arena; the worker parses it in place. */
-  input: ArenaRange;
+  /** The request body (multipart/form-data); the worker parses it in place. */
+  input: BytesRef;
   /** The request's Content-Type (its boundary). */
   contentType: string;
-  /** Where to write the response body, when the event-loop thread could reserve room for it. */
-  output: ArenaRange | undefined;
+  /** Room for the answer. */
+  output: BytesRef | undefined;
 }
 
 export interface VerifyTask {
   kind: 'verify';
-  /** The request body (multipart/form-data), in the arena. */
-  input: ArenaRange;
+  /** The request body (multipart/form-data). */
+  input: BytesRef;
   contentType: string;
 }
 
 /** The layer path (CLI `mark`, dashboard): the opt-out field plus optional layers, raw bytes back. */
-export interface MarkTask {
+export interface MarkTask extends MarkOptions {
   kind: 'mark';
+  /** Moved (transferred) to the worker. */
   input: Uint8Array;
-  provenance: boolean;
-  fingerprint: boolean;
 }
 
 /** Runs the hot paths once so the first real requests find them compiled. */
@@ -43,27 +39,25 @@ export interface WarmupTask {
 
 export type Task = ProtectTask | VerifyTask | MarkTask | WarmupTask;
 
-/** A finished HTTP response body (UTF-8 JSON), built in the worker and moved back. */
-export interface BodyResult {
-  ok: true;
-  kind: 'body';
-  body: Uint8Array;
+/** A task as posted: the pool numbers it, and the worker reports when it starts (the deadline counts from then). */
+export type Posted = Task & { token?: number };
+
+/** The worker's first message about a task, on its parent port. */
+export interface StartedMessage {
+  started: number;
+  threadId: number;
 }
 
-/** A response body written into the task's output range of the arena. */
-export interface ArenaBodyResult {
+/** An HTTP answer's body (UTF-8 JSON), in place or as bytes moved back. */
+export interface AnswerResult {
   ok: true;
-  kind: 'arena-body';
-  length: number;
+  kind: 'answer';
+  answer: AnswerRef;
 }
 
-export interface MarkResult {
+export interface MarkResult extends Marked {
   ok: true;
   kind: 'marked';
-  bytes: Uint8Array;
-  mimeType: string;
-  extension: string;
-  layers: string[];
 }
 
 export interface TaskFailure {
@@ -80,17 +74,14 @@ export interface WarmupResult {
 }
 
 /** Every result carries the worker's own time on the task, for the answer's Server-Timing. */
-export type TaskResult = (BodyResult | ArenaBodyResult | MarkResult | WarmupResult | TaskFailure) & { workMs?: number };
+export type TaskResult = (AnswerResult | MarkResult | WarmupResult | TaskFailure) & { workMs?: number };
 
 /** What every worker is started with (piscina workerData). */
-export interface WorkerInit {
-  dataDir: string;
+export interface WorkerInit extends LayerSettings {
   /** The image limit (bytes): a larger image part is refused with 413. */
   maxUploadBytes: number;
-  maxPixels: number;
-  signingKeyFile: string | undefined;
-  fingerprintSecretFile: string | undefined;
-  fingerprintDetect: boolean;
-  /** The pool's shared arena, shared (not copied) with every worker once, at start. */
-  arena?: SharedArrayBuffer | undefined;
+  /** The workers' log level (default info). */
+  logLevel?: string;
+  /** The request memory, shared (not copied) with every worker once, at start. */
+  transfer?: TransferShare | undefined;
 }
