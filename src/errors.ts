@@ -16,6 +16,7 @@ export const ERROR_CODES = [
   'too_many_parts',
   'unexpected_part',
   'unsupported_media_type',
+  'invalid_query',
   // auth and quota
   'missing_api_key',
   'invalid_api_key',
@@ -43,6 +44,7 @@ const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
   missing_image: 'The request has no "image" file part.',
   too_many_parts: 'The request must carry exactly one "image" file part.',
   unexpected_part: 'The request may carry only the "image" file part.',
+  invalid_query: 'A query parameter has a value this route does not accept.',
   unsupported_media_type: 'The "image" part must have an image/* content type.',
   missing_api_key: 'An API key is required: send "Authorization: Bearer <key>".',
   invalid_api_key: 'The API key is not valid.',

@@ -5,11 +5,14 @@
 import { addon } from '../native/index.js';
 import type { CoreInput, CoreOutput } from './core-types.js';
 import { detectCore as referenceCore } from './reference.js';
+import { detectCore2 as referenceCore2, type Core2Input, type Core2Output } from './reference-v2.js';
 
 export type Engine = 'native' | 'reference';
 
 interface NativeAddon {
   detectCore(input: CoreInput): CoreOutput;
+  /** Version 2 (absent from addons built before it). */
+  detectCore2?(input: Core2Input): Core2Output;
   simd(): string;
 }
 
@@ -30,4 +33,11 @@ export function runCore(input: CoreInput, engine: Engine = fingerprintEngine()):
 /** The native SIMD path in use ('avx2', 'portable'), or undefined without the addon. */
 export function nativeSimd(): string | undefined {
   return native()?.simd();
+}
+
+/** Runs the version-2 core on the requested engine (the reference when the addon lacks it). */
+export function runCore2(input: Core2Input, engine: Engine = fingerprintEngine()): { out: Core2Output; engine: Engine } {
+  const a = engine === 'native' ? native() : undefined;
+  if (a?.detectCore2) return { out: a.detectCore2(input), engine: 'native' };
+  return { out: referenceCore2(input), engine: 'reference' };
 }

@@ -60,6 +60,22 @@ interface Head {
   authorization: string;
   contentType: string;
   contentLength: string;
+  /** verify's `?fingerprint=` ('' when absent; `skip` leaves the pixel detector out). */
+  fingerprint: string;
+}
+
+/**
+ * One query parameter ('' when absent). uWS's fallback transport (node:http) cannot answer getQuery
+ * (it parses a relative URL as absolute and throws), but its getUrl keeps the query string.
+ */
+function queryParam(req: HttpRequest, key: string): string {
+  try {
+    return req.getQuery(key) ?? '';
+  } catch {
+    const url = req.getUrl();
+    const q = url.indexOf('?');
+    return q < 0 ? '' : (new URLSearchParams(url.slice(q + 1)).get(key) ?? '');
+  }
 }
 
 function parseLength(raw: string): number | undefined | 'invalid' {
@@ -75,7 +91,8 @@ function parseLength(raw: string): number | undefined | 'invalid' {
  */
 function busyAsOverload(err: unknown): unknown {
   const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && /^SQLITE_(BUSY|LOCKED)/.test(code)) return new OptmarkError('overloaded', 'The account store is busy; retry shortly.', { cause: err });
+  if (typeof code === 'string' && /^SQLITE_(BUSY|LOCKED)/.test(code))
+    return new OptmarkError('overloaded', 'The account store is busy; retry shortly.', { cause: err });
   if (isStoreUnavailable(err)) return new OptmarkError('overloaded', 'The account store is unavailable; retry shortly.', { cause: err });
   return err;
 }
@@ -104,6 +121,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     authorization: req.getHeader('authorization'),
     contentType: req.getHeader('content-type'),
     contentLength: req.getHeader('content-length'),
+    fingerprint: operation === 'verify' ? queryParam(req, 'fingerprint') : '',
   };
   void new ApiRequest(deps, operation, res, head).run();
 }
@@ -182,6 +200,9 @@ class ApiRequest {
     if (this.#ex.aborted) throw new ClientGoneError();
     if (!auth.ok) throw new OptmarkError(auth.code, auth.message);
     this.#accountId = auth.account.id;
+    if (this.#head.fingerprint !== '' && this.#head.fingerprint !== 'skip') {
+      throw new OptmarkError('invalid_query', `fingerprint=${JSON.stringify(this.#head.fingerprint).slice(1, -1)} is not accepted: fingerprint=skip leaves the pixel detector out; omit it to run the detector.`);
+    }
     checkContentType(this.#head.contentType);
     const declared = parseLength(this.#head.contentLength);
     if (declared === 'invalid') throw new OptmarkError('malformed_multipart', 'Content-Length is not a number.');
@@ -244,7 +265,8 @@ class ApiRequest {
   async #process(lease: Lease): Promise<Uint8Array> {
     const { input, output } = lease.seal();
     const contentType = this.#head.contentType;
-    const task: Task = this.#operation === 'protect' ? { kind: 'protect', input, output, contentType } : { kind: 'verify', input, contentType };
+    const task: Task =
+      this.#operation === 'protect' ? { kind: 'protect', input, output, contentType } : { kind: 'verify', input, contentType, skipFingerprint: this.#head.fingerprint === 'skip' };
     const result = await this.#deps.pool.run(task);
     this.#phases.worked(result.workMs);
     if (!result.ok) {
@@ -282,7 +304,16 @@ class ApiRequest {
     const status = ex.aborted && !ex.answered ? 499 : ex.status;
     this.#deps.metrics.observe(this.#route, status, seconds, received, ex.sent);
     this.#deps.log.info(
-      { reqId: this.#head.id, route: this.#route, status, ms: Math.round(seconds * 1000), ...this.#phases.fields(), in: received, out: ex.sent, account: this.#accountId },
+      {
+        reqId: this.#head.id,
+        route: this.#route,
+        status,
+        ms: Math.round(seconds * 1000),
+        ...this.#phases.fields(),
+        in: received,
+        out: ex.sent,
+        account: this.#accountId,
+      },
       'request',
     );
     this.#deps.inflight.end();

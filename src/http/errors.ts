@@ -6,6 +6,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   missing_image: 400,
   too_many_parts: 400,
   unexpected_part: 400,
+  invalid_query: 400,
   missing_api_key: 401,
   invalid_api_key: 401,
   plan_required: 403,

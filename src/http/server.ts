@@ -79,7 +79,11 @@ export class HttpServer {
 
   constructor(options: ServerOptions) {
     this.#options = options;
-    this.metrics = new Metrics(() => options.pool.stats, () => options.store.stats.checkpoints, () => options.transfer.used);
+    this.metrics = new Metrics(
+      () => options.pool.stats,
+      () => options.store.stats.checkpoints,
+      () => options.transfer.used,
+    );
     this.#openapi = readFileSync(OPENAPI_PATH);
     const deps: ApiDeps = {
       store: options.store,
@@ -106,8 +110,12 @@ export class HttpServer {
         () => ex.error('internal_error'),
       );
     });
-    app.get('/api/v1/openapi.json', (res, req) => this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })));
-    app.any('/*', (res, req) => this.#simple(res, req, 'other', (ex) => ex.error('not_found', `No route for ${req.getMethod().toUpperCase()} ${req.getUrl()}.`)));
+    app.get('/api/v1/openapi.json', (res, req) =>
+      this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })),
+    );
+    app.any('/*', (res, req) =>
+      this.#simple(res, req, 'other', (ex) => ex.error('not_found', `No route for ${req.getMethod().toUpperCase()} ${req.getUrl()}.`)),
+    );
     this.#app = app;
   }
 
