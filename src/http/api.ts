@@ -37,6 +37,7 @@ import { requestId } from './filename.js';
 import type { Metrics } from './metrics.js';
 import { Exchange, type Headers } from './respond.js';
 import { Phases } from './timing.js';
+import { type Uploads, UploadTooSlowError } from './uploads.js';
 
 /** Requests in progress, for graceful shutdown. */
 export interface InFlight {
@@ -52,11 +53,15 @@ export interface ApiDeps {
   log: Logger;
   maxUploadBytes: number;
   inflight: InFlight;
+  /** Arriving bodies: per-client shares and the rate floor. */
+  uploads: Uploads;
 }
 
 /** What the handler reads from the request's headers (uWS's HttpRequest lives only during the handler call). */
 interface Head {
   id: string;
+  /** The client's address, as uWS gives it (the proxy's, behind one). */
+  address: string;
   authorization: string;
   contentType: string;
   contentLength: string;
@@ -118,6 +123,7 @@ class ClientGoneError extends Error {}
 export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse, req: HttpRequest): void {
   const head: Head = {
     id: requestId(req.getHeader('x-request-id'), randomUUID),
+    address: Buffer.from(res.getRemoteAddressAsText()).toString('latin1'),
     authorization: req.getHeader('authorization'),
     contentType: req.getHeader('content-type'),
     contentLength: req.getHeader('content-length'),
@@ -141,6 +147,8 @@ class ApiRequest {
   #earlyBytes = 0;
   #sink: ((chunk: ArrayBuffer, isLast: boolean) => void) | undefined;
   #paused = false;
+  /** Ends the watch of the arriving body (its share of the client's room); set while the body arrives. */
+  #arrived: (() => void) | undefined;
 
   constructor(deps: ApiDeps, operation: Operation, res: HttpResponse, head: Head) {
     this.#deps = deps;
@@ -222,11 +230,24 @@ class ApiRequest {
     if (this.#ex.aborted) throw new ClientGoneError();
     // Room for the body: the declared length bounds it; without one, the limit does. A protect's lease
     // holds room for its answer too, so that an admitted request never needs memory from elsewhere.
-    const lease = transfer.admit(declared === undefined ? maxBody : Math.max(1, declared), this.#operation === 'protect');
+    const room = declared === undefined ? maxBody : Math.max(1, declared);
+    const lease = transfer.admit(room, this.#operation === 'protect');
     if (!lease) throw new PoolOverloadedError('The server is holding as many uploads as it can; retry shortly.');
     this.#lease = lease;
+    // The client's share of the room held by bodies still arriving (throws 503 past it); the rate floor.
+    this.#arrived = this.#deps.uploads.arrive({
+      account: auth.account.id,
+      address: this.#head.address,
+      bytes: room,
+      startedMs: this.#deps.uploads.now(),
+      received: () => lease.received,
+      tooSlow: (err) => this.#tooSlow?.(err),
+    });
     return lease;
   }
+
+  /** Set while the body arrives: ends the receive step with the rate floor's refusal. */
+  #tooSlow: ((err: UploadTooSlowError) => void) | undefined;
 
   /** Copies the body into the lease; rejects past the limits, on an empty body, or when the client leaves. */
   #receive(lease: Lease): Promise<void> {
@@ -239,6 +260,7 @@ class ApiRequest {
         else resolve();
       };
       this.#ex.onAbort(() => settled || end(new ClientGoneError()));
+      this.#tooSlow = (err) => settled || end(err);
       const onData = (chunk: ArrayBuffer, isLast: boolean): void => {
         if (settled) return; // refused already: uWS drains the rest of the body
         if (lease.received + chunk.byteLength > maxBody) {
@@ -249,6 +271,8 @@ class ApiRequest {
         if (!isLast) return;
         if (lease.received === 0) return end(new OptmarkError('malformed_multipart', 'The request has no body.'));
         this.#phases.received();
+        // Arrived: the body no longer counts against its client's share of arriving room.
+        this.#arrived?.();
         end();
       };
       // What arrived while the request was admitted goes first, in order; then the socket reads again.
@@ -289,11 +313,14 @@ class ApiRequest {
     if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
     if (err instanceof QuotaExceededError) headers['Retry-After'] = String(err.retryAfter);
     this.#resume();
-    await this.#ex.error(shape.code, shape.message, headers);
+    // A client too slow to send its body is not read any further: the answer closes the connection.
+    await this.#ex.error(shape.code, shape.message, headers, { closeConnection: err instanceof UploadTooSlowError });
   }
 
   /** The one end of every request: quota unit (given back if still held), memory, metrics, log line. */
   #finish(): void {
+    this.#arrived?.();
+    this.#tooSlow = undefined;
     if (this.#reservation) void this.#giveBack();
     this.#early = undefined;
     const received = this.#lease?.received ?? 0;
