@@ -24,6 +24,7 @@ import { requestId } from './filename.js';
 import type { Metrics } from './metrics.js';
 import { Exchange, type Headers } from './respond.js';
 import { Phases } from './timing.js';
+import { type Uploads, UploadTooSlowError } from './uploads.js';
 
 /** Requests in progress, for graceful shutdown. */
 export interface InFlight {
@@ -39,11 +40,15 @@ export interface ApiDeps {
   log: Logger;
   maxUploadBytes: number;
   inflight: InFlight;
+  /** Arriving bodies: per-client shares and the rate floor. */
+  uploads: Uploads;
 }
 
 /** What the handler reads from the request's headers (uWS's HttpRequest lives only during the handler call). */
 interface Head {
   id: string;
+  /** The client's address, as uWS gives it (the proxy's, behind one). */
+  address: string;
   authorization: string;
   contentType: string;
   contentLength: string;
@@ -98,6 +103,7 @@ class ClientGoneError extends Error {}
 export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse, req: HttpRequest): void {
   const head: Head = {
     id: requestId(req.getHeader('x-request-id'), randomUUID),
+    address: Buffer.from(res.getRemoteAddressAsText()).toString('latin1'),
     authorization: req.getHeader('authorization'),
     contentType: req.getHeader('content-type'),
     contentLength: req.getHeader('content-length'),
@@ -116,6 +122,8 @@ class ApiRequest {
   #accountId: number | undefined;
   #reservation: Reservation | undefined;
   #lease: Lease | undefined;
+  /** Ends the watch of the arriving body (its share of the client's room); set while the body arrives. */
+  #arrived: (() => void) | undefined;
 
   constructor(deps: ApiDeps, operation: Operation, res: HttpResponse, head: Head) {
     this.#deps = deps;
@@ -169,11 +177,24 @@ class ApiRequest {
     this.#reservation = reserved.reservation;
     // Room for the body: the declared length bounds it; without one, the limit does. A protect's lease
     // holds room for its answer too, so that an admitted request never needs memory from elsewhere.
-    const lease = transfer.admit(declared === undefined ? maxBody : Math.max(1, declared), this.#operation === 'protect');
+    const room = declared === undefined ? maxBody : Math.max(1, declared);
+    const lease = transfer.admit(room, this.#operation === 'protect');
     if (!lease) throw new PoolOverloadedError('The server is holding as many uploads as it can; retry shortly.');
     this.#lease = lease;
+    // The client's share of the room held by bodies still arriving (throws 503 past it); the rate floor.
+    this.#arrived = this.#deps.uploads.arrive({
+      account: auth.account.id,
+      address: this.#head.address,
+      bytes: room,
+      startedMs: this.#deps.uploads.now(),
+      received: () => lease.received,
+      tooSlow: (err) => this.#tooSlow?.(err),
+    });
     return lease;
   }
+
+  /** Set while the body arrives: ends the receive step with the rate floor's refusal. */
+  #tooSlow: ((err: UploadTooSlowError) => void) | undefined;
 
   /** Copies the body into the lease; rejects past the limits, on an empty body, or when the client leaves. */
   #receive(lease: Lease): Promise<void> {
@@ -186,6 +207,7 @@ class ApiRequest {
         else resolve();
       };
       this.#ex.onAbort(() => settled || end(new ClientGoneError()));
+      this.#tooSlow = (err) => settled || end(err);
       this.#ex.res.onData((chunk, isLast) => {
         if (settled) return; // refused already: uWS drains the rest of the body
         if (lease.received + chunk.byteLength > maxBody) {
@@ -196,6 +218,8 @@ class ApiRequest {
         if (!isLast) return;
         if (lease.received === 0) return end(new OptmarkError('malformed_multipart', 'The request has no body.'));
         this.#phases.received();
+        // Arrived: the body no longer counts against its client's share of arriving room.
+        this.#arrived?.();
         end();
       });
     });
@@ -226,11 +250,14 @@ class ApiRequest {
     const headers: Headers = { ...this.#rateLimitHeaders(), ...this.#phases.headers() };
     if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
     if (err instanceof QuotaExceededError) headers['Retry-After'] = String(err.retryAfter);
-    await this.#ex.error(shape.code, shape.message, headers);
+    // A client too slow to send its body is not read any further: the answer closes the connection.
+    await this.#ex.error(shape.code, shape.message, headers, { closeConnection: err instanceof UploadTooSlowError });
   }
 
   /** The one end of every request: quota unit, memory, metrics, log line. */
   #finish(delivered: boolean): void {
+    this.#arrived?.();
+    this.#tooSlow = undefined;
     this.#settle(delivered);
     const received = this.#lease?.received ?? 0;
     this.#lease?.release();
