@@ -33,12 +33,12 @@ interface Run {
   stderr: string;
 }
 
-function optmark(args: string[], options: { input?: string | Buffer; cwd?: string; dataDir?: string } = {}): Run {
+function optmark(args: string[], options: { input?: string | Buffer; cwd?: string; dataDir?: string; env?: Record<string, string> } = {}): Run {
   const r = spawnSync(process.execPath, [CLI, ...args], {
     cwd: options.cwd ?? ROOT,
     input: options.input,
     encoding: 'utf8',
-    env: { ...process.env, OPTMARK_DATA_DIR: options.dataDir ?? tempDir('optmark-data-') },
+    env: { ...process.env, OPTMARK_DATA_DIR: options.dataDir ?? tempDir('optmark-data-'), ...options.env },
     timeout: 120_000,
   });
   return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
@@ -213,6 +213,24 @@ describe('optmark mark as a batch tool', () => {
     for (const l of lines(report)) expect(l).toMatchObject({ status: 'done', changed: false });
   });
 
+  it('the opt-out path loads neither the decoder, the fingerprint, the worker pool nor the server; the server\'s upload limit does not apply', () => {
+    const input = folder({ 'a.png': images.get('png')!, 'b.jpg': images.get('jpg')! });
+    const loaded = (r: Run): string[] => [...new Set(r.stderr.match(/node_modules\/(?:@[^/\s"]+\/)?[^/\s"]+|optmark_\w+\.node/g) ?? [])];
+    const heavy = /sharp|@img|piscina|optmark_fingerprint|uWebSockets|better-sqlite3|pg\b/;
+    // NODE_DEBUG=module names every CommonJS module and addon loaded (sharp, piscina and the addons are).
+    const mark = optmark(['mark', input, '--out', tempDir()], { env: { NODE_DEBUG: 'module', OPTMARK_MAX_UPLOAD_BYTES: '2048' } });
+    expect(mark.status, mark.stderr.slice(-500)).toBe(0);
+    expect(mark.stdout).toMatch(/^done 2, skipped 0, failed 0/m); // both files are over a 2 KiB upload limit
+    expect(loaded(mark).filter((m) => heavy.test(m))).toEqual([]);
+    const meta = optmark(['verify', input, '--skip-fingerprint'], { env: { NODE_DEBUG: 'module' } });
+    expect(meta.status).toBe(0);
+    expect(loaded(meta).filter((m) => heavy.test(m))).toEqual([]);
+    // The control: the detector does load the decoder and the fingerprint addon.
+    const full = optmark(['verify', input], { env: { NODE_DEBUG: 'module' } });
+    expect(full.status).toBe(0);
+    expect(loaded(full)).toEqual(expect.arrayContaining(['node_modules/sharp', 'optmark_fingerprint.node']));
+  });
+
   it.each([
     [['mark', 'x'], /--out <dir> is required/],
     [['mark', 'x', '--out', 'o', '--in-place'], /exclude each other/],
@@ -309,8 +327,8 @@ describe('optmark verify', () => {
       const a = await api(server, 'verify', key, imageForm(bytes, 'x', type));
       expect(a.status).toBe(200);
       const l = full.get(f)!;
-      const { optedOut, signals, provenance, fingerprint, sha256: hash } = l;
-      expect({ optedOut, signals, provenance, fingerprint, sha256: hash }).toEqual(a.json);
+      const { optedOut, signals, provenance, fingerprint, sha256: hash, warnings } = l;
+      expect({ optedOut, signals, provenance, fingerprint, sha256: hash, warnings }).toEqual(a.json);
       expect(hash).toBe(sha256(bytes));
       expect(fingerprint.blocks).toBeGreaterThan(0); // the detector examined it
 
@@ -325,7 +343,7 @@ describe('optmark verify', () => {
       const s = await verifyWithQuery(server, 'fingerprint=skip', key, bytes, type);
       expect(s.status).toBe(200);
       expectConforms(s, 'post', '/api/v1/verify');
-      expect(s.json).toEqual({ optedOut, signals, provenance, fingerprint: { present: false, confidence: 0, blocks: 0 }, sha256: hash });
+      expect(s.json).toEqual({ optedOut, signals, provenance, fingerprint: { present: false, confidence: 0, blocks: 0 }, sha256: hash, warnings });
     }
   });
 
