@@ -119,11 +119,20 @@ class QuotaExceededError extends OptmarkError {
 /** The client went away before its body arrived. */
 class ClientGoneError extends Error {}
 
+/** The client's address as text; the uWS JS fallback has no address (it throws "Not implemented"), so all its clients share one. */
+function remoteAddress(res: HttpResponse): string {
+  try {
+    return Buffer.from(res.getRemoteAddressAsText()).toString('latin1');
+  } catch {
+    return 'unknown';
+  }
+}
+
 /** Handles one API request; the uWS handler returns right after this sets up its callbacks. */
 export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse, req: HttpRequest): void {
   const head: Head = {
     id: requestId(req.getHeader('x-request-id'), randomUUID),
-    address: Buffer.from(res.getRemoteAddressAsText()).toString('latin1'),
+    address: remoteAddress(res),
     authorization: req.getHeader('authorization'),
     contentType: req.getHeader('content-type'),
     contentLength: req.getHeader('content-length'),
