@@ -155,6 +155,8 @@ export interface Spectrum {
 }
 
 const SPEC_CLIP = 6;
+/** Log step of the crop-only scale line of the lattice search. */
+const CROP_STEP = Math.log(1.005);
 const WHITEN_BOX = 17;
 
 export function whitenedSpectrum(x: Float32Array, w: number, h: number, notchGrid: boolean): Spectrum {
@@ -336,6 +338,17 @@ export function latticeCandidates(x: Float32Array, w: number, h: number, notchGr
       (c) => Math.abs(c.theta - hy.theta) < 2.5 * thStep && Math.abs(Math.log(c.sx / hy.sx)) < 0.05 && Math.abs(Math.log(c.sy / hy.sy)) < 0.05,
     );
     if (!dup) chosen.push(hy);
+  }
+  // Crops alone change only the scale: the best hypothesis on that line (theta 0, same scale both ways)
+  // competes with far fewer hypotheses than the whole grid, so a weaker lattice still stands out there.
+  let crop: Hypo = { theta: 0, sx: 1, sy: 1, score: -Infinity };
+  for (let a = Math.log(sMin); a <= Math.log(sMax) + 1e-9; a += CROP_STEP) {
+    const sc = Math.exp(a);
+    const score = combScore(sp, sp.coarse, coarseM, period, 0, sc, sc);
+    if (score > crop.score) crop = { theta: 0, sx: sc, sy: sc, score };
+  }
+  if (crop.score > -Infinity && !chosen.some((c) => Math.abs(c.theta) < 2.5 * thStep && Math.abs(Math.log(c.sx / crop.sx)) < 0.05 && Math.abs(Math.log(c.sy / crop.sy)) < 0.05)) {
+    chosen.push(crop);
   }
   return chosen.map((hy) => {
     let { theta, sx, sy } = hy;
