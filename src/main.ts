@@ -85,6 +85,11 @@ export async function startService(config: Config, announce: ((text: string) => 
     port: config.port,
     reusePort: config.reusePort,
     maxUploadBytes: config.maxUploadBytes,
+    uploads: {
+      perAccountBytes: config.maxArrivingBytesPerAccount,
+      perAddressBytes: config.maxArrivingBytesPerAddress,
+      minBytesPerSecond: config.minUploadBytesPerSecond,
+    },
   });
   let port: number;
   try {

@@ -12,7 +12,8 @@ import { join, relative, resolve } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { protect } from '../src/marking/engine.js';
-import { api, imageForm, TestServer, waitFor } from './helpers/server.js';
+import { expectConforms, expectError } from './helpers/assert.js';
+import { api, imageForm, request, TestServer, waitFor, type Answer } from './helpers/server.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli.js');
@@ -32,12 +33,12 @@ interface Run {
   stderr: string;
 }
 
-function optmark(args: string[], options: { input?: string | Buffer; cwd?: string; dataDir?: string } = {}): Run {
+function optmark(args: string[], options: { input?: string | Buffer; cwd?: string; dataDir?: string; env?: Record<string, string> } = {}): Run {
   const r = spawnSync(process.execPath, [CLI, ...args], {
     cwd: options.cwd ?? ROOT,
     input: options.input,
     encoding: 'utf8',
-    env: { ...process.env, OPTMARK_DATA_DIR: options.dataDir ?? tempDir('optmark-data-') },
+    env: { ...process.env, OPTMARK_DATA_DIR: options.dataDir ?? tempDir('optmark-data-'), ...options.env },
     timeout: 120_000,
   });
   return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
@@ -77,6 +78,12 @@ function exiftoolDataMining(paths: string[]): Map<string, unknown> {
   const r = spawnSync(EXIFTOOL, ['-j', '-n', '-XMP-plus:DataMining', ...paths], { encoding: 'utf8' });
   const rows = JSON.parse(r.stdout) as Array<{ SourceFile: string; DataMining?: unknown }>;
   return new Map(rows.map((row) => [resolve(row.SourceFile), row.DataMining]));
+}
+
+/** POST /api/v1/verify with a query string. */
+function verifyWithQuery(server: TestServer, query: string, key: string, image: Buffer, type = 'image/jpeg'): Promise<Answer> {
+  const form = imageForm(image, 'x', type);
+  return request(server, `/api/v1/verify?${query}`, { method: 'POST', headers: { 'Content-Type': form.contentType, Authorization: `Bearer ${key}` }, body: form.body });
 }
 
 beforeAll(async () => {
@@ -206,6 +213,24 @@ describe('optmark mark as a batch tool', () => {
     for (const l of lines(report)) expect(l).toMatchObject({ status: 'done', changed: false });
   });
 
+  it('the opt-out path loads neither the decoder, the fingerprint, the worker pool nor the server; the server\'s upload limit does not apply', () => {
+    const input = folder({ 'a.png': images.get('png')!, 'b.jpg': images.get('jpg')! });
+    const loaded = (r: Run): string[] => [...new Set(r.stderr.match(/node_modules\/(?:@[^/\s"]+\/)?[^/\s"]+|optmark_\w+\.node/g) ?? [])];
+    const heavy = /sharp|@img|piscina|optmark_fingerprint|uWebSockets|better-sqlite3|pg\b/;
+    // NODE_DEBUG=module names every CommonJS module and addon loaded (sharp, piscina and the addons are).
+    const mark = optmark(['mark', input, '--out', tempDir()], { env: { NODE_DEBUG: 'module', OPTMARK_MAX_UPLOAD_BYTES: '2048' } });
+    expect(mark.status, mark.stderr.slice(-500)).toBe(0);
+    expect(mark.stdout).toMatch(/^done 2, skipped 0, failed 0/m); // both files are over a 2 KiB upload limit
+    expect(loaded(mark).filter((m) => heavy.test(m))).toEqual([]);
+    const meta = optmark(['verify', input, '--skip-fingerprint'], { env: { NODE_DEBUG: 'module' } });
+    expect(meta.status).toBe(0);
+    expect(loaded(meta).filter((m) => heavy.test(m))).toEqual([]);
+    // The control: the detector does load the decoder and the fingerprint addon.
+    const full = optmark(['verify', input], { env: { NODE_DEBUG: 'module' } });
+    expect(full.status).toBe(0);
+    expect(loaded(full)).toEqual(expect.arrayContaining(['node_modules/sharp', 'optmark_fingerprint.node']));
+  });
+
   it.each([
     [['mark', 'x'], /--out <dir> is required/],
     [['mark', 'x', '--out', 'o', '--in-place'], /exclude each other/],
@@ -290,6 +315,9 @@ describe('optmark verify', () => {
     expect(r.stdout).toMatch(/^verified 2: 1 opted out, 1 not; skipped 1, failed 0$/m);
     const skipped = join(tempDir(), 'vs.jsonl');
     expect((await server.cli('verify', ...files, '--skip-fingerprint', '--report', skipped)).status).toBe(0);
+    const hashed = join(tempDir(), 'vh.jsonl');
+    expect((await server.cli('verify', ...files, '--skip-fingerprint', '--sha256', '--report', hashed)).status).toBe(0);
+    const withHash = new Map(lines(hashed).map((l) => [l.input, l]));
     const full = new Map(lines(report).map((l) => [l.input, l]));
     const meta = new Map(lines(skipped).map((l) => [l.input, l]));
     expect(full.get(join(input, 'notes.txt'))).toMatchObject({ status: 'skipped', code: 'unsupported_format' });
@@ -304,11 +332,30 @@ describe('optmark verify', () => {
       expect(hash).toBe(sha256(bytes));
       expect(fingerprint.blocks).toBeGreaterThan(0); // the detector examined it
 
-      // Without the detector: the same fields, the fingerprint as for an image not examined.
+      // Without the detector: the same fields, the fingerprint as for an image not examined, no hash
+      // (the metadata read alone) unless --sha256.
       const m = meta.get(f)!;
       expect(m.fingerprint).toEqual({ present: false, confidence: 0, blocks: 0 });
-      expect({ optedOut: m.optedOut, signals: m.signals, provenance: m.provenance, sha256: m.sha256 }).toEqual({ optedOut, signals, provenance, sha256: hash });
+      expect({ optedOut: m.optedOut, signals: m.signals, provenance: m.provenance, sha256: m.sha256 }).toEqual({ optedOut, signals, provenance, sha256: null });
+      expect(withHash.get(f)).toMatchObject({ optedOut, signals, provenance, fingerprint: m.fingerprint, sha256: hash });
+
+      // The API's opt-in: the same answer, the fingerprint not examined.
+      const s = await verifyWithQuery(server, 'fingerprint=skip', key, bytes, type);
+      expect(s.status).toBe(200);
+      expectConforms(s, 'post', '/api/v1/verify');
+      expect(s.json).toEqual({ optedOut, signals, provenance, fingerprint: { present: false, confidence: 0, blocks: 0 }, sha256: hash });
     }
+  });
+
+  it('?fingerprint= takes skip or nothing: another value is a 400 invalid_query that costs no verify unit', async () => {
+    const { name, key: k } = await server.account({ verify: 5 });
+    const a = await verifyWithQuery(server, 'fingerprint=maybe', k, images.get('jpg')!);
+    expectError(a, 400, 'invalid_query');
+    expect(a.json.error).toMatch(/fingerprint=skip/);
+    expect((await server.usage(name)).verify.used).toBe(0);
+    const b = await verifyWithQuery(server, 'fingerprint=skip', k, images.get('jpg')!);
+    expect(b.status).toBe(200);
+    expect((await server.usage(name)).verify.used).toBe(1);
   });
 
   it('a folder and a NUL-separated list give the same answers; an unreadable file is a failure (exit 1)', () => {

@@ -1,14 +1,7 @@
 /** `optmark serve`: starts the HTTP service on the configured address; stops on SIGTERM/SIGINT. */
 import type { Command } from 'commander';
-import { CONFIG_DOC, loadConfig } from '../config.js';
+import { loadConfig, settingsHelp } from '../config.js';
 import { exitWith } from './args.js';
-
-/** The settings `serve` reads, one per line, for its --help. */
-function settingsHelp(): string {
-  const width = Math.max(...CONFIG_DOC.map(([name]) => name.length));
-  const lines = CONFIG_DOC.map(([name, fallback, meaning]) => `  ${name.padEnd(width)}  ${meaning} (default: ${fallback})`);
-  return `\nSettings (environment variables; docs/configuration.md has the details):\n${lines.join('\n')}\n`;
-}
 
 export function register(program: Command): void {
   program

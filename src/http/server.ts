@@ -15,6 +15,7 @@ import { requestId } from './filename.js';
 import { Metrics } from './metrics.js';
 import { LISTEN_DEFAULT, LISTEN_EXCLUSIVE_PORT, listenFailure } from './port.js';
 import { Exchange } from './respond.js';
+import { type UploadLimits, Uploads } from './uploads.js';
 import type { Transport, Uws } from './uws.js';
 
 export interface ServerOptions {
@@ -29,6 +30,8 @@ export interface ServerOptions {
   /** Share the port with other processes (SO_REUSEPORT) instead of refusing a port in use. */
   reusePort?: boolean;
   maxUploadBytes: number;
+  /** Per-client shares of arriving bodies and the upload rate floor (none when absent). */
+  uploads?: UploadLimits;
 }
 
 /**
@@ -72,6 +75,7 @@ export class HttpServer {
   readonly #options: ServerOptions;
   readonly metrics: Metrics;
   readonly #inflight = new RequestsInFlight();
+  readonly #uploads: Uploads;
   #listen: us_listen_socket | undefined;
   #ready = false;
   #openapi: Buffer;
@@ -79,7 +83,12 @@ export class HttpServer {
 
   constructor(options: ServerOptions) {
     this.#options = options;
-    this.metrics = new Metrics(() => options.pool.stats, () => options.store.checkpointStats, () => options.transfer.used);
+    this.#uploads = new Uploads(options.uploads ?? { perAccountBytes: 0, perAddressBytes: 0, minBytesPerSecond: 0 });
+    this.metrics = new Metrics(
+      () => options.pool.stats,
+      () => options.store.checkpointStats,
+      () => options.transfer.used,
+    );
     this.#openapi = readFileSync(OPENAPI_PATH);
     const deps: ApiDeps = {
       store: options.store,
@@ -89,6 +98,7 @@ export class HttpServer {
       log: options.log,
       maxUploadBytes: options.maxUploadBytes,
       inflight: this.#inflight,
+      uploads: this.#uploads,
     };
     const app = options.uws.App();
     app.post('/api/v1/protect', (res, req) => handleApi(deps, 'protect', res, req));
@@ -106,8 +116,12 @@ export class HttpServer {
         () => ex.error('internal_error'),
       );
     });
-    app.get('/api/v1/openapi.json', (res, req) => this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })));
-    app.any('/*', (res, req) => this.#simple(res, req, 'other', (ex) => ex.error('not_found', `No route for ${req.getMethod().toUpperCase()} ${req.getUrl()}.`)));
+    app.get('/api/v1/openapi.json', (res, req) =>
+      this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })),
+    );
+    app.any('/*', (res, req) =>
+      this.#simple(res, req, 'other', (ex) => ex.error('not_found', `No route for ${req.getMethod().toUpperCase()} ${req.getUrl()}.`)),
+    );
     this.#app = app;
   }
 
@@ -168,6 +182,7 @@ export class HttpServer {
     }
     await this.#inflight.drained(timeoutMs);
     const unfinished = this.#inflight.count;
+    this.#uploads.stop();
     (this.#app as unknown as { close(): void }).close();
     return { unfinished };
   }

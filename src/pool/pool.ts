@@ -93,7 +93,11 @@ export class ImagePool {
     });
     this.#piscina.on('workerCreate', (info: { id: number }) => {
       const worker = this.#piscina.threads.find((w) => w.threadId === info.id);
-      if (worker) this.#exits.set(info.id, new Promise<void>((resolve) => worker.once('exit', () => resolve())).then(() => void this.#exits.delete(info.id)));
+      if (worker)
+        this.#exits.set(
+          info.id,
+          new Promise<void>((resolve) => worker.once('exit', () => resolve())).then(() => void this.#exits.delete(info.id)),
+        );
     });
     this.#piscina.on('message', (m: StartedMessage) => {
       const t = typeof m?.started === 'number' ? this.#tracked.get(m.started) : undefined;

@@ -44,7 +44,11 @@ export class Transfer {
 
   constructor(options: TransferOptions) {
     this.#arena = new Arena(options.capacityBytes);
-    this.#quiet = new QuietTimer(options.quietMs ?? 2000, () => this.#leases > 0, () => releaseFreePages(this.#arena, options.warmBytes));
+    this.#quiet = new QuietTimer(
+      options.quietMs ?? 2000,
+      () => this.#leases > 0,
+      () => releaseFreePages(this.#arena, options.warmBytes),
+    );
   }
 
   get share(): TransferShare {
