@@ -106,7 +106,12 @@ async function main(): Promise<void> {
   if (existsSync(NATURAL)) folders.unshift(NATURAL);
   else console.log(`note: ${NATURAL} is missing; only the folders given on the command line are used.`);
   const files = folders
-    .flatMap((d) => readdirSync(d).filter((f) => /\.(png|jpe?g|webp)$/i.test(f)).sort().map((f) => join(d, f)))
+    .flatMap((d) =>
+      readdirSync(d)
+        .filter((f) => /\.(png|jpe?g|webp)$/i.test(f))
+        .sort()
+        .map((f) => join(d, f)),
+    )
     .slice(first, images);
   if (!files.length) {
     console.log('no images: pass a folder of PNG/JPEG/WebP photographs.');

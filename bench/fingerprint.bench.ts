@@ -32,7 +32,10 @@ async function source(): Promise<Buffer> {
   const px = Buffer.alloc(768 * 512 * 3);
   let a = 1;
   for (let i = 0; i < px.length; i++) px[i] = ((a = (a * 1103515245 + 12345) >>> 0) >>> 24) & 255;
-  return sharp(px, { raw: { width: 768, height: 512, channels: 3 } }).blur(2).png().toBuffer();
+  return sharp(px, { raw: { width: 768, height: 512, channels: 3 } })
+    .blur(2)
+    .png()
+    .toBuffer();
 }
 
 async function main(): Promise<void> {
@@ -47,14 +50,20 @@ async function main(): Promise<void> {
   const key2 = keyTileV2For(SECRET);
   const inputs: Record<string, CoreInput> = {};
   const inputs2: Record<string, Core2Input> = {};
-  for (const [name, buf] of [['unmarked', big], ['marked', bigMarked]] as const) {
+  for (const [name, buf] of [
+    ['unmarked', big],
+    ['marked', bigMarked],
+  ] as const) {
     const head = (await probe(buf))!;
     const base = await decodeBase(buf, head.width, head.height);
     inputs[name] = { ...base, sync: key.sync, count: key.count, params: CORE_PARAMS };
     inputs2[name] = { ...base, workShort: WORK_SHORT_SIDE, native: 0, a: key2.a, harmonics: key2.harmonics, b: key2.b, c: key2.c, params: CORE2_PARAMS };
   }
   const opts = { maxPixels: 1e8 };
-  for (const [name, buf] of [['unmarked', big], ['marked (v2)', bigMarked]] as const) {
+  for (const [name, buf] of [
+    ['unmarked', big],
+    ['marked (v2)', bigMarked],
+  ] as const) {
     await compare(
       `verify's fingerprint part on a 12 MP JPEG, ${name}: probe + decode + v2 core (+ v1 core when v2 finds nothing)`,
       { name: 'floor: sharp 1/8-scale decode (500x375 raw)', fn: () => sharp(big).resize({ width: 500 }).raw().toBuffer() },

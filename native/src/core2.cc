@@ -20,8 +20,7 @@ constexpr double kSpecClip = 6;
 constexpr int kWhitenBox = 17;
 const double kCropStep = std::log(1.005);
 
-const int kDihedral[8][4] = {{1, 0, 0, 1}, {0, -1, 1, 0}, {-1, 0, 0, -1}, {0, 1, -1, 0},
-                             {-1, 0, 0, 1}, {1, 0, 0, -1}, {0, 1, 1, 0},  {0, -1, -1, 0}};
+const int kDihedral[8][4] = {{1, 0, 0, 1}, {0, -1, 1, 0}, {-1, 0, 0, -1}, {0, 1, -1, 0}, {-1, 0, 0, 1}, {1, 0, 0, -1}, {0, 1, 1, 0}, {0, -1, -1, 0}};
 
 inline double JsRound(double x) { return std::floor(x + 0.5); }
 
@@ -544,8 +543,8 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
           double ex[4] = {0, 0, 0, 0};
           ex[row * 2 + col] = k;
           const double* bv = best.v;
-          const double cand[4] = {bv[0] + ex[0] * bv[0] + ex[1] * bv[1], bv[1] + ex[2] * bv[0] + ex[3] * bv[1],
-                                  bv[2] + ex[0] * bv[2] + ex[1] * bv[3], bv[3] + ex[2] * bv[2] + ex[3] * bv[3]};
+          const double cand[4] = {bv[0] + ex[0] * bv[0] + ex[1] * bv[1], bv[1] + ex[2] * bv[0] + ex[3] * bv[1], bv[2] + ex[0] * bv[2] + ex[1] * bv[3],
+                                  bv[3] + ex[2] * bv[2] + ex[3] * bv[3]};
           tried++;
           Tried r2 = trySync(cand, best.hit.d);
           if (r2.hit.z > best.hit.z) {

@@ -159,7 +159,6 @@ function addUpsampled(px: Uint8Array, w: number, h: number, ch: number, colour: 
   }
 }
 
-
 /** Whether a WebP file's image data is lossless (VP8L), found by walking its RIFF chunks. */
 function webpIsLossless(b: Uint8Array): boolean {
   let pos = 12;
