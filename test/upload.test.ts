@@ -293,3 +293,31 @@ describe('safeBasename', () => {
     expect(safeBasename(name)).toBe(want);
   });
 });
+
+describe('formBoundary and checkContentType (the Content-Type read without busboy)', () => {
+  it('reads the boundary of plainly written headers as busboy does, and leaves the rest to busboy', async () => {
+    const { formBoundary, checkContentType } = await import('../src/pipeline/form-type.js');
+    expect(formBoundary('multipart/form-data; boundary=abc')).toBe('abc');
+    expect(formBoundary('multipart/form-data;boundary="a b:c"')).toBe('a b:c');
+    expect(formBoundary('multipart/form-data; charset=utf-8; BOUNDARY=x; boundary=y')).toBe('x');
+    expect(formBoundary('multipart/form-data \t; boundary=x \t')).toBe('x');
+    expect(formBoundary('multipart/form-data')).toBeNull();
+    expect(formBoundary('multipart/form-data; charset=utf-8')).toBeNull();
+    // Escapes, stray characters or a missing value: not plainly written, so no short cut and no early refusal.
+    for (const t of [
+      'multipart/form-data; boundary="a\\"b"',
+      'multipart/form-data; boundary=',
+      'multipart/form-data; boundary=x; junk',
+      ' multipart/form-data; boundary=x',
+    ]) {
+      expect(formBoundary(t), t).toBeUndefined();
+      expect(() => checkContentType(t), t).not.toThrow();
+    }
+    expect(() => checkContentType('multipart/form-data')).toThrow(expect.objectContaining({ code: 'malformed_multipart' }));
+    expect(() => checkContentType('image/jpeg')).toThrow(expect.objectContaining({ code: 'unsupported_media_type' }));
+    // Whatever busboy reads from an escaped boundary, a form using it still parses (the plain way).
+    const form = multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: Buffer.from('\xff\xd8 data \xff\xd9', 'latin1') }], 'a"b');
+    const got = await parseUpload(inArena(form.body).region, 'multipart/form-data; boundary="a\\"b"', LIMIT);
+    expect(Buffer.from(got.bytes).toString('latin1')).toBe('\xff\xd8 data \xff\xd9');
+  });
+});
