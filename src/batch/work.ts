@@ -275,8 +275,7 @@ export class Lane {
   /** verifyReport's fields without the file's hash and with the fingerprint not examined (the same read and provenance check). */
   async #metadataReport(bytes: Uint8Array): Promise<Omit<VerifyReport, 'sha256'>> {
     const reading = read(bytes); // typed errors for unsupported or damaged containers, as verifyReport
-    const layers = await this.#verifyLayers();
-    const { otherDeclarations } = await this.#verifier();
+    const [layers, { otherDeclarations }] = await Promise.all([this.#verifyLayers(), this.#verifier()]);
     const [provenance, fingerprint, others] = await Promise.all([layers.verifyProvenance(bytes), layers.detectFingerprint(bytes), otherDeclarations(reading, bytes)]);
     return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint, ...others };
   }
