@@ -106,7 +106,8 @@ afterAll(async () => {
 
 /** POST through the balancer. */
 function viaBalancer(endpoint: 'protect' | 'verify', key: string, image: Buffer): Promise<Answer> {
-  return api({ port: lb.port } as TestServer, endpoint, key, image).catch(() => ({ status: 0 }) as Answer);
+  const front = { port: lb.port, url: (path: string) => `http://127.0.0.1:${lb.port}${path}` } as unknown as TestServer;
+  return api(front, endpoint, key, image).catch(() => ({ status: 0 }) as Answer);
 }
 
 describe('three instances on one PostgreSQL behind HAProxy', () => {
