@@ -59,6 +59,7 @@ export async function startService(config: Config, announce: (text: string) => v
     port: config.port,
     maxUploadBytes: config.maxUploadBytes,
     warmArenaBytes: config.warmInflightBytes,
+    poolSize: config.poolSize,
   });
   const port = await server.listen();
   log.info({ host: config.host, port, transport, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');

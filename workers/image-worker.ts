@@ -7,6 +7,7 @@ import { Piscina } from 'piscina';
 import sharp from 'sharp';
 import { toErrorShape } from '../src/errors.js';
 import { LiveLayers } from '../src/pipeline/layers-live.js';
+import { runDashboardMark } from '../src/pipeline/dashboard.js';
 import { runMark } from '../src/pipeline/mark.js';
 import { runProtect } from '../src/pipeline/protect.js';
 import type { ArenaRange, Task, TaskResult, WorkerInit } from '../src/pipeline/tasks.js';
@@ -73,6 +74,8 @@ async function perform(task: Task): Promise<TaskResult> {
       }
       case 'mark':
         return await runMark(task, layers);
+      case 'dashboard-mark':
+        return await runDashboardMark(arenaView(task.input), task, layers, init.maxUploadBytes);
       case 'warmup':
         await Promise.all([warmUp(), layers.warm()]);
         return { ok: true, kind: 'warm', threadId };

@@ -10,8 +10,8 @@ import { OptmarkError, toErrorShape } from '../errors.js';
 import type { Logger } from '../log.js';
 import type { ImagePool } from '../pool/pool.js';
 import { protectBodyCapacity } from '../pipeline/body.js';
-import type { Task } from '../pipeline/tasks.js';
-import { rateLimitHeaders, wwwAuthenticate, type AuthResult, type Operation, type Reservation, type Store } from '../store/index.js';
+import type { ArenaRange, BodyResult, Task } from '../pipeline/tasks.js';
+import { rateLimitHeaders, wwwAuthenticate, type Account, type AuthResult, type Operation, type Reservation, type Store } from '../store/index.js';
 import { requestId } from './filename.js';
 import { RequestMemory } from './memory.js';
 import type { Metrics } from './metrics.js';
@@ -29,6 +29,27 @@ export interface ApiDeps {
   maxUploadBytes: number;
   /** Requests in progress, for graceful shutdown. */
   inflight: { count: number; idle: () => void };
+}
+
+/**
+ * What a route built on this flow adds to it (the dashboard's mark, src/http/dashboard.ts): a check
+ * after authentication, its own worker task, and what to do with the answer. The flow stays the API's:
+ * the same admission, limits, quota unit, arena memory, error codes and settling.
+ */
+export interface ApiExtension {
+  /** The route's name in metrics and logs. */
+  route: string;
+  /** Called once the key is known good, before the quota unit is taken; throws an OptmarkError to refuse. */
+  admit(auth: { account: Account; keyId: number }): ExtensionRequest;
+}
+
+export interface ExtensionRequest {
+  /** The worker task for the received body. */
+  task(input: ArenaRange, contentType: string): Task;
+  /** The worker's answer, before it is sent: store what must exist when the client reads it (throw to fail). */
+  answered(result: BodyResult): void;
+  /** Called once when the request ends: ok when the answer reached the client. */
+  settle(ok: boolean): void;
 }
 
 function parseLength(raw: string): number | undefined | 'invalid' {
@@ -57,13 +78,13 @@ class QuotaExceededError extends OptmarkError {
 }
 
 /** Handles one API request; the uWS handler returns right after this sets up its callbacks. */
-export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse, req: HttpRequest): void {
+export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse, req: HttpRequest, extension?: ApiExtension): void {
   // HttpRequest lives only during this synchronous call: read everything from it first.
   const authorization = req.getHeader('authorization');
   const contentType = req.getHeader('content-type');
   const lengthHeader = req.getHeader('content-length');
   const id = requestId(req.getHeader('x-request-id'), randomUUID);
-  const route = `/api/v1/${operation}`;
+  const route = extension?.route ?? `/api/v1/${operation}`;
   const ex = new Exchange(res, id, route, process.hrtime.bigint());
   const phases = new Phases(ex.started);
   const { store, pool, metrics, log, inflight } = deps;
@@ -74,6 +95,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
   let reservation: Reservation | undefined;
   let accountId: number | undefined;
   let finished = false;
+  let extra: ExtensionRequest | undefined;
   const memory = new RequestMemory(arena, () => metrics.inflightBytes.set(arena.used));
   // Headers are a courtesy: a store that cannot be read must not turn an answer into a crash.
   const rlHeaders = (): Headers => {
@@ -103,6 +125,11 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     if (finished) return;
     finished = true;
     settle(ok);
+    try {
+      extra?.settle(ok);
+    } catch (err) {
+      log.error({ reqId: id, err }, 'settling the request failed');
+    }
     memory.releaseAll();
     const seconds = Number(process.hrtime.bigint() - ex.started) / 1e9;
     const status = ex.aborted && !ex.answered ? 499 : ex.status;
@@ -147,6 +174,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
       throw new OptmarkError('payload_too_large', `The upload is ${declared} bytes; the limit is ${deps.maxUploadBytes}.`);
     }
     if (pool.saturated) throw new OptmarkError('overloaded');
+    if (extension) extra = extension.admit(auth);
     const reserved = store.reserve(auth.account.id, operation);
     if (!reserved.ok) {
       const s = reserved.state;
@@ -159,8 +187,10 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     // Admission takes room for the answer too, so that a request once admitted never needs memory from
     // outside the arena.
     const slot = memory.take(capacity);
-    const bodySlot = slot && operation === 'protect' ? memory.take(protectBodyCapacity(capacity)) : undefined;
-    if (!slot || (operation === 'protect' && !bodySlot)) {
+    // An extension's worker builds its answer in a buffer of its own (the layers may grow the image).
+    const needsOutput = operation === 'protect' && !extension;
+    const bodySlot = slot && needsOutput ? memory.take(protectBodyCapacity(capacity)) : undefined;
+    if (!slot || (needsOutput && !bodySlot)) {
       memory.releaseAll();
       throw new OptmarkError('overloaded', 'The server is holding as many uploads as it can; retry shortly.');
     }
@@ -189,7 +219,11 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
       const input = memory.shrink(uploadSlot!, upload.length);
       const output = outputSlot && memory.shrink(outputSlot, protectBodyCapacity(upload.length));
       const range = { offset: input.offset, length: upload.length };
-      const task: Task = operation === 'protect' ? { kind: 'protect', input: range, output, contentType } : { kind: 'verify', input: range, contentType };
+      const task: Task = extra
+        ? extra.task(range, contentType)
+        : operation === 'protect'
+          ? { kind: 'protect', input: range, output, contentType }
+          : { kind: 'verify', input: range, contentType };
       memory.lend();
       let result;
       try {
@@ -209,6 +243,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
       if (result.kind === 'arena-body' && output) body = memory.view(output, result.length);
       else if (result.kind === 'body') {
         if (output) memory.free(output);
+        extra?.answered(result);
         body = result.body;
       } else throw new Error('worker answered with the wrong result kind');
       const delivered = await ex.json(200, body, { ...rlHeaders(), ...phases.headers() });

@@ -9,6 +9,8 @@ import type { Logger } from '../log.js';
 import type { ImagePool } from '../pool/pool.js';
 import type { Store } from '../store/index.js';
 import { handleApi, type ApiDeps } from './api.js';
+import { Assets } from '../dashboard/assets.js';
+import { registerDashboard } from './dashboard.js';
 import { requestId } from './filename.js';
 import { releaseFreePages } from '../pool/pages.js';
 import { QuietTimer } from './quiet.js';
@@ -27,6 +29,8 @@ export interface ServerOptions {
   maxUploadBytes: number;
   /** Bytes at the start of the arena kept resident when idle pages go back to the OS. */
   warmArenaBytes: number;
+  /** Worker threads (the dashboard sizes its upload concurrency from it). */
+  poolSize?: number;
 }
 
 /** Unbroken quiet time (no request in flight) before free arena pages go back to the OS. */
@@ -78,6 +82,7 @@ export class HttpServer {
         () => ex.error('internal_error'),
       );
     });
+    registerDashboard(app, { ...deps, assets: Assets.load(), poolSize: options.poolSize ?? options.pool.stats.threads });
     app.get('/api/v1/openapi.json', (res, req) => this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })));
     app.any('/*', (res, req) => this.#simple(res, req, 'other', (ex) => ex.error('not_found', `No route for ${req.getMethod().toUpperCase()} ${req.getUrl()}.`)));
     this.#app = app;

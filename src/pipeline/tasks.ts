@@ -36,18 +36,46 @@ export interface MarkTask {
   fingerprint: boolean;
 }
 
+/**
+ * The dashboard's mark (src/pipeline/dashboard.ts): the multipart body in the arena, the batch's layers,
+ * and the id the event-loop thread gave the record it will store on success.
+ */
+export interface DashboardMarkTask {
+  kind: 'dashboard-mark';
+  input: ArenaRange;
+  contentType: string;
+  provenance: boolean;
+  fingerprint: boolean;
+  batchId: string;
+  recordId: string;
+}
+
+/** What the event-loop thread needs to record a dashboard mark (the body carries the same). */
+export interface MarkedImage {
+  sha256: string;
+  filename: string;
+  mimeType: string;
+  bytes: number;
+  layers: string[];
+  originalName: string;
+  provenanceKeyId: string | null;
+  markedAt: string;
+}
+
 /** Runs the hot paths once so the first real requests find them compiled. */
 export interface WarmupTask {
   kind: 'warmup';
 }
 
-export type Task = ProtectTask | VerifyTask | MarkTask | WarmupTask;
+export type Task = ProtectTask | VerifyTask | MarkTask | DashboardMarkTask | WarmupTask;
 
 /** A finished HTTP response body (UTF-8 JSON), built in the worker and moved back. */
 export interface BodyResult {
   ok: true;
   kind: 'body';
   body: Uint8Array;
+  /** Set by the dashboard's mark: what its record needs. */
+  mark?: MarkedImage;
 }
 
 /** A response body written into the task's output range of the arena. */

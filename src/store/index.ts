@@ -12,6 +12,7 @@ import { parseAuthorization, type AuthFailureCode } from './auth.js';
 import { BackgroundCheckpoints, type CheckpointStats } from './checkpoints.js';
 import { openDatabase, type Db } from './db.js';
 import { StoreError } from './errors.js';
+import { DashboardRecords } from './records.js';
 import {
   DISPLAY_PREFIX_LENGTH,
   MIN_REVOKE_PREFIX_LENGTH,
@@ -29,6 +30,7 @@ export { KEY_PREFIX, isWellFormedKey } from './keys.js';
 export { monthOf, rateLimitHeaders, OPERATIONS, type Operation, type QuotaState } from './quota.js';
 export { SCHEMA_VERSION } from './db.js';
 export type { CheckpointStats } from './checkpoints.js';
+export { MAX_BATCH_SIZE, type Batch, type MarkRecord, type RecordQuery, type SlotResult, type DashboardRecords } from './records.js';
 
 export type Plan = 'free' | 'pro' | 'lifetime';
 export const PLANS: readonly Plan[] = ['free', 'pro', 'lifetime'];
@@ -133,6 +135,8 @@ export class Store {
   /** Reservations not yet committed or refunded: what makes commit/refund idempotent per object. */
   readonly #pending = new WeakSet<Reservation>();
   #checkpoints: BackgroundCheckpoints | undefined;
+  /** The dashboard's batches and records of marked images. */
+  readonly dashboard: DashboardRecords;
 
   readonly #authByHash;
   readonly #touchKey;
@@ -156,6 +160,7 @@ export class Store {
     this.#db = db;
     this.file = file;
     this.#defaults = defaults;
+    this.dashboard = new DashboardRecords(db);
     this.#authByHash = db.prepare<[Buffer], AuthRow>(
       `SELECT ${ACCOUNT_COLUMNS}, k.id AS key_id, k.last_used_at, k.revoked_at
          FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?`,
