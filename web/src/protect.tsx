@@ -3,7 +3,7 @@ import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, getBlob, postJson, uploadImage, type AccountInfo, type Batch, type MarkAnswer, type VerifyReport } from './api';
 import { DropZone } from './dropzone';
 import { BeforeAfter } from './report';
-import { formatBytes, fromBase64, percent, saveBlob } from './util';
+import { formatBytes, fromBase64, percent, saveBlob, sniff } from './util';
 
 type State = 'waiting' | 'uploading' | 'processing' | 'done' | 'failed';
 
@@ -25,10 +25,14 @@ interface Item {
   state: State;
   sent: number;
   message?: string;
+  /** Refused in the page (not an image): never sent, never retried. */
+  local?: boolean;
   result?: Result;
 }
 
 let nextId = 1;
+
+const NOT_AN_IMAGE = 'This file is not a JPEG, PNG or WebP image (judged by its content, not its name), so it was not sent.';
 
 const STATUS: Record<State, string> = {
   waiting: 'Waiting',
@@ -68,8 +72,16 @@ export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: A
       revokeAll(itemsRef.current);
       setBatch(undefined);
     }
-    setNotice(files.length ? `${kept.length + files.length} of at most ${limit} images ready. Choose the layers, then Protect.` : '');
-    setItems([...kept, ...files.map((file) => ({ id: nextId++, file, state: 'waiting' as State, sent: 0 }))]);
+    const added = files.map((file) => ({ id: nextId++, file, state: 'waiting' as State, sent: 0 }));
+    setNotice(files.length ? `${kept.length + files.length} of at most ${limit} files chosen. Choose the layers, then Protect.` : '');
+    setItems([...kept, ...added]);
+    // Files that are not images (by their first bytes, as the server judges them) are refused here, so
+    // they cost no upload, no batch slot and no protection.
+    for (const it of added) {
+      void sniff(it.file).then((format) => {
+        if (!format) update(it.id, { state: 'failed', local: true, message: NOT_AN_IMAGE });
+      });
+    }
   };
 
   const remove = (id: number) => setItems((list) => list.filter((it) => it.id !== id));
@@ -132,21 +144,29 @@ export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: A
 
   const start = (e: Event) => {
     e.preventDefault();
-    const todo = items.filter((it) => it.state === 'waiting');
-    if (todo.length === 0) {
-      setNotice('Choose one or more JPEG, PNG or WebP images first.');
-      return;
-    }
-    void run(todo);
+    void (async () => {
+      // The same check as at pick time, awaited: a click right after picking must not send a non-image.
+      const todo: Item[] = [];
+      for (const it of items.filter((x) => x.state === 'waiting')) {
+        if (await sniff(it.file)) todo.push(it);
+        else update(it.id, { state: 'failed', local: true, message: NOT_AN_IMAGE });
+      }
+      if (todo.length === 0) {
+        setNotice('Choose one or more JPEG, PNG or WebP images first.');
+        return;
+      }
+      await run(todo);
+    })();
   };
 
   const retry = () => {
-    const failed = items.filter((it) => it.state === 'failed');
+    const failed = items.filter((it) => it.state === 'failed' && !it.local);
     if (batch && failed.length) void run(failed, batch);
   };
 
   const done = items.filter((it) => it.state === 'done' && it.result);
   const failedCount = items.filter((it) => it.state === 'failed').length;
+  const retryable = items.filter((it) => it.state === 'failed' && !it.local).length;
 
   const downloadAll = () => {
     setZipping(true);
@@ -200,9 +220,9 @@ export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: A
           <button type="submit" class="primary" disabled={running}>
             {running ? 'Protecting…' : 'Protect'}
           </button>
-          {batch && !running && failedCount > 0 && (
+          {batch && !running && retryable > 0 && (
             <button type="button" onClick={retry}>
-              Retry {failedCount} failed
+              Retry {retryable} failed
             </button>
           )}
         </div>
