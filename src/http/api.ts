@@ -46,8 +46,11 @@ export interface ApiExtension {
 export interface ExtensionRequest {
   /** The worker task for the received body. */
   task(input: ArenaRange, contentType: string): Task;
-  /** The worker's answer, before it is sent: store what must exist when the client reads it (throw to fail). */
-  answered(result: BodyResult): void;
+  /**
+   * The worker's answer, before it is sent: store what must exist when the client reads it, and return
+   * the body to send (the worker's, or one with fields added). Throw to fail the request.
+   */
+  answered(result: BodyResult): Uint8Array;
   /** Called once when the request ends: ok when the answer reached the client. */
   settle(ok: boolean): void;
 }
@@ -243,8 +246,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
       if (result.kind === 'arena-body' && output) body = memory.view(output, result.length);
       else if (result.kind === 'body') {
         if (output) memory.free(output);
-        extra?.answered(result);
-        body = result.body;
+        body = extra ? extra.answered(result) : result.body;
       } else throw new Error('worker answered with the wrong result kind');
       const delivered = await ex.json(200, body, { ...rlHeaders(), ...phases.headers() });
       finish(delivered);

@@ -11,7 +11,7 @@ import { Assets, chooseEncoding } from '../dashboard/assets.js';
 import { recordsCsv, recordsJson } from '../dashboard/export.js';
 import { buildReceipt } from '../dashboard/receipt.js';
 import { OptmarkError, toErrorShape } from '../errors.js';
-import { MAX_BATCH_SIZE, wwwAuthenticate, type Account, type MarkRecord } from '../store/index.js';
+import { MAX_BATCH_SIZE, wwwAuthenticate, type Account, type MarkRecord, type Store } from '../store/index.js';
 import { handleApi, type ApiDeps, type ApiExtension } from './api.js';
 import { requestId } from './filename.js';
 import { Exchange, type Headers } from './respond.js';
@@ -232,6 +232,7 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
               markedAt: m.markedAt,
             });
             recorded = true;
+            return result.body;
           },
           settle: (delivered) => {
             if (delivered) return;
@@ -264,6 +265,49 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
     if (!batch) throw new OptmarkError('not_found', 'No batch with that id for this account.');
     return batch;
   }
+}
+
+/**
+ * /api/v1/verify with the dashboard's records: when the uploaded bytes are exactly an image the
+ * dashboard marked for this account, the answer gains `record` (when, from which file, which layers,
+ * which key); otherwise `record` is null. An additive field; the contract's fields stay as they are.
+ */
+export function verifyWithRecords(store: Store): ApiExtension {
+  return {
+    route: '/api/v1/verify',
+    admit: ({ account }) => ({
+      task: (input, contentType) => ({ kind: 'verify', input, contentType }),
+      answered: (result) => withRecord(result.body, recordField(store, account.id, result.body)),
+      settle: () => {},
+    }),
+  };
+}
+
+/** The `record` field for a verify body: the newest record whose SHA-256 is the body's `sha256`. */
+function recordField(store: Store, accountId: number, body: Uint8Array): unknown {
+  const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
+  const sha = /"sha256":"([0-9a-f]{64})"/.exec(text)?.[1];
+  const r = sha ? store.dashboard.recordBySha256(accountId, sha) : undefined;
+  if (!r) return null;
+  return {
+    id: r.id,
+    batchId: r.batchId,
+    markedAt: r.markedAt,
+    originalName: r.originalName,
+    producedName: r.producedName,
+    layers: r.layers,
+    keyPrefix: r.keyPrefix,
+    provenanceKeyId: r.provenanceKeyId,
+  };
+}
+
+/** The JSON object in `body` with `"record": value` added before its closing brace. */
+function withRecord(body: Uint8Array, value: unknown): Uint8Array {
+  let end = body.length - 1;
+  while (end > 0 && body[end] !== 0x7d) end--; // '}'
+  if (end <= 0) return body;
+  const tail = Buffer.from(`,"record":${JSON.stringify(value)}}`, 'utf8');
+  return Buffer.concat([body.subarray(0, end), tail]);
 }
 
 function ok(value: unknown): Answer {

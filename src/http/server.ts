@@ -10,7 +10,7 @@ import type { ImagePool } from '../pool/pool.js';
 import type { Store } from '../store/index.js';
 import { handleApi, type ApiDeps } from './api.js';
 import { Assets } from '../dashboard/assets.js';
-import { registerDashboard } from './dashboard.js';
+import { registerDashboard, verifyWithRecords } from './dashboard.js';
 import { requestId } from './filename.js';
 import { releaseFreePages } from '../pool/pages.js';
 import { QuietTimer } from './quiet.js';
@@ -68,7 +68,8 @@ export class HttpServer {
     this.#inflight.idle = () => this.#release.idle();
     const app = options.uws.App();
     app.post('/api/v1/protect', (res, req) => handleApi(deps, 'protect', res, req));
-    app.post('/api/v1/verify', (res, req) => handleApi(deps, 'verify', res, req));
+    const verify = verifyWithRecords(options.store);
+    app.post('/api/v1/verify', (res, req) => handleApi(deps, 'verify', res, req, verify));
     for (const path of ['/api/v1/protect', '/api/v1/verify']) {
       app.any(path, (res, req) => this.#simple(res, req, path, (ex) => ex.error('method_not_allowed', `${path} accepts POST only.`, { Allow: 'POST' })));
     }
