@@ -14,8 +14,8 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { chromium } from 'playwright-core';
 import sharp from 'sharp';
-import { median as upperMedian } from './load/report.js';
-import { startOptmark } from './load/servers.js';
+import { median as upperMedian } from '../src/capacity/report.js';
+import { startOptmark } from '../src/capacity/servers.js';
 
 const { values } = parseArgs({
   options: {
@@ -37,11 +37,16 @@ const CHROMIUM = '/usr/bin/chromium';
 async function makeImages(dir: string): Promise<string[]> {
   const width = Math.round(Math.sqrt((megapixels * 1e6 * 4) / 3));
   const height = Math.round((width * 3) / 4);
-  const photos = readdirSync(NATURAL).filter((f) => f.endsWith('.png')).sort();
+  const photos = readdirSync(NATURAL)
+    .filter((f) => f.endsWith('.png'))
+    .sort();
   const out: string[] = [];
   for (let i = 0; i < count; i++) {
     const path = join(dir, `photo-${String(i).padStart(2, '0')}.jpg`);
-    await sharp(join(NATURAL, photos[i % photos.length]!)).resize(width, height, { fit: 'cover' }).jpeg({ quality: 90 }).toFile(path);
+    await sharp(join(NATURAL, photos[i % photos.length]!))
+      .resize(width, height, { fit: 'cover' })
+      .jpeg({ quality: 90 })
+      .toFile(path);
     out.push(path);
   }
   return out;

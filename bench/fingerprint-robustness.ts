@@ -15,7 +15,7 @@ import { runCore, type Engine, fingerprintEngine } from '../src/fingerprint/nati
 import { keyTileFor } from '../src/fingerprint/pattern.js';
 import { CORE_PARAMS, FPR } from '../src/fingerprint/params.js';
 import { cellTest } from '../src/fingerprint/stats.js';
-import { prng } from './lib/random.js';
+import { prng } from '../src/capacity/random.js';
 
 sharp.concurrency(1);
 

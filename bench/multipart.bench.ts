@@ -9,7 +9,7 @@
  */
 import busboy from 'busboy';
 import { compare } from './lib/report.js';
-import { generatedCorpus, prepare, prng } from './load/corpus.js';
+import { generatedCorpus, prepare, prng } from '../src/capacity/corpus.js';
 import { BodyReceiver } from '../src/http/receive.js';
 import { MultipartReceiver, parseUpload } from '../src/pipeline/upload.js';
 

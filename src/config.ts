@@ -4,10 +4,16 @@
  */
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
+import { MAX_PROTECT_GROWTH_BYTES } from './formats/limits.js';
 
 export interface Config {
   host: string;
   port: number;
+  /**
+   * Listen with SO_REUSEPORT, so that several processes share the port on purpose. Off: a port another
+   * process listens on stops the start with a message naming it.
+   */
+  reusePort: boolean;
   dataDir: string;
   /** Largest accepted upload, in bytes (the image part, and the request body it travels in). */
   maxUploadBytes: number;
@@ -85,14 +91,14 @@ export const MULTIPART_SLACK_BYTES = 64 * 1024;
 
 /**
  * Arena room one largest protect takes when admitted: the request body (the image limit plus multipart
- * framing) and its response body (base64 of that plus 256 KiB of metadata growth, plus 4 KiB of JSON),
+ * framing) and its response body (base64 of that plus the metadata growth protect allows, plus 4 KiB of JSON),
  * each rounded up to the arena's 4 KiB pages. src/pipeline/body.ts sizes bodies the same way (a test
  * keeps the two in step).
  */
 export function arenaBytesForOneProtect(maxUploadBytes: number): number {
   const page = (n: number): number => Math.ceil(n / 4096) * 4096;
   const body = maxUploadBytes + MULTIPART_SLACK_BYTES;
-  return page(body) + page(Math.ceil((body + 256 * 1024) / 3) * 4 + 4096);
+  return page(body) + page(Math.ceil((body + MAX_PROTECT_GROWTH_BYTES) / 3) * 4 + 4096);
 }
 
 /** Reads and validates the configuration; throws ConfigError naming the offending variable. */
@@ -117,6 +123,7 @@ export function loadConfig(env: Env = process.env): Config {
   return {
     host,
     port: int(env, 'OPTMARK_PORT', 8080, 0, 65535),
+    reusePort: bool(env, 'OPTMARK_REUSE_PORT', false),
     dataDir: resolve(str(env, 'OPTMARK_DATA_DIR') ?? './data'),
     maxUploadBytes,
     maxPixels: int(env, 'OPTMARK_MAX_PIXELS', 100_000_000, 1, 2 ** 40),
@@ -141,6 +148,7 @@ export function loadConfig(env: Env = process.env): Config {
 export const CONFIG_DOC: ReadonlyArray<readonly [name: string, fallback: string, meaning: string]> = [
   ['OPTMARK_HOST', '0.0.0.0', 'Address to listen on.'],
   ['OPTMARK_PORT', '8080', 'Port to listen on (0 picks a free one).'],
+  ['OPTMARK_REUSE_PORT', 'off', 'Share the port with other processes on purpose (SO_REUSEPORT); off, a port in use stops the start.'],
   ['OPTMARK_DATA_DIR', './data', 'SQLite store, signing keys and fingerprint secret.'],
   ['OPTMARK_MAX_UPLOAD_BYTES', '26214400', 'Largest accepted upload (25 MiB).'],
   ['OPTMARK_MAX_PIXELS', '100000000', 'Pixel budget of any decode (verify detector, layers).'],

@@ -3,6 +3,7 @@
  */
 import { mkdirSync } from 'node:fs';
 import type { Config } from './config.js';
+import { checkPortFree } from './http/port.js';
 import { HttpServer } from './http/server.js';
 import { loadUws } from './http/uws.js';
 import { createLogger } from './log.js';
@@ -18,6 +19,9 @@ export async function startService(config: Config, announce: (text: string) => v
   const log = createLogger(config.logLevel, { service: 'optmark' });
   const { uws, transport } = loadUws(config.allowUwsFallback);
   if (transport !== 'uws-native') log.warn({ transport }, 'running on the slow uWebSockets.js JS fallback (OPTMARK_ALLOW_UWS_FALLBACK=1)');
+
+  // Before the slow parts: a port another process listens on stops the start at once, naming it.
+  if (!config.reusePort) await checkPortFree(config.host, config.port);
 
   mkdirSync(config.dataDir, { recursive: true });
   const store = Store.open({
@@ -57,11 +61,21 @@ export async function startService(config: Config, announce: (text: string) => v
     log,
     host: config.host,
     port: config.port,
+    reusePort: config.reusePort,
     maxUploadBytes: config.maxUploadBytes,
     warmArenaBytes: config.warmInflightBytes,
     poolSize: config.poolSize,
   });
-  const port = await server.listen();
+  let port: number;
+  try {
+    port = await server.listen();
+  } catch (err) {
+    // Taken since the check (or refused): leave nothing running, so the process can exit.
+    await pool.close();
+    await store.stopBackgroundCheckpoints();
+    store.close();
+    throw err;
+  }
   log.info({ host: config.host, port, transport, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');
 
   let stopping: Promise<void> | undefined;

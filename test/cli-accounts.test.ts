@@ -111,15 +111,31 @@ describe('operator commands', () => {
     ['duplicate account', ['account', 'create', 'dup', '--plan', 'pro'], 1, /already exists/],
     ['unknown account', ['key', 'issue', 'nobody'], 1, /no account named "nobody"/],
     ['unknown account usage', ['usage', 'nobody'], 1, /no account named "nobody"/],
-    ['bad plan', ['account', 'create', 'x', '--plan', 'gold'], 2, /plan must be one of free, pro, lifetime/],
-    ['missing plan', ['account', 'create', 'x'], 2, /--plan is required/],
-    ['bad limit', ['account', 'set-limits', 'dup', '--protect', '-5'], 2, /--protect/],
+    ['bad plan', ['account', 'create', 'x', '--plan', 'gold'], 2, /'gold' is invalid\. Allowed choices are free, pro, lifetime/],
+    ['bad plan (set-plan)', ['account', 'set-plan', 'dup', 'gold'], 2, /plan must be one of free, pro, lifetime/],
+    ['missing plan', ['account', 'create', 'x'], 2, /required option '--plan <plan>' not specified/],
+    [
+      'negative limit',
+      ['account', 'set-limits', 'dup', '--protect', '-5'],
+      2,
+      /--protect <n\|default>' argument '-5' is invalid\. It must be a whole number of 0 or more/,
+    ],
+    [
+      'negative limit (=)',
+      ['account', 'set-limits', 'dup', '--verify=-1'],
+      2,
+      /--verify <n\|default>' argument '-1' is invalid\. It must be a whole number of 0 or more/,
+    ],
+    ['fractional limit', ['account', 'set-limits', 'dup', '--protect', '1.5'], 2, /whole number of 0 or more/],
     ['no limits given', ['account', 'set-limits', 'dup'], 2, /--protect and\/or --verify/],
     ['bad month', ['usage', 'dup', '--month', '2026-13'], 1, /YYYY-MM/],
     ['short prefix', ['key', 'revoke', 'om_live_ab'], 1, /at least 12 characters/],
     ['unknown prefix', ['key', 'revoke', 'om_live_ZZZZZZZZ'], 1, /no key starts with/],
-    ['unknown subcommand', ['account', 'delete', 'dup'], 2, /unknown subcommand "delete"/],
-    ['extra argument', ['key', 'list', 'dup', 'more'], 2, /expected <account>/],
+    ['unknown subcommand', ['account', 'delete', 'dup'], 2, /unknown command 'delete'/],
+    ['no subcommand', ['account'], 2, /Usage: optmark account/],
+    ['unknown command', ['acount', 'list'], 2, /unknown command 'acount'.*\n.*Did you mean account\?/],
+    ['unknown option', ['account', 'list', '--jsn'], 2, /unknown option '--jsn'/],
+    ['extra argument', ['key', 'list', 'dup', 'more'], 2, /too many arguments for 'list'/],
   ])('%s: a non-zero exit with a one-line reason', (_name, args, status, message) => {
     ok('account', 'create', 'dup', '--plan', 'pro');
     const r = optmark(...args);
@@ -129,8 +145,28 @@ describe('operator commands', () => {
   });
 
   it('prints help for each command', () => {
-    expect(ok('account', 'help')).toContain('account set-limits <name>');
-    expect(ok('key', '--help')).toContain('key revoke <key-prefix>');
+    expect(ok('account', 'help')).toMatch(/set-limits \[options\] <name>/);
+    expect(ok('account', 'help', 'set-limits')).toContain('Usage: optmark account set-limits [options] <name>');
+    expect(ok('key', '--help')).toContain('revoke <key-prefix>');
+  });
+
+  it('says that a free account has no API access instead of announcing its limits', () => {
+    const created = ok('account', 'create', 'hobby', '--plan', 'free');
+    expect(created).toMatch(/^created account hobby: plan free, no API access/);
+    expect(created).not.toMatch(/protects|verifies a month/);
+    expect(ok('account', 'set-limits', 'hobby', '--protect', '5')).toMatch(/plan free, no API access/);
+    expect(ok('account', 'list')).toMatch(/^hobby\s+free\s+no API access\s+-\s+\d{4}-/m);
+    // The limits are kept for when the plan changes; JSON shows them as they are.
+    expect(JSON.parse(ok('account', 'list', '--json'))).toMatchObject([{ name: 'hobby', plan: 'free', protectLimit: 5 }]);
+    expect(ok('account', 'set-plan', 'hobby', '--plan', 'pro')).toMatch(/plan pro, 5 protects and 50000 verifies a month/);
+  });
+
+  it('names the UTC date and time the counters reset', () => {
+    ok('account', 'create', 'acme', '--plan', 'pro');
+    const now = new Date();
+    const next = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString().slice(0, 10);
+    expect(ok('usage', 'acme')).toContain(`resets at ${next} 00:00 UTC (in `);
+    expect(ok('usage', 'acme', '--month', '2001-01')).toContain('month over');
   });
 
   it('never prints a whole key when one is passed to revoke', () => {

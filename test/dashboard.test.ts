@@ -20,7 +20,9 @@ beforeAll(async () => {
   server = await TestServer.start({ env: { OPTMARK_POOL_SIZE: '2' } });
   ({ key, name: account } = await server.account());
   // Large enough for the fingerprint's work resolution (short side 256).
-  photo = await sharp(await smallImage('jpeg', 480, 320)).jpeg({ quality: 90 }).toBuffer();
+  photo = await sharp(await smallImage('jpeg', 480, 320))
+    .jpeg({ quality: 90 })
+    .toBuffer();
 });
 afterAll(async () => {
   await server?.dispose();
@@ -31,10 +33,18 @@ const auth = (k: string = key): Record<string, string> => ({ Authorization: `Bea
 const get = (path: string, k: string | null = key, headers: Record<string, string> = {}): Promise<Answer> =>
   request(server, path, { headers: { ...(k ? auth(k) : {}), ...headers } });
 const openBatch = (body: unknown, k: string = key): Promise<Answer> =>
-  request(server, '/api/v1/dashboard/batches', { method: 'POST', headers: { ...auth(k), 'Content-Type': 'application/json' }, body: Buffer.from(JSON.stringify(body)) });
+  request(server, '/api/v1/dashboard/batches', {
+    method: 'POST',
+    headers: { ...auth(k), 'Content-Type': 'application/json' },
+    body: Buffer.from(JSON.stringify(body)),
+  });
 const markImage = (batch: string, image: Buffer, filename = 'photo.jpg', type = 'image/jpeg', k: string = key): Promise<Answer> => {
   const form = imageForm(image, filename, type);
-  return request(server, `/api/v1/dashboard/batches/${batch}/images`, { method: 'POST', headers: { ...auth(k), 'Content-Type': form.contentType }, body: form.body });
+  return request(server, `/api/v1/dashboard/batches/${batch}/images`, {
+    method: 'POST',
+    headers: { ...auth(k), 'Content-Type': form.contentType },
+    body: form.body,
+  });
 };
 
 describe('the page', () => {
@@ -156,7 +166,13 @@ describe('batches', () => {
     expect(a.json).toMatchObject({ mimeType: 'image/jpeg', filename: 'Holiday photo.jpg', originalName: 'Holiday photo.jpg', bytes: produced.length });
     expect(a.json.layers.sort()).toEqual(['fingerprint', 'provenance']);
     expect(a.json.before).toMatchObject({ optedOut: false, provenance: { present: false }, fingerprint: { present: false }, sha256: sha256(photo) });
-    expect(a.json.after).toMatchObject({ optedOut: true, signals: ['iptc.dataMining'], provenance: { present: true, valid: true, verifiable: true }, fingerprint: { present: true }, sha256: a.json.sha256 });
+    expect(a.json.after).toMatchObject({
+      optedOut: true,
+      signals: ['iptc.dataMining'],
+      provenance: { present: true, valid: true, verifiable: true },
+      fingerprint: { present: true },
+      sha256: a.json.sha256,
+    });
     expect(a.json.record.provenanceKeyId).toMatch(/^[0-9a-f]+$/);
 
     // The public verify agrees, and names the record of these bytes.
@@ -164,7 +180,13 @@ describe('batches', () => {
     expect(v.status).toBe(200);
     expectConforms(v, 'post', '/api/v1/verify');
     expect(v.json).toMatchObject({ optedOut: true, provenance: { valid: true }, fingerprint: { present: true } });
-    expect(v.json.record).toMatchObject({ id: a.json.record.id, batchId: id, originalName: 'Holiday photo.jpg', layers: ['fingerprint', 'provenance'], keyPrefix: key.slice(0, 16) });
+    expect(v.json.record).toMatchObject({
+      id: a.json.record.id,
+      batchId: id,
+      originalName: 'Holiday photo.jpg',
+      layers: ['fingerprint', 'provenance'],
+      keyPrefix: key.slice(0, 16),
+    });
     const plain = await api(server, 'verify', key, imageForm(photo, 'x.jpg'));
     expect(plain.json.record).toBeNull();
     // Another account's verify of the same bytes sees no record.
@@ -198,7 +220,11 @@ describe('batches', () => {
     const text = await markImage(id, Buffer.from('not a picture\n'.repeat(20)), 'notes.jpg');
     expectError(text, 415, 'unsupported_format');
     const noImage = multipart([{ name: 'other', data: 'x' }]);
-    const bad = await request(server, `/api/v1/dashboard/batches/${id}/images`, { method: 'POST', headers: { ...auth(), 'Content-Type': noImage.contentType }, body: noImage.body });
+    const bad = await request(server, `/api/v1/dashboard/batches/${id}/images`, {
+      method: 'POST',
+      headers: { ...auth(), 'Content-Type': noImage.contentType },
+      body: noImage.body,
+    });
     expect(bad.status).toBe(400);
     // Refused from Content-Length alone, before a byte of body is read.
     const tooBig = await rawRequest(server.port, {
@@ -239,7 +265,9 @@ describe('records', () => {
     const id: string = (await openBatch({ size: 3, provenance: true })).json.id;
     shas = [];
     for (const name of ['=cmd|calc.jpg', 'beach, sunset.jpg', 'portrait.jpg']) {
-      const img = await sharp(photo).jpeg({ quality: 80 + shas.length }).toBuffer(); // three different files
+      const img = await sharp(photo)
+        .jpeg({ quality: 80 + shas.length })
+        .toBuffer(); // three different files
       const a = await markImage(id, img, name);
       expect(a.status).toBe(200);
       shas.push(a.json.sha256);
@@ -300,4 +328,3 @@ describe('records', () => {
     expectError(await get('/api/v1/dashboard/batches/00000000-0000-4000-8000-000000000000/receipt'), 404, 'not_found');
   });
 });
-

@@ -133,6 +133,7 @@ describe('verify', () => {
       provenance: { present: expect.any(Boolean), valid: expect.any(Boolean), verifiable: expect.any(Boolean) },
       fingerprint: { present: expect.any(Boolean), confidence: expect.any(Number), blocks: expect.any(Number) },
       sha256: sha256(images[format]), // of the upload
+      record: null, // additive: no dashboard record of these bytes (test/dashboard.test.ts)
     });
     expect(a.json.provenance.present).toBe(false);
     expect(Number.isInteger(a.json.fingerprint.blocks)).toBe(true);
@@ -244,7 +245,7 @@ describe('error matrix', () => {
   it.each([
     ['GET', '/api/v1/nothing-here', 404, 'not_found'],
     ['POST', '/api/v2/protect', 404, 'not_found'],
-    ['GET', '/', 404, 'not_found'],
+    ['GET', '/nothing/here', 404, 'not_found'], // '/' is the dashboard (test/dashboard.test.ts)
     ['GET', '/api/v1/protect', 405, 'method_not_allowed'],
     ['PUT', '/api/v1/verify', 405, 'method_not_allowed'],
     ['DELETE', '/api/v1/protect', 405, 'method_not_allowed'],

@@ -51,6 +51,10 @@ describe('counting', () => {
       expect(Math.abs(retry - secondsToNextMonth())).toBeLessThanOrEqual(5);
       expect(remaining(a)).toBe(0);
       expect(a.headers.ratelimit).toBe(`"protect";r=0;t=${retry}`);
+      // The message names the UTC instant the counter resets: the first minute of next month.
+      const now = new Date();
+      const next = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString().slice(0, 10);
+      expect((a.json as { error: string }).error).toBe(`The monthly protect limit of 20 is used up; it resets at ${next} 00:00 UTC.`);
     }
     // A success shows the count when it is answered (later racers may have taken units meanwhile).
     for (const a of ok) expect(remaining(a)).toBeLessThanOrEqual(7);

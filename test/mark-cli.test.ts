@@ -124,7 +124,7 @@ describe('optmark mark', () => {
     [['mark', 'x'], /--out <dir> is required/],
     [['mark', 'x', '--out', 'o', '--in-place'], /exclude each other/],
     [['mark', '--out', 'o'], /at least one file or folder/],
-    [['mark', 'x', '--out', 'o', '--sign'], /Unknown option '--sign'/],
+    [['mark', 'x', '--out', 'o', '--sign'], /unknown option '--sign'/i],
   ])('usage error %j exits 2', (args, message) => {
     const r = optmark(tempDir(), args as string[]);
     expect(r.status).toBe(2);

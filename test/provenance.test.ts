@@ -357,7 +357,7 @@ describe('verification', () => {
   it('signs a domain-separated text of the fields in a fixed order', () => {
     const text = signedMessage({ keyId: '0123456789abcdef', signedAt: '2026-01-01T00:00:00Z', dataMining: 'http://ns.useplus.org/ldf/vocab/DMI-PROHIBITED', contentDigest: `sha256:${'0'.repeat(64)}` }).toString();
     expect(text).toBe(
-      'optmark provenance tag v1\nKeyId=0123456789abcdef\nSignedAt=2026-01-01T00:00:00Z\nDataMining=http://ns.useplus.org/ldf/vocab/DMI-PROHIBITED\nContentDigest=sha256:' + '0'.repeat(64),
+      `optmark provenance tag v1\nKeyId=0123456789abcdef\nSignedAt=2026-01-01T00:00:00Z\nDataMining=http://ns.useplus.org/ldf/vocab/DMI-PROHIBITED\nContentDigest=sha256:${'0'.repeat(64)}`,
     );
   });
 });

@@ -66,7 +66,7 @@ async function perform(task: Task): Promise<TaskResult> {
     switch (task.kind) {
       case 'protect': {
         const upload = await parseUpload(arenaView(task.input), task.contentType, init.maxUploadBytes);
-        return runProtect(upload.bytes, safeBasename(upload.filename), task.output && arenaView(task.output));
+        return runProtect(upload.bytes, safeBasename(upload.filename), task.output && arenaView(task.output), init.maxUploadBytes);
       }
       case 'verify': {
         const upload = await parseUpload(arenaView(task.input), task.contentType, init.maxUploadBytes);

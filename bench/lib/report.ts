@@ -40,7 +40,7 @@ export async function compare(title: string, baseline: Contender, others: Conten
   const rows: Row[] = [];
   for (const task of bench.tasks) {
     const r = task.result;
-    if (!r || r.state !== 'completed') {
+    if (r?.state !== 'completed') {
       const why = r && 'error' in r ? String((r as { error?: unknown }).error) : 'did not complete';
       throw new Error(`${title}: ${task.name} failed: ${why}`);
     }

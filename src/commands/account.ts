@@ -1,85 +1,103 @@
 /** `optmark account ...`: create and list accounts, change their plan and monthly limits. */
-import { UsageError, parseCommandArgs, wholeNumber } from './args.js';
-import { isPlan, PLANS, type Account, type Plan } from '../store/index.js';
-import { positionals, printListing, runSubcommand, type Subcommand } from '../store/operator.js';
+import { type Command, Option } from 'commander';
+import { hasApiAccess, type Account, type Plan } from '../store/index.js';
+import { exitWith, limit, UsageError } from './args.js';
+import { printListing, withStore } from './operator.js';
 
-function plan(command: string, raw: string | undefined): Plan {
-  if (raw === undefined) throw new UsageError(`${command}: --plan is required (${PLANS.join(', ')})`);
-  if (!isPlan(raw)) throw new UsageError(`${command}: plan must be one of ${PLANS.join(', ')}, got ${JSON.stringify(raw)}`);
-  return raw;
-}
+const PLAN_CHOICES: readonly Plan[] = ['free', 'pro', 'lifetime'];
 
-/** A limit flag: a whole number, or "default" to follow the configured default again. */
-function limit(flag: string, raw: string | undefined): number | null | undefined {
-  return raw === 'default' ? null : wholeNumber(flag, raw);
-}
-
+/** One line about an account: its limits when its plan can use them, else that it has no API access. */
 function describe(a: Account): string {
+  if (!hasApiAccess(a.plan)) {
+    return (
+      `account ${a.name}: plan ${a.plan}, no API access (the ${a.plan} plan cannot call protect or verify; ` +
+      `\`optmark account set-plan ${a.name} pro\` gives it access)\n`
+    );
+  }
   return `account ${a.name}: plan ${a.plan}, ${a.protectLimit} protects and ${a.verifyLimit} verifies a month\n`;
 }
 
-const SUBCOMMANDS: Record<string, Subcommand> = {
-  create: {
-    usage: 'account create <name> --plan <free|pro|lifetime>',
-    parse(args) {
-      const cmd = 'account create';
-      const { values, positionals: pos } = parseCommandArgs(cmd, args, { plan: { type: 'string' } });
-      const [name] = positionals(cmd, pos, ['name']);
-      const p = plan(cmd, values.plan);
-      return (store) => {
-        process.stdout.write(`created ${describe(store.createAccount(name, p))}`);
-        return 0;
-      };
-    },
-  },
-  list: {
-    usage: 'account list [--json]',
-    parse(args) {
-      const cmd = 'account list';
-      const { values, positionals: pos } = parseCommandArgs(cmd, args, { json: { type: 'boolean' } });
-      positionals(cmd, pos, []);
-      return (store) => {
-        printListing(store.listAccounts(), {
-          json: values.json,
-          empty: 'no accounts (create one: optmark account create <name> --plan pro)',
-          header: ['NAME', 'PLAN', 'PROTECT/MONTH', 'VERIFY/MONTH', 'CREATED'],
-          row: (a) => [a.name, a.plan, String(a.protectLimit), String(a.verifyLimit), a.createdAt],
-        });
-        return 0;
-      };
-    },
-  },
-  'set-plan': {
-    usage: 'account set-plan <name> <free|pro|lifetime>',
-    parse(args) {
-      const cmd = 'account set-plan';
-      const { values, positionals: pos } = parseCommandArgs(cmd, args, { plan: { type: 'string' } });
-      // The plan may come as a second positional or as --plan, like `account create`.
-      const [name, p] = values.plan === undefined ? positionals(cmd, pos, ['name', 'plan']) : [positionals(cmd, pos, ['name'])[0], values.plan];
-      const checked = plan(cmd, p);
-      return (store) => {
-        process.stdout.write(`updated ${describe(store.setPlan(name, checked))}`);
-        return 0;
-      };
-    },
-  },
-  'set-limits': {
-    usage: 'account set-limits <name> [--protect N|default] [--verify N|default]',
-    parse(args) {
-      const cmd = 'account set-limits';
-      const { values, positionals: pos } = parseCommandArgs(cmd, args, { protect: { type: 'string' }, verify: { type: 'string' } });
-      const [name] = positionals(cmd, pos, ['name']);
-      const limits = { protect: limit('--protect', values.protect), verify: limit('--verify', values.verify) };
-      if (limits.protect === undefined && limits.verify === undefined) throw new UsageError(`${cmd}: give --protect and/or --verify`);
-      return (store) => {
-        process.stdout.write(`updated ${describe(store.setLimits(name, limits))}`);
-        return 0;
-      };
-    },
-  },
-};
+function planOption(): Option {
+  return new Option('--plan <plan>', 'the plan: free (no API access), pro or lifetime').choices(PLAN_CHOICES);
+}
 
-/** Entry point of `optmark account`. */
-export async function main(args: string[]): Promise<number> {
-  return runSubcommand('account', SUBCOMMANDS, args);
+export function register(program: Command): void {
+  const account = program
+    .command('account')
+    .summary('create and list accounts, set their plan and monthly limits')
+    .description('Create and list accounts, set their plan and monthly limits (stored in OPTMARK_DATA_DIR).');
+
+  account
+    .command('create')
+    .summary('create an account on a plan')
+    .description('Create an account. Only the pro and lifetime plans may call the API.')
+    .argument('<name>', 'account name')
+    .addOption(planOption().makeOptionMandatory())
+    .action(async (name: string, opts: { plan: Plan }) => {
+      exitWith(
+        await withStore('account create', async (store) => {
+          process.stdout.write(`created ${describe(await store.createAccount(name, opts.plan))}`);
+          return 0;
+        }),
+      );
+    });
+
+  account
+    .command('list')
+    .summary('list the accounts')
+    .description('List the accounts with their plan and effective monthly limits.')
+    .option('--json', 'print JSON instead of a table')
+    .action(async (opts: { json?: boolean }) => {
+      exitWith(
+        await withStore('account list', async (store) => {
+          printListing(await store.listAccounts(), {
+            json: opts.json,
+            empty: 'no accounts (create one: optmark account create <name> --plan pro)',
+            header: ['NAME', 'PLAN', 'PROTECT/MONTH', 'VERIFY/MONTH', 'CREATED'],
+            // A free account's limits are kept but cannot be used: it has no API access.
+            row: (a) => [a.name, a.plan, ...(hasApiAccess(a.plan) ? [String(a.protectLimit), String(a.verifyLimit)] : ['no API access', '-']), a.createdAt],
+          });
+          return 0;
+        }),
+      );
+    });
+
+  account
+    .command('set-plan')
+    .summary("change an account's plan")
+    .description("Change an account's plan (as a second argument or with --plan).")
+    .argument('<name>', 'account name')
+    .argument('[plan]', 'free, pro or lifetime')
+    .addOption(planOption())
+    .action(async (name: string, positional: string | undefined, opts: { plan?: Plan }) => {
+      if (positional !== undefined && opts.plan !== undefined) throw new UsageError('account set-plan: give the plan once (as an argument or with --plan)');
+      const plan = positional ?? opts.plan;
+      if (plan === undefined) throw new UsageError(`account set-plan: the plan is required (${PLAN_CHOICES.join(', ')})`);
+      if (!(PLAN_CHOICES as readonly string[]).includes(plan)) {
+        throw new UsageError(`account set-plan: plan must be one of ${PLAN_CHOICES.join(', ')}, got ${JSON.stringify(plan)}`);
+      }
+      exitWith(
+        await withStore('account set-plan', async (store) => {
+          process.stdout.write(`updated ${describe(await store.setPlan(name, plan as Plan))}`);
+          return 0;
+        }),
+      );
+    });
+
+  account
+    .command('set-limits')
+    .summary("set an account's monthly limits")
+    .description('Set monthly limits of an account; "default" follows the configured default again.')
+    .argument('<name>', 'account name')
+    .option('--protect <n|default>', 'protects a month (a whole number of 0 or more, or "default")', limit)
+    .option('--verify <n|default>', 'verifies a month (a whole number of 0 or more, or "default")', limit)
+    .action(async (name: string, opts: { protect?: number | null; verify?: number | null }) => {
+      if (opts.protect === undefined && opts.verify === undefined) throw new UsageError('account set-limits: give --protect and/or --verify');
+      exitWith(
+        await withStore('account set-limits', async (store) => {
+          process.stdout.write(`updated ${describe(await store.setLimits(name, opts))}`);
+          return 0;
+        }),
+      );
+    });
 }

@@ -1,157 +1,89 @@
 /**
- * `optmark bench load [options]`: the capacity test (bench/load/). It starts the real server on a
+ * `optmark bench load [options]`: the capacity test (src/capacity/). It starts the real server on a
  * loopback port (or targets --url), drives it open-loop at stepped rates, runs a naive server on the
  * same inputs for ratios, and writes load-report.json, load-report.md and load-latency.svg to --out.
  * The micro-benchmarks run with `npm run bench`.
  */
-import { parseCommandArgs, UsageError, wholeNumber } from './args.js';
+import { type Command, Option } from 'commander';
+import { commaList, exitWith, nonNegativeNumber, positiveNumber, positiveWholeNumber, UsageError, wholeNumber } from './args.js';
 
-const HELP = `usage: optmark bench load [options]
-
-Starts optmark (and a naive single-thread server for comparison) on loopback ports, drives them
-open-loop at stepped request rates up to saturation, and writes load-report.json, load-report.md and
-load-latency.svg. OPTMARK_* variables in the environment configure the server under test.
-
-  --out DIR              where the reports go (default ./bench-results)
-  --images DIR           your own JPEG/PNG/WebP files instead of the generated corpus
-  --image NAME           corpus image for the protect and verify scenarios (default jpeg-12mp)
-  --scenarios LIST       protect,verify,mix (default all three; "none" for only the memory test)
-  --mix WEIGHTS          how often the mix sends each operation per image, e.g. protect=1 (protect
-                         only) or protect=4,verify=1 (default protect=1,verify=1); every image of the
-                         corpus or of --images is sent equally often, so the folder sets the formats
-  --rates LIST           offered rates in req/s, e.g. 5,10,20 (default: a ladder from a calibration)
-  --duration S           seconds per step (default 10)
-  --warmup S             seconds of unrecorded load at each step's rate before it is measured (default 2)
-  --p99 MS               p99 target for the sustainable rate (default 500)
-  --arrivals KIND        poisson or uniform (default poisson)
-  --skip-constant-rate   with poisson arrivals, do not re-run the protect and verify steps below 80% of
-                         the best rate with evenly spaced arrivals (where the p99/p50 target is judged)
-  --skip-transport-baseline
-                         do not run the transport baseline beside that pass (optmark's transport and
-                         bytes, SHA-256 only): what this machine alone costs in p99/p50
-  --max-outstanding N    requests in flight at most; more are counted "not sent" (default 128)
-  --max-steps N          steps per scenario at most (default 10)
-  --memory               also run the memory test: 64 concurrent 25 MiB uploads, default config
-  --memory-uploads N     uploads in the memory test (default 64)
-  --memory-mib N         size of each memory-test upload in MiB (default 25)
-  --memory-settle S      seconds of idle watched after the memory test (default 30)
-  --skip-naive           do not run the naive server
-  --skip-profile         skip the unloaded per-image cost table
-  --url URL --key KEY    target a running server instead (add --pid N if it runs on this machine)
-  --log-level LEVEL      log level of the started server (default: its own default, info)
-  --smoke                a tiny run (1 MP image, 2 short steps) that checks the suite works
-`;
-
-function list(flag: string, raw: string | undefined): string[] | undefined {
-  if (raw === undefined) return undefined;
-  const items = raw.split(',').map((s) => s.trim()).filter(Boolean);
-  if (items.length === 0) throw new UsageError(`${flag} expects a comma-separated list`);
-  return items;
+interface LoadFlags {
+  out?: string;
+  images?: string;
+  image?: string;
+  scenarios?: string[];
+  mix?: string;
+  rates?: number[];
+  duration?: number;
+  warmup?: number;
+  p99?: number;
+  arrivals: 'poisson' | 'uniform';
+  skipConstantRate?: boolean;
+  skipTransportBaseline?: boolean;
+  maxOutstanding?: number;
+  maxSteps?: number;
+  memory?: boolean;
+  memoryUploads?: number;
+  memoryMib?: number;
+  memorySettle?: number;
+  skipNaive?: boolean;
+  skipProfile?: boolean;
+  url?: string;
+  key?: string;
+  pid?: number;
+  logLevel?: string;
+  smoke?: boolean;
 }
 
-function nonNegative(flag: string, raw: string | undefined): number | undefined {
-  if (raw === undefined) return undefined;
-  const n = Number(raw);
-  if (raw.trim() === '' || !Number.isFinite(n) || n < 0) throw new UsageError(`${flag} expects a number of at least 0, got ${JSON.stringify(raw)}`);
-  return n;
+function rateList(raw: string): number[] {
+  return commaList(raw).map(positiveNumber);
 }
 
-function positive(flag: string, raw: string | undefined): number | undefined {
-  if (raw === undefined) return undefined;
-  const n = Number(raw);
-  if (!Number.isFinite(n) || n <= 0) throw new UsageError(`${flag} expects a positive number, got ${JSON.stringify(raw)}`);
-  return n;
-}
-
-export async function main(args: string[]): Promise<number> {
-  const [sub, ...rest] = args;
-  if (sub === undefined || sub === 'help' || sub === '--help' || sub === '-h') {
-    process.stdout.write(HELP);
-    return sub === undefined ? 2 : 0;
-  }
-  if (sub !== 'load') throw new UsageError(`bench: unknown subcommand "${sub}" (the micro-benchmarks run with \`npm run bench\`)`);
-  const { values, positionals } = parseCommandArgs('bench load', rest, {
-    out: { type: 'string' },
-    images: { type: 'string' },
-    image: { type: 'string' },
-    scenarios: { type: 'string' },
-    mix: { type: 'string' },
-    rates: { type: 'string' },
-    duration: { type: 'string' },
-    warmup: { type: 'string' },
-    'skip-constant-rate': { type: 'boolean' },
-    'skip-transport-baseline': { type: 'boolean' },
-    p99: { type: 'string' },
-    arrivals: { type: 'string' },
-    'max-outstanding': { type: 'string' },
-    'max-steps': { type: 'string' },
-    memory: { type: 'boolean' },
-    'memory-uploads': { type: 'string' },
-    'memory-mib': { type: 'string' },
-    'memory-settle': { type: 'string' },
-    'skip-naive': { type: 'boolean' },
-    'skip-profile': { type: 'boolean' },
-    url: { type: 'string' },
-    key: { type: 'string' },
-    pid: { type: 'string' },
-    'log-level': { type: 'string' },
-    smoke: { type: 'boolean' },
-    help: { type: 'boolean', short: 'h' },
-  });
-  if (values.help) {
-    process.stdout.write(HELP);
-    return 0;
-  }
-  if (positionals.length) throw new UsageError(`bench load: unexpected argument ${JSON.stringify(positionals[0])}`);
+async function load(flags: LoadFlags, argv: string[]): Promise<number> {
+  const scenarios = flags.scenarios?.[0] === 'none' ? [] : (flags.scenarios ?? ['protect', 'verify', 'mix']);
+  for (const s of scenarios)
+    if (!['protect', 'verify', 'mix'].includes(s)) throw new UsageError(`bench load --scenarios: unknown scenario "${s}" (protect, verify, mix, none)`);
+  if (flags.url && !flags.key) throw new UsageError('bench load: --url needs --key');
   // Loaded only here: `optmark serve` never pays for the load generator.
-  const { DEFAULTS, runLoad } = await import('../../bench/load/index.js');
-  const { parseMix } = await import('../../bench/load/corpus.js');
-
-  const scenarioList = list('--scenarios', values.scenarios);
-  const scenarios = scenarioList?.[0] === 'none' ? [] : (scenarioList ?? DEFAULTS.scenarios);
-  for (const s of scenarios) if (!['protect', 'verify', 'mix'].includes(s)) throw new UsageError(`--scenarios: unknown scenario "${s}" (protect, verify, mix, none)`);
+  const { DEFAULTS, runLoad } = await import('../capacity/index.js');
+  const { parseMix } = await import('../capacity/corpus.js');
   let mix = DEFAULTS.mix;
-  if (values.mix !== undefined) {
+  if (flags.mix !== undefined) {
     try {
-      mix = parseMix(values.mix);
+      mix = parseMix(flags.mix);
     } catch (e) {
-      throw new UsageError(`--mix ${(e as Error).message}`);
+      throw new UsageError(`bench load --mix ${(e as Error).message}`);
     }
   }
-  const rates = list('--rates', values.rates)?.map((r) => positive('--rates', r)!);
-  const arrivals = values.arrivals ?? DEFAULTS.arrivals;
-  if (arrivals !== 'poisson' && arrivals !== 'uniform') throw new UsageError('--arrivals expects poisson or uniform');
-  const smoke = values.smoke ?? false;
-  if (values.url && !values.key) throw new UsageError('--url needs --key');
-
+  const smoke = flags.smoke ?? false;
   const report = await runLoad({
     ...DEFAULTS,
-    url: values.url,
-    key: values.key,
-    pid: wholeNumber('--pid', values.pid),
-    images: values.images,
-    image: values.image,
+    url: flags.url,
+    key: flags.key,
+    pid: flags.pid,
+    images: flags.images,
+    image: flags.image,
     scenarios: scenarios as Array<'protect' | 'verify' | 'mix'>,
     mix,
-    rates: rates ?? (smoke ? [2, 4] : undefined),
-    durationS: positive('--duration', values.duration) ?? (smoke ? 1 : DEFAULTS.durationS),
-    warmupS: nonNegative('--warmup', values.warmup) ?? (smoke ? 0.5 : DEFAULTS.warmupS),
-    constantRate: !values['skip-constant-rate'],
-    transportBaseline: !values['skip-transport-baseline'],
-    p99TargetMs: positive('--p99', values.p99) ?? DEFAULTS.p99TargetMs,
-    arrivals,
-    maxOutstanding: wholeNumber('--max-outstanding', values['max-outstanding']) ?? DEFAULTS.maxOutstanding,
-    maxSteps: wholeNumber('--max-steps', values['max-steps']) ?? DEFAULTS.maxSteps,
-    naive: !values['skip-naive'],
-    profile: !values['skip-profile'],
-    memory: values.memory ?? false,
-    memoryUploads: wholeNumber('--memory-uploads', values['memory-uploads']) ?? DEFAULTS.memoryUploads,
-    memoryBytes: Math.round((positive('--memory-mib', values['memory-mib']) ?? 25) * 1024 * 1024),
-    memorySettleS: positive('--memory-settle', values['memory-settle']) ?? (smoke ? 2 : DEFAULTS.memorySettleS),
-    out: values.out ?? DEFAULTS.out,
+    rates: flags.rates ?? (smoke ? [2, 4] : undefined),
+    durationS: flags.duration ?? (smoke ? 1 : DEFAULTS.durationS),
+    warmupS: flags.warmup ?? (smoke ? 0.5 : DEFAULTS.warmupS),
+    constantRate: !flags.skipConstantRate,
+    transportBaseline: !flags.skipTransportBaseline,
+    p99TargetMs: flags.p99 ?? DEFAULTS.p99TargetMs,
+    arrivals: flags.arrivals,
+    maxOutstanding: flags.maxOutstanding ?? DEFAULTS.maxOutstanding,
+    maxSteps: flags.maxSteps ?? DEFAULTS.maxSteps,
+    naive: !flags.skipNaive,
+    profile: !flags.skipProfile,
+    memory: flags.memory ?? false,
+    memoryUploads: flags.memoryUploads ?? DEFAULTS.memoryUploads,
+    memoryBytes: Math.round((flags.memoryMib ?? 25) * 1024 * 1024),
+    memorySettleS: flags.memorySettle ?? (smoke ? 2 : DEFAULTS.memorySettleS),
+    out: flags.out ?? DEFAULTS.out,
     smoke,
-    logLevel: values['log-level'],
-    command: `optmark bench ${args.join(' ')}`,
+    logLevel: flags.logLevel,
+    command: `optmark bench load ${argv.join(' ')}`.trimEnd(),
   });
 
   process.stdout.write('\ntargets:\n');
@@ -161,4 +93,56 @@ export async function main(args: string[]): Promise<number> {
   }
   process.stdout.write(`\nwrote ${report.files.json}\n      ${report.files.markdown}\n      ${report.files.chart}\n`);
   return 0;
+}
+
+export function register(program: Command): void {
+  const bench = program
+    .command('bench')
+    .summary('capacity test: `bench load` drives the real server open-loop and writes reports')
+    .description('Capacity test. The micro-benchmarks run with `npm run bench`.');
+
+  bench
+    .command('load')
+    .summary('drive the real server open-loop at stepped rates and write the capacity report')
+    .description(
+      'Start optmark (and a naive single-thread server for comparison) on loopback ports, drive them open-loop at ' +
+        'stepped request rates up to saturation, and write load-report.json, load-report.md and load-latency.svg. ' +
+        'OPTMARK_* variables in the environment configure the server under test.',
+    )
+    .option('--out <dir>', 'where the reports go', './bench-results')
+    .option('--images <dir>', 'your own JPEG/PNG/WebP files instead of the generated corpus')
+    .option('--image <name>', 'corpus image for the protect and verify scenarios (default jpeg-12mp)')
+    .option('--scenarios <list>', 'protect,verify,mix (default all three; "none" for only the memory test)', commaList)
+    .option(
+      '--mix <weights>',
+      'how often the mix sends each operation per image, e.g. protect=1 or protect=4,verify=1 (default protect=1,verify=1); ' +
+        'every image of the corpus or of --images is sent equally often, so the folder sets the formats',
+    )
+    .option('--rates <list>', 'offered rates in req/s, e.g. 5,10,20 (default: a ladder from a calibration)', rateList)
+    .option('--duration <s>', 'seconds per step (default 10)', positiveNumber)
+    .option('--warmup <s>', "seconds of unrecorded load at each step's rate before it is measured (default 2)", nonNegativeNumber)
+    .option('--p99 <ms>', 'p99 target for the sustainable rate (default 500)', positiveNumber)
+    .addOption(new Option('--arrivals <kind>', 'arrival process').choices(['poisson', 'uniform']).default('poisson'))
+    .option(
+      '--skip-constant-rate',
+      'with poisson arrivals, do not re-run the protect and verify steps below 80% of the best rate with evenly spaced arrivals (where the p99/p50 target is judged)',
+    )
+    .option('--skip-transport-baseline', "do not run the transport baseline beside that pass (optmark's transport and bytes, SHA-256 only)")
+    .option('--max-outstanding <n>', 'requests in flight at most; more are counted "not sent" (default 128)', positiveWholeNumber)
+    .option('--max-steps <n>', 'steps per scenario at most (default 10)', positiveWholeNumber)
+    .option('--memory', 'also run the memory test: 64 concurrent 25 MiB uploads, default config')
+    .option('--memory-uploads <n>', 'uploads in the memory test (default 64)', positiveWholeNumber)
+    .option('--memory-mib <n>', 'size of each memory-test upload in MiB (default 25)', positiveNumber)
+    .option('--memory-settle <s>', 'seconds of idle watched after the memory test (default 30)', positiveNumber)
+    .option('--skip-naive', 'do not run the naive server')
+    .option('--skip-profile', 'skip the unloaded per-image cost table')
+    .option('--url <url>', 'target a running server instead (with --key; add --pid for its memory figures)')
+    .option('--key <key>', 'API key for --url')
+    .option('--pid <n>', 'process id of the --url server, when it runs on this machine', wholeNumber)
+    .option('--log-level <level>', 'log level of the started server (default: its own default, info)')
+    .option('--smoke', 'a tiny run (1 MP image, 2 short steps) that checks the suite works')
+    .action(async (flags: LoadFlags) => {
+      // The command line as given, for the report's header.
+      exitWith(await load(flags, process.argv.slice(process.argv.indexOf('load', 2) + 1)));
+    });
 }

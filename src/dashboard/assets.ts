@@ -47,7 +47,10 @@ export class Assets {
       const rel = relative(dir, file).split(sep).join('/');
       const identity = readFileSync(file);
       const bodies: Asset['bodies'] = { identity };
-      for (const [suffix, enc] of [['.br', 'br'], ['.gz', 'gzip']] as const) {
+      for (const [suffix, enc] of [
+        ['.br', 'br'],
+        ['.gz', 'gzip'],
+      ] as const) {
         if (existsSync(file + suffix)) bodies[enc] = readFileSync(file + suffix);
       }
       const asset: Asset = {

@@ -52,7 +52,11 @@ export function buildReceipt(input: ReceiptInput): Promise<Buffer> {
   doc.moveDown();
   records.forEach((r, i) => {
     if (doc.y > doc.page.height - 140) doc.addPage();
-    doc.fillColor('#000000').font('Helvetica-Bold').fontSize(11).text(`${i + 1}. ${r.originalName}`);
+    doc
+      .fillColor('#000000')
+      .font('Helvetica-Bold')
+      .fontSize(11)
+      .text(`${i + 1}. ${r.originalName}`);
     doc.font('Helvetica').fontSize(9).fillColor('#333333');
     doc.text(`Produced: ${r.producedName} (${r.mimeType}, ${r.bytes} bytes)`);
     doc.text(`Marked: ${r.markedAt}   Layers: ${r.layers.length ? r.layers.join(', ') : 'none'}   Signal: iptc.dataMining`);
@@ -61,10 +65,14 @@ export function buildReceipt(input: ReceiptInput): Promise<Buffer> {
     doc.moveDown(0.6);
   });
   doc.moveDown();
-  doc.font('Helvetica').fontSize(8).fillColor('#333333').text(
-    'The opt-out field records a rights reservation; it does not guarantee that AI systems comply. A provenance tag proves that ' +
-      'this server signed these bytes with this opt-out value, not authorship. The fingerprint is an experimental statistical mark.',
-  );
+  doc
+    .font('Helvetica')
+    .fontSize(8)
+    .fillColor('#333333')
+    .text(
+      'The opt-out field records a rights reservation; it does not guarantee that AI systems comply. A provenance tag proves that ' +
+        'this server signed these bytes with this opt-out value, not authorship. The fingerprint is an experimental statistical mark.',
+    );
   doc.end();
   return done;
 }

@@ -32,6 +32,13 @@ export function examinable(width: number, height: number): boolean {
   return Math.min(width, height) >= MIN_SIDE && Math.max(ws.width, ws.height) <= MAX_WORK_LONG_SIDE;
 }
 
+/**
+ * A decode that takes longer is abandoned (the image is then reported as not examined), so that
+ * verify's task deadline (30 s) is never what stops one. Measured here: a noisy 100 MP PNG of 372 MB,
+ * far over any upload limit, decodes to the work resolution in 8.6 s.
+ */
+export const DECODE_TIMEOUT_SECONDS = 10;
+
 export interface BasePixels {
   pixels: Uint8Array;
   width: number;
@@ -46,6 +53,7 @@ export interface BasePixels {
 export async function decodeBase(bytes: Uint8Array, width: number, height: number): Promise<BasePixels> {
   const ws = workSize(width, height);
   const { data, info } = await sharp(bytes, { failOn: 'none', limitInputPixels: false })
+    .timeout({ seconds: DECODE_TIMEOUT_SECONDS })
     .resize(ws.width, ws.height, { fit: 'fill', fastShrinkOnLoad: true })
     .removeAlpha()
     .toColourspace('srgb')

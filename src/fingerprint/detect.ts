@@ -1,5 +1,6 @@
 /** Verify-side detection: decode near the work resolution, run the core once, decide with a bounded FPR. */
 import { performance } from 'node:perf_hooks';
+import { requireFormat } from '../formats/index.js';
 import { decodeBase, examinable, probe } from './decode.js';
 import { runCore, type Engine, fingerprintEngine } from './native.js';
 import { keyTileFor } from './pattern.js';
@@ -36,6 +37,15 @@ export async function detectFingerprint(
 ): Promise<FingerprintDetail> {
   const engine = opts.engine ?? fingerprintEngine();
   const t0 = performance.now();
+  // The decoder gets only what our own parser has bounded: no text chunks, comments or EXIF for
+  // libvips to inflate and parse (src/formats decoderInput).
+  let clean: Uint8Array;
+  try {
+    clean = requireFormat(bytes).decoderInput(bytes);
+  } catch {
+    return notExamined(engine, performance.now() - t0);
+  }
+  bytes = clean;
   const head = await probe(bytes);
   if (!head || head.width * head.height > opts.maxPixels || !examinable(head.width, head.height)) {
     return notExamined(engine, performance.now() - t0);

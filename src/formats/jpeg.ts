@@ -9,7 +9,8 @@
  */
 import { createHash } from 'node:crypto';
 import { DamagedImageError, LimitExceededError } from '../errors.js';
-import { Pieces, ascii, copyRange, startsWith, u16be, u32be, writeU32be } from './bytes.js';
+import { Pieces, assemble, ascii, copyRange, startsWith, u16be, u32be, writeU32be } from './bytes.js';
+import { OutputTooLargeError, countPacket } from './limits.js';
 import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
 
 const MARKER_SOI = 0xd8; // ff d8
@@ -21,11 +22,16 @@ const MARKER_RST7 = 0xd7;
 const MARKER_APP0 = 0xe0; // ff e0 (JFIF, JFXX)
 const MARKER_APP1 = 0xe1; // ff e1 (Exif, XMP)
 const MARKER_APP2 = 0xe2; // ff e2 (ICC, MPF, FPXR)
+const MARKER_APP14 = 0xee; // ff ee (Adobe: colour transform of CMYK/YCCK)
+const MARKER_APP15 = 0xef;
+const MARKER_COM = 0xfe;
 
 const XMP_SIG = ascii('http://ns.adobe.com/xap/1.0/\0');
 const EXT_SIG = ascii('http://ns.adobe.com/xmp/extension/\0');
 const EXIF_SIG = ascii('Exif\0');
 const MPF_SIG = ascii('MPF\0');
+const ICC_SIG = ascii('ICC_PROFILE\0');
+const ADOBE_SIG = ascii('Adobe');
 
 /** A segment's length field counts itself: 65535 - 2 bytes of payload at most. */
 const MAX_SEGMENT_PAYLOAD = 65533;
@@ -36,7 +42,7 @@ const MAX_EXTENDED_BYTES = 64 * 1024 * 1024;
 /** Segments before the first scan; each is at least 4 bytes, this only bounds bookkeeping. */
 const MAX_SEGMENTS = 100_000;
 
-type Kind = 'xmp' | 'ext' | 'mpf' | 'exif' | 'app0' | 'other' | 'standalone' | 'junk';
+type Kind = 'xmp' | 'ext' | 'mpf' | 'exif' | 'app0' | 'icc' | 'adobe' | 'metadata' | 'other' | 'standalone' | 'junk';
 
 interface Piece {
   kind: Kind;
@@ -62,6 +68,10 @@ function classify(bytes: Uint8Array, marker: number, payload: number): Kind {
   }
   if (marker === MARKER_APP2 && startsWith(bytes, MPF_SIG, payload)) return 'mpf';
   if (marker === MARKER_APP0) return 'app0';
+  if (marker === MARKER_APP2 && startsWith(bytes, ICC_SIG, payload)) return 'icc';
+  if (marker === MARKER_APP14 && startsWith(bytes, ADOBE_SIG, payload)) return 'adobe';
+  // Other APPn and COM: metadata no decoder needs for the pixels.
+  if ((marker >= MARKER_APP0 && marker <= MARKER_APP15) || marker === MARKER_COM) return 'metadata';
   return 'other';
 }
 
@@ -159,6 +169,7 @@ function readXmp(bytes: Uint8Array): XmpPayload {
   for (let i = 0; i < pieces.length; i++) {
     const p = pieces[i]!;
     if (p.kind === 'xmp') {
+      countPacket(packets.length + 1);
       if (firstMain < 0) firstMain = i;
       packets.push(bytes.subarray(p.payload + XMP_SIG.length, p.end));
     } else if (p.kind === 'ext') {
@@ -174,7 +185,7 @@ function readXmp(bytes: Uint8Array): XmpPayload {
     extAt.length === 0 ||
     (extended.size === 1 && portions.length === extAt.length && extAt.every((at, k) => at === firstMain + 1 + k));
   const canonical = packets.length === 1 && extInPlace && (firstMpf < 0 || firstMain < firstMpf);
-  return { packets, extended, canonical };
+  return { packets, extended, canonical, keptOnRewrite: 0 };
 }
 
 function segment(marker: number, parts: readonly Uint8Array[]): Uint8Array {
@@ -273,6 +284,10 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
     }
     if (insertAt > mpf) for (const s of fresh) delta += s.length;
   }
+  // The output's segment count, checked before it is built: its reader must not refuse it.
+  let kept = fresh.length;
+  for (const p of pieces) if (p.kind !== 'xmp' && p.kind !== 'ext') kept++;
+  if (kept > MAX_SEGMENTS) throw new OutputTooLargeError(`JPEG: with the XMP segments the file would have more than ${MAX_SEGMENTS} segments before the image data, the processing limit.`);
   const out = new Pieces(bytes);
   out.keep(0, 2);
   for (let i = 0; i <= pieces.length; i++) {
@@ -296,15 +311,35 @@ function contentOutsideXmp(bytes: Uint8Array): Uint8Array[] {
   return out;
 }
 
+/**
+ * The file with only what a decoder needs before the scan (JFIF, ICC profile, Adobe colour transform,
+ * tables, frame header); from the first SOS on it is kept as it is.
+ */
+function decoderInput(bytes: Uint8Array): Uint8Array {
+  const { pieces, scan } = parse(bytes);
+  const out = new Pieces(bytes);
+  out.keep(0, 2);
+  let dropped = false;
+  for (const p of pieces) {
+    if (p.kind === 'app0' || p.kind === 'icc' || p.kind === 'adobe' || p.kind === 'other' || p.kind === 'standalone') out.keep(p.start, p.end);
+    else dropped = true;
+  }
+  if (!dropped) return bytes;
+  out.keep(scan, bytes.length);
+  return assemble(out.done());
+}
+
 export const jpeg: ContainerFormat = {
   name: 'jpeg',
   mimeType: 'image/jpeg',
   extension: 'jpg',
   maxMainPacketBytes: MAX_SEGMENT_PAYLOAD - XMP_SIG.length,
+  extendedXmp: true,
   sniff: (bytes) => bytes.length >= 3 && bytes[0] === 0xff && bytes[1] === MARKER_SOI && bytes[2] === 0xff,
   readXmp,
   writeXmp,
   contentOutsideXmp,
+  decoderInput,
 };
 
 /** MD5 of the full Extended XMP serialisation, as the GUID the XMP spec asks for. */

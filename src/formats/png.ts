@@ -8,17 +8,16 @@
  * (libvips, so every sharp-made PNG with XMP) and `tEXt`; ExifTool reads those too, so we read them,
  * but keep them byte for byte like any other text chunk. Spec: PNG (Third Edition) §5, §11.3.3.4.
  */
-import { inflateSync, crc32 } from 'node:zlib';
+import { crc32, inflateSync } from 'node:zlib';
 import { DamagedImageError, LimitExceededError } from '../errors.js';
-import { Pieces, ascii, startsWith, u32be, writeU32be } from './bytes.js';
+import { Pieces, assemble, ascii, startsWith, u32be, writeU32be } from './bytes.js';
+import { InflateBudget, MAX_XMP_PACKETS, OutputTooLargeError, countPacket } from './limits.js';
 import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
 
 const SIGNATURE = Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a);
 const XMP_KEYWORD = ascii('XML:com.adobe.xmp\0');
 /** PNG caps chunk lengths at 2^31 - 1. */
 const MAX_CHUNK_LENGTH = 0x7fffffff;
-/** Inflating a compressed XMP chunk stops here: a tiny chunk must not become gigabytes. */
-const MAX_INFLATED_XMP = 16 * 1024 * 1024;
 const MAX_CHUNKS = 1_000_000;
 
 interface Chunk {
@@ -94,8 +93,11 @@ function parse(bytes: Uint8Array): Layout {
   return { chunks, firstIdat, tail: pos };
 }
 
-/** The text of an XMP iTXt chunk, inflated (bounded) when compressed; undefined when unreadable. */
-function itxtText(bytes: Uint8Array, c: Chunk): { text: Uint8Array; compressed: boolean } | undefined {
+/**
+ * The text of an XMP iTXt chunk, inflated within the file's budget when compressed; undefined when
+ * unreadable. Throws LimitExceededError when the file's compressed XMP inflates past its budget.
+ */
+function itxtText(bytes: Uint8Array, c: Chunk, budget: InflateBudget): { text: Uint8Array; compressed: boolean } | undefined {
   const data = bytes.subarray(c.data, c.data + c.length);
   let at = XMP_KEYWORD.length;
   if (at + 2 > data.length) return undefined;
@@ -110,47 +112,43 @@ function itxtText(bytes: Uint8Array, c: Chunk): { text: Uint8Array; compressed: 
   const text = data.subarray(at);
   if (!compressed) return { text, compressed };
   if (method !== 0) return undefined;
-  const inflated = inflateBounded(text);
+  const inflated = budget.inflate(text);
   return inflated && { text: inflated, compressed };
 }
 
-/** The text of a tEXt or zTXt XMP chunk (zTXt: method byte, then zlib data, inflated with a bound). */
-function legacyText(bytes: Uint8Array, c: Chunk): Uint8Array | undefined {
+/** The text of a tEXt or zTXt XMP chunk (zTXt: method byte, then zlib data, inflated within the budget). */
+function legacyText(bytes: Uint8Array, c: Chunk, budget: InflateBudget): Uint8Array | undefined {
   const text = bytes.subarray(c.data + XMP_KEYWORD.length, c.data + c.length);
   if (c.type === 'tEXt') return text;
   if (text[0] !== 0) return undefined;
-  return inflateBounded(text.subarray(1));
-}
-
-function inflateBounded(data: Uint8Array): Uint8Array | undefined {
-  try {
-    return inflateSync(data, { maxOutputLength: MAX_INFLATED_XMP });
-  } catch {
-    return undefined; // corrupt or over the bound: not readable XMP
-  }
+  return budget.inflate(text.subarray(1));
 }
 
 function readXmp(bytes: Uint8Array): XmpPayload {
   const { chunks, firstIdat } = parse(bytes);
   const packets: Uint8Array[] = [];
   const legacy: Uint8Array[] = [];
+  const budget = new InflateBudget();
   let xmpChunks = 0;
+  let seen = 0;
   let canonical = true;
   for (let i = 0; i < chunks.length; i++) {
     const c = chunks[i]!;
+    if (!c.xmp && !c.textXmp) continue;
+    // Counted before it is opened: packet 65 is refused before it costs anything.
+    countPacket(++seen);
     if (c.textXmp) {
-      const text = legacyText(bytes, c);
+      const text = legacyText(bytes, c, budget);
       if (text) legacy.push(text);
       continue;
     }
-    if (!c.xmp) continue;
     xmpChunks++;
-    const t = itxtText(bytes, c);
+    const t = itxtText(bytes, c, budget);
     if (t) packets.push(t.text);
     if (!t || t.compressed || i > firstIdat || insertIndex(chunks, firstIdat) !== i) canonical = false;
   }
   // iTXt packets first: the main packet is the one we write, whatever text chunks sit before it.
-  return { packets: [...packets, ...legacy], extended: new Map(), canonical: canonical && xmpChunks === 1 };
+  return { packets: [...packets, ...legacy], extended: new Map(), canonical: canonical && xmpChunks === 1, keptOnRewrite: legacy.length };
 }
 
 function xmpChunk(packet: Uint8Array): Uint8Array {
@@ -183,6 +181,15 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   if (xmp.extended) throw new Error('PNG has no Extended XMP');
   const { chunks, firstIdat, tail } = parse(bytes);
   const insertAt = insertIndex(chunks, firstIdat);
+  // What the output will hold, checked before it is built: its reader must not refuse it.
+  let kept = 0;
+  let textXmp = 0;
+  for (const c of chunks) {
+    if (!c.xmp) kept++;
+    if (c.textXmp) textXmp++;
+  }
+  if (kept + 1 > MAX_CHUNKS) throw new OutputTooLargeError(`PNG: with the XMP chunk the file would have more than ${MAX_CHUNKS} chunks, the processing limit.`);
+  if (textXmp + 1 > MAX_XMP_PACKETS) throw new OutputTooLargeError(`PNG: with the XMP chunk the file would carry more than ${MAX_XMP_PACKETS} XMP packets, the processing limit.`);
   const out = new Pieces(bytes);
   out.keep(0, SIGNATURE.length);
   for (let i = 0; i <= chunks.length; i++) {
@@ -203,13 +210,55 @@ function contentOutsideXmp(bytes: Uint8Array): Uint8Array[] {
   return out;
 }
 
+/**
+ * Chunks a decoder needs for the pixels: header, palette, transparency, colour (gamma, chromaticities,
+ * sRGB, cICP, significant bits), pixel size (fixed, nine bytes) and image data. Everything else (text,
+ * EXIF, APNG frames, private chunks) stays out; iCCP stays when its profile inflates within
+ * MAX_DECODER_ICC_BYTES.
+ */
+const DECODER_CHUNKS = new Set(['IHDR', 'PLTE', 'tRNS', 'gAMA', 'cHRM', 'sRGB', 'cICP', 'sBIT', 'pHYs', 'IDAT', 'IEND']);
+/** An ICC profile is tens of kilobytes, rarely a few hundred; a larger one is not handed to a decoder. */
+const MAX_DECODER_ICC_BYTES = 4 * 1024 * 1024;
+const IEND_CHUNK = Uint8Array.of(0, 0, 0, 0, 0x49, 0x45, 0x4e, 0x44, 0xae, 0x42, 0x60, 0x82);
+
+function iccWithinBound(bytes: Uint8Array, c: Chunk): boolean {
+  const data = bytes.subarray(c.data, c.data + c.length);
+  const name = data.indexOf(0);
+  if (name < 0 || name > 79 || data[name + 1] !== 0) return false;
+  try {
+    inflateSync(data.subarray(name + 2), { maxOutputLength: MAX_DECODER_ICC_BYTES });
+    return true;
+  } catch {
+    return false;
+  }
+}
+
+function decoderInput(bytes: Uint8Array): Uint8Array {
+  const { chunks, tail } = parse(bytes);
+  const out = new Pieces(bytes);
+  out.keep(0, SIGNATURE.length);
+  let dropped = false;
+  for (const c of chunks) {
+    if (DECODER_CHUNKS.has(c.type) || (c.type === 'iCCP' && iccWithinBound(bytes, c))) out.keep(c.start, c.end);
+    else dropped = true;
+  }
+  const ended = chunks[chunks.length - 1]!.type === 'IEND';
+  // Whatever follows IEND, or the stretch after image data where the chunks stop making sense, is no
+  // image data a decoder can use: it is left out, and the file ends where the last whole chunk does.
+  if (!ended) out.add(IEND_CHUNK);
+  if (!dropped && ended && tail === bytes.length) return bytes;
+  return assemble(out.done());
+}
+
 export const png: ContainerFormat = {
   name: 'png',
   mimeType: 'image/png',
   extension: 'png',
   maxMainPacketBytes: MAX_CHUNK_LENGTH - XMP_KEYWORD.length - 4,
+  extendedXmp: false,
   sniff: (bytes) => startsWith(bytes, SIGNATURE),
   readXmp,
   writeXmp,
   contentOutsideXmp,
+  decoderInput,
 };

@@ -14,6 +14,11 @@ export interface XmpPayload {
    * the preferred position, no strays), so that a packet with the right content needs no rewrite.
    */
   canonical: boolean;
+  /**
+   * How many of `packets`, the last ones, writeXmp keeps byte for byte beside the packet it writes (PNG
+   * `tEXt`/`zTXt` XMP); 0 elsewhere. Protect counts them when it checks that its output stays readable.
+   */
+  keptOnRewrite: number;
 }
 
 /** What writeXmp puts into the container. */
@@ -30,6 +35,8 @@ export interface ContainerFormat {
   readonly extension: string;
   /** Largest main packet the container can hold in one piece (JPEG: one APP1 segment). */
   readonly maxMainPacketBytes: number;
+  /** Whether the container can carry Extended XMP (JPEG only). */
+  readonly extendedXmp: boolean;
   /** True when the bytes start with this format's signature. */
   sniff(bytes: Uint8Array): boolean;
   /** Finds the XMP packets; throws DamagedImageError when the structure before the image data is broken. */
@@ -37,7 +44,8 @@ export interface ContainerFormat {
   /**
    * The new file whose only XMP is `xmp`, as pieces in order (mostly views of `bytes`: the caller
    * hashes and encodes them without first copying them into one buffer). Every other segment/chunk is
-   * kept byte for byte, in order.
+   * kept byte for byte, in order. Throws OutputTooLargeError when the file it would produce breaks a
+   * limit its own reader enforces (segments or chunks before the image data, XMP packets).
    */
   writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[];
   /**
@@ -45,4 +53,11 @@ export interface ContainerFormat {
    * (provenance). Container bookkeeping that XMP edits change (WebP VP8X flags, RIFF size) is left out.
    */
   contentOutsideXmp(bytes: Uint8Array): Uint8Array[];
+  /**
+   * The file as an image decoder needs it: the image data and what shapes its pixels (palette,
+   * transparency, colour profile), without the metadata a decoder would parse for nothing (text,
+   * XMP, EXIF, comments; PNG text can be compressed, and a decoder inflates it without our bounds).
+   * The input itself when there is nothing to drop. Throws like readXmp on a broken structure.
+   */
+  decoderInput(bytes: Uint8Array): Uint8Array;
 }

@@ -7,6 +7,7 @@
  */
 import { DamagedImageError, LimitExceededError } from '../errors.js';
 import { Pieces, ascii, copyRange, startsWith, u32le, writeU32le } from './bytes.js';
+import { OutputTooLargeError, countPacket } from './limits.js';
 import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
 
 const RIFF = ascii('RIFF');
@@ -61,12 +62,14 @@ function parse(bytes: Uint8Array): Layout {
 function readXmp(bytes: Uint8Array): XmpPayload {
   const { chunks } = parse(bytes);
   const xmp = chunks.filter((c) => c.fourcc === 'XMP ');
+  countPacket(xmp.length);
   const extended = chunks[0]!.fourcc === 'VP8X';
   const flagged = extended && (bytes[chunks[0]!.payload]! & FLAG_XMP) !== 0;
   return {
     packets: xmp.map((c) => bytes.subarray(c.payload, c.payload + c.size)),
     extended: new Map(),
     canonical: xmp.length === 1 && flagged,
+    keptOnRewrite: 0,
   };
 }
 
@@ -137,6 +140,9 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
       if (IMAGE_DATA.has(c.fourcc) || c.fourcc === 'EXIF') insertAfter = i;
     });
   }
+  // The output's chunk count (VP8X first, every chunk but XMP, ours), checked before it is built.
+  const keptChunks = rest.filter((c) => c.fourcc !== 'XMP ').length;
+  if (keptChunks + 2 > MAX_CHUNKS) throw new OutputTooLargeError(`WebP: with the XMP chunk the file would have more than ${MAX_CHUNKS} chunks, the processing limit.`);
   const fresh = xmpChunk(xmp.main);
   for (let i = 0; i < rest.length; i++) {
     const c = rest[i]!;
@@ -152,7 +158,7 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   const body = out.done();
   let size = 4;
   for (const b of body) size += b.length;
-  if (size > MAX_RIFF_SIZE) throw new LimitExceededError('WebP: file would exceed the RIFF size limit');
+  if (size > MAX_RIFF_SIZE) throw new OutputTooLargeError('WebP: file would exceed the RIFF size limit');
   const header = new Uint8Array(12);
   header.set(RIFF, 0);
   writeU32le(header, 4, size);
@@ -175,8 +181,11 @@ export const webp: ContainerFormat = {
   mimeType: 'image/webp',
   extension: 'webp',
   maxMainPacketBytes: MAX_RIFF_SIZE,
+  extendedXmp: false,
   sniff: (bytes) => startsWith(bytes, RIFF) && startsWith(bytes, WEBP, 8),
   readXmp,
   writeXmp,
   contentOutsideXmp,
+  // WebP metadata chunks are stored as they are (nothing a decoder inflates); the chunk count is bounded.
+  decoderInput: (bytes) => bytes,
 };

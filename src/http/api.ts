@@ -11,7 +11,7 @@ import type { Logger } from '../log.js';
 import type { ImagePool } from '../pool/pool.js';
 import { protectBodyCapacity } from '../pipeline/body.js';
 import type { ArenaRange, BodyResult, Task } from '../pipeline/tasks.js';
-import { rateLimitHeaders, wwwAuthenticate, type Account, type AuthResult, type Operation, type Reservation, type Store } from '../store/index.js';
+import { rateLimitHeaders, resetTimeOf, utcMinuteText, wwwAuthenticate, type Account, type AuthResult, type Operation, type Reservation, type Store } from '../store/index.js';
 import { requestId } from './filename.js';
 import { RequestMemory } from './memory.js';
 import type { Metrics } from './metrics.js';
@@ -181,7 +181,9 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     const reserved = store.reserve(auth.account.id, operation);
     if (!reserved.ok) {
       const s = reserved.state;
-      throw new QuotaExceededError(`The monthly ${operation} limit of ${s.limit} is used up; it resets in ${s.resetSeconds} s.`, s.resetSeconds);
+      // The reset instant from the counter's own seconds (Retry-After), so the two always agree.
+      const resetsAt = utcMinuteText(resetTimeOf(new Date(Date.now() + (s.resetSeconds - 1) * 1000)));
+      throw new QuotaExceededError(`The monthly ${operation} limit of ${s.limit} is used up; it resets at ${resetsAt}.`, s.resetSeconds);
     }
     reservation = reserved.reservation;
     // Room for the body: the declared length bounds it; without one, the limit does (shrunk later).

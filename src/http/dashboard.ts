@@ -7,7 +7,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
-import { Assets, chooseEncoding } from '../dashboard/assets.js';
+import { type Assets, chooseEncoding } from '../dashboard/assets.js';
 import { recordsCsv, recordsJson } from '../dashboard/export.js';
 import { buildReceipt } from '../dashboard/receipt.js';
 import { OptmarkError, toErrorShape } from '../errors.js';
@@ -199,8 +199,12 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
         if (!UUID.test(batchId)) throw new OptmarkError('not_found', 'No open batch with that id.');
         const slot = records.takeSlot(account.id, batchId);
         if (!slot.ok) {
-          if (slot.reason === 'full') throw new OptmarkError('batch_full', 'This batch already holds all the images it was opened for (at most 25); open a new batch.');
-          throw new OptmarkError('not_found', slot.reason === 'expired' ? 'This batch has expired (batches take images for 24 hours); open a new one.' : 'No open batch with that id.');
+          if (slot.reason === 'full')
+            throw new OptmarkError('batch_full', 'This batch already holds all the images it was opened for (at most 25); open a new batch.');
+          throw new OptmarkError(
+            'not_found',
+            slot.reason === 'expired' ? 'This batch has expired (batches take images for 24 hours); open a new one.' : 'No open batch with that id.',
+          );
         }
         const batch = slot.batch;
         const recordId = randomUUID();
@@ -341,9 +345,11 @@ function parseBatchSpec(body: Buffer | undefined): { size: number; provenance: b
     if (!['size', 'provenance', 'fingerprint'].includes(key)) throw new OptmarkError('invalid_request', `Unknown field "${key}".`);
   }
   const { size, provenance = false, fingerprint = false } = v;
-  if (typeof size !== 'number' || !Number.isInteger(size) || size < 1) throw new OptmarkError('invalid_request', '"size" must be a whole number of images from 1 to 25.');
+  if (typeof size !== 'number' || !Number.isInteger(size) || size < 1)
+    throw new OptmarkError('invalid_request', '"size" must be a whole number of images from 1 to 25.');
   if (size > MAX_BATCH_SIZE) throw new OptmarkError('batch_too_large', `A batch holds at most ${MAX_BATCH_SIZE} images; this one asked for ${size}.`);
-  if (typeof provenance !== 'boolean' || typeof fingerprint !== 'boolean') throw new OptmarkError('invalid_request', '"provenance" and "fingerprint" must be true or false.');
+  if (typeof provenance !== 'boolean' || typeof fingerprint !== 'boolean')
+    throw new OptmarkError('invalid_request', '"provenance" and "fingerprint" must be true or false.');
   return { size, provenance, fingerprint };
 }
 

@@ -19,6 +19,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   unsupported_media_type: 415,
   damaged_image: 422,
   limit_exceeded: 422,
+  output_too_large: 422,
   processing_timeout: 422,
   quota_exceeded: 429,
   internal_error: 500,

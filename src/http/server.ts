@@ -15,6 +15,7 @@ import { requestId } from './filename.js';
 import { releaseFreePages } from '../pool/pages.js';
 import { QuietTimer } from './quiet.js';
 import { Metrics } from './metrics.js';
+import { LISTEN_DEFAULT, LISTEN_EXCLUSIVE_PORT, listenFailure } from './port.js';
 import { Exchange } from './respond.js';
 import type { Transport, Uws } from './uws.js';
 
@@ -26,6 +27,8 @@ export interface ServerOptions {
   log: Logger;
   host: string;
   port: number;
+  /** Share the port with other processes (SO_REUSEPORT) instead of refusing a port in use. */
+  reusePort?: boolean;
   maxUploadBytes: number;
   /** Bytes at the start of the arena kept resident when idle pages go back to the OS. */
   warmArenaBytes: number;
@@ -113,13 +116,19 @@ export class HttpServer {
     return ex.json(this.#ready ? 200 : 503, body);
   }
 
-  /** Starts listening; resolves with the bound port. */
+  /**
+   * Starts listening; resolves with the bound port. Rejects with a ListenError naming the port when
+   * another process listens on it, unless `reusePort` asks to share it (src/http/port.ts).
+   */
   listen(): Promise<number> {
     const { host, port } = this.#options;
+    const mode = this.#options.reusePort ? LISTEN_DEFAULT : LISTEN_EXCLUSIVE_PORT;
+    // The typings lack the (host, port, options, callback) form the native addon and its fallback accept.
+    const listen = this.#app.listen as unknown as (host: string, port: number, options: number, cb: (socket: us_listen_socket | false) => void) => void;
     return new Promise((resolve, reject) => {
-      this.#app.listen(host, port, (socket) => {
+      listen.call(this.#app, host, port, mode, (socket) => {
         if (!socket) {
-          reject(new Error(`cannot listen on ${host}:${port}`));
+          listenFailure(host, port).then(reject, reject);
           return;
         }
         this.#listen = socket;

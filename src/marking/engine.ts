@@ -5,11 +5,13 @@
  */
 import { assemble, sameBytes } from '../formats/bytes.js';
 import { requireFormat, type ContainerFormat, type XmpPayload, type XmpToWrite } from '../formats/index.js';
+import { MAX_PROTECT_GROWTH_BYTES, OutputTooLargeError } from '../formats/limits.js';
 import {
   type DataMiningToken,
   type Document,
   DEFAULT_TOKEN,
   carriesExactly,
+  checkOutputMarkup,
   encodeForContainer,
   freshPacket,
   mergedDocument,
@@ -49,6 +51,12 @@ export interface ProtectOptions {
   token?: DataMiningToken;
   /** Further edits to the merged XMP document (the provenance layer adds its tag here). */
   edit?: (doc: Document) => void;
+  /**
+   * Largest file protect may produce (the server passes its upload limit: what it answers must be
+   * something it would accept back). Beyond it, or beyond the input plus MAX_PROTECT_GROWTH_BYTES,
+   * protect throws OutputTooLargeError before building the file.
+   */
+  maxOutputBytes?: number;
 }
 
 /** Writes the opt-out field into the image's XMP, merging with what is there; same format out. */
@@ -77,14 +85,32 @@ export function protect(input: Uint8Array, options: ProtectOptions = {}): Protec
   // The rewrite may land on what is already there (text XMP kept beside ours, an edit that changed
   // nothing): then too the file comes back as it came.
   if (payload.canonical && holdsAlready(payload, xmp)) return result([input], false);
-  return result(format.writeXmp(input, xmp), true);
+  checkOutputMarkup(xmp, payload.packets.slice(payload.packets.length - payload.keptOnRewrite));
+  const pieces = format.writeXmp(input, xmp);
+  checkOutputSize(input.length, pieces, options.maxOutputBytes);
+  return result(pieces, true);
+}
+
+/**
+ * The produced file's size, known from its pieces before any byte is copied: within the input plus
+ * MAX_PROTECT_GROWTH_BYTES and within `max`, else OutputTooLargeError.
+ */
+function checkOutputSize(inputLength: number, pieces: readonly Uint8Array[], max: number | undefined): void {
+  let size = 0;
+  for (const p of pieces) size += p.length;
+  if (size - inputLength > MAX_PROTECT_GROWTH_BYTES) {
+    throw new OutputTooLargeError(
+      `Marking would grow the image from ${inputLength} to ${size} bytes; protect adds at most ${MAX_PROTECT_GROWTH_BYTES} bytes (compressed XMP is written back uncompressed).`,
+    );
+  }
+  if (max !== undefined && size > max) throw new OutputTooLargeError(`The marked image would be ${size} bytes, over the ${max}-byte upload limit.`);
 }
 
 function rewrite(view: XmpView, token: DataMiningToken, format: ContainerFormat, edit: ProtectOptions['edit']): XmpToWrite {
   const doc = mergedDocument(view);
   setDataMining(doc, token);
   edit?.(doc);
-  return encodeForContainer(doc, format.maxMainPacketBytes);
+  return encodeForContainer(doc, format.maxMainPacketBytes, format.extendedXmp);
 }
 
 function holdsAlready(payload: XmpPayload, xmp: XmpToWrite): boolean {

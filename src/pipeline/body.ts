@@ -4,6 +4,7 @@
  * a multi-megabyte string.
  */
 import { createHash } from 'node:crypto';
+import { MAX_PROTECT_GROWTH_BYTES } from '../formats/limits.js';
 import { base64Into, base64Length } from './base64.js';
 
 export interface ProtectFields {
@@ -47,13 +48,13 @@ export function protectBody(produced: Uint8Array | readonly Uint8Array[], fields
   return out;
 }
 
-/** Room a protect body needs for an upload of `inputLength` bytes, with slack for XMP growth. */
+/**
+ * Room a protect body needs for an upload of `inputLength` bytes: protect refuses to grow a file by more
+ * than MAX_PROTECT_GROWTH_BYTES (output_too_large), so every answer it gives fits this room.
+ */
 export function protectBodyCapacity(inputLength: number): number {
-  return base64Length(inputLength + PROTECT_GROWTH_SLACK) + 4096;
+  return base64Length(inputLength + MAX_PROTECT_GROWTH_BYTES) + 4096;
 }
-
-/** Bytes protect may add to a file (the XMP packet, Extended XMP segments) before the body needs its own buffer. */
-const PROTECT_GROWTH_SLACK = 256 * 1024;
 
 /** A small JSON body in a standalone buffer. */
 export function jsonBody(value: unknown): Buffer {

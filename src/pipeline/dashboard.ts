@@ -11,6 +11,9 @@ import type { BodyResult, DashboardMarkTask, MarkedImage } from './tasks.js';
 import { safeBasename, parseUpload } from './upload.js';
 import { verifyReport } from './verify.js';
 
+// biome-ignore lint/suspicious/noControlCharactersInRegex: removing control characters is the point.
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f]/g;
+
 /** Longest original file name kept in a record (code points). */
 const MAX_ORIGINAL_NAME = 255;
 
@@ -68,6 +71,7 @@ function base64Body(image: Uint8Array, fields: Record<string, unknown>): Buffer 
 
 /** The name the client gave, cleaned of control characters and bounded; "image" when there was none. */
 function originalNameOf(filename: string | undefined): string {
-  const name = (filename ?? '').split(/[/\\]/).pop()?.replace(/[\u0000-\u001f\u007f-\u009f]/g, '').trim() ?? '';
+  const last = (filename ?? '').split(/[/\\]/).pop() ?? '';
+  const name = last.replace(CONTROL_CHARACTERS, '').trim();
   return Array.from(name).slice(0, MAX_ORIGINAL_NAME).join('') || 'image';
 }

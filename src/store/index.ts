@@ -27,7 +27,7 @@ import { monthOf, parseMonth, quotaStateOf, type Operation, type QuotaState } fr
 export { StoreError, STORE_ERROR_CODES, type StoreErrorCode } from './errors.js';
 export { parseAuthorization, wwwAuthenticate, type AuthFailureCode } from './auth.js';
 export { KEY_PREFIX, isWellFormedKey } from './keys.js';
-export { monthOf, rateLimitHeaders, OPERATIONS, type Operation, type QuotaState } from './quota.js';
+export { monthOf, rateLimitHeaders, OPERATIONS, resetTimeOf, utcMinuteText, type Operation, type QuotaState } from './quota.js';
 export { SCHEMA_VERSION } from './db.js';
 export type { CheckpointStats } from './checkpoints.js';
 export { MAX_BATCH_SIZE, type Batch, type MarkRecord, type RecordQuery, type SlotResult, type DashboardRecords } from './records.js';
@@ -125,6 +125,11 @@ const ACCOUNT_COLUMNS = 'a.id, a.name, a.plan, a.protect_limit, a.verify_limit, 
 /** Is `value` one of the plans? */
 export function isPlan(value: string): value is Plan {
   return (PLANS as readonly string[]).includes(value);
+}
+
+/** May keys of an account on this plan call the API (protect, verify)? */
+export function hasApiAccess(plan: Plan): boolean {
+  return API_PLANS.has(plan);
 }
 
 /** The account store; one per process, opened at start and closed at shutdown. */

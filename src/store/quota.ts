@@ -23,6 +23,16 @@ export function monthOf(now: Date): string {
   return now.toISOString().slice(0, 7);
 }
 
+/** When the counters of `now`'s month reset: the first instant of the next UTC month. */
+export function resetTimeOf(now: Date): Date {
+  return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
+}
+
+/** A UTC instant as people read it in messages: "2026-12-01 00:00 UTC". */
+export function utcMinuteText(at: Date): string {
+  return `${at.toISOString().slice(0, 16).replace('T', ' ')} UTC`;
+}
+
 /** Validates a YYYY-MM month string or throws invalid_month. */
 export function parseMonth(month: string): string {
   monthBounds(month);

@@ -73,8 +73,7 @@ interface RecordRow {
   marked_at: string;
 }
 
-const RECORD_COLUMNS =
-  'id, batch_id, sha256, original_name, produced_name, mime_type, bytes, layers, key_prefix, provenance_key_id, marked_at';
+const RECORD_COLUMNS = 'id, batch_id, sha256, original_name, produced_name, mime_type, bytes, layers, key_prefix, provenance_key_id, marked_at';
 const BATCH_COLUMNS = 'id, size, provenance, fingerprint, used, key_prefix, created_at';
 const HEX = /^[0-9a-f]{4,64}$/;
 

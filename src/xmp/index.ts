@@ -5,9 +5,10 @@
  */
 import { createHash } from 'node:crypto';
 import { LimitExceededError } from '../errors.js';
+import { MAX_XMP_PACKETS, OutputTooLargeError } from '../formats/limits.js';
 import type { XmpPayload, XmpToWrite } from '../formats/types.js';
 import { NS_PLUS, NS_PLUS_HTTPS, NS_RDF, NS_X, NS_XMP_NOTE } from './namespaces.js';
-import { type Document, emptyPacket, markupBudget, parsePacket, serializeBare, serializeNode, serializePacket } from './packet.js';
+import { type Document, MAX_MARKUP_PER_FILE, MAX_PACKET_BYTES, emptyPacket, markupBudget, markupOf, parsePacket, serializeBare, serializeNode, serializePacket } from './packet.js';
 import { type PropertyRef, attrAsElement, findProperties, mergeProperties, nodeElements, removeProperties, removePropertyRefs, setSimpleProperty, valuesOf } from './properties.js';
 import { type DataMiningToken, isOptOut, tokenOf, tokenUri } from './vocab.js';
 
@@ -31,7 +32,7 @@ const isDataMining = (ns: string, local: string): boolean => local === 'DataMini
 const isHasExtended = (ns: string, local: string): boolean => ns === NS_XMP_NOTE && local === 'HasExtendedXMP';
 
 /** Standalone packets one file may carry; real files have one, sometimes a stray duplicate or two. */
-export const MAX_PACKETS = 64;
+export const MAX_PACKETS = MAX_XMP_PACKETS;
 /**
  * Properties protect copies between documents (merging Extended XMP and further packets into the main
  * one). xmldom copies a node in tens of microseconds; real files merge a handful.
@@ -150,12 +151,17 @@ export function setDataMining(doc: Document, token: DataMiningToken): void {
 
 /**
  * Encodes the document for a container whose main packet holds at most `maxMainBytes`. When it does
- * not fit, the largest properties move to Extended XMP (XMP spec part 3, 1.1.3.1) until the main
- * packet fits; DataMining always stays in the main packet, where every reader finds it.
+ * not fit and the container has Extended XMP, the largest properties move there (XMP spec part 3,
+ * 1.1.3.1) until the main packet fits; DataMining always stays in the main packet, where every reader
+ * finds it. No packet is larger than the reader's own MAX_PACKET_BYTES: a packet that does not fit is
+ * OutputTooLargeError (protect never writes what it would refuse to read).
  */
-export function encodeForContainer(doc: Document, maxMainBytes: number): XmpToWrite {
+export function encodeForContainer(doc: Document, maxMainBytes: number, extendedXmp = true): XmpToWrite {
   const whole = encoder.encode(serializePacket(doc));
-  if (whole.length <= maxMainBytes) return { main: whole };
+  const mainLimit = Math.min(maxMainBytes, MAX_PACKET_BYTES);
+  if (whole.length <= mainLimit) return { main: whole };
+  if (!extendedXmp) throw new OutputTooLargeError(`The image's XMP would be ${whole.length} bytes once rewritten; a packet may have ${MAX_PACKET_BYTES}.`);
+  maxMainBytes = mainLimit;
   const movable = findProperties(doc, (ns, local) => !isDataMining(ns, local)).map((ref) => ({ ref, size: serializedSize(ref) }));
   movable.sort((a, b) => b.size - a.size);
   const ext = emptyPacket();
@@ -170,13 +176,14 @@ export function encodeForContainer(doc: Document, maxMainBytes: number): XmpToWr
     moved.push(ref);
     estimate -= size;
   }
-  if (moved.length === 0) throw new LimitExceededError('XMP packet too large for this container');
+  if (moved.length === 0) throw new OutputTooLargeError('XMP packet too large for this container');
   removePropertyRefs(moved);
   const extBytes = encoder.encode(serializeBare(ext));
+  if (extBytes.length > MAX_PACKET_BYTES) throw new OutputTooLargeError(`The image's Extended XMP would be ${extBytes.length} bytes once rewritten; a packet may have ${MAX_PACKET_BYTES}.`);
   const guid = createHash('md5').update(extBytes).digest('hex').toUpperCase();
   setSimpleProperty(doc, NS_XMP_NOTE, 'xmpNote', 'HasExtendedXMP', guid);
   const main = encoder.encode(serializePacket(doc));
-  if (main.length > maxMainBytes) throw new LimitExceededError('XMP packet too large for this container even with Extended XMP');
+  if (main.length > maxMainBytes) throw new OutputTooLargeError('XMP packet too large for this container even with Extended XMP');
   return { main, extended: { guid, data: extBytes } };
 }
 
@@ -184,4 +191,15 @@ function serializedSize(ref: PropertyRef): number {
   if (ref.element) return Buffer.byteLength(serializeNode(ref.element));
   const a = ref.attr!;
   return Buffer.byteLength(a.value) + a.name.length + 4;
+}
+
+/**
+ * Throws OutputTooLargeError when the packets protect is about to write, together with the ones the
+ * container keeps beside them, hold more markup than a file may (src/xmp/packet.ts MAX_MARKUP_PER_FILE):
+ * verify would refuse that file.
+ */
+export function checkOutputMarkup(xmp: XmpToWrite, kept: readonly Uint8Array[]): void {
+  let total = markupOf(xmp.main) + (xmp.extended ? markupOf(xmp.extended.data) : 0);
+  for (const p of kept) total += markupOf(p);
+  if (total > MAX_MARKUP_PER_FILE) throw new OutputTooLargeError(`The image's XMP would hold more markup than a file may (${MAX_MARKUP_PER_FILE} nodes) once rewritten.`);
 }

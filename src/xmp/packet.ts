@@ -88,9 +88,8 @@ export function parsePacket(bytes: Uint8Array, budget: MarkupBudget = markupBudg
   let end = text.length;
   while (end > 0 && text.charCodeAt(end - 1) === 0) end--;
   if (end !== text.length) text = text.slice(0, end);
-  for (let at = text.indexOf('<'); at >= 0; at = text.indexOf('<', at + 1)) {
-    if (--budget.remaining < 0) throw new LimitExceededError('XMP holds more markup than the processing limit');
-  }
+  budget.remaining -= countMarkup(text);
+  if (budget.remaining < 0) throw new LimitExceededError('XMP holds more markup than the processing limit');
   let fatal = false;
   const parser = new DOMParser({
     locator: false,
@@ -108,6 +107,17 @@ export function parsePacket(bytes: Uint8Array, budget: MarkupBudget = markupBudg
   if (!depthWithin(doc, MAX_DEPTH)) return undefined;
   dropProlog(doc);
   return doc;
+}
+
+function countMarkup(text: string): number {
+  let n = 0;
+  for (let at = text.indexOf('<'); at >= 0; at = text.indexOf('<', at + 1)) n++;
+  return n;
+}
+
+/** The markup a packet's bytes hold, counted as parsePacket charges it to a file's budget. */
+export function markupOf(bytes: Uint8Array): number {
+  return countMarkup(decodePacket(bytes));
 }
 
 /**

@@ -26,7 +26,7 @@ export function tokenUri(token: DataMiningToken): string {
 }
 
 export function isToken(value: string): value is DataMiningToken {
-  return Object.prototype.hasOwnProperty.call(DATA_MINING_TOKENS, value);
+  return Object.hasOwn(DATA_MINING_TOKENS, value);
 }
 
 /**

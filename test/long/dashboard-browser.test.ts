@@ -73,7 +73,10 @@ beforeAll(async () => {
   for (let i = 0; i < 24; i++) {
     const format = (['jpeg', 'png', 'webp'] as const)[i % 3]!;
     const out = join(work, `photo-${String(i).padStart(2, '0')}.${format === 'jpeg' ? 'jpg' : format}`);
-    await sharp(join(NATURAL, photos[i % photos.length]!)).resize({ width: 384 + 16 * i }).toFormat(format).toFile(out);
+    await sharp(join(NATURAL, photos[i % photos.length]!))
+      .resize({ width: 384 + 16 * i })
+      .toFormat(format)
+      .toFile(out);
     good.push(out);
   }
   bad = join(work, 'notes.jpg');
@@ -119,7 +122,7 @@ describe('the dashboard in Chromium', () => {
     await expect.poll(() => page.getByRole('button', { name: /Download all/ }).isEnabled()).toBe(true);
     const failed = page.locator('li.file.failed');
     expect(await failed.count()).toBe(1);
-    expect(await failed.innerText()).toMatch(/notes\.jpg[\s\S]*not a JPEG, PNG or WebP image/);
+    expect(await failed.textContent()).toMatch(/notes\.jpg[\s\S]*not a JPEG, PNG or WebP image/);
     await shot(page, '02-batch-done');
 
     // Every download: ExifTool reads the opt-out, the API finds a valid provenance tag and the
@@ -134,7 +137,7 @@ describe('the dashboard in Chromium', () => {
       const bytes = readFileSync(path);
       downloaded.set(name, bytes);
       expect(await exiftoolDataMining(et, path)).toBe(PROHIBITED);
-      const shown = await link.locator('xpath=..').locator('code.hash').innerText();
+      const shown = await link.locator('xpath=..').locator('code.hash').textContent();
       expect(sha256(bytes)).toBe(shown);
       const v = await api(server, 'verify', key, imageForm(bytes, name));
       expect(v.status).toBe(200);
@@ -147,9 +150,17 @@ describe('the dashboard in Chromium', () => {
     const zip = await download(page, () => page.getByRole('button', { name: /Download all/ }).click(), dir);
     expect(zip.name).toMatch(/\.zip$/);
     const listing = JSON.parse(
-      execFileSync('python3', ['-c', 'import sys,zipfile,json,hashlib;z=zipfile.ZipFile(sys.argv[1]);print(json.dumps({i.filename:hashlib.sha256(z.read(i)).hexdigest() for i in z.infolist()}))', zip.path], {
-        encoding: 'utf8',
-      }),
+      execFileSync(
+        'python3',
+        [
+          '-c',
+          'import sys,zipfile,json,hashlib;z=zipfile.ZipFile(sys.argv[1]);print(json.dumps({i.filename:hashlib.sha256(z.read(i)).hexdigest() for i in z.infolist()}))',
+          zip.path,
+        ],
+        {
+          encoding: 'utf8',
+        },
+      ),
     ) as Record<string, string>;
     expect(Object.keys(listing).sort()).toEqual([...downloaded.keys()].sort());
     for (const [name, bytes] of downloaded) expect(listing[name]).toBe(sha256(bytes));
@@ -170,7 +181,7 @@ describe('the dashboard in Chromium', () => {
     await page.getByLabel('Search by file name or SHA-256').fill(one.slice(0, 12));
     await page.getByRole('button', { name: 'Search' }).click();
     await page.getByText(/^1 record matching/).waitFor();
-    expect(await page.locator('.records code.hash').allInnerTexts()).toEqual([one]);
+    expect(await page.locator('.records code.hash').allTextContents()).toEqual([one]);
     const csv = await download(page, () => page.getByRole('button', { name: 'Export CSV' }).click(), dir);
     expect(readFileSync(csv.path, 'utf8').trimEnd().split('\r\n')).toHaveLength(2);
     await shot(page, '03-history');
@@ -182,7 +193,7 @@ describe('the dashboard in Chromium', () => {
     writeFileSync(inspected, firstBytes);
     await page.locator('input[type=file]').first().setInputFiles([inspected]);
     await page.getByText(/Marked here on/).waitFor();
-    expect(await page.locator('.facts').first().innerText()).toMatch(/Valid[\s\S]*Present \(confidence/);
+    expect(await page.locator('.facts').first().textContent()).toMatch(/Valid[\s\S]*Present \(confidence/);
     await shot(page, '04-inspect');
 
     // Usage: 24 protections and 1 image check this month.
@@ -331,4 +342,3 @@ function lowContrast(page: Page): Promise<string[]> {
     return bad;
   });
 }
-

@@ -86,7 +86,7 @@ const NETWORK = 'The connection to the server failed. Check that it is running a
 async function errorOf(res: Response): Promise<ApiError> {
   const body = (await res.json().catch(() => null)) as { error?: unknown; code?: unknown } | null;
   const message = typeof body?.error === 'string' ? body.error : `The server answered ${res.status}.`;
-  return new ApiError(res.status, typeof body?.code === 'string' ? body.code : 'http_' + res.status, message);
+  return new ApiError(res.status, typeof body?.code === 'string' ? body.code : `http_${res.status}`, message);
 }
 
 async function request(key: string, path: string, init: RequestInit = {}): Promise<Response> {
@@ -146,7 +146,7 @@ export function uploadImage<T>(key: string, path: string, file: File, on: Upload
       if (xhr.status >= 200 && xhr.status < 300 && body) resolve(body as T);
       else {
         const message = typeof body?.error === 'string' ? body.error : `The server answered ${xhr.status}.`;
-        reject(new ApiError(xhr.status, typeof body?.code === 'string' ? body.code : 'http_' + xhr.status, message));
+        reject(new ApiError(xhr.status, typeof body?.code === 'string' ? body.code : `http_${xhr.status}`, message));
       }
     };
     xhr.onerror = () => reject(new ApiError(0, 'network', NETWORK));

@@ -155,7 +155,8 @@ function Signed({ info, apiKey, tab, setTab, refresh }: { info: AccountInfo; api
   const tabs = useRef<Array<HTMLButtonElement | null>>([]);
   const onKey = (e: KeyboardEvent, i: number) => {
     const last = TABS.length - 1;
-    const to = e.key === 'ArrowRight' ? (i === last ? 0 : i + 1) : e.key === 'ArrowLeft' ? (i === 0 ? last : i - 1) : e.key === 'Home' ? 0 : e.key === 'End' ? last : -1;
+    const to =
+      e.key === 'ArrowRight' ? (i === last ? 0 : i + 1) : e.key === 'ArrowLeft' ? (i === 0 ? last : i - 1) : e.key === 'Home' ? 0 : e.key === 'End' ? last : -1;
     if (to < 0) return;
     e.preventDefault();
     setTab(TABS[to]![0]);
@@ -184,7 +185,7 @@ function Signed({ info, apiKey, tab, setTab, refresh }: { info: AccountInfo; api
         ))}
       </div>
       {TABS.map(([id]) => (
-        <div key={id} role="tabpanel" id={`panel-${id}`} aria-labelledby={`tab-${id}`} hidden={tab !== id} tabIndex={0} class="panel">
+        <div key={id} role="tabpanel" id={`panel-${id}`} aria-labelledby={`tab-${id}`} hidden={tab !== id} class="panel">
           {id === 'protect' && <ProtectView apiKey={apiKey} info={info} onUsage={refresh} />}
           {id === 'inspect' && tab === id && <InspectView apiKey={apiKey} onUsage={refresh} />}
           {id === 'history' && tab === id && <HistoryView apiKey={apiKey} />}

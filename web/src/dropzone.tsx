@@ -8,6 +8,7 @@ export function DropZone(props: { id: string; label: string; hint: string; multi
   const [over, setOver] = useState(false);
   const multiple = props.multiple ?? true;
   return (
+    // biome-ignore lint/a11y/noStaticElementInteractions: dropping is the mouse's way in; the file input inside is everyone's.
     <div
       class={`dropzone${over ? ' over' : ''}${props.disabled ? ' disabled' : ''}`}
       onDragOver={(e) => {

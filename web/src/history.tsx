@@ -46,10 +46,11 @@ export function HistoryView({ apiKey }: { apiKey: string }) {
   return (
     <section aria-labelledby="history-title">
       <h2 id="history-title">History</h2>
-      <p class="lead">A dated record of every image protected here: the SHA-256 of the file you downloaded, its original name, the layers, the time and the key used.</p>
+      <p class="lead">
+        A dated record of every image protected here: the SHA-256 of the file you downloaded, its original name, the layers, the time and the key used.
+      </p>
       <form
         class="row search"
-        role="search"
         onSubmit={(e) => {
           e.preventDefault();
           void load(query.trim());
@@ -68,7 +69,15 @@ export function HistoryView({ apiKey }: { apiKey: string }) {
         </button>
       </div>
       <p role="status" aria-live="polite" class="notice">
-        {error ? <span class="error">{error}</span> : loading ? 'Loading…' : shown ? `${shown.records.length}${shown.next ? '+' : ''} record${shown.records.length === 1 ? '' : 's'}${shown.q ? ` matching "${shown.q}"` : ''}.` : ''}
+        {error ? (
+          <span class="error">{error}</span>
+        ) : loading ? (
+          'Loading…'
+        ) : shown ? (
+          `${shown.records.length}${shown.next ? '+' : ''} record${shown.records.length === 1 ? '' : 's'}${shown.q ? ` matching "${shown.q}"` : ''}.`
+        ) : (
+          ''
+        )}
       </p>
       {shown && (
         <ul class="records">

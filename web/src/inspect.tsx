@@ -45,7 +45,10 @@ export function InspectView({ apiKey, onUsage }: { apiKey: string; onUsage: () =
   return (
     <section aria-labelledby="inspect-title">
       <h2 id="inspect-title">Inspect images</h2>
-      <p class="lead">See what verify finds in any image: the opt-out field, the provenance tag, the fingerprint, and whether the dashboard marked these exact bytes. Each image counts as one image check this month.</p>
+      <p class="lead">
+        See what verify finds in any image: the opt-out field, the provenance tag, the fingerprint, and whether the dashboard marked these exact bytes. Each
+        image counts as one image check this month.
+      </p>
       <DropZone id="inspect-files" label="Choose images to inspect" hint="Drop images here, or" disabled={busy} onFiles={(f) => void inspect(f)} />
       <p role="status" aria-live="polite" class="notice">
         {busy ? 'Checking…' : ''}

@@ -104,7 +104,10 @@ export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: A
       const path = `/api/v1/dashboard/batches/${b.id}/images`;
       const one = async (item: Item) => {
         if (item.file.size > info.limits.maxUploadBytes) {
-          update(item.id, { state: 'failed', message: `This file is ${formatBytes(item.file.size)}; the limit is ${formatBytes(info.limits.maxUploadBytes)} per image.` });
+          update(item.id, {
+            state: 'failed',
+            message: `This file is ${formatBytes(item.file.size)}; the limit is ${formatBytes(info.limits.maxUploadBytes)} per image.`,
+          });
           return;
         }
         update(item.id, { state: 'uploading', sent: 0, message: undefined });
@@ -263,7 +266,11 @@ function FileRow({ item, onRemove }: { item: Item; onRemove: (() => void) | unde
   return (
     <li class={`file ${item.state}`}>
       <div class="file-head">
-        {r ? <img class="thumb" src={r.url} alt="" width={72} height={72} loading="lazy" decoding="async" /> : <div class="thumb placeholder" aria-hidden="true" />}
+        {r ? (
+          <img class="thumb" src={r.url} alt="" width={72} height={72} loading="lazy" decoding="async" />
+        ) : (
+          <div class="thumb placeholder" aria-hidden="true" />
+        )}
         <div class="file-main">
           <p class="name">{item.file.name}</p>
           <p class="status">

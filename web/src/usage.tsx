@@ -22,8 +22,8 @@ export function UsageView({ info, onRefresh }: { info: AccountInfo; onRefresh: (
       <Meter id="usage-protect" label="Protections" noun="protections" c={u.protect} />
       <Meter id="usage-verify" label="Image checks" noun="image checks" c={u.verify} />
       <p>
-        Both counters reset on {formatDay(u.resetsAt)} at 00:00 UTC. Protections count the dashboard and the API together; image checks count verify calls and the
-        Inspect tab.
+        Both counters reset on {formatDay(u.resetsAt)} at 00:00 UTC. Protections count the dashboard and the API together; image checks count verify calls and
+        the Inspect tab.
       </p>
       <button type="button" onClick={onRefresh}>
         Refresh

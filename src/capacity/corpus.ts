@@ -11,7 +11,7 @@ import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, statSync,
 import { tmpdir } from 'node:os';
 import { basename, extname, join } from 'node:path';
 import sharp from 'sharp';
-import { prng } from '../lib/random.js';
+import { prng } from './random.js';
 
 /** Bump when the generator changes so stale cached files are not reused. */
 const CORPUS_VERSION = 1;

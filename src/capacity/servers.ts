@@ -10,10 +10,10 @@ import { connect, createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { MAX_LIMIT, Store } from '../../src/store/index.js';
+import { MAX_LIMIT, Store } from '../store/index.js';
 import type { Target } from './client.js';
 
-const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../cli.js', import.meta.url));
 const NAIVE = fileURLToPath(new URL('./naive.js', import.meta.url));
 const TRANSPORT = fileURLToPath(new URL('./transport.js', import.meta.url));
 

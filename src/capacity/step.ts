@@ -5,7 +5,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { performance } from 'node:perf_hooks';
-import { Client, openLoop, type Outcome, type StepPlan } from './client.js';
+import { type Client, openLoop, type Outcome, type StepPlan } from './client.js';
 import type { PreparedRequest } from './corpus.js';
 import { idealQueue, type QueueReference } from './queue.js';
 import { RssSampler, machineCpu, memory, processTimes, resetPeak, threadCpu, threadDelta, waitTotals, type ThreadDelta } from './proc.js';
@@ -77,7 +77,7 @@ export interface StepResult {
   /** Failures above 1%, or under 90% of the offered rate achieved. */
   saturated: boolean;
   /**
-   * The ideal machine's latency at this step's rate and arrivals (bench/load/queue.ts), given the CPU
+   * The ideal machine's latency at this step's rate and arrivals (src/capacity/queue.ts), given the CPU
    * per request the server and the generator used here: what the arrivals alone cost in tail latency.
    */
   queueReference: QueueReference | undefined;

@@ -66,7 +66,7 @@ export interface ScenarioResult {
   /** The constant-rate pass (evenly spaced arrivals at the unsaturated rates below 80% of the best). */
   constantRateSteps?: StepResult[] | undefined;
   /**
-   * The transport baseline beside optmark's constant-rate protect steps (bench/load/transport.ts): each
+   * The transport baseline beside optmark's constant-rate protect steps (src/capacity/transport.ts): each
    * step offered the share of the baseline's closed-loop capacity that optmark's was of optmark's.
    */
   transportBaseline?:
@@ -342,7 +342,7 @@ function table(header: string[], rows: string[][]): string {
   return [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
 }
 
-/** "ideal p99/p50" is the ideal queue's (bench/load/queue.ts) at the step's rate, arrivals and measured CPU per request. */
+/** "ideal p99/p50" is the ideal queue's (src/capacity/queue.ts) at the step's rate, arrivals and measured CPU per request. */
 function stepsTable(steps: StepResult[]): string {
   return table(
     ['offered', 'achieved', 'MB/s in', 'MB/s out', 'p50', 'p95', 'p99', 'max', 'p99/p50', 'ideal p99/p50', '503 %', 'err %', 'not sent', 'CPU ms/req', 'of which kernel', 'server cores', 'run-queue wait ms/req (event loop)', 'peak RSS MiB', 'gen CPU ms/req', 'gen wait ms/req', 'gen lag p99 ms', 'other cores', ''],
@@ -450,7 +450,7 @@ export function markdown(r: LoadReport): string {
     if (tf?.steps.length) {
       lines.push(
         '',
-        `The transport baseline beside it (bench/load/transport.ts: optmark's uWebSockets.js transport and answer writer, the same bytes in and out, SHA-256 of the body in ${tf.workers} workers, nothing else), ` +
+        `The transport baseline beside it (src/capacity/transport.ts: optmark's uWebSockets.js transport and answer writer, the same bytes in and out, SHA-256 of the body in ${tf.workers} workers, nothing else), ` +
           `each step offered the share of its closed-loop capacity (${f(tf.calibrationRps)} req/s, optmark's ${f(tf.optmarkCalibrationRps)}) that optmark's step was of optmark's: ` +
           'its p99/p50 is what this machine, the transport and the co-located generator alone cost in tail latency.',
         '',

@@ -1,0 +1,106 @@
+/**
+ * What `optmark mark` and `optmark verify` share as batch tools: the file sources (arguments or
+ * --files-from), the report, the progress bar, the summary, the interrupt message and the exit status
+ * (0 every file done or skipped, 1 some failed, 2 usage error, 130 interrupted).
+ */
+import { availableParallelism } from 'node:os';
+import type { Config } from '../config.js';
+import type { WorkerInit } from '../pipeline/tasks.js';
+import { Progress, ReportWriter, reportLine, Tally } from './report.js';
+import { runBatch, type BatchHooks } from './runner.js';
+import { countFiles, fromArguments, fromList, openList, type Entry, type Found } from './sources.js';
+import type { FileJob, FileOutcome, LaneSetup } from './work.js';
+
+export const EXIT_OK = 0;
+export const EXIT_SOME_FAILED = 1;
+export const EXIT_USAGE = 2;
+export const EXIT_INTERRUPTED = 130;
+
+export interface BatchCommand {
+  /** 'marking' / 'verifying' (progress bar). */
+  verb: string;
+  inputs: string[];
+  filesFrom: string | undefined;
+  nul: boolean;
+  jobs: number | undefined;
+  report: string | undefined;
+  skipDir?: string | undefined;
+  setup: LaneSetup;
+  plan(found: Found): FileJob | FileOutcome;
+  /** Called for every outcome after the report line and the progress (per-file output). */
+  onOutcome?(o: FileOutcome): void;
+}
+
+export interface BatchSummary {
+  tally: Tally;
+  interrupted: boolean;
+  exitCode: number;
+  reportHint: string;
+}
+
+/**
+ * What a lane needs of the configuration: the same fields the server's workers get (pool.ts
+ * workerInitFrom), built here so that the batch does not load the worker pool (piscina) at all.
+ */
+export function laneInit(config: Config): WorkerInit {
+  return {
+    dataDir: config.dataDir,
+    maxUploadBytes: config.maxUploadBytes,
+    maxPixels: config.maxPixels,
+    signingKeyFile: config.signingKeyFile,
+    fingerprintSecretFile: config.fingerprintSecretFile,
+    fingerprintDetect: config.fingerprintDetect,
+  };
+}
+
+/** The default --jobs: one lane per CPU this process may use. */
+export function defaultJobs(): number {
+  return Math.max(1, availableParallelism());
+}
+
+function entries(cmd: BatchCommand): AsyncIterable<Entry> {
+  const opts = { skipDir: cmd.skipDir };
+  if (cmd.filesFrom !== undefined) return fromList(openList(cmd.filesFrom), cmd.nul ? '\0' : '\n', opts);
+  return fromArguments(cmd.inputs, opts);
+}
+
+export async function runCommand(cmd: BatchCommand): Promise<BatchSummary> {
+  const report = cmd.report !== undefined ? new ReportWriter(cmd.report) : undefined;
+  const progress = new Progress(cmd.verb, process.stderr);
+  const tally = new Tally();
+  if (progress.active && cmd.filesFrom !== '-') {
+    // A second, counting pass for the bar's total and ETA (streamed too); the bar shows the rate meanwhile.
+    void countFiles(entries(cmd)).then(
+      (n) => (progress.total = n),
+      () => undefined,
+    );
+  }
+  const hooks: BatchHooks = {
+    plan: cmd.plan,
+    record(o) {
+      tally.add(o);
+      report?.write(reportLine(o));
+      progress.add(o.status === 'failed');
+      cmd.onOutcome?.(o);
+    },
+  };
+  let result;
+  try {
+    result = await runBatch(entries(cmd), cmd.setup, cmd.jobs ?? defaultJobs(), hooks);
+  } finally {
+    progress.end();
+    report?.close();
+    if (cmd.filesFrom === '-') process.stdin.destroy(); // an interrupted run must not wait for the rest of the list
+  }
+  const reportHint = cmd.report !== undefined && cmd.report !== '-' ? ` (see ${cmd.report})` : ' (--report FILE.jsonl lists them all)';
+  const exitCode = result.interrupted ? EXIT_INTERRUPTED : tally.counts.failed > 0 ? EXIT_SOME_FAILED : EXIT_OK;
+  if (result.interrupted) {
+    process.stderr.write(
+      `optmark: interrupted after ${tally.total} files (done ${tally.counts.done}, skipped ${tally.counts.skipped}, failed ${tally.counts.failed}); ` +
+        'every output written is whole and no temporary file is left; the files not reached were not touched' +
+        (cmd.verb === 'marking' ? ' (run again with --skip-existing to go on)' : '') +
+        '\n',
+    );
+  }
+  return { tally, interrupted: result.interrupted, exitCode, reportHint };
+}

@@ -1,0 +1,224 @@
+/**
+ * The file side of a batch: whole-file reads into one reused buffer, atomic writes from pieces with
+ * writev, and the up-to-date test of --skip-existing. Everything is synchronous on purpose: a batch
+ * lane runs one file at a time, and a synchronous call costs one system call where the promise API
+ * costs a thread-pool round trip and a wake-up per call (measured: docs/batch.md).
+ */
+import { createHash, randomBytes } from 'node:crypto';
+import {
+  closeSync,
+  constants,
+  fchmodSync,
+  fstatSync,
+  fsyncSync,
+  futimesSync,
+  mkdirSync,
+  openSync,
+  readSync,
+  renameSync,
+  statSync,
+  unlinkSync,
+  writevSync,
+  type Stats,
+} from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+
+/** A read that failed for a reason the operator can act on (too large, changed while read). */
+export class FileError extends Error {
+  constructor(
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+    this.name = 'FileError';
+  }
+}
+
+/** errno codes as a sentence a person reads; the code itself goes to the report. */
+export function errnoText(err: unknown): string {
+  const e = err as NodeJS.ErrnoException;
+  switch (e.code) {
+    case 'ENOENT':
+      return 'no such file or folder';
+    case 'EACCES':
+    case 'EPERM':
+      return 'permission denied';
+    case 'EISDIR':
+      return 'is a folder';
+    case 'ENOSPC':
+      return 'no space left on the device';
+    case 'EROFS':
+      return 'read-only file system';
+    case 'EDQUOT':
+      return 'disk quota exceeded';
+    default:
+      return e.message ?? String(err);
+  }
+}
+
+/**
+ * One lane's read buffer: grown to the largest file seen (never past the size limit) and reused, so a
+ * folder of 12 MP JPEGs costs one allocation, not one per file. A read's bytes are valid until the next.
+ */
+export class ReadBuffer {
+  #buf: Buffer = Buffer.allocUnsafeSlow(4 << 20);
+
+  /**
+   * The whole file and its stats. Files larger than `maxBytes` are refused before a byte is read.
+   * A file that grows while it is read is refused too (its end would be a guess).
+   */
+  read(path: string, maxBytes: number): { bytes: Buffer; stats: Stats } {
+    const fd = openSync(path, constants.O_RDONLY);
+    try {
+      const stats = fstatSync(fd);
+      if (!stats.isFile()) throw new FileError('not_a_file', 'not a regular file');
+      if (stats.size > maxBytes) {
+        throw new FileError('limit_exceeded', `${stats.size} bytes, over the ${maxBytes}-byte limit (OPTMARK_MAX_UPLOAD_BYTES)`);
+      }
+      // One byte more than the size: a file that grew since fstat shows it, and is refused.
+      const want = stats.size + 1;
+      if (this.#buf.length < want) this.#buf = Buffer.allocUnsafeSlow(Math.max(want, Math.min(this.#buf.length * 2, maxBytes + 1)));
+      let n = 0;
+      for (;;) {
+        const r = readSync(fd, this.#buf, n, want - n, n);
+        if (r === 0) break;
+        n += r;
+        if (n === want) throw new FileError('changed_while_read', 'the file grew while it was read');
+      }
+      return { bytes: this.#buf.subarray(0, n), stats };
+    } finally {
+      closeSync(fd);
+    }
+  }
+}
+
+/** SHA-256 (hex) of the pieces in order. */
+export function sha256Of(pieces: readonly Uint8Array[]): string {
+  const hash = createHash('sha256');
+  for (const p of pieces) hash.update(p);
+  return hash.digest('hex');
+}
+
+export interface WriteOptions {
+  /** File mode of the output (in place: the input's); else 0o666 less the umask. */
+  mode?: number | undefined;
+  /** Modification (and access) time to give the output, in ms since the epoch (--out: the input's). */
+  mtimeMs?: number | undefined;
+  /** fsync the file before the rename (--fsync): the output survives a power cut once it has its name. */
+  fsync?: boolean;
+}
+
+/**
+ * Folders this process already created or found. Bounded: a walk visits folders in order, so the
+ * recent ones are the ones asked about again.
+ */
+const knownDirs = new Set<string>();
+const KNOWN_DIRS_MAX = 1024;
+
+function ensureDir(dir: string): void {
+  if (knownDirs.has(dir)) return;
+  mkdirSync(dir, { recursive: true });
+  if (knownDirs.size >= KNOWN_DIRS_MAX) knownDirs.clear();
+  knownDirs.add(dir);
+}
+
+/** Temporary files being written right now (for the interrupt handler: none is left behind). */
+export const writing = new Set<string>();
+
+/** Name of the temporary file beside `target` (dot-prefixed, so globs and listings skip it). */
+export function tempName(target: string): string {
+  return join(dirname(target), `.${basename(target)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+}
+
+/**
+ * Writes `pieces` to a new temporary file beside `target` and renames it over the target: a reader, a
+ * crash or an interrupt sees the old file or the whole new one, never half of one.
+ */
+export function writeAtomically(target: string, pieces: readonly Uint8Array[], options: WriteOptions = {}): void {
+  ensureDir(dirname(target));
+  const tmp = tempName(target);
+  // O_EXCL: never follows or reuses something already there.
+  const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, options.mode ?? 0o666);
+  writing.add(tmp);
+  let renamed = false;
+  try {
+    try {
+      writeAll(fd, pieces);
+      if (options.mode !== undefined) fchmodSync(fd, options.mode); // exactly the input's mode, not masked by the umask
+      if (options.mtimeMs !== undefined) futimesSync(fd, options.mtimeMs / 1000, options.mtimeMs / 1000);
+      if (options.fsync) fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, target);
+    renamed = true;
+  } finally {
+    if (!renamed) {
+      try {
+        unlinkSync(tmp);
+      } catch {
+        // already gone
+      }
+    }
+    writing.delete(tmp);
+  }
+}
+
+/** writev until every byte is out (a large writev may return short). */
+function writeAll(fd: number, pieces: readonly Uint8Array[]): void {
+  let list = pieces.filter((p) => p.length > 0);
+  while (list.length > 0) {
+    // Linux takes at most IOV_MAX (1024) buffers per call.
+    const batch = list.length > 1024 ? list.slice(0, 1024) : list;
+    let written = writevSync(fd, batch as Uint8Array[]);
+    let i = 0;
+    while (i < batch.length && written >= batch[i]!.length) written -= batch[i++]!.length;
+    const rest = list.slice(i);
+    if (written > 0) rest[0] = rest[0]!.subarray(written);
+    list = rest;
+  }
+}
+
+/** Removes temporary files still being written (an interrupt that cannot wait for them). */
+export function removeUnfinished(): void {
+  for (const tmp of writing) {
+    try {
+      unlinkSync(tmp);
+    } catch {
+      // gone already
+    }
+  }
+  writing.clear();
+}
+
+/** The target's stats, or undefined when there is nothing (or no regular file) there. */
+export function statFile(path: string): Stats | undefined {
+  try {
+    const st = statSync(path);
+    return st.isFile() ? st : undefined;
+  } catch {
+    return undefined;
+  }
+}
+
+/** Times set from a double (futimes) come back within a microsecond of the input's. */
+const MTIME_TOLERANCE_MS = 0.002;
+
+/**
+ * --skip-existing's quick test (size and time): an output is up to date when it is a non-empty regular
+ * file carrying its input's modification time, which optmark gives every output it writes under --out
+ * (as `cp -p` and `rsync -t` do). An input changed since (new time) or an output replaced by anything
+ * else (its own time) is done again.
+ */
+export function upToDate(input: Stats, output: Stats | undefined): boolean {
+  return output !== undefined && output.size > 0 && Math.abs(output.mtimeMs - input.mtimeMs) < MTIME_TOLERANCE_MS;
+}
+
+/** The output's bytes when it exists (for --skip-existing=hash), read through the lane's second buffer. */
+export function readIfFile(buffer: ReadBuffer, path: string, maxBytes: number): Buffer | undefined {
+  try {
+    return buffer.read(path, maxBytes).bytes;
+  } catch {
+    return undefined;
+  }
+}

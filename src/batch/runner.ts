@@ -1,0 +1,244 @@
+/**
+ * Runs a batch: files come from a stream (sources.ts), go to lanes (the main thread, plus batch
+ * workers given paths once the batch is big enough to pay for starting them), and their report lines
+ * are written as they finish. An interrupt (SIGINT, SIGTERM) stops handing out files, lets the ones
+ * under way finish (each output is renamed into place whole, or its temporary file removed), and says
+ * how far the run got.
+ */
+import { statSync } from 'node:fs';
+import { basename, dirname, join } from 'node:path';
+import { Worker } from 'node:worker_threads';
+import { removeUnfinished } from './files.js';
+import type { Entry, Found } from './sources.js';
+import { Lane, type FileJob, type FileOutcome, type LaneSetup } from './work.js';
+
+/** Files a worker is handed ahead, so it never waits for the main thread between two. */
+const WORKER_AHEAD = 3;
+/** Worker threads start only once this many files were handed out: a small batch is done before they would be up. */
+const SPAWN_AFTER = 12;
+
+export interface BatchHooks {
+  /** A found file as a job, or an outcome when it is refused before being read. */
+  plan(found: Found): FileJob | FileOutcome;
+  /** Every outcome, in the order files finish (report line, progress, summary). */
+  record(outcome: FileOutcome): void;
+}
+
+export interface BatchResult {
+  interrupted: boolean;
+  /** Files handed to a lane (each finished, whatever its outcome). */
+  started: number;
+}
+
+interface Slot {
+  /** Files handed to this lane and not yet answered. */
+  inflight: number;
+  readonly capacity: number;
+  run(job: FileJob): Promise<FileOutcome>;
+  close(): Promise<void>;
+}
+
+/** The main thread as a lane: one file at a time, each after a turn of the event loop. */
+class MainSlot implements Slot {
+  inflight = 0;
+  readonly capacity = 1;
+  readonly #lane: Lane;
+  constructor(lane: Lane) {
+    this.#lane = lane;
+  }
+  async run(job: FileJob): Promise<FileOutcome> {
+    this.inflight++;
+    try {
+      // Worker answers and signals are handled between two files.
+      await new Promise<void>((resolve) => setImmediate(resolve));
+      return await this.#lane.run(job);
+    } finally {
+      this.inflight--;
+    }
+  }
+  async close(): Promise<void> {}
+}
+
+/** A batch worker thread (workers/batch-worker.ts). */
+class WorkerSlot implements Slot {
+  inflight = 0;
+  readonly capacity = WORKER_AHEAD;
+  readonly ready: Promise<boolean>;
+  readonly #worker: Worker;
+  readonly #waiting = new Map<number, (o: FileOutcome) => void>();
+  #next = 0;
+  #failed: string | undefined;
+
+  constructor(setup: LaneSetup) {
+    this.#worker = new Worker(new URL('../../workers/batch-worker.js', import.meta.url), { workerData: setup });
+    this.ready = new Promise<boolean>((resolve) => {
+      this.#worker.on('message', (msg: { ready?: boolean; error?: string; id?: number; outcome?: FileOutcome }) => {
+        if (msg.ready !== undefined) {
+          if (!msg.ready) this.#failed = msg.error;
+          resolve(msg.ready);
+          return;
+        }
+        const done = this.#waiting.get(msg.id!);
+        this.#waiting.delete(msg.id!);
+        done?.(msg.outcome!);
+      });
+      this.#worker.on('error', (err) => {
+        this.#failed = err.message;
+        resolve(false);
+        this.#failAll(err.message);
+      });
+      this.#worker.on('exit', () => {
+        resolve(false);
+        this.#failAll(this.#failed ?? 'the batch worker stopped');
+      });
+    });
+  }
+
+  run(job: FileJob): Promise<FileOutcome> {
+    this.inflight++;
+    const id = this.#next++;
+    return new Promise<FileOutcome>((resolve) => {
+      this.#waiting.set(id, (o) => {
+        this.inflight--;
+        resolve(o);
+      });
+      this.#worker.postMessage({ id, job });
+    });
+  }
+
+  #failAll(message: string): void {
+    for (const [id, done] of this.#waiting) {
+      this.#waiting.delete(id);
+      done({ input: '', format: null, bytes: null, status: 'failed', code: 'internal_error', message });
+    }
+  }
+
+  async close(): Promise<void> {
+    await this.#worker.terminate();
+  }
+}
+
+/** Runs every entry through the lanes; resolves when all started files are finished. */
+export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, jobs: number, hooks: BatchHooks): Promise<BatchResult> {
+  const main = new Lane(setup);
+  await main.prepare(); // a bad key or secret fails here, once, before any file
+  const slots: Slot[] = [new MainSlot(main)];
+  let spawned = false;
+  let started = 0;
+  let stopping = false;
+  let wake: (() => void) | undefined;
+  const changed = (): void => {
+    const w = wake;
+    wake = undefined;
+    w?.();
+  };
+  let stopNow: () => void = () => undefined;
+  // Resolves on an interrupt: a run waiting for the next name of a list (stdin) stops waiting.
+  const stopped = new Promise<{ done: true; value: undefined }>((resolve) => (stopNow = () => resolve({ done: true, value: undefined })));
+  const onSignal = (): void => {
+    if (stopping) process.stderr.write('optmark: finishing the files under way, then stopping\n');
+    stopping = true;
+    stopNow();
+    changed();
+  };
+  process.on('SIGINT', onSignal);
+  process.on('SIGTERM', onSignal);
+  // Outputs renamed into place by a crashed run would be whole; temporary ones are removed on any exit.
+  const onExit = (): void => removeUnfinished();
+  process.on('exit', onExit);
+
+  const renamed = new Map<string, string>();
+  const pending = new Set<Promise<void>>();
+
+  /** A lane with room, waiting for one when all are busy; undefined once stopping. */
+  const acquire = async (): Promise<Slot | undefined> => {
+    for (;;) {
+      if (stopping) return undefined;
+      // Workers first: the main thread also reads the folder and writes the report.
+      for (let i = slots.length - 1; i >= 0; i--) if (slots[i]!.inflight < slots[i]!.capacity) return slots[i];
+      await new Promise<void>((resolve) => (wake = resolve));
+    }
+  };
+
+  const spawn = (): void => {
+    spawned = true;
+    for (let i = 1; i < jobs; i++) {
+      const w = new WorkerSlot(setup);
+      // A worker joins the lanes once it is up; one that fails to start is left out (the others go on).
+      void w.ready.then((ok) => {
+        if (ok && !stopping) {
+          slots.push(w);
+          changed();
+        } else void w.close();
+      });
+      workers.push(w);
+    }
+  };
+  const workers: WorkerSlot[] = [];
+
+  const dispatch = async (slot: Slot, job: FileJob): Promise<void> => {
+    started++;
+    let outcome = await slot.run(job);
+    if (outcome.status === 'rename') outcome = await confirmRename(job, outcome);
+    if (outcome.input === '') outcome = { ...outcome, input: job.input };
+    hooks.record(outcome);
+  };
+
+  /**
+   * An output whose name differs from its input's (wrong or no extension) must not land on another
+   * input's output: not on the file of that name beside the input, nor on another renamed one.
+   */
+  const confirmRename = async (job: FileJob, outcome: FileOutcome): Promise<FileOutcome> => {
+    const target = outcome.output!;
+    const sibling = join(dirname(job.source), basename(target));
+    const other = renamed.get(target) ?? (isFile(sibling) ? sibling : undefined);
+    if (other !== undefined) {
+      return { input: job.input, output: target, format: outcome.format, bytes: null, status: 'failed', code: 'output_collision', message: `output ${target} would also be written for ${other}` };
+    }
+    renamed.set(target, job.input);
+    return (slots[0] as MainSlot).run({ ...job, target });
+  };
+
+  const iterator = entries[Symbol.asyncIterator]();
+  try {
+    while (!stopping) {
+      const next = await Promise.race([iterator.next(), stopped]);
+      if (next.done) break;
+      const entry = next.value;
+      if (entry.kind === 'passed') {
+        hooks.record({ input: entry.input, output: null, format: null, bytes: null, status: entry.status, code: entry.code, message: entry.message });
+        continue;
+      }
+      const planned = hooks.plan(entry);
+      if (!('source' in planned)) {
+        hooks.record(planned);
+        continue;
+      }
+      if (!spawned && jobs > 1 && started >= SPAWN_AFTER) spawn();
+      const slot = await acquire();
+      if (!slot) break;
+      const p: Promise<void> = dispatch(slot, planned).finally(() => {
+        pending.delete(p);
+        changed();
+      });
+      pending.add(p);
+    }
+  } finally {
+    await Promise.all(pending);
+    await Promise.all(workers.map((w) => w.close()));
+    process.off('SIGINT', onSignal);
+    process.off('SIGTERM', onSignal);
+    process.off('exit', onExit);
+    // A generator still waiting for its input (an interrupted list on stdin) is left to the exit.
+    if (!stopping) await iterator.return?.(undefined);
+  }
+  return { interrupted: stopping, started };
+}
+
+function isFile(path: string): boolean {
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return false;
+  }
+}

@@ -1,0 +1,204 @@
+/**
+ * The files of a batch, as a stream: the arguments (files, and folders walked recursively) or a list
+ * (--files-from FILE|-, one path a line or NUL-separated). Nothing is collected: a folder is read a
+ * few entries at a time and a list a chunk at a time, so 100,000 files cost no more memory than ten.
+ * Consequently files come in directory order, not sorted; reports name every file.
+ */
+import { createReadStream, realpathSync, statSync, type Stats } from 'node:fs';
+import { opendir } from 'node:fs/promises';
+import { basename, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { errnoText } from './files.js';
+
+/** A regular file found, before it is read. */
+export interface Found {
+  kind: 'file';
+  /** The path as the operator would write it (argument joined with the path below it). */
+  input: string;
+  /** The path to open. */
+  source: string;
+  /** Its real path, when it could be built without a system call or was asked for (in place, links). */
+  real: string;
+  /** Where it goes below --out. */
+  rel: string;
+}
+
+/** Something found that is not a file to do (with the reason), reported as it is found. */
+export interface Passed {
+  kind: 'passed';
+  input: string;
+  status: 'skipped' | 'failed';
+  code: string;
+  message: string;
+}
+
+export type Entry = Found | Passed;
+
+export interface SourceOptions {
+  /** A folder never walked into (the real path of --out, when it lies inside an input). */
+  skipDir?: string | undefined;
+}
+
+/** The files under the arguments, in argument order, each folder walked depth first. */
+export async function* fromArguments(args: readonly string[], options: SourceOptions): AsyncGenerator<Entry> {
+  // Arguments are few: the same file named twice (directly, or also inside a folder given) is done once.
+  const roots: Array<{ root: string; arg: string }> = [];
+  const seen = new Map<string, string>();
+  for (const arg of args) {
+    let st: Stats;
+    try {
+      st = statSync(arg);
+    } catch (err) {
+      yield passed(arg, 'failed', `read_${codeOf(err)}`, errnoText(err));
+      continue;
+    }
+    if (st.isDirectory()) {
+      const root = realpathSync.native(arg);
+      roots.push({ root, arg });
+      yield* walk(root, arg, '', options, seen);
+    } else if (st.isFile()) {
+      const real = realpathSync.native(arg);
+      const inFolder = roots.find((r) => within(real, r.root) && !(options.skipDir && within(real, options.skipDir)));
+      const first = seen.get(real) ?? (inFolder && join(inFolder.arg, relative(inFolder.root, real)));
+      if (first !== undefined) {
+        yield passed(arg, 'skipped', 'same_file', `same file as ${first}`);
+        continue;
+      }
+      seen.set(real, arg);
+      yield { kind: 'file', input: arg, source: real, real, rel: basename(arg) };
+    } else {
+      yield passed(arg, 'skipped', 'not_a_file', 'not a regular file');
+    }
+  }
+}
+
+/**
+ * The files a list names (--files-from): relative paths from the current folder, kept below --out as
+ * they are written; absolute paths and paths leading out of the current folder are kept whole below
+ * --out (as rsync --files-from does). A folder listed is walked like a folder argument.
+ */
+export async function* fromList(stream: NodeJS.ReadableStream, separator: '\n' | '\0', options: SourceOptions): AsyncGenerator<Entry> {
+  const cwd = process.cwd();
+  for await (const line of lines(stream, separator)) {
+    const path = separator === '\n' && line.endsWith('\r') ? line.slice(0, -1) : line;
+    if (path === '') continue;
+    const abs = resolve(cwd, path);
+    const rel = listRel(cwd, abs);
+    let st: Stats;
+    try {
+      st = statSync(abs);
+    } catch (err) {
+      yield passed(path, 'failed', `read_${codeOf(err)}`, errnoText(err));
+      continue;
+    }
+    if (st.isDirectory()) {
+      yield* walk(realpathSync.native(abs), path, rel, options, undefined);
+    } else if (st.isFile()) {
+      yield { kind: 'file', input: path, source: abs, real: '', rel };
+    } else {
+      yield passed(path, 'skipped', 'not_a_file', 'not a regular file');
+    }
+  }
+}
+
+/** Counts the regular files under the arguments (for the progress bar's total), streaming as the walk does. */
+export async function countFiles(entries: AsyncIterable<Entry>): Promise<number> {
+  let n = 0;
+  for await (const e of entries) if (e.kind === 'file') n++;
+  return n;
+}
+
+function listRel(cwd: string, abs: string): string {
+  const rel = relative(cwd, abs);
+  if (rel !== '' && !rel.startsWith(`..${sep}`) && rel !== '..' && !isAbsolute(rel)) return rel;
+  return abs.replace(/^[/\\]+/, '').replace(/^[A-Za-z]:[/\\]*/, '');
+}
+
+/** Splits a stream into records, holding at most one partial record between chunks. */
+async function* lines(stream: NodeJS.ReadableStream, separator: string): AsyncGenerator<string> {
+  let rest = '';
+  for await (const chunk of stream) {
+    const text = rest + (typeof chunk === 'string' ? chunk : (chunk as Buffer).toString('utf8'));
+    const parts = text.split(separator);
+    rest = parts.pop()!;
+    for (const p of parts) yield p;
+  }
+  if (rest !== '') yield rest;
+}
+
+/** Opens the list: a file, or standard input for '-'. */
+export function openList(path: string): NodeJS.ReadableStream {
+  if (path === '-') return process.stdin;
+  return createReadStream(path);
+}
+
+/**
+ * Depth first below `root` (a real path): regular files, and links to regular files; links to
+ * folders are not followed (they can form cycles). `display` is how the operator named the root.
+ */
+async function* walk(root: string, display: string, relBase: string, options: SourceOptions, given: Map<string, string> | undefined): AsyncGenerator<Entry> {
+  // One open directory per level of depth: memory follows the tree's depth, not its size.
+  const stack: string[] = [''];
+  while (stack.length > 0) {
+    const relDir = stack.pop()!;
+    const dirPath = relDir === '' ? root : join(root, relDir);
+    let dir;
+    try {
+      dir = await opendir(dirPath, { bufferSize: 64 });
+    } catch (err) {
+      yield passed(join(display, relDir), 'failed', `read_${codeOf(err)}`, errnoText(err));
+      continue;
+    }
+    const subdirs: string[] = [];
+    try {
+      for await (const e of dir) {
+        const rel = relDir === '' ? e.name : join(relDir, e.name);
+        const path = join(root, rel);
+        const input = join(display, rel);
+        if (e.isDirectory()) {
+          if (options.skipDir !== undefined && path === options.skipDir) continue; // --out inside an input
+          subdirs.push(rel);
+        } else if (e.isFile()) {
+          const named = given?.get(path);
+          if (named !== undefined) yield passed(input, 'skipped', 'same_file', `same file as ${named}`);
+          else yield { kind: 'file', input, source: path, real: path, rel: join(relBase, rel) };
+        } else if (e.isSymbolicLink()) {
+          let st: Stats | undefined;
+          try {
+            st = statSync(path);
+          } catch {
+            st = undefined;
+          }
+          if (st?.isFile()) yield { kind: 'file', input, source: path, real: safeReal(path), rel: join(relBase, rel) };
+          else yield passed(input, 'skipped', st ? 'link_to_folder' : 'broken_link', st ? 'symbolic link to a folder (not followed)' : 'broken symbolic link');
+        } else {
+          yield passed(input, 'skipped', 'not_a_file', 'not a regular file');
+        }
+      }
+    } catch (err) {
+      yield passed(join(display, relDir), 'failed', `read_${codeOf(err)}`, errnoText(err));
+    }
+    // Subfolders in reverse so they pop in the order the directory listed them.
+    for (let i = subdirs.length - 1; i >= 0; i--) stack.push(subdirs[i]!);
+  }
+}
+
+function within(path: string, dir: string): boolean {
+  return path.startsWith(dir.endsWith(sep) ? dir : dir + sep);
+}
+
+function safeReal(path: string): string {
+  try {
+    return realpathSync.native(path);
+  } catch {
+    return path;
+  }
+}
+
+function codeOf(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  return typeof code === 'string' ? code.toLowerCase() : 'failed';
+}
+
+function passed(input: string, status: 'skipped' | 'failed', code: string, message: string): Passed {
+  return { kind: 'passed', input, status, code, message };
+}

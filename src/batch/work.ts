@@ -1,0 +1,284 @@
+/**
+ * One file of a batch, as a lane runs it (the main thread or a batch worker, given paths, never bytes):
+ * read it whole into the lane's buffer, mark it with the engine the API uses (or verify it with the
+ * API's verify report), write the result atomically. Only what the chosen layers need is loaded: the
+ * opt-out path touches neither the decoder (sharp) nor the fingerprint, and loads no worker pool.
+ */
+import type { Stats } from 'node:fs';
+import { toErrorShape } from '../errors.js';
+import { extname, join, parse } from 'node:path';
+import { detectFormat, type ContainerFormat } from '../formats/index.js';
+import { protect, type ProtectResult } from '../marking/engine.js';
+import type { Layers } from '../pipeline/layers.js';
+import type { WorkerInit } from '../pipeline/tasks.js';
+import type { VerifyReport } from '../pipeline/verify.js';
+import type { SigningKey } from '../provenance/index.js';
+import { errnoText, FileError, ReadBuffer, sha256Of, statFile, upToDate, writeAtomically } from './files.js';
+
+/** What a lane is told once, when it starts. */
+export interface LaneSetup {
+  command: 'mark' | 'verify';
+  init: WorkerInit;
+  /** mark: the layers to add. */
+  provenance: boolean;
+  fingerprint: boolean;
+  /** mark: compute the output's SHA-256 (for --report). */
+  hash: boolean;
+  /** mark: 'time' (size and time) or 'hash' (content); undefined writes every output. */
+  skipExisting: 'time' | 'hash' | undefined;
+  /** mark: give outputs their input's modification time (--out), so --skip-existing can tell. */
+  keepTime: boolean;
+  fsync: boolean;
+  /** verify: leave the pixel detector out (`blocks: 0`), as POST /api/v1/verify?fingerprint=skip. */
+  skipFingerprint: boolean;
+}
+
+/** One file to do. */
+export interface FileJob {
+  /** The path as the operator gave or would write it (reports and messages). */
+  input: string;
+  /** The path to open. */
+  source: string;
+  /** mark: where the result goes (in place: the real path of the input), when already decided. */
+  target?: string | undefined;
+  /**
+   * mark --out: the output folder and the input's path relative to it; the lane names the output from
+   * the sniffed format. An output whose name would change (a wrong or missing extension) comes back
+   * as status 'rename' for the main thread to check against the other outputs, then is sent again with
+   * its target.
+   */
+  outDir?: string | undefined;
+  rel?: string | undefined;
+  /** mark --in-place: the file is replaced, so an unchanged file is not written at all. */
+  inPlace?: boolean;
+}
+
+export type Status = 'done' | 'skipped' | 'failed';
+
+/** Extensions kept as they are because they already name the produced format. */
+const KNOWN_EXTENSIONS: Record<ContainerFormat['name'], readonly string[]> = {
+  jpeg: ['.jpg', '.jpeg', '.jpe', '.jfif'],
+  png: ['.png'],
+  webp: ['.webp'],
+};
+
+/** The output name: the input's when its extension names the format, else the base name plus the format's. */
+export function outputName(rel: string, format: ContainerFormat): string {
+  const ext = extname(rel).toLowerCase();
+  if (KNOWN_EXTENSIONS[format.name].includes(ext)) return rel;
+  const p = parse(rel);
+  return join(p.dir, `${p.name}.${format.extension}`);
+}
+
+/** One line of the report (JSON Lines), in the order files finish. */
+export interface FileOutcome {
+  input: string;
+  output?: string | null;
+  format: string | null;
+  /** mark: bytes of the output; verify: bytes of the file. */
+  bytes: number | null;
+  /** mark: SHA-256 of the output (with --report); verify: of the file, as the API reports it. */
+  sha256?: string | null;
+  /** 'rename' only between a lane and the main thread (see FileJob.outDir), never in a report. */
+  status: Status | 'rename';
+  /** mark: false when the file already carried the field exactly (copied or, in place, left alone). */
+  changed?: boolean;
+  /** A stable code for skipped and failed files (the API's error codes, or the reason's). */
+  code: string | null;
+  message?: string;
+  /** verify: the API's verify report fields. */
+  report?: Omit<VerifyReport, 'sha256'>;
+}
+
+/** Lazily loaded layer machinery, per lane. */
+export class Lane {
+  readonly #setup: LaneSetup;
+  readonly #buffer = new ReadBuffer();
+  #second: ReadBuffer | undefined;
+  #signingKey: Promise<SigningKey> | undefined;
+  #layers: Promise<Layers> | undefined;
+  #markLayered: Promise<typeof import('../pipeline/mark.js')> | undefined;
+  #verify: Promise<typeof import('../pipeline/verify.js')> | undefined;
+  #liveLayers: Promise<import('../pipeline/layers-live.js').LiveLayers> | undefined;
+
+  constructor(setup: LaneSetup) {
+    this.#setup = setup;
+  }
+
+  /** Loads what every file will need, so the first file does not pay for it (and a bad key fails once). */
+  async prepare(): Promise<void> {
+    if (this.#setup.command === 'verify') {
+      await Promise.all([this.#verifier(), this.#verifyLayers()]);
+    } else {
+      if (this.#setup.provenance) await this.#key();
+      if (this.#setup.fingerprint) await Promise.all([this.#layered(), this.#live(this.#setup.init)]);
+    }
+  }
+
+  async run(job: FileJob): Promise<FileOutcome> {
+    return this.#setup.command === 'mark' ? this.#mark(job) : this.#verifyFile(job);
+  }
+
+  async #mark(job: FileJob): Promise<FileOutcome> {
+    const s = this.#setup;
+    const init = s.init;
+    let bytes: Buffer;
+    let stats: Stats;
+    try {
+      ({ bytes, stats } = this.#buffer.read(job.source, init.maxUploadBytes));
+    } catch (err) {
+      return readFailure({ input: job.input, output: null }, err);
+    }
+    const format = detectFormat(bytes);
+    if (!format) return { input: job.input, output: null, format: null, bytes: null, status: 'skipped', code: 'unsupported_format', message: 'not a JPEG, PNG or WebP image' };
+    let target = job.target;
+    if (target === undefined) {
+      const name = outputName(job.rel!, format);
+      target = join(job.outDir!, name);
+      if (name !== job.rel) return { input: job.input, output: target, format: format.name, bytes: null, status: 'rename', code: null };
+    }
+    const base = { input: job.input, output: target };
+    let existing: Stats | undefined;
+    if (s.skipExisting === 'time' && !job.inPlace) {
+      existing = statFile(target);
+      if (upToDate(stats, existing)) {
+        return { ...base, format: format.name, bytes: existing!.size, sha256: null, status: 'skipped', code: 'up_to_date', message: 'output up to date (size and time)' };
+      }
+    }
+    let result: { pieces: Uint8Array[]; changed: boolean };
+    try {
+      result = await this.#produce(bytes);
+    } catch (err) {
+      const shape = toErrorShape(err);
+      const detail = shape.code === 'internal_error' && err instanceof Error ? `: ${err.message}` : '';
+      return { ...base, format: format.name, bytes: null, status: 'failed', code: shape.code, message: `${shape.message}${detail}` };
+    }
+    let size = 0;
+    for (const p of result.pieces) size += p.length;
+    const sha256 = s.hash || s.skipExisting === 'hash' ? sha256Of(result.pieces) : null;
+    const done = (status: Status, code: string | null, message?: string): FileOutcome => ({
+      ...base,
+      format: format.name,
+      bytes: size,
+      sha256,
+      status,
+      changed: result.changed,
+      code,
+      ...(message ? { message } : {}),
+    });
+    if (job.inPlace && !result.changed) return done('done', null); // already carries the field exactly: nothing to write
+    if (s.skipExisting === 'hash' && !job.inPlace) {
+      const there = this.#second ??= new ReadBuffer();
+      try {
+        const old = there.read(target, init.maxUploadBytes + (8 << 20)).bytes;
+        if (old.length === size && sha256Of([old]) === sha256) return done('skipped', 'up_to_date', 'output up to date (same content)');
+      } catch {
+        // no output yet (or unreadable): write it
+      }
+    }
+    try {
+      writeAtomically(target, result.pieces, {
+        mode: job.inPlace ? stats.mode & 0o7777 : undefined,
+        mtimeMs: s.keepTime && !job.inPlace ? stats.mtimeMs : undefined,
+        fsync: s.fsync,
+      });
+    } catch (err) {
+      return { ...base, format: format.name, bytes: null, sha256: null, status: 'failed', code: `write_${errCode(err)}`, message: `writing ${target}: ${errnoText(err)}` };
+    }
+    return done('done', null);
+  }
+
+  /** The marked file as pieces (views of the read buffer and new segments). */
+  async #produce(input: Buffer): Promise<{ pieces: Uint8Array[]; changed: boolean }> {
+    const s = this.#setup;
+    if (s.fingerprint) {
+      // The pixel layer: the same layer path as the dashboard's (pipeline/mark.ts), which decodes and
+      // re-encodes; its input must own its memory (the read buffer is reused).
+      const [{ runMark }, live] = await Promise.all([this.#layered(), this.#live(s.init)]);
+      const r = await runMark({ kind: 'mark', input: Uint8Array.prototype.slice.call(input), provenance: s.provenance, fingerprint: true }, live);
+      return { pieces: [r.bytes], changed: true };
+    }
+    let result: ProtectResult;
+    if (s.provenance) {
+      const { protectSigned } = await import('../provenance/index.js');
+      result = await protectSigned(input, await this.#key());
+    } else {
+      result = protect(input);
+    }
+    return { pieces: result.pieces, changed: result.changed };
+  }
+
+  async #verifyFile(job: FileJob): Promise<FileOutcome> {
+    const base = { input: job.input };
+    let bytes: Buffer;
+    try {
+      ({ bytes } = this.#buffer.read(job.source, this.#setup.init.maxUploadBytes));
+    } catch (err) {
+      return readFailure(base, err);
+    }
+    const format = detectFormat(bytes);
+    if (!format) return { ...base, format: null, bytes: bytes.length, status: 'skipped', code: 'unsupported_format', message: 'not a JPEG, PNG or WebP image' };
+    try {
+      const { verifyReport } = await this.#verifier();
+      const { sha256, ...report } = await verifyReport(bytes, await this.#verifyLayers());
+      return { ...base, format: format.name, bytes: bytes.length, sha256, status: 'done', code: null, report };
+    } catch (err) {
+      const shape = toErrorShape(err);
+      return { ...base, format: format.name, bytes: bytes.length, status: 'failed', code: shape.code, message: shape.message };
+    }
+  }
+
+  #key(): Promise<SigningKey> {
+    return (this.#signingKey ??= import('../provenance/index.js').then(({ loadSigningKey }) =>
+      loadSigningKey({ dataDir: this.#setup.init.dataDir, file: this.#setup.init.signingKeyFile }),
+    ));
+  }
+
+  #live(init: WorkerInit): Promise<import('../pipeline/layers-live.js').LiveLayers> {
+    return (this.#liveLayers ??= import('../pipeline/layers-live.js').then(async ({ LiveLayers }) => {
+      const live = new LiveLayers(init);
+      await live.warm();
+      return live;
+    }));
+  }
+
+  #layered(): Promise<typeof import('../pipeline/mark.js')> {
+    return (this.#markLayered ??= import('../pipeline/mark.js'));
+  }
+
+  #verifier(): Promise<typeof import('../pipeline/verify.js')> {
+    return (this.#verify ??= import('../pipeline/verify.js'));
+  }
+
+  /**
+   * The layers exactly as the API's workers run them (LiveLayers); without the detector, the same
+   * provenance check beside a fingerprint "not examined" (no decoder loaded at all).
+   */
+  #verifyLayers(): Promise<Layers> {
+    return (this.#layers ??= (async () => {
+      const init = this.#setup.command === 'verify' && this.#setup.skipFingerprint ? { ...this.#setup.init, fingerprintDetect: false } : this.#setup.init;
+      if (init.fingerprintDetect) return this.#live(init);
+      const [{ Keyring, verifyProvenance }, { NOT_FOUND_FINGERPRINT }] = await Promise.all([import('../provenance/index.js'), import('../pipeline/layers.js')]);
+      const keyring = await Keyring.open({ dataDir: init.dataDir, file: init.signingKeyFile });
+      return {
+        async verifyProvenance(input: Uint8Array) {
+          const r = await verifyProvenance(input, keyring);
+          return { present: r.present, valid: r.valid, verifiable: r.verifiable };
+        },
+        detectFingerprint: async () => ({ ...NOT_FOUND_FINGERPRINT }),
+      };
+    })());
+  }
+}
+
+function errCode(err: unknown): string {
+  const code = (err as NodeJS.ErrnoException).code;
+  return typeof code === 'string' ? code.toLowerCase() : 'failed';
+}
+
+function readFailure(base: { input: string; output?: string | null }, err: unknown): FileOutcome {
+  if (err instanceof FileError) {
+    return { ...base, format: null, bytes: null, status: err.code === 'not_a_file' ? 'skipped' : 'failed', code: err.code, message: err.message };
+  }
+  return { ...base, format: null, bytes: null, status: 'failed', code: `read_${errCode(err)}`, message: errnoText(err) };
+}

@@ -1,0 +1,332 @@
+/**
+ * `optmark mark` and `optmark verify` as batch tools, end to end on real files (`node dist/src/cli.js`,
+ * run `npm run build` first), with ExifTool as the oracle of what was written: the report and its
+ * SHA-256, lists on stdin (NUL-separated too), --skip-existing by time and by content, --jobs, exit
+ * statuses, an interrupt that leaves no temporary file, and verify answering what the API answers.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { createHash } from 'node:crypto';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, relative, resolve } from 'node:path';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { protect } from '../src/marking/engine.js';
+import { api, imageForm, TestServer, waitFor } from './helpers/server.js';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const CLI = join(ROOT, 'dist', 'src', 'cli.js');
+const EXIFTOOL = join(ROOT, 'node_modules', 'exiftool-vendored.pl', 'bin', 'exiftool');
+const dirs: string[] = [];
+const images = new Map<string, Buffer>();
+
+function tempDir(prefix = 'optmark-batch-'): string {
+  const d = mkdtempSync(join(tmpdir(), prefix));
+  dirs.push(d);
+  return d;
+}
+
+interface Run {
+  status: number;
+  stdout: string;
+  stderr: string;
+}
+
+function optmark(args: string[], options: { input?: string | Buffer; cwd?: string; dataDir?: string } = {}): Run {
+  const r = spawnSync(process.execPath, [CLI, ...args], {
+    cwd: options.cwd ?? ROOT,
+    input: options.input,
+    encoding: 'utf8',
+    env: { ...process.env, OPTMARK_DATA_DIR: options.dataDir ?? tempDir('optmark-data-') },
+    timeout: 120_000,
+  });
+  return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
+}
+
+/** Every file under a folder (dot files too), as sorted relative paths. */
+function tree(dir: string): string[] {
+  const out: string[] = [];
+  const walk = (d: string): void => {
+    for (const e of readdirSync(d, { withFileTypes: true })) {
+      if (e.isDirectory()) walk(join(d, e.name));
+      else out.push(relative(dir, join(d, e.name)));
+    }
+  };
+  walk(dir);
+  return out.sort();
+}
+
+function folder(files: Record<string, Uint8Array | string>): string {
+  const dir = tempDir('optmark-in-');
+  for (const [rel, bytes] of Object.entries(files)) {
+    mkdirSync(join(dir, rel, '..'), { recursive: true });
+    writeFileSync(join(dir, rel), bytes);
+  }
+  return dir;
+}
+
+const sha256 = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');
+const lines = (path: string): Array<Record<string, any>> =>
+  readFileSync(path, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .map((l) => JSON.parse(l) as Record<string, any>);
+
+/** ExifTool's XMP-plus:DataMining of each file (raw value), keyed by path. */
+function exiftoolDataMining(paths: string[]): Map<string, unknown> {
+  const r = spawnSync(EXIFTOOL, ['-j', '-n', '-XMP-plus:DataMining', ...paths], { encoding: 'utf8' });
+  const rows = JSON.parse(r.stdout) as Array<{ SourceFile: string; DataMining?: unknown }>;
+  return new Map(rows.map((row) => [resolve(row.SourceFile), row.DataMining]));
+}
+
+beforeAll(async () => {
+  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` first');
+  const base = sharp({ create: { width: 320, height: 240, channels: 3, noise: { type: 'gaussian', mean: 110, sigma: 35 } } });
+  images.set('jpg', await base.clone().jpeg().toBuffer());
+  images.set('png', await base.clone().png().toBuffer());
+  images.set('webp', await base.clone().webp().toBuffer());
+});
+
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
+
+describe('optmark mark as a batch tool', () => {
+  it('--report: one line per file with the SHA-256 of the output as written; ExifTool reads the field in every output', () => {
+    const input = folder({
+      'a.jpg': images.get('jpg')!,
+      'sub/b.png': images.get('png')!,
+      'sub/c.webp': images.get('webp')!,
+      'notes.txt': 'not an image',
+      'broken.jpg': Buffer.from([0xff, 0xd8, 0xff, 0xe1, 0xff, 0xff, 0x00]),
+    });
+    const out = join(tempDir(), 'out');
+    const report = join(tempDir(), 'r.jsonl');
+    const r = optmark(['mark', input, '--out', out, '--report', report]);
+    expect(r.status, r.stderr).toBe(1); // broken.jpg: partial failure
+    expect(r.stdout).toMatch(/^done 3, skipped 1, failed 1 \(opt-out field\)$/m);
+    const rep = lines(report);
+    expect(rep).toHaveLength(5);
+    const by = new Map(rep.map((l) => [relative(input, l.input), l]));
+    for (const rel of ['a.jpg', 'sub/b.png', 'sub/c.webp']) {
+      const l = by.get(rel)!;
+      expect(l).toMatchObject({ status: 'done', code: null, output: join(out, rel), changed: true });
+      const bytes = readFileSync(join(out, rel));
+      expect(l.sha256).toBe(sha256(bytes));
+      expect(l.bytes).toBe(bytes.length);
+      expect(bytes.equals(Buffer.from(protect(images.get(rel.split('.').pop()!)!).bytes))).toBe(true);
+    }
+    expect(by.get('a.jpg')!.format).toBe('jpeg');
+    expect(by.get('sub/b.png')!.format).toBe('png');
+    expect(by.get('notes.txt')).toMatchObject({ status: 'skipped', code: 'unsupported_format', sha256: null });
+    expect(by.get('broken.jpg')).toMatchObject({ status: 'failed', code: 'damaged_image', format: 'jpeg' });
+    const et = exiftoolDataMining(['a.jpg', 'sub/b.png', 'sub/c.webp'].map((p) => join(out, p)));
+    for (const v of et.values()) expect(v).toBe('DMI-PROHIBITED-AIMLTRAINING');
+    expect(tree(out)).toEqual(['a.jpg', 'sub/b.png', 'sub/c.webp']); // no temporary file left
+  });
+
+  it('--files-from - with NUL-separated names (names with newlines and spaces), and a list file with relative names kept below --out', () => {
+    const input = folder({ 'odd\nname.jpg': images.get('jpg')!, 'with space.png': images.get('png')!, 'sub/x.webp': images.get('webp')! });
+    const out = tempDir();
+    const list = ['odd\nname.jpg', 'with space.png', 'sub/x.webp'].map((p) => join(input, p)).join('\0') + '\0';
+    const r = optmark(['mark', '--files-from', '-', '-0', '--out', out, '--report', '-'], { input: list });
+    expect(r.status, r.stderr).toBe(0);
+    const rep = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, any>);
+    expect(rep.map((l) => l.status)).toEqual(['done', 'done', 'done']);
+    // Absolute names are kept whole below --out (as rsync --files-from does).
+    for (const l of rep) {
+      expect(l.output).toBe(join(out, l.input));
+      expect(sha256(readFileSync(l.output))).toBe(l.sha256);
+    }
+    expect(r.stderr).toMatch(/^done 3, skipped 0, failed 0/m); // the summary moves to stderr when the report is stdout
+
+    // A list file, newline-separated (CRLF too), names relative to the current folder; blank lines ignored.
+    const out2 = tempDir();
+    const listFile = join(tempDir(), 'list.txt');
+    writeFileSync(listFile, 'with space.png\r\n\nsub/x.webp\n');
+    const r2 = optmark(['mark', '--files-from', listFile, '--out', out2], { cwd: input });
+    expect(r2.status, r2.stderr).toBe(0);
+    expect(tree(out2)).toEqual(['sub/x.webp', 'with space.png']);
+    // A name that is not there is a failure of that file, not of the run's other files.
+    const r3 = optmark(['mark', '--files-from', '-', '--out', tempDir()], { input: `${join(input, 'with space.png')}\n${join(input, 'gone.jpg')}\n` });
+    expect(r3.status).toBe(1);
+    expect(r3.stdout).toMatch(/^done 1, skipped 0, failed 1/m);
+    expect(r3.stdout).toMatch(/failed\s+\S*gone\.jpg: no such file or folder \(read_enoent\)/);
+  });
+
+  it('--skip-existing: by size and time (outputs carry their input\'s time), and =hash by content', () => {
+    const input = folder({ 'a.jpg': images.get('jpg')!, 'b.png': images.get('png')! });
+    const out = tempDir();
+    expect(optmark(['mark', input, '--out', out]).status).toBe(0);
+    for (const f of ['a.jpg', 'b.png']) expect(statSync(join(out, f)).mtimeMs).toBeCloseTo(statSync(join(input, f)).mtimeMs, 2);
+    const report = join(tempDir(), 'r.jsonl');
+    const again = optmark(['mark', input, '--out', out, '--skip-existing', '--report', report]);
+    expect(again.status, again.stderr).toBe(0);
+    expect(again.stdout).toMatch(/^done 0, skipped 2, failed 0/m);
+    expect(lines(report).map((l) => [l.status, l.code])).toEqual([
+      ['skipped', 'up_to_date'],
+      ['skipped', 'up_to_date'],
+    ]);
+    // An input changed since (a new modification time) is done again; the other stays skipped.
+    const later = new Date(Date.now() + 5000);
+    utimesSync(join(input, 'a.jpg'), later, later);
+    const third = optmark(['mark', input, '--out', out, '--skip-existing', '--report', report]);
+    expect(third.stdout).toMatch(/^done 1, skipped 1, failed 0/m);
+    expect(lines(report).find((l) => l.input.endsWith('a.jpg'))).toMatchObject({ status: 'done' });
+
+    // By content: an output holding exactly what marking gives is left alone (not even rewritten)...
+    const before = statSync(join(out, 'b.png'));
+    const byHash = optmark(['mark', input, '--out', out, '--skip-existing=hash', '--report', report]);
+    expect(byHash.stdout).toMatch(/^done 0, skipped 2, failed 0/m);
+    for (const l of lines(report)) expect(l.sha256).toBe(sha256(readFileSync(l.output)));
+    expect(statSync(join(out, 'b.png')).ino).toBe(before.ino);
+    // ...and one that differs (even with the right time) is written again.
+    writeFileSync(join(out, 'b.png'), 'damaged');
+    const fixed = optmark(['mark', input, '--out', out, '--skip-existing=hash']);
+    expect(fixed.stdout).toMatch(/^done 1, skipped 1, failed 0/m);
+    expect(readFileSync(join(out, 'b.png')).equals(Buffer.from(protect(images.get('png')!).bytes))).toBe(true);
+  });
+
+  it('--jobs: one lane or several threads give byte-identical outputs; in place, a file already marked is not rewritten', () => {
+    const files: Record<string, Buffer> = {};
+    for (let i = 0; i < 40; i++) files[`d${i % 3}/f${i}.${['jpg', 'png', 'webp'][i % 3]}`] = images.get(['jpg', 'png', 'webp'][i % 3]!)!;
+    const input = folder(files);
+    const one = tempDir();
+    const three = tempDir();
+    expect(optmark(['mark', input, '--out', one, '--jobs', '1']).status).toBe(0);
+    const r = optmark(['mark', input, '--out', three, '-j', '3']);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/^done 40, skipped 0, failed 0/m);
+    expect(tree(three)).toEqual(tree(one));
+    for (const p of tree(one)) expect(readFileSync(join(three, p)).equals(readFileSync(join(one, p))), p).toBe(true);
+
+    const report = join(tempDir(), 'r.jsonl');
+    const inPlace = optmark(['mark', one, '--in-place', '--report', report]);
+    expect(inPlace.status).toBe(0);
+    for (const l of lines(report)) expect(l).toMatchObject({ status: 'done', changed: false });
+  });
+
+  it.each([
+    [['mark', 'x'], /--out <dir> is required/],
+    [['mark', 'x', '--out', 'o', '--in-place'], /exclude each other/],
+    [['mark', '--out', 'o'], /at least one file or folder/],
+    [['mark', 'x', '--files-from', '-', '--out', 'o'], /not both/],
+    [['mark', 'x', '--out', 'o', '--null'], /--null applies to --files-from/],
+    [['mark', 'x', '--in-place', '--skip-existing'], /--skip-existing applies to --out/],
+    [['mark', 'x', '--out', 'o', '--jobs', '0'], /whole number of 1 or more/],
+    [['mark', 'x', '--out', 'o', '--skip-existing=size'], /'time' .* or 'hash'/],
+    [['verify'], /at least one file or folder/],
+    [['verify', 'x', '--jobs', 'many'], /whole number of 1 or more/],
+  ])('usage error %j exits 2', (args, message) => {
+    const r = optmark(args as string[]);
+    expect(r.status).toBe(2);
+    expect(r.stderr).toMatch(message);
+  });
+
+  it('every batch command answers --help with its options', () => {
+    for (const cmd of ['mark', 'verify']) {
+      const r = optmark([cmd, '--help']);
+      expect(r.status).toBe(0);
+      for (const opt of ['--files-from', '--null', '--jobs', '--report']) expect(r.stdout).toContain(opt);
+    }
+    expect(optmark(['mark', '--help']).stdout).toContain('--skip-existing');
+    expect(optmark(['verify', '--help']).stdout).toContain('--skip-fingerprint');
+  });
+
+  it('SIGINT: files under way finish, no temporary or partial file is left, the report has every output, exit 130 with how far it got', async () => {
+    const files: Record<string, Buffer> = {};
+    for (let i = 0; i < 60; i++) files[`f${i}.png`] = images.get('png')!;
+    const input = folder(files);
+    const out = tempDir();
+    const report = join(tempDir(), 'r.jsonl');
+    const child = spawn(process.execPath, [CLI, 'mark', '--files-from', '-', '--out', out, '--report', report, '--jobs', '2'], {
+      cwd: ROOT,
+      env: { ...process.env, OPTMARK_DATA_DIR: tempDir() },
+      stdio: ['pipe', 'pipe', 'pipe'],
+    });
+    let stderr = '';
+    child.stderr.setEncoding('utf8').on('data', (s: string) => (stderr += s));
+    const exited = new Promise<number | null>((res) => child.on('close', (code) => res(code)));
+    const names = Object.keys(files).map((f) => join(input, f));
+    // The first five, then wait until the report shows them: the list stays open, so the run cannot end by itself.
+    child.stdin.write(`${names.slice(0, 5).join('\n')}\n`);
+    await waitFor('five report lines', () => (existsSync(report) && lines(report).length >= 5 ? true : undefined), 60_000);
+    // The rest, and the interrupt right behind them: whatever was under way at that moment must finish whole.
+    child.stdin.write(`${names.slice(5).join('\n')}\n`);
+    child.kill('SIGINT');
+    expect(await exited).toBe(130);
+    expect(stderr).toMatch(/interrupted after \d+ files \(done \d+, skipped 0, failed 0\)/);
+    const rep = lines(report);
+    expect(rep.length).toBeGreaterThanOrEqual(5);
+    const written = tree(out);
+    expect(written.filter((p) => p.endsWith('.tmp') || p.startsWith('.'))).toEqual([]);
+    expect(written).toEqual(rep.map((l) => relative(out, l.output)).sort()); // every output reported, every report line written
+    for (const l of rep) expect(sha256(readFileSync(l.output))).toBe(l.sha256);
+  });
+});
+
+describe('optmark verify', () => {
+  let server: TestServer;
+  let key: string;
+  beforeAll(async () => {
+    server = await TestServer.start({ env: { OPTMARK_POOL_SIZE: '1' } });
+    ({ key } = await server.account());
+  });
+  afterAll(async () => {
+    await server?.dispose();
+  });
+
+  it("reports per file exactly what the API's verify answers for it, with and without the pixel detector", async () => {
+    const input = folder({ 'plain.jpg': images.get('jpg')!, 'p.png': images.get('png')!, 'notes.txt': 'x' });
+    const marked = tempDir();
+    // Marked with a provenance tag by the same data directory (its key), so every field has something to say.
+    expect((await server.cli('mark', join(input, 'p.png'), '--out', marked, '--provenance')).status).toBe(0);
+    const files = [join(input, 'plain.jpg'), join(marked, 'p.png')];
+    const report = join(tempDir(), 'v.jsonl');
+    const r = await server.cli('verify', ...files, join(input, 'notes.txt'), '--report', report);
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toMatch(/plain\.jpg: NOT opted out; provenance: no tag/);
+    expect(r.stdout).toMatch(/p\.png: opted out \(iptc\.dataMining\); provenance: valid/);
+    expect(r.stdout).toMatch(/^verified 2: 1 opted out, 1 not; skipped 1, failed 0$/m);
+    const skipped = join(tempDir(), 'vs.jsonl');
+    expect((await server.cli('verify', ...files, '--skip-fingerprint', '--report', skipped)).status).toBe(0);
+    const full = new Map(lines(report).map((l) => [l.input, l]));
+    const meta = new Map(lines(skipped).map((l) => [l.input, l]));
+    expect(full.get(join(input, 'notes.txt'))).toMatchObject({ status: 'skipped', code: 'unsupported_format' });
+    for (const f of files) {
+      const bytes = readFileSync(f);
+      const type = f.endsWith('.png') ? 'image/png' : 'image/jpeg';
+      const a = await api(server, 'verify', key, imageForm(bytes, 'x', type));
+      expect(a.status).toBe(200);
+      const l = full.get(f)!;
+      const { optedOut, signals, provenance, fingerprint, sha256: hash } = l;
+      expect({ optedOut, signals, provenance, fingerprint, sha256: hash }).toEqual(a.json);
+      expect(hash).toBe(sha256(bytes));
+      expect(fingerprint.blocks).toBeGreaterThan(0); // the detector examined it
+
+      // Without the detector: the same fields, the fingerprint as for an image not examined.
+      const m = meta.get(f)!;
+      expect(m.fingerprint).toEqual({ present: false, confidence: 0, blocks: 0 });
+      expect({ optedOut: m.optedOut, signals: m.signals, provenance: m.provenance, sha256: m.sha256 }).toEqual({ optedOut, signals, provenance, sha256: hash });
+    }
+  });
+
+  it('a folder and a NUL-separated list give the same answers; an unreadable file is a failure (exit 1)', () => {
+    const input = folder({ 'a.jpg': images.get('jpg')!, 'b.webp': images.get('webp')!, 'c.png': Buffer.from('\x89PNG\r\n\x1a\nbroken', 'latin1') });
+    const r1 = optmark(['verify', input, '--skip-fingerprint', '--report', '-']);
+    const r2 = optmark(['verify', '--files-from', '-', '-0', '--skip-fingerprint', '--report', '-', '--jobs', '1'], {
+      input: ['a.jpg', 'b.webp', 'c.png'].map((f) => join(input, f)).join('\0'),
+    });
+    expect(r1.status).toBe(1);
+    expect(r2.status).toBe(1);
+    const parse = (s: string) =>
+      s
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, any>)
+        .sort((a, b) => (a.input < b.input ? -1 : 1));
+    expect(parse(r1.stdout)).toEqual(parse(r2.stdout));
+    const c = parse(r1.stdout).find((l) => l.input.endsWith('c.png'))!;
+    expect(c).toMatchObject({ status: 'failed', code: 'damaged_image', format: 'png' });
+  });
+});

@@ -1,0 +1,86 @@
+// Every command and subcommand of the command line answers --help with its usage (exit 0), built from
+// the same program the binary runs; the binary itself for the top-level cases and mark (own parser).
+import { spawnSync } from 'node:child_process';
+import { join, resolve } from 'node:path';
+import type { Command } from 'commander';
+import { describe, expect, it } from 'vitest';
+import { buildProgram, run } from '../src/cli.js';
+
+const ROOT = resolve(import.meta.dirname, '..');
+const CLI = join(ROOT, 'dist', 'src', 'cli.js');
+
+/** Every command path below the program: ['account'], ['account', 'create'], ... */
+function paths(cmd: Command, prefix: string[] = []): string[][] {
+  return cmd.commands.flatMap((c) => [[...prefix, c.name()], ...paths(c, [...prefix, c.name()])]);
+}
+
+/** Runs the CLI in this process, catching what it writes. */
+async function runHere(argv: string[]): Promise<{ code: number; out: string; err: string }> {
+  let out = '';
+  let err = '';
+  const write = { out: process.stdout.write, err: process.stderr.write };
+  process.stdout.write = ((chunk: string | Uint8Array) => {
+    out += String(chunk);
+    return true;
+  }) as typeof process.stdout.write;
+  process.stderr.write = ((chunk: string | Uint8Array) => {
+    err += String(chunk);
+    return true;
+  }) as typeof process.stderr.write;
+  try {
+    const code = await run(argv);
+    return { code, out, err };
+  } finally {
+    process.stdout.write = write.out;
+    process.stderr.write = write.err;
+    process.exitCode = undefined;
+  }
+}
+
+describe('optmark --help', async () => {
+  const all = paths(await buildProgram());
+
+  it('knows every command', () => {
+    const top = all.filter((p) => p.length === 1).map((p) => p[0]);
+    expect(top).toEqual(expect.arrayContaining(['serve', 'account', 'key', 'usage', 'mark', 'signing-key', 'bench']));
+    expect(all).toContainEqual(['bench', 'load']);
+    expect(all).toContainEqual(['account', 'set-limits']);
+  });
+
+  it.each(all.filter((p) => p[0] !== 'mark').map((p) => [p.join(' '), p]))('%s --help prints its usage', async (_name, path) => {
+    const r = await runHere([...(path as string[]), '--help']);
+    expect(r.code).toBe(0);
+    expect(r.err).toBe('');
+    expect(r.out).toContain(`Usage: optmark ${(path as string[]).join(' ')} `);
+  });
+
+  it('serve --help lists the settings it reads', async () => {
+    const r = await runHere(['serve', '--help']);
+    for (const name of ['OPTMARK_PORT', 'OPTMARK_DATA_DIR', 'OPTMARK_POOL_SIZE', 'OPTMARK_MAX_UPLOAD_BYTES']) expect(r.out).toContain(name);
+  });
+
+  it.each([[['--help']], [['help']], [['mark', '--help']], [['mark', '-h']], [['usage', '--help']], [['bench', 'load', '--help']]])(
+    'the binary: optmark %j exits 0 with usage on stdout',
+    (args) => {
+      const r = spawnSync(process.execPath, [CLI, ...args], { cwd: ROOT, encoding: 'utf8' });
+      expect(r.status, r.stderr).toBe(0);
+      expect(r.stdout.toLowerCase()).toContain('usage: optmark');
+    },
+  );
+
+  it('no command: the overall usage on stderr and exit status 2', () => {
+    const r = spawnSync(process.execPath, [CLI], { cwd: ROOT, encoding: 'utf8' });
+    expect(r.status).toBe(2);
+    expect(r.stderr).toContain('Usage: optmark [options] [command]');
+    for (const name of ['serve', 'account', 'key', 'usage', 'mark', 'signing-key', 'bench']) expect(r.stderr).toMatch(new RegExp(`^  ${name}\\b`, 'm'));
+  });
+
+  it('bench load rejects bad values with a plain sentence before starting anything', async () => {
+    const r = await runHere(['bench', 'load', '--max-steps', '0']);
+    expect(r.code).toBe(2);
+    expect(r.err).toMatch(/--max-steps <n>' argument '0' is invalid\. It must be a whole number of 1 or more\./);
+    const s = await runHere(['bench', 'load', '--scenarios', 'upload']);
+    expect(s.code).toBe(2);
+    expect(s.err).toContain('unknown scenario "upload"');
+  });
+});
