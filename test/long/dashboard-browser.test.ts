@@ -221,7 +221,7 @@ describe('the dashboard in Chromium', () => {
     expect(await lowContrast(page)).toEqual([]);
     await context.close();
     expect(consoleErrors).toEqual([]);
-  });
+  }, 600_000);
 
   it('works with the keyboard alone, with a visible focus', async () => {
     const context = await browser.newContext({ acceptDownloads: true, viewport: { width: 1024, height: 800 } });
@@ -283,7 +283,7 @@ describe('the dashboard in Chromium', () => {
     await shot(page, '07-keyboard');
     await context.close();
     expect(consoleErrors).toEqual([]);
-  });
+  }, 300_000);
 
   it('fits a 360 px wide screen, signed out and with results', async () => {
     const context = await browser.newContext({ viewport: { width: 360, height: 740 } });
@@ -305,7 +305,7 @@ describe('the dashboard in Chromium', () => {
     expect(await lowContrast(page)).toEqual([]);
     await context.close();
     expect(consoleErrors).toEqual([]);
-  });
+  }, 300_000);
 });
 
 /** Texts whose colour against their effective background is below 4.5:1 (WCAG 2 relative luminance). */
