@@ -1,7 +1,6 @@
 /**
- * Receiving and parsing a 12 MP JPEG upload. On the event-loop thread: BodyReceiver (what optmark does
- * there: copy uWS's ArrayBuffer chunks, valid only during the call, into a reused shared destination as
- * the arena gives it) beside busboy run there chunk by chunk (MultipartReceiver, as optmark did before)
+ * Receiving and parsing a 12 MP JPEG upload. On the event-loop thread: a transfer lease (what optmark
+ * does there: copy uWS's ArrayBuffer chunks, valid only during the call, into the request memory) beside busboy run there chunk by chunk (MultipartReceiver, as optmark did before)
  * and the naive server's busboy + Buffer.concat, against a raw copy of the same chunks. In a worker:
  * parseUpload, busboy over the whole body in place, against one copy of the body.
  *
@@ -10,8 +9,8 @@
 import busboy from 'busboy';
 import { compare } from './lib/report.js';
 import { generatedCorpus, prepare, prng } from '../src/capacity/corpus.js';
-import { BodyReceiver } from '../src/http/receive.js';
 import { MultipartReceiver, parseUpload } from '../src/pipeline/upload.js';
+import { Transfer } from '../src/transfer/index.js';
 
 const [img] = await generatedCorpus(['jpeg-12mp']);
 const req = prepare('protect', img!);
@@ -38,16 +37,20 @@ const patterns: Array<[string, ArrayBuffer[]]> = [
   ['random 1..128 KiB chunks', chunks((i) => randomSizes[i % randomSizes.length]!)],
 ];
 
-/** Reused like an arena range: the receiver writes into it, it is never reallocated per upload. */
+/** Reused like request memory: chunk-by-chunk receivers write into it, it is never reallocated per upload. */
 const destination = new Uint8Array(new SharedArrayBuffer(body.length));
 
-/** What the event-loop thread does now: the chunks copied into the destination, nothing parsed. */
+/** The server's request memory, as optmark sizes it for one upload. */
+const transfer = new Transfer({ capacityBytes: 4 * body.length, warmBytes: 4 * body.length });
+
+/** What the event-loop thread does now: the chunks copied into a lease, nothing parsed. */
 async function receiveBody(parts: ArrayBuffer[]): Promise<number> {
-  const rx = new BodyReceiver({ destination, maxBodyBytes: 26_214_400 + 65_536, maxImageBytes: 26_214_400 });
-  for (let i = 0; i < parts.length; i++) rx.push(parts[i]!, i === parts.length - 1);
-  const got = await rx.done;
-  if (got.length !== body.length) throw new Error(`received ${got.length} bytes, sent ${body.length}`);
-  return got.length;
+  const lease = transfer.admit(body.length, false)!;
+  for (const p of parts) if (!lease.write(p)) throw new Error('the lease refused a chunk');
+  const got = lease.seal().input.length;
+  lease.release();
+  if (got !== body.length) throw new Error(`received ${got} bytes, sent ${body.length}`);
+  return got;
 }
 
 /** The worker's part: the body already in shared memory, parsed in place. */
@@ -106,7 +109,7 @@ await compare(
   'event-loop thread: 12 MP JPEG upload in 64 KiB chunks',
   { name: 'raw copy of the chunks (floor)', fn: () => rawCopy(p64) },
   [
-    { name: 'BodyReceiver (optmark: copy only)', fn: () => receiveBody(p64) },
+    { name: 'transfer lease (optmark: copy only)', fn: () => receiveBody(p64) },
     { name: 'MultipartReceiver (busboy there)', fn: () => receive(p64) },
     { name: 'naive: busboy + Buffer.concat', fn: () => naiveConcat(p64) },
   ],
@@ -118,8 +121,8 @@ await compare(
   { note: 'The worker pays this in parallel with the other workers; the event-loop thread no longer does.' },
 );
 await compare(
-  'BodyReceiver across chunk sizes, 12 MP JPEG',
+  'a transfer lease across chunk sizes, 12 MP JPEG',
   { name: `raw copy, ${patterns[1]![0]}`, fn: () => rawCopy(p64) },
-  patterns.map(([name, parts]) => ({ name: `receiver, ${name} (${parts.length})`, fn: () => receiveBody(parts) })),
+  patterns.map(([name, parts]) => ({ name: `lease, ${name} (${parts.length})`, fn: () => receiveBody(parts) })),
   { note: 'The cost per chunk shows in the small sizes.' },
 );

@@ -4,7 +4,8 @@
       "target_name": "optmark_fingerprint",
       "sources": [
         "src/addon.cc",
-        "src/core.cc"
+        "src/core.cc",
+        "src/core2.cc"
       ],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")"

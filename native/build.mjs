@@ -1,5 +1,5 @@
-// Builds the optional fingerprint addon with node-gyp during `npm install`. A failed build is not fatal:
-// the TypeScript reference implementation serves instead (src/fingerprint/native.ts logs which one runs).
+// Builds the optional native addons (byte helpers, fingerprint core) with node-gyp during `npm install`. A failed build is not fatal:
+// the portable code serves instead (src/native/ reports which addon is missing and how to build it).
 import { spawnSync } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { dirname, join } from 'node:path';
@@ -9,5 +9,5 @@ const here = dirname(fileURLToPath(import.meta.url));
 if (!existsSync(join(here, 'binding.gyp'))) process.exit(0);
 const r = spawnSync('node-gyp', ['rebuild', '-C', here], { stdio: 'inherit', shell: process.platform === 'win32' });
 if (r.status !== 0) {
-  console.warn('optmark: the native fingerprint addon did not build; the TypeScript implementation will be used.');
+  console.warn('optmark: the native addons did not build; optmark runs without them (slower). Build them later with: npx node-gyp rebuild -C native (needs python3, make and a C++ compiler).');
 }

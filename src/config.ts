@@ -1,6 +1,9 @@
 /**
- * Configuration from environment variables, read and validated in this one module (nothing else reads
- * process.env). Defaults derive from the machine; every validation message names the variable.
+ * The configuration: one table (SETTINGS) declares each setting once: its environment variable, its
+ * default, its parser and a one-line doc. Loading (loadConfig), the text of `optmark serve --help`
+ * (settingsHelp) and docs/configuration.md (configurationDoc, written by `npm run docs:config`) all derive
+ * from it, and a test fails when the document and the table disagree. Nothing else reads process.env
+ * for settings; every validation message names the variable.
  */
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
@@ -9,10 +12,7 @@ import { MAX_PROTECT_GROWTH_BYTES } from './formats/limits.js';
 export interface Config {
   host: string;
   port: number;
-  /**
-   * Listen with SO_REUSEPORT, so that several processes share the port on purpose. Off: a port another
-   * process listens on stops the start with a message naming it.
-   */
+  /** Listen with SO_REUSEPORT, so that several processes share the port on purpose. */
   reusePort: boolean;
   dataDir: string;
   /** Largest accepted upload, in bytes (the image part, and the request body it travels in). */
@@ -22,19 +22,13 @@ export interface Config {
   poolSize: number;
   /** Tasks waiting for a worker beyond which requests are answered 503. */
   queueLength: number;
-  /**
-   * Size of the shared arena holding every in-flight upload and protect response body; when a request
-   * finds no room in it, 503. It is the server's bound on request memory.
-   */
+  /** The in-flight budget: every upload and protect answer in flight together (src/transfer/). */
   maxInflightBytes: number;
-  /**
-   * The first bytes of that arena, which stay resident when idle pages go back to the OS: a burst after a
-   * pause lands in pages it already has instead of faulting fresh ones in (0 hands everything back).
-   */
+  /** The first bytes of that budget, which stay resident when idle pages go back to the OS. */
   warmInflightBytes: number;
   taskTimeoutMs: number;
   shutdownTimeoutMs: number;
-  logLevel: 'fatal' | 'error' | 'warn' | 'info' | 'debug' | 'trace' | 'silent';
+  logLevel: LogLevel;
   allowUwsFallback: boolean;
   bootstrap: boolean;
   defaultProtectLimit: number;
@@ -57,113 +51,305 @@ export class ConfigError extends Error {
   }
 }
 
-type Env = Record<string, string | undefined>;
-
-function int(env: Env, name: string, fallback: number, min: number, max: number): number {
-  const raw = env[name];
-  if (raw === undefined || raw.trim() === '') return fallback;
-  if (!/^\d+$/.test(raw.trim())) throw new ConfigError(name, `expected a whole number, got ${JSON.stringify(raw)}`);
-  const n = Number(raw.trim());
-  if (!Number.isSafeInteger(n) || n < min || n > max) {
-    throw new ConfigError(name, `must be between ${min} and ${max}, got ${raw}`);
-  }
-  return n;
-}
-
-function bool(env: Env, name: string, fallback: boolean): boolean {
-  const raw = env[name];
-  if (raw === undefined || raw.trim() === '') return fallback;
-  const v = raw.trim().toLowerCase();
-  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
-  if (['0', 'false', 'no', 'off'].includes(v)) return false;
-  throw new ConfigError(name, `expected on/off (1/0, true/false), got ${JSON.stringify(raw)}`);
-}
-
-function str(env: Env, name: string): string | undefined {
-  const raw = env[name];
-  return raw === undefined || raw.trim() === '' ? undefined : raw.trim();
-}
-
 const LOG_LEVELS = ['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent'] as const;
+export type LogLevel = (typeof LOG_LEVELS)[number];
 
 /** Multipart framing (boundaries, part headers) a request body may carry on top of the image limit. */
 export const MULTIPART_SLACK_BYTES = 64 * 1024;
 
+/** The page size request memory is handed out in. */
+export const PAGE_BYTES = 4096;
+
+const pages = (n: number): number => Math.ceil(n / PAGE_BYTES) * PAGE_BYTES;
+
 /**
- * Arena room one largest protect takes when admitted: the request body (the image limit plus multipart
- * framing) and its response body (base64 of that plus the metadata growth protect allows, plus 4 KiB of JSON),
- * each rounded up to the arena's 4 KiB pages. src/pipeline/body.ts sizes bodies the same way (a test
- * keeps the two in step).
+ * Room for the answer to a protect of a `bodyBytes` request body: the base64 of the body plus the
+ * metadata growth protect allows (more is refused, output_too_large), and 4 KiB of JSON fields. The image
+ * inside the body is smaller than the body, so every answer protect gives fits.
  */
-export function arenaBytesForOneProtect(maxUploadBytes: number): number {
-  const page = (n: number): number => Math.ceil(n / 4096) * 4096;
-  const body = maxUploadBytes + MULTIPART_SLACK_BYTES;
-  return page(body) + page(Math.ceil((body + MAX_PROTECT_GROWTH_BYTES) / 3) * 4 + 4096);
+export function answerBytesFor(bodyBytes: number): number {
+  return Math.ceil((bodyBytes + MAX_PROTECT_GROWTH_BYTES) / 3) * 4 + 4096;
 }
 
-/** Reads and validates the configuration; throws ConfigError naming the offending variable. */
-export function loadConfig(env: Env = process.env): Config {
-  const cores = Math.max(1, availableParallelism());
-  const poolSize = int(env, 'OPTMARK_POOL_SIZE', cores, 1, 256);
-  const maxUploadBytes = int(env, 'OPTMARK_MAX_UPLOAD_BYTES', 26_214_400, 1024, 1024 ** 3);
-  const level = (str(env, 'OPTMARK_LOG_LEVEL') ?? 'info').toLowerCase();
-  if (!(LOG_LEVELS as readonly string[]).includes(level)) {
-    throw new ConfigError('OPTMARK_LOG_LEVEL', `expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(level)}`);
-  }
-  const maxInflightBytes = int(env, 'OPTMARK_MAX_INFLIGHT_BYTES', Math.max(384 * 1024 ** 2, 4 * maxUploadBytes), 1024, 64 * 1024 ** 3);
-  const oneProtect = arenaBytesForOneProtect(maxUploadBytes);
-  if (maxInflightBytes < oneProtect) {
-    throw new ConfigError('OPTMARK_MAX_INFLIGHT_BYTES', `must be at least ${oneProtect}: one largest upload plus its base64 answer`);
-  }
-  const warmInflightBytes = int(env, 'OPTMARK_WARM_INFLIGHT_BYTES', Math.min(32 * 1024 ** 2, maxInflightBytes), 0, maxInflightBytes);
-  const host = str(env, 'OPTMARK_HOST') ?? '0.0.0.0';
-  if (!/^[0-9A-Za-z.:-]+$/.test(host)) throw new ConfigError('OPTMARK_HOST', `not a host name or address: ${JSON.stringify(host)}`);
-  const signingKeyFile = str(env, 'OPTMARK_SIGNING_KEY_FILE');
-  const fingerprintSecretFile = str(env, 'OPTMARK_FINGERPRINT_SECRET_FILE');
-  return {
-    host,
-    port: int(env, 'OPTMARK_PORT', 8080, 0, 65535),
-    reusePort: bool(env, 'OPTMARK_REUSE_PORT', false),
-    dataDir: resolve(str(env, 'OPTMARK_DATA_DIR') ?? './data'),
-    maxUploadBytes,
-    maxPixels: int(env, 'OPTMARK_MAX_PIXELS', 100_000_000, 1, 2 ** 40),
-    poolSize,
-    queueLength: int(env, 'OPTMARK_QUEUE_LENGTH', poolSize * 8, 0, 1_000_000),
-    maxInflightBytes,
-    warmInflightBytes,
-    taskTimeoutMs: int(env, 'OPTMARK_TASK_TIMEOUT_MS', 30_000, 100, 3_600_000),
-    shutdownTimeoutMs: int(env, 'OPTMARK_SHUTDOWN_TIMEOUT_MS', 10_000, 0, 3_600_000),
-    logLevel: level as Config['logLevel'],
-    allowUwsFallback: bool(env, 'OPTMARK_ALLOW_UWS_FALLBACK', false),
-    bootstrap: bool(env, 'OPTMARK_BOOTSTRAP', true),
-    defaultProtectLimit: int(env, 'OPTMARK_DEFAULT_PROTECT_LIMIT', 10_000, 0, 2 ** 31),
-    defaultVerifyLimit: int(env, 'OPTMARK_DEFAULT_VERIFY_LIMIT', 50_000, 0, 2 ** 31),
-    signingKeyFile: signingKeyFile === undefined ? undefined : resolve(signingKeyFile),
-    fingerprintSecretFile: fingerprintSecretFile === undefined ? undefined : resolve(fingerprintSecretFile),
-    fingerprintDetect: bool(env, 'OPTMARK_FINGERPRINT_DETECT', true),
+/**
+ * The in-flight memory one request of a `bodyBytes` body takes while admitted: its body and, for a
+ * protect, its answer, each in whole pages. The one formula for request memory: admission uses it, and
+ * OPTMARK_MAX_INFLIGHT_BYTES must hold at least one largest protect.
+ */
+export function inflightBytesFor(bodyBytes: number, withAnswer: boolean): number {
+  return pages(bodyBytes) + (withAnswer ? pages(answerBytesFor(bodyBytes)) : 0);
+}
+
+const MiB = 1024 ** 2;
+
+/** The settings loaded so far (the table is loaded in order; a default or a bound may use earlier ones). */
+type Earlier = Partial<Config>;
+
+/** A parser: the trimmed raw value (and the settings before it) to the value, or throws a message. */
+type Parser<T> = (raw: string, earlier: Earlier) => T;
+
+export interface Setting<K extends keyof Config = keyof Config> {
+  /** The environment variable. */
+  variable: string;
+  key: K;
+  /** The default, as --help and the document show it. */
+  shown: string;
+  /** The default's value (it may depend on the machine or on earlier settings). */
+  fallback: (earlier: Earlier) => Config[K];
+  parse: Parser<Config[K]>;
+  /** One line: what it does. */
+  doc: string;
+}
+
+class Invalid extends Error {}
+
+/** A whole number within bounds (a bound may depend on earlier settings). */
+function wholeNumber(min: number, max: number | ((earlier: Earlier) => number)): Parser<number> {
+  return (raw, earlier) => {
+    if (!/^\d+$/.test(raw)) throw new Invalid(`expected a whole number, got ${JSON.stringify(raw)}`);
+    const n = Number(raw);
+    const hi = typeof max === 'number' ? max : max(earlier);
+    if (!Number.isSafeInteger(n) || n < min || n > hi) throw new Invalid(`must be between ${min} and ${hi}, got ${raw}`);
+    return n;
   };
 }
 
-/** The variables, their defaults and meaning: the README's configuration table is generated from this. */
-export const CONFIG_DOC: ReadonlyArray<readonly [name: string, fallback: string, meaning: string]> = [
-  ['OPTMARK_HOST', '0.0.0.0', 'Address to listen on.'],
-  ['OPTMARK_PORT', '8080', 'Port to listen on (0 picks a free one).'],
-  ['OPTMARK_REUSE_PORT', 'off', 'Share the port with other processes on purpose (SO_REUSEPORT); off, a port in use stops the start.'],
-  ['OPTMARK_DATA_DIR', './data', 'SQLite store, signing keys and fingerprint secret.'],
-  ['OPTMARK_MAX_UPLOAD_BYTES', '26214400', 'Largest accepted upload (25 MiB).'],
-  ['OPTMARK_MAX_PIXELS', '100000000', 'Pixel budget of any decode (verify detector, layers).'],
-  ['OPTMARK_POOL_SIZE', 'CPU cores', 'Worker threads doing all per-byte work.'],
-  ['OPTMARK_QUEUE_LENGTH', '8 x pool size', 'Tasks that may wait for a worker; beyond it 503 + Retry-After.'],
-  ['OPTMARK_MAX_INFLIGHT_BYTES', '384 MiB', 'Shared arena for in-flight uploads and response bodies; full means 503 + Retry-After.'],
-  ['OPTMARK_WARM_INFLIGHT_BYTES', '32 MiB', 'Start of that arena kept resident when idle pages go back to the OS (0 = none).'],
-  ['OPTMARK_TASK_TIMEOUT_MS', '30000', 'A task running longer is aborted and its worker replaced.'],
-  ['OPTMARK_SHUTDOWN_TIMEOUT_MS', '10000', 'How long SIGTERM/SIGINT waits for in-flight requests.'],
-  ['OPTMARK_LOG_LEVEL', 'info', 'fatal, error, warn, info, debug, trace or silent.'],
-  ['OPTMARK_ALLOW_UWS_FALLBACK', 'off', 'Allow uWebSockets.js\'s slow pure-JS fallback.'],
-  ['OPTMARK_BOOTSTRAP', 'on', 'On an empty store, create a "default" pro account and print one key.'],
-  ['OPTMARK_DEFAULT_PROTECT_LIMIT', '10000', 'Monthly protects per account unless overridden.'],
-  ['OPTMARK_DEFAULT_VERIFY_LIMIT', '50000', 'Monthly verifies per account unless overridden.'],
-  ['OPTMARK_SIGNING_KEY_FILE', '(data dir)', 'PEM Ed25519 private key for provenance tags.'],
-  ['OPTMARK_FINGERPRINT_SECRET_FILE', '(data dir)', 'Secret the fingerprint pattern is derived from.'],
-  ['OPTMARK_FINGERPRINT_DETECT', 'on', 'Run the fingerprint detector in verify.'],
+const onOff: Parser<boolean> = (raw) => {
+  const v = raw.toLowerCase();
+  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
+  if (['0', 'false', 'no', 'off'].includes(v)) return false;
+  throw new Invalid(`expected on/off (1/0, true/false), got ${JSON.stringify(raw)}`);
+};
+
+const path: Parser<string> = (raw) => resolve(raw);
+
+const cores = (): number => Math.max(1, availableParallelism());
+
+/** Declares one setting (keeps each entry's types tied to its key). */
+function setting<K extends keyof Config>(s: Setting<K>): Setting<K> {
+  return s;
+}
+
+/** Every setting, in the order they load and are documented. */
+export const SETTINGS: readonly Setting[] = [
+  setting({
+    variable: 'OPTMARK_HOST',
+    key: 'host',
+    shown: '0.0.0.0',
+    fallback: () => '0.0.0.0',
+    parse: (raw) => {
+      if (!/^[0-9A-Za-z.:-]+$/.test(raw)) throw new Invalid(`not a host name or address: ${JSON.stringify(raw)}`);
+      return raw;
+    },
+    doc: 'Address to listen on.',
+  }),
+  setting({
+    variable: 'OPTMARK_PORT',
+    key: 'port',
+    shown: '8080',
+    fallback: () => 8080,
+    parse: wholeNumber(0, 65535),
+    doc: 'Port to listen on (0 picks a free one).',
+  }),
+  setting({
+    variable: 'OPTMARK_REUSE_PORT',
+    key: 'reusePort',
+    shown: 'off',
+    fallback: () => false,
+    parse: onOff,
+    doc: 'Share the port with other processes on purpose (SO_REUSEPORT); off, a port in use stops the start.',
+  }),
+  setting({
+    variable: 'OPTMARK_DATA_DIR',
+    key: 'dataDir',
+    shown: './data',
+    fallback: () => resolve('./data'),
+    parse: path,
+    doc: 'SQLite store, signing keys and fingerprint secret.',
+  }),
+  setting({
+    variable: 'OPTMARK_MAX_UPLOAD_BYTES',
+    key: 'maxUploadBytes',
+    shown: '26214400',
+    fallback: () => 26_214_400,
+    parse: wholeNumber(1024, 1024 ** 3),
+    doc: 'Largest accepted upload (25 MiB); a larger one is answered 413.',
+  }),
+  setting({
+    variable: 'OPTMARK_MAX_PIXELS',
+    key: 'maxPixels',
+    shown: '100000000',
+    fallback: () => 100_000_000,
+    parse: wholeNumber(1, 2 ** 40),
+    doc: 'Pixel budget of any decode (verify detector, layers).',
+  }),
+  setting({
+    variable: 'OPTMARK_POOL_SIZE',
+    key: 'poolSize',
+    shown: 'CPU cores',
+    fallback: cores,
+    parse: wholeNumber(1, 256),
+    doc: 'Worker threads doing all per-byte work.',
+  }),
+  setting({
+    variable: 'OPTMARK_QUEUE_LENGTH',
+    key: 'queueLength',
+    shown: '8 x pool size',
+    fallback: (c) => c.poolSize! * 8,
+    parse: wholeNumber(0, 1_000_000),
+    doc: 'Tasks that may wait for a worker; beyond it 503 + Retry-After.',
+  }),
+  setting({
+    variable: 'OPTMARK_MAX_INFLIGHT_BYTES',
+    key: 'maxInflightBytes',
+    shown: '384 MiB (at least 4 x upload limit)',
+    fallback: (c) => Math.max(384 * MiB, 4 * c.maxUploadBytes!),
+    parse: (raw, c) => {
+      const n = wholeNumber(1024, 64 * 1024 ** 3)(raw, c);
+      const one = inflightBytesFor(c.maxUploadBytes! + MULTIPART_SLACK_BYTES, true);
+      if (n < one) throw new Invalid(`must be at least ${one}: one largest upload plus its base64 answer`);
+      return n;
+    },
+    doc: 'Memory for the uploads and protect answers in flight together; full means 503 + Retry-After.',
+  }),
+  setting({
+    variable: 'OPTMARK_WARM_INFLIGHT_BYTES',
+    key: 'warmInflightBytes',
+    shown: '32 MiB',
+    fallback: (c) => Math.min(32 * MiB, c.maxInflightBytes!),
+    parse: wholeNumber(0, (c) => c.maxInflightBytes!),
+    doc: 'Of that memory, what stays resident while idle (the rest goes back to the OS after 2 s quiet).',
+  }),
+  setting({
+    variable: 'OPTMARK_TASK_TIMEOUT_MS',
+    key: 'taskTimeoutMs',
+    shown: '30000',
+    fallback: () => 30_000,
+    parse: wholeNumber(100, 3_600_000),
+    doc: 'A task running longer (from its start) is aborted, answered 422, and its worker replaced.',
+  }),
+  setting({
+    variable: 'OPTMARK_SHUTDOWN_TIMEOUT_MS',
+    key: 'shutdownTimeoutMs',
+    shown: '10000',
+    fallback: () => 10_000,
+    parse: wholeNumber(0, 3_600_000),
+    doc: 'How long SIGTERM/SIGINT waits for in-flight requests.',
+  }),
+  setting({
+    variable: 'OPTMARK_LOG_LEVEL',
+    key: 'logLevel',
+    shown: 'info',
+    fallback: (): LogLevel => 'info',
+    parse: (raw) => {
+      const level = raw.toLowerCase();
+      if (!(LOG_LEVELS as readonly string[]).includes(level)) throw new Invalid(`expected one of ${LOG_LEVELS.join(', ')}, got ${JSON.stringify(level)}`);
+      return level as LogLevel;
+    },
+    doc: 'fatal, error, warn, info, debug, trace or silent.',
+  }),
+  setting({
+    variable: 'OPTMARK_ALLOW_UWS_FALLBACK',
+    key: 'allowUwsFallback',
+    shown: 'off',
+    fallback: () => false,
+    parse: onOff,
+    doc: "Allow uWebSockets.js's slow pure-JS fallback.",
+  }),
+  setting({
+    variable: 'OPTMARK_BOOTSTRAP',
+    key: 'bootstrap',
+    shown: 'on',
+    fallback: () => true,
+    parse: onOff,
+    doc: 'On an empty store, create a "default" pro account and one API key (shown on a terminal, else written to bootstrap-key.txt in the data dir).',
+  }),
+  setting({
+    variable: 'OPTMARK_DEFAULT_PROTECT_LIMIT',
+    key: 'defaultProtectLimit',
+    shown: '10000',
+    fallback: () => 10_000,
+    parse: wholeNumber(0, 2 ** 31),
+    doc: 'Monthly protects per account unless overridden.',
+  }),
+  setting({
+    variable: 'OPTMARK_DEFAULT_VERIFY_LIMIT',
+    key: 'defaultVerifyLimit',
+    shown: '50000',
+    fallback: () => 50_000,
+    parse: wholeNumber(0, 2 ** 31),
+    doc: 'Monthly verifies per account unless overridden.',
+  }),
+  setting({
+    variable: 'OPTMARK_SIGNING_KEY_FILE',
+    key: 'signingKeyFile',
+    shown: '(data dir)',
+    fallback: () => undefined,
+    parse: path,
+    doc: 'PEM Ed25519 private key for provenance tags.',
+  }),
+  setting({
+    variable: 'OPTMARK_FINGERPRINT_SECRET_FILE',
+    key: 'fingerprintSecretFile',
+    shown: '(data dir)',
+    fallback: () => undefined,
+    parse: path,
+    doc: 'Secret the fingerprint pattern is derived from.',
+  }),
+  setting({
+    variable: 'OPTMARK_FINGERPRINT_DETECT',
+    key: 'fingerprintDetect',
+    shown: 'on',
+    fallback: () => true,
+    parse: onOff,
+    doc: 'Run the fingerprint detector in verify.',
+  }),
 ];
+
+type Env = Record<string, string | undefined>;
+
+/** Reads and validates the configuration; throws ConfigError naming the offending variable. */
+export function loadConfig(env: Env = process.env): Config {
+  const loaded: Record<string, unknown> = {};
+  for (const s of SETTINGS) {
+    const raw = env[s.variable]?.trim();
+    try {
+      loaded[s.key] = raw === undefined || raw === '' ? s.fallback(loaded as Earlier) : s.parse(raw, loaded as Earlier);
+    } catch (err) {
+      if (err instanceof Invalid) throw new ConfigError(s.variable, err.message);
+      throw err;
+    }
+  }
+  return loaded as unknown as Config;
+}
+
+/** The settings as `optmark serve --help` lists them, one per line. */
+export function settingsHelp(): string {
+  const width = Math.max(...SETTINGS.map((s) => s.variable.length));
+  const lines = SETTINGS.map((s) => `  ${s.variable.padEnd(width)}  ${s.doc} (default: ${s.shown})`);
+  return `\nSettings (environment variables; docs/configuration.md has the details):\n${lines.join('\n')}\n`;
+}
+
+/** docs/configuration.md, generated from the table (`npm run docs:config`; a test compares the two). */
+export function configurationDoc(): string {
+  const cell = (text: string): string => text.replace(/\|/g, '\\|');
+  return [
+    '# Configuration',
+    '',
+    '<!-- Generated from SETTINGS in src/config.ts by `npm run docs:config`; edit the table there, not this file. -->',
+    '',
+    'optmark reads its settings from environment variables when `optmark serve` (and the other commands)',
+    'start. An empty value counts as unset. A value that does not parse stops the start with a message naming',
+    'the variable. `optmark serve --help` lists the same settings.',
+    '',
+    '| variable | default | what it does |',
+    '|---|---|---|',
+    ...SETTINGS.map((s) => `| \`${s.variable}\` | ${cell(s.shown)} | ${cell(s.doc)} |`),
+    '',
+    'On/off settings take `1`/`0`, `true`/`false`, `yes`/`no` or `on`/`off`. Sizes are in bytes, times in',
+    'milliseconds. Request memory (`OPTMARK_MAX_INFLIGHT_BYTES`) must hold at least one largest protect: the',
+    'upload limit plus 64 KiB of multipart framing, and room for its answer (that body plus the 1 MiB protect',
+    'may add to a file, base64-encoded, and 4 KiB of JSON).',
+    '',
+  ].join('\n');
+}

@@ -1,29 +1,43 @@
 /**
- * The service's composition root: configuration, store, worker pool, HTTP server, shutdown.
+ * The service's composition root: configuration, store, request memory, worker pool, HTTP server,
+ * shutdown.
  */
-import { mkdirSync } from 'node:fs';
+import { join } from 'node:path';
 import type { Config } from './config.js';
 import { checkPortFree } from './http/port.js';
 import { HttpServer } from './http/server.js';
 import { loadUws } from './http/uws.js';
+import { BOOTSTRAP_KEY_FILE, secureDataDir, writePrivateFile } from './datadir.js';
 import { createLogger } from './log.js';
+import { nativeState, setNativeLog } from './native/index.js';
 import { ImagePool, workerInitFrom } from './pool/pool.js';
 import { Store } from './store/index.js';
+import { Transfer } from './transfer/index.js';
 
 export interface Service {
   port: number;
   stop(): Promise<void>;
 }
 
-export async function startService(config: Config, announce: (text: string) => void): Promise<Service> {
+/**
+ * Starts the service. `announce` shows the start-up key (OPTMARK_BOOTSTRAP) to a person: pass it only
+ * when standard output is a terminal; without it the key is written to a 0600 file in the data directory.
+ */
+export async function startService(config: Config, announce: ((text: string) => void) | undefined): Promise<Service> {
   const log = createLogger(config.logLevel, { service: 'optmark' });
   const { uws, transport } = loadUws(config.allowUwsFallback);
   if (transport !== 'uws-native') log.warn({ transport }, 'running on the slow uWebSockets.js JS fallback (OPTMARK_ALLOW_UWS_FALLBACK=1)');
+  setNativeLog((fields, message) => log.warn(fields, message));
+  const native = nativeState();
 
   // Before the slow parts: a port another process listens on stops the start at once, naming it.
   if (!config.reusePort) await checkPortFree(config.host, config.port);
 
-  mkdirSync(config.dataDir, { recursive: true });
+  // Nothing in the data directory is for other local users: 0700, the store's files 0600, also when an
+  // older version left them readable.
+  const modes = secureDataDir(config.dataDir);
+  for (const c of modes.changes) log.warn({ path: c.path, from: c.from, to: c.to }, 'data file was readable by other users; its mode is tightened');
+  for (const p of modes.problems) log.warn({ path: p.path, err: p.error }, 'cannot tighten the mode of a data file; other local users may read it');
   const store = Store.open({
     dataDir: config.dataDir,
     defaultProtectLimit: config.defaultProtectLimit,
@@ -34,20 +48,27 @@ export async function startService(config: Config, announce: (text: string) => v
   if (config.bootstrap) {
     const boot = store.bootstrapIfEmpty();
     if (boot) {
-      // Shown once, on the terminal, never in the structured log.
-      announce(
+      const text =
         `\nCreated account "${boot.account.name}" (plan ${boot.account.plan}) with this API key. It is shown only now:\n\n  ${boot.key}\n\n` +
-          `Try: curl -H "Authorization: Bearer ${boot.key}" -F image=@photo.jpg http://localhost:${config.port}/api/v1/protect\n\n`,
-      );
+        `Try: curl -H "Authorization: Bearer ${boot.key}" -F image=@photo.jpg http://localhost:${config.port}/api/v1/protect\n\n`;
+      // Shown once, on a terminal, never in the structured log. Without a terminal (systemd, docker, a
+      // pipe: stdout is where the JSON log goes, and a log collector keeps it) it goes to a file only
+      // the service's user can read, and the log says where.
+      if (announce) announce(text);
+      else {
+        const file = join(config.dataDir, BOOTSTRAP_KEY_FILE);
+        writePrivateFile(file, text);
+        log.warn({ file, account: boot.account.name }, 'created the first account; its API key is in this file (mode 0600): read it, then delete the file');
+      }
     }
   }
 
+  const transfer = new Transfer({ capacityBytes: config.maxInflightBytes, warmBytes: config.warmInflightBytes });
   const pool = new ImagePool({
     size: config.poolSize,
     queueLength: config.queueLength,
     taskTimeoutMs: config.taskTimeoutMs,
-    init: workerInitFrom(config),
-    arenaBytes: config.maxInflightBytes,
+    init: workerInitFrom(config, transfer.share),
   });
 
   const warmed = await pool.warmUp();
@@ -58,12 +79,12 @@ export async function startService(config: Config, announce: (text: string) => v
     transport,
     store,
     pool,
+    transfer,
     log,
     host: config.host,
     port: config.port,
     reusePort: config.reusePort,
     maxUploadBytes: config.maxUploadBytes,
-    warmArenaBytes: config.warmInflightBytes,
     poolSize: config.poolSize,
   });
   let port: number;
@@ -72,11 +93,12 @@ export async function startService(config: Config, announce: (text: string) => v
   } catch (err) {
     // Taken since the check (or refused): leave nothing running, so the process can exit.
     await pool.close();
+    transfer.stop();
     await store.stopBackgroundCheckpoints();
     store.close();
     throw err;
   }
-  log.info({ host: config.host, port, transport, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');
+  log.info({ host: config.host, port, transport, native, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');
 
   let stopping: Promise<void> | undefined;
   return {
@@ -87,6 +109,7 @@ export async function startService(config: Config, announce: (text: string) => v
         const { unfinished } = await server.shutdown(config.shutdownTimeoutMs);
         if (unfinished > 0) log.warn({ unfinished }, 'shutdown deadline passed with requests in flight');
         await pool.close();
+        transfer.stop();
         await store.stopBackgroundCheckpoints();
         store.close();
         log.info('stopped');

@@ -3,7 +3,7 @@
 // parse and carry their fields. Nothing here asserts a time: the figures of a smoke run mean nothing.
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { connect } from 'node:net';
 import { join, resolve } from 'node:path';
@@ -13,6 +13,25 @@ const ROOT = resolve(import.meta.dirname, '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli.js');
 const RUNNER = join(ROOT, 'dist', 'bench', 'run.js');
 let out = '';
+
+/**
+ * Runs a command without blocking this worker (spawnSync would starve vitest's own messages for the
+ * minutes a smoke run takes on a busy machine, and vitest reports that as an error).
+ */
+function run(args: string[], options: { env?: NodeJS.ProcessEnv; timeout?: number } = {}): Promise<{ status: number | null; stdout: string; stderr: string }> {
+  return new Promise((resolve) => {
+    const child = spawn(process.execPath, args, { cwd: ROOT, env: options.env ?? process.env, stdio: ['ignore', 'pipe', 'pipe'] });
+    let stdout = '';
+    let stderr = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (stdout += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (stderr += d));
+    const timer = options.timeout ? setTimeout(() => child.kill('SIGKILL'), options.timeout) : undefined;
+    child.on('close', (status) => {
+      clearTimeout(timer);
+      resolve({ status, stdout, stderr });
+    });
+  });
+}
 
 beforeAll(() => {
   if (!existsSync(CLI) || !existsSync(RUNNER)) throw new Error('dist/ is missing: run `npm run build` first');
@@ -50,13 +69,18 @@ interface Step {
 }
 
 describe('bench load --smoke', () => {
-  it('drives a real server and the naive server, and writes JSON, Markdown and SVG reports', () => {
-    const r = spawnSync(
-      process.execPath,
+  it('drives a real server and the naive server, and writes JSON, Markdown and SVG reports', async () => {
+    // A temporary directory of its own, to see what the run leaves in it.
+    const scratch = join(out, 'tmp');
+    mkdirSync(scratch);
+    const r = await run(
       [CLI, 'bench', 'load', '--smoke', '--mix', 'protect=2,verify=1', '--memory', '--memory-uploads', '4', '--memory-mib', '1', '--memory-settle', '1', '--out', out],
-      { cwd: ROOT, encoding: 'utf8', timeout: 200_000, env: { ...process.env, OPTMARK_LOG_LEVEL: 'warn' } },
+      { timeout: 200_000, env: { ...process.env, OPTMARK_LOG_LEVEL: 'warn', TMPDIR: scratch } },
     );
     expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
+    // Nothing left in the temporary directory; the servers' logs are kept with the reports.
+    expect(readdirSync(scratch).filter((n) => n.startsWith('optmark-bench-server-'))).toEqual([]);
+    expect(readdirSync(join(out, 'logs')).sort()).toEqual(['naive.log', 'optmark-server.log', 'transport-baseline.log']);
     for (const f of ['load-report.json', 'load-report.md', 'load-latency.svg']) expect(existsSync(join(out, f)), f).toBe(true);
 
     const report = JSON.parse(readFileSync(join(out, 'load-report.json'), 'utf8'));
@@ -156,7 +180,46 @@ describe('bench load --smoke', () => {
     expect(svg.startsWith('<svg')).toBe(true);
     expect(svg.trimEnd().endsWith('</svg>')).toBe(true);
     expect(svg).toContain('<path');
+    expect(svg).toContain('SMOKE RUN'); // a smoke run's chart says it is one
   }, 240_000);
+
+  it('interrupted (SIGINT), it stops its server and removes its temporary folder', async () => {
+    const scratch = mkdtempSync(join(out, 'tmp-int-'));
+    const child = spawn(
+      process.execPath,
+      [CLI, 'bench', 'load', '--smoke', '--scenarios', 'protect', '--skip-naive', '--skip-profile', '--skip-constant-rate', '--rates', '1', '--duration', '600', '--out', join(out, 'int')],
+      { cwd: ROOT, env: { ...process.env, OPTMARK_LOG_LEVEL: 'warn', TMPDIR: scratch }, stdio: ['ignore', 'pipe', 'pipe'] },
+    );
+    let output = '';
+    child.stdout.setEncoding('utf8').on('data', (d: string) => (output += d));
+    child.stderr.setEncoding('utf8').on('data', (d: string) => (output += d));
+    const exited = new Promise<number | null>((res) => child.on('close', (code) => res(code)));
+    // Wait until the server is up (its folder exists); the 600 s step is then under way or about to be.
+    for (let i = 0; i < 1200 && !/optmark serving on/.test(output) && child.exitCode === null; i++) await new Promise((r) => setTimeout(r, 100));
+    const pid = Number(/optmark serving on \S+ \(pid (\d+)/.exec(output)?.[1]);
+    expect(pid, output).toBeGreaterThan(0);
+    expect(readdirSync(scratch).filter((n) => n.startsWith('optmark-bench-server-'))).toHaveLength(1);
+    child.kill('SIGINT');
+    expect(await exited, output).toBe(130);
+    expect(readdirSync(scratch).filter((n) => n.startsWith('optmark-bench-server-'))).toEqual([]);
+    expect(() => process.kill(pid, 0)).toThrow(); // the server is gone
+  });
+
+  it('--clear-cache removes the generated corpus cache from its one place', () => {
+    const cache = mkdtempSync(join(out, 'cache-'));
+    // A temporary directory of its own too: --clear-cache also removes the cache's old place there.
+    mkdirSync(join(cache, 'tmp'));
+    const env = { ...process.env, XDG_CACHE_HOME: cache, TMPDIR: join(cache, 'tmp') };
+    mkdirSync(join(cache, 'optmark', 'bench-corpus-v1'), { recursive: true });
+    writeFileSync(join(cache, 'optmark', 'bench-corpus-v1', 'jpeg-1mp.jpg'), Buffer.alloc(300_000));
+    const r = spawnSync(process.execPath, [CLI, 'bench', 'load', '--clear-cache'], { cwd: ROOT, encoding: 'utf8', env });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout).toContain(`removed ${join(cache, 'optmark', 'bench-corpus-v1')} (0.3 MB)`);
+    expect(readdirSync(join(cache, 'optmark'))).toEqual([]);
+    expect(readdirSync(cache).sort()).toEqual(['optmark', 'tmp']);
+    const again = spawnSync(process.execPath, [CLI, 'bench', 'load', '--clear-cache'], { cwd: ROOT, encoding: 'utf8', env });
+    expect(again.stdout).toContain(`no corpus cache to clear (it lives in ${join(cache, 'optmark')})`);
+  });
 
   it('refuses unknown scenarios and a --url without a key', () => {
     const bad = spawnSync(process.execPath, [CLI, 'bench', 'load', '--scenarios', 'upload'], { cwd: ROOT, encoding: 'utf8' });
@@ -230,27 +293,23 @@ describe('the transport baseline with protect work (its workers run optmark\'s o
 });
 
 describe('npm run bench (runner)', () => {
-  it('lists the micro-benchmarks and runs a filtered one as a child process', () => {
+  it('lists the micro-benchmarks and runs a filtered one as a child process', async () => {
     const list = spawnSync(process.execPath, [RUNNER, '--list'], { cwd: ROOT, encoding: 'utf8' });
     expect(list.status).toBe(0);
     expect(list.stdout.split('\n')).toEqual(expect.arrayContaining(['body', 'multipart', 'decode', 'quota']));
-    const run = spawnSync(process.execPath, [RUNNER, 'body'], { cwd: ROOT, encoding: 'utf8', timeout: 200_000, env: { ...process.env, BENCH_QUICK: '1' } });
-    expect(run.status, `${run.stdout}\n${run.stderr}`).toBe(0);
-    expect(run.stdout).toContain('floor: copy + sha256 + base64 + concat');
-    expect(run.stdout).toMatch(/ok\s+body/);
+    const body = await run([RUNNER, 'body'], { timeout: 200_000, env: { ...process.env, BENCH_QUICK: '1' } });
+    expect(body.status, `${body.stdout}\n${body.stderr}`).toBe(0);
+    expect(body.stdout).toContain('floor: copy + sha256 + base64 + concat');
+    expect(body.stdout).toMatch(/ok\s+body/);
     const none = spawnSync(process.execPath, [RUNNER, 'no-such-bench'], { cwd: ROOT, encoding: 'utf8' });
     expect(none.status).toBe(2);
   }, 240_000);
 });
 
 describe('bench/cold-start (side by side after a pause)', () => {
-  it('drives the warm-start server and the release-everything baseline, and prints both rows and their ratios', () => {
+  it('drives the warm-start server and the release-everything baseline, and prints both rows and their ratios', async () => {
     const script = join(ROOT, 'dist', 'bench', 'cold-start.js');
-    const r = spawnSync(process.execPath, [script, '--rounds', '1', '--idle', '2.5', '--burst', '6', '--first', '3', '--rate', '50', '--image', 'jpeg-1mp'], {
-      cwd: ROOT,
-      encoding: 'utf8',
-      timeout: 120_000,
-    });
+    const r = await run([script, '--rounds', '1', '--idle', '2.5', '--burst', '6', '--first', '3', '--rate', '50', '--image', 'jpeg-1mp'], { timeout: 120_000 });
     expect(r.status, `${r.stdout}\n${r.stderr}`).toBe(0);
     expect(r.stdout).toContain('protect jpeg-1mp: 1 rounds of 6 requests at 50 req/s after 2.5 s idle; first 3 requests compared');
     expect(r.stdout).toMatch(/^\| warm start \(default\) \| [\d.]+ ms \| [\d.]+ ms \| [\d.]+ ms \|$/m);

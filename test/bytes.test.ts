@@ -1,10 +1,10 @@
 import { randomBytes } from 'node:crypto';
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { bytesAddon } from '../src/native-bytes.js';
+import { bytesAddon } from '../src/native/index.js';
 import { base64Into, base64Length, nativeEncoder, nodeEncoder, type Base64Encoder } from '../src/pipeline/base64.js';
-import { Arena } from '../src/pool/arena.js';
-import { releaseFreePages } from '../src/pool/pages.js';
+import { Arena } from '../src/transfer/arena.js';
+import { releaseFreePages } from '../src/transfer/idle.js';
 
 const native = nativeEncoder();
 const encoders: Array<[string, Base64Encoder | undefined]> = [

@@ -218,18 +218,14 @@ describe('optmark signing-key', () => {
 describe('a running server and the CLI', () => {
   it('verify in the worker pool sees tags signed after a rotation made while it runs, and the old ones stay valid', async () => {
     const dataDir = tempDir();
-    const pool = await testPool(dataDir);
+    const workers = await testPool(dataDir);
     const verify = async (image: Buffer): Promise<unknown> => {
-      // As the server does: the request body goes into a range of the pool's arena, the task names the range.
-      const { body: bytes, contentType } = imageForm(image);
-      const slot = pool.arena!.alloc(bytes.length)!;
-      pool.arena!.view(slot, bytes.length).set(bytes);
-      const r = await pool.run({ kind: 'verify', input: { offset: slot.offset, length: bytes.length }, contentType }).finally(() => pool.arena!.free(slot));
-      if (!r.ok || r.kind !== 'body') throw new Error(`verify failed: ${JSON.stringify(r)}`);
-      return (JSON.parse(Buffer.from(r.body).toString()) as { provenance: unknown }).provenance;
+      // As the server does: the request body goes into a lease of its request memory, the task names it.
+      const answer = await workers.request('verify', imageForm(image));
+      return (JSON.parse(answer.toString()) as { provenance: unknown }).provenance;
     };
     try {
-      await pool.warmUp(); // loads the (empty) keyring before any key exists
+      await workers.pool.warmUp(); // loads the (empty) keyring before any key exists
       const input = folder({ 'a.jpg': images.get('jpg')! });
       const out1 = tempDir();
       expect(optmark(dataDir, ['mark', input, '--out', out1, '--provenance']).status).toBe(0);
@@ -242,7 +238,7 @@ describe('a running server and the CLI', () => {
       expect(await verify(old)).toEqual({ present: true, valid: true, verifiable: true });
       expect(await verify(images.get('jpg')!)).toEqual({ present: false, valid: false, verifiable: false });
     } finally {
-      await pool.close();
+      await workers.close();
     }
   });
 });

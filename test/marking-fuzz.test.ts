@@ -30,7 +30,7 @@ import { NS, bareXmp, extendedSegments, packet, rawImage, vocab } from './helper
 const RUNS = Number(process.env.FUZZ_RUNS ?? 10_000);
 /** Hang detector: the slowest case seen on this machine takes a few ms (reported below). */
 const CASE_BOUND_MS = 2_000;
-const INPUT_CODES = new Set(['unsupported_format', 'damaged_image', 'limit_exceeded']);
+const INPUT_CODES = new Set(['unsupported_format', 'damaged_image', 'limit_exceeded', 'output_too_large']);
 
 const utf8 = (s: string): Buffer => Buffer.from(s, 'utf8');
 /** Small packets keep a case cheap; they still carry every form the reader looks at. */

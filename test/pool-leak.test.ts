@@ -13,7 +13,7 @@ import { join } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import type { ImagePool } from '../src/pool/pool.js';
-import { imageForm, testPool } from './helpers/server.js';
+import { imageForm, testPool, type TestPool } from './helpers/server.js';
 
 interface HeapSnapshot {
   snapshot: { meta: { node_fields: string[]; node_types: [string[]] } };
@@ -41,13 +41,15 @@ async function liveObjects(pool: ImagePool): Promise<Map<string, number>> {
 }
 
 describe('the image worker under protect-only traffic', () => {
+  let workers: TestPool;
   let pool: ImagePool;
   const dataDir = mkdtempSync(join(tmpdir(), 'optmark-leak-'));
   let body: Buffer;
   let contentType: string;
 
   beforeAll(async () => {
-    pool = await testPool(dataDir);
+    workers = await testPool(dataDir);
+    pool = workers.pool;
     const image = await sharp({ create: { width: 320, height: 240, channels: 3, background: { r: 90, g: 140, b: 200 } } }).jpeg().toBuffer();
     ({ body, contentType } = imageForm(image));
   });
@@ -57,21 +59,10 @@ describe('the image worker under protect-only traffic', () => {
     rmSync(dataDir, { recursive: true, force: true });
   });
 
-  /** One protect as the server runs it: the body in the arena, the answer written back into it. */
+  /** One protect as the server runs it: the body in a lease of request memory, the answer written back into it. */
   async function protect(): Promise<void> {
-    const arena = pool.arena!;
-    const input = arena.alloc(body.length)!;
-    const output = arena.alloc(1024 * 1024)!;
-    try {
-      arena.view(input, body.length).set(body);
-      const r = await pool.run({ kind: 'protect', input: { offset: input.offset, length: body.length }, contentType, output: { offset: output.offset, length: output.length } });
-      if (!r.ok) throw new Error(`protect failed: ${JSON.stringify(r.error)}`);
-      const answer = r.kind === 'arena-body' ? Buffer.from(arena.view(output, r.length)) : r.kind === 'body' ? Buffer.from(r.body) : undefined;
-      expect(JSON.parse(answer!.toString('utf8'))).toMatchObject({ mimeType: 'image/jpeg' });
-    } finally {
-      arena.free(input);
-      arena.free(output);
-    }
+    const answer = await workers.request('protect', { body, contentType });
+    expect(JSON.parse(answer.toString('utf8'))).toMatchObject({ mimeType: 'image/jpeg' });
   }
 
   it('holds no more objects after 300 more protects than before them', async () => {

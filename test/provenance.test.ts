@@ -39,9 +39,8 @@ const ALL_VALID = { present: true, valid: true, verifiable: true };
 
 /** The image /api/v1/protect would send back for `input` (the worker's protect pipeline, body decoded). */
 function apiProtect(input: Uint8Array): Buffer {
-  const result = runProtect(input, 'a');
-  if (result.kind !== 'body') throw new Error('expected a body of its own without an arena target');
-  return Buffer.from((JSON.parse(Buffer.from(result.body).toString()) as { imageBase64: string }).imageBase64, 'base64');
+  const body = runProtect(input, 'a');
+  return Buffer.from((JSON.parse(Buffer.from(body).toString()) as { imageBase64: string }).imageBase64, 'base64');
 }
 const exiftool = new ExifTool({ taskTimeoutMillis: 60_000 });
 const dirs: string[] = [];

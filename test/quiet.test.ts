@@ -1,7 +1,7 @@
 // The idle page release's timing policy, on fake timers: it acts after an unbroken quiet stretch, never in
 // the gaps of a steady load, and not while work is in flight.
 import { afterEach, beforeEach, describe, expect, it, vi } from 'vitest';
-import { QuietTimer } from '../src/http/quiet.js';
+import { QuietTimer } from '../src/transfer/idle.js';
 
 describe('QuietTimer', () => {
   beforeEach(() => vi.useFakeTimers());

@@ -1,31 +1,33 @@
 /**
  * The image worker (piscina): every per-byte job runs here, never on the event-loop thread. It imports
- * no HTTP, auth or store code. Results come back as values, their buffers moved (transferred), not copied.
+ * no HTTP, auth or store code. It turns a task's references into plain Uint8Arrays (src/transfer/worker.ts),
+ * calls the pipeline's plain functions on them, and hands the answer back in place or moved (transferred),
+ * never copied.
  */
-import { threadId, workerData } from 'node:worker_threads';
+import { parentPort, threadId, workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import sharp from 'sharp';
 import { toErrorShape } from '../src/errors.js';
+import { createLogger } from '../src/log.js';
+import { setNativeLog } from '../src/native/index.js';
 import { LiveLayers } from '../src/pipeline/layers-live.js';
 import { runDashboardMark } from '../src/pipeline/dashboard.js';
 import { runMark } from '../src/pipeline/mark.js';
 import { runProtect } from '../src/pipeline/protect.js';
-import type { ArenaRange, Task, TaskResult, WorkerInit } from '../src/pipeline/tasks.js';
 import { parseUpload, safeBasename } from '../src/pipeline/upload.js';
 import { runVerify } from '../src/pipeline/verify.js';
 import { warmUp } from '../src/pipeline/warmup.js';
+import type { Posted, StartedMessage, TaskResult, WorkerInit } from '../src/pool/tasks.js';
+import { TransferViews } from '../src/transfer/worker.js';
 
 // The pool provides the parallelism: one libvips thread per worker keeps CPU use predictable.
 sharp.concurrency(1);
 sharp.cache(false);
 
 const init = workerData as WorkerInit;
-
-/** A view of an arena range; the arena is mapped once per worker, so a request costs no allocation. */
-function arenaView(range: ArenaRange): Uint8Array {
-  if (!init.arena) throw new Error('this pool has no arena');
-  return new Uint8Array(init.arena, range.offset, range.length);
-}
+const log = createLogger(init.logLevel ?? 'info', { service: 'optmark', worker: threadId });
+setNativeLog((fields, message) => log.warn(fields, message));
+const memory = new TransferViews(init.transfer);
 // Keys and secrets load once per worker, on first use or at warm-up, never per request.
 const layers = new LiveLayers(init);
 
@@ -37,11 +39,13 @@ function standalone(view: Uint8Array): Uint8Array {
   return copy;
 }
 
-/** Marks the result's buffer for transfer back to the event-loop thread. */
+/** Marks the result's own bytes (if any) for transfer back to the event-loop thread. */
 function moved(result: TaskResult): TaskResult {
-  if (!result.ok || result.kind === 'warm' || result.kind === 'arena-body') return result;
-  const out = result.kind === 'body' ? { ...result, body: standalone(result.body) } : { ...result, bytes: standalone(result.bytes) };
-  const buffer = (out.kind === 'body' ? out.body : out.bytes).buffer;
+  let out: TaskResult;
+  if (result.ok && result.kind === 'marked') out = { ...result, bytes: standalone(result.bytes) };
+  else if (result.ok && result.kind === 'answer' && 'bytes' in result.answer) out = { ...result, answer: { bytes: standalone(result.answer.bytes) } };
+  else return result;
+  const buffer = (out.kind === 'marked' ? out.bytes : (out as { answer: { bytes: Uint8Array } }).answer.bytes).buffer;
   return Piscina.move({
     get [Piscina.transferableSymbol]() {
       return [buffer];
@@ -52,7 +56,9 @@ function moved(result: TaskResult): TaskResult {
   } as unknown as ArrayBuffer) as unknown as TaskResult;
 }
 
-export default async function handle(task: Task): Promise<TaskResult> {
+export default async function handle(task: Posted): Promise<TaskResult> {
+  // The pool's time limit counts from here.
+  if (task.token !== undefined) parentPort?.postMessage({ started: task.token, threadId } satisfies StartedMessage);
   const started = performance.now();
   const result = await perform(task);
   // The worker's own time on the task (parse, mark, answer build): the event-loop thread tells it
@@ -61,21 +67,25 @@ export default async function handle(task: Task): Promise<TaskResult> {
   return moved(result);
 }
 
-async function perform(task: Task): Promise<TaskResult> {
+async function perform(task: Posted): Promise<TaskResult> {
   try {
     switch (task.kind) {
       case 'protect': {
-        const upload = await parseUpload(arenaView(task.input), task.contentType, init.maxUploadBytes);
-        return runProtect(upload.bytes, safeBasename(upload.filename), task.output && arenaView(task.output), init.maxUploadBytes);
+        const upload = await parseUpload(memory.view(task.input), task.contentType, init.maxUploadBytes);
+        const room = task.output && memory.view(task.output);
+        const body = runProtect(upload.bytes, safeBasename(upload.filename), room, init.maxUploadBytes);
+        return { ok: true, kind: 'answer', answer: memory.answer(body, room) };
       }
       case 'verify': {
-        const upload = await parseUpload(arenaView(task.input), task.contentType, init.maxUploadBytes);
-        return await runVerify(upload.bytes, layers);
+        const upload = await parseUpload(memory.view(task.input), task.contentType, init.maxUploadBytes);
+        return { ok: true, kind: 'answer', answer: { bytes: await runVerify(upload.bytes, layers) } };
       }
       case 'mark':
-        return await runMark(task, layers);
-      case 'dashboard-mark':
-        return await runDashboardMark(arenaView(task.input), task, layers, init.maxUploadBytes);
+        return { ok: true, kind: 'marked', ...(await runMark(task.input, task, layers)) };
+      case 'dashboard-mark': {
+        const { body, mark } = await runDashboardMark(memory.view(task.input), task, layers, init.maxUploadBytes);
+        return { ok: true, kind: 'answer', answer: { bytes: body }, mark };
+      }
       case 'warmup':
         await Promise.all([warmUp(), layers.warm()]);
         return { ok: true, kind: 'warm', threadId };
@@ -86,4 +96,3 @@ async function perform(task: Task): Promise<TaskResult> {
     return { ok: false, error, ...(detail ? { detail } : {}) };
   }
 }
-

@@ -5,6 +5,7 @@
 #include <vector>
 
 #include "core.h"
+#include "core2.h"
 
 namespace {
 
@@ -44,7 +45,8 @@ bool GetArray(Napi::Object o, const char* key, size_t length, const T*& out) {
 class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
  public:
   FingerprintAddon(Napi::Env env, Napi::Object exports) {
-    DefineAddon(exports, {InstanceMethod("detectCore", &FingerprintAddon::DetectCore), InstanceMethod("simd", &FingerprintAddon::Simd)});
+    DefineAddon(exports, {InstanceMethod("detectCore", &FingerprintAddon::DetectCore), InstanceMethod("detectCore2", &FingerprintAddon::DetectCore2),
+                          InstanceMethod("simd", &FingerprintAddon::Simd)});
   }
 
  private:
@@ -93,6 +95,73 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
     r.Set("dy", out.dy);
     r.Set("syncZ", out.syncZ);
     r.Set("tier", out.tier);
+    r.Set("cells", cells);
+    return r;
+  }
+
+  // Version 2 (src/fingerprint/reference-v2.ts): the same contract as detectCore, with the lattice search.
+  Napi::Value DetectCore2(const Napi::CallbackInfo& info) {
+    Napi::Env env = info.Env();
+    if (info.Length() < 1 || !info[0].IsObject()) {
+      Fail(env, "detectCore2: expected an input object");
+      return env.Undefined();
+    }
+    Napi::Object o = info[0].As<Napi::Object>();
+    Napi::Value pv = o.Get("params");
+    if (!pv.IsObject()) {
+      Fail(env, "detectCore2: params missing");
+      return env.Undefined();
+    }
+    Napi::Object po = pv.As<Napi::Object>();
+    optmark::Core2In in{};
+    optmark::Core2Params p{};
+    if (!GetInt(o, "width", 8, kMaxSide, in.width) || !GetInt(o, "height", 8, kMaxSide, in.height) || !GetInt(o, "channels", 1, 4, in.channels) ||
+        !GetInt(o, "workShort", 8, kMaxSide, in.workShort) || !GetInt(o, "native", 0, 1, in.native) || !GetInt(po, "period", 8, optmark::kTile, p.period) ||
+        !GetInt(po, "cell", 1, optmark::kTile, p.cell) || !GetInt(po, "candidates", 0, 16, p.candidates) || !GetDouble(po, "fastZ", p.fastZ) ||
+        !GetDouble(po, "pMin", p.pMin) || !GetDouble(po, "pMax", p.pMax) || !GetDouble(po, "angle", p.angle) ||
+        !GetDouble(po, "sigmaHighpass", p.sigmaHighpass) || !GetDouble(po, "sigmaLocal", p.sigmaLocal) || !GetDouble(po, "localFloor", p.localFloor)) {
+      return env.Undefined();
+    }
+    const bool pow2 = (p.period & (p.period - 1)) == 0;
+    if (!pow2 || optmark::kTile % p.period != 0 || optmark::kTile % p.cell != 0 || !(p.pMin > 1 && p.pMax > p.pMin && p.pMax < 4096) ||
+        !(p.angle >= 0 && p.angle <= 45) || !(p.sigmaHighpass > 0 && p.sigmaHighpass < 50) || !(p.sigmaLocal > 0 && p.sigmaLocal < 50)) {
+      Fail(env, "detectCore2: parameters out of range");
+      return env.Undefined();
+    }
+    Napi::Value hv = o.Get("harmonics");
+    if (!hv.IsTypedArray() || hv.As<Napi::TypedArray>().TypedArrayType() != napi_float64_array) {
+      Fail(env, "detectCore2: harmonics must be a Float64Array");
+      return env.Undefined();
+    }
+    auto harm = hv.As<Napi::Float64Array>();
+    if (harm.ElementLength() % 2 != 0 || harm.ElementLength() > 256) {
+      Fail(env, "detectCore2: harmonics must hold (m1, m2) pairs");
+      return env.Undefined();
+    }
+    in.harmonics = harm.Data();
+    in.nHarmonics = int(harm.ElementLength() / 2);
+    const size_t n = size_t(in.width) * in.height;
+    if (!GetArray<uint8_t, napi_uint8_array>(o, "pixels", n * in.channels, in.pixels) ||
+        !GetArray<float, napi_float32_array>(o, "a", size_t(p.period) * p.period, in.a) ||
+        !GetArray<float, napi_float32_array>(o, "b", optmark::kTile2, in.b) || !GetArray<float, napi_float32_array>(o, "c", optmark::kTile2, in.c)) {
+      return env.Undefined();
+    }
+    const int per = optmark::kTile / p.cell;
+    Napi::Float64Array cells = Napi::Float64Array::New(env, size_t(per) * per);
+    optmark::Core2Out out{};
+    out.cells = cells.Data();
+    optmark::DetectCore2(in, p, out);
+    Napi::Float64Array lattice = Napi::Float64Array::New(env, 4);
+    for (int i = 0; i < 4; i++) lattice[i] = out.lattice[i];
+    Napi::Object r = Napi::Object::New(env);
+    r.Set("lattice", lattice);
+    r.Set("dihedral", out.dihedral);
+    r.Set("dx", out.dx);
+    r.Set("dy", out.dy);
+    r.Set("syncZ", out.syncZ);
+    r.Set("phaseZ", out.phaseZ);
+    r.Set("tier", out.tier);
+    r.Set("candidates", out.candidates);
     r.Set("cells", cells);
     return r;
   }

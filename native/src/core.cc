@@ -3,6 +3,7 @@
 // compiled twice (AVX2+FMA and baseline) and picked at load time by the CPU (target_clones), so the
 // binary stays portable.
 #include "core.h"
+#include "core2.h"
 
 #include <algorithm>
 #include <cmath>
@@ -348,6 +349,20 @@ const char* SimdPath() {
 #else
   return "portable";
 #endif
+}
+
+}  // namespace optmark
+
+namespace optmark {
+
+void LumaOf(const uint8_t* px, int w, int h, int ch, float* y) { Luma(px, w, h, ch, y); }
+
+void PrefilterOf(const float* y, int w, int h, double sigmaHighpass, double sigmaLocal, double localFloor, float* x) {
+  CoreParams p{};
+  p.sigmaHighpass = sigmaHighpass;
+  p.sigmaLocal = sigmaLocal;
+  p.localFloor = localFloor;
+  Prefilter(y, w, h, p, x);
 }
 
 }  // namespace optmark

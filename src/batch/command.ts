@@ -5,7 +5,7 @@
  */
 import { availableParallelism } from 'node:os';
 import type { Config } from '../config.js';
-import type { WorkerInit } from '../pipeline/tasks.js';
+import type { WorkerInit } from '../pool/tasks.js';
 import { Progress, ReportWriter, reportLine, Tally } from './report.js';
 import { runBatch, type BatchHooks } from './runner.js';
 import { countFiles, fromArguments, fromList, openList, type Entry, type Found } from './sources.js';

@@ -10,7 +10,7 @@ import { extname, join, parse } from 'node:path';
 import { detectFormat, type ContainerFormat } from '../formats/index.js';
 import { protect, type ProtectResult } from '../marking/engine.js';
 import type { Layers } from '../pipeline/layers.js';
-import type { WorkerInit } from '../pipeline/tasks.js';
+import type { WorkerInit } from '../pool/tasks.js';
 import type { VerifyReport } from '../pipeline/verify.js';
 import type { SigningKey } from '../provenance/index.js';
 import { errnoText, FileError, ReadBuffer, sha256Of, statFile, upToDate, writeAtomically } from './files.js';
@@ -195,7 +195,7 @@ export class Lane {
       // The pixel layer: the same layer path as the dashboard's (pipeline/mark.ts), which decodes and
       // re-encodes; its input must own its memory (the read buffer is reused).
       const [{ runMark }, live] = await Promise.all([this.#layered(), this.#live(s.init)]);
-      const r = await runMark({ kind: 'mark', input: Uint8Array.prototype.slice.call(input), provenance: s.provenance, fingerprint: true }, live);
+      const r = await runMark(Uint8Array.prototype.slice.call(input), { provenance: s.provenance, fingerprint: true }, live);
       return { pieces: [r.bytes], changed: true };
     }
     let result: ProtectResult;

@@ -7,8 +7,8 @@
  * formats, per-pixel sensor noise; its encoded sizes land where camera output does (12 MP JPEG q90
  * about 3.4 MB, 12 MP PNG about 21 MB, 12 MP WebP q80 about 2.1 MB).
  */
-import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, statSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, mkdirSync, readFileSync, readdirSync, renameSync, rmSync, statSync, writeFileSync } from 'node:fs';
+import { homedir, tmpdir } from 'node:os';
 import { basename, extname, join } from 'node:path';
 import sharp from 'sharp';
 import { prng } from './random.js';
@@ -92,9 +92,63 @@ async function encode(spec: Spec): Promise<Buffer> {
   }
 }
 
-/** Where generated files are cached between runs (they take a few seconds each to make). */
+/**
+ * The one place generated corpus files are cached between runs (they take seconds each to make; the
+ * full set is about 33 MB): `$XDG_CACHE_HOME/optmark/` (by default `~/.cache/optmark/`), one folder per
+ * generator version. `optmark bench load --clear-cache` removes it. When the home folder cannot be
+ * written, the temporary directory is used instead.
+ */
+export function corpusCacheRoot(): string {
+  const base = process.env.XDG_CACHE_HOME?.trim() || join(homedir(), '.cache');
+  return join(base, 'optmark');
+}
+
+const CACHE_PREFIX = 'bench-corpus-v';
+/** Where the cache lived before it moved (the temporary directory); --clear-cache removes it too. */
+const LEGACY_PREFIX = 'optmark-bench-corpus-v';
+
+let cacheDir: string | undefined;
+
+/** The cache folder of this generator version (made on first use). */
 export function corpusCacheDir(): string {
-  return join(tmpdir(), `optmark-bench-corpus-v${CORPUS_VERSION}`);
+  if (cacheDir) return cacheDir;
+  const preferred = join(corpusCacheRoot(), `${CACHE_PREFIX}${CORPUS_VERSION}`);
+  try {
+    mkdirSync(preferred, { recursive: true });
+    cacheDir = preferred;
+  } catch {
+    cacheDir = join(tmpdir(), `${LEGACY_PREFIX}${CORPUS_VERSION}`);
+    mkdirSync(cacheDir, { recursive: true });
+  }
+  return cacheDir;
+}
+
+function folderBytes(dir: string): number {
+  let total = 0;
+  for (const entry of readdirSync(dir, { withFileTypes: true })) {
+    const path = join(dir, entry.name);
+    total += entry.isDirectory() ? folderBytes(path) : statSync(path).size;
+  }
+  return total;
+}
+
+/** Removes every cached corpus (all generator versions, and the old location); returns what went. */
+export function clearCorpusCache(): { removed: string[]; bytes: number } {
+  const found: string[] = [];
+  for (const [root, prefix] of [
+    [corpusCacheRoot(), CACHE_PREFIX],
+    [tmpdir(), LEGACY_PREFIX],
+  ] as const) {
+    if (!existsSync(root)) continue;
+    for (const name of readdirSync(root)) if (name.startsWith(prefix)) found.push(join(root, name));
+  }
+  let bytes = 0;
+  for (const dir of found) {
+    bytes += folderBytes(dir);
+    rmSync(dir, { recursive: true, force: true });
+  }
+  cacheDir = undefined;
+  return { removed: found, bytes };
 }
 
 /** Writes a file atomically (temp name, then rename), so concurrent runs never read half a file. */
@@ -104,10 +158,9 @@ function writeAtomic(path: string, bytes: Uint8Array): void {
   renameSync(tmp, path);
 }
 
-/** The generated corpus (or the named subset of it), made on first use and cached in os.tmpdir(). */
+/** The generated corpus (or the named subset of it), made on first use and cached (corpusCacheDir). */
 export async function generatedCorpus(names?: readonly string[], log: (s: string) => void = () => {}): Promise<CorpusImage[]> {
   const dir = corpusCacheDir();
-  mkdirSync(dir, { recursive: true });
   const specs = names ? DEFAULT_SPECS.filter((s) => names.includes(s.name)) : DEFAULT_SPECS;
   if (names) for (const n of names) if (!specs.some((s) => s.name === n)) throw new Error(`no corpus image named ${n}; known: ${DEFAULT_SPECS.map((s) => s.name).join(', ')}`);
   const out: CorpusImage[] = [];

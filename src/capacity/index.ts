@@ -7,7 +7,7 @@
 import { spawn, spawnSync } from 'node:child_process';
 import { mkdirSync } from 'node:fs';
 import { cpus, freemem, loadavg, release, totalmem, availableParallelism } from 'node:os';
-import { resolve } from 'node:path';
+import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { Client, closedLoop, type Target } from './client.js';
 import { folderCorpus, generatedCorpus, mixText, prepare, weightedOrder, type CorpusImage, type MixWeights, type PreparedRequest } from './corpus.js';
@@ -412,7 +412,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
     target = { name: 'optmark', url: new URL(opts.url), key: opts.key, pid: opts.pid };
     serverInfo = { url: opts.url, started: false, readyz: await readyz(target.url), env: {}, pid: opts.pid, revision: undefined };
   } else {
-    running = await startOptmark({ inheritConfig: true, logLevel: opts.logLevel });
+    running = await startOptmark({ inheritConfig: true, logLevel: opts.logLevel, logDir: join(out, 'logs') });
     target = running.target;
     serverInfo = { url: target.url.href, started: true, readyz: running.ready, env: running.env, pid: target.pid, log: running.log, revision: revision() };
     log(`optmark serving on ${target.url.href} (pid ${target.pid}; log ${running.log})`);
@@ -425,7 +425,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
   let transportBaseline: Running | undefined;
   try {
     if (opts.naive && !opts.url && scs.some((s) => s.name !== 'verify')) {
-      naive = await startNaive();
+      naive = await startNaive(join(out, 'logs'));
       log(`naive server on ${naive.target.url.href} (pid ${naive.target.pid})`);
     }
     if (opts.profile) {
@@ -434,7 +434,7 @@ export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
     }
     // The tail target's baseline on this machine (transport.ts), with as many workers as optmark's pool.
     if (opts.transportBaseline && !opts.url && opts.constantRate && opts.arrivals === 'poisson' && scs.some((s) => s.name === 'protect')) {
-      transportBaseline = await startTransportBaseline(threads);
+      transportBaseline = await startTransportBaseline(threads, join(out, 'logs'));
       log(`transport baseline on ${transportBaseline.target.url.href} (pid ${transportBaseline.target.pid}, ${threads} workers)`);
     }
     for (const sc of scs) {

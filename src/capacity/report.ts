@@ -8,6 +8,7 @@ import { join } from 'node:path';
 import type { MixWeights } from './corpus.js';
 import type { Floors } from './floor.js';
 import type { MemoryResult } from './memory.js';
+import { chart } from './chart.js';
 import { PHASE_PARTS, type PhaseBreakdown, type PhaseTimes, type StepResult } from './step.js';
 
 export interface ProfileRow {
@@ -518,64 +519,4 @@ export function markdown(r: LoadReport): string {
 
   lines.push('## Latency against throughput', '', '![latency against throughput](load-latency.svg)', '');
   return `${lines.join('\n')}\n`;
-}
-
-const esc = (s: string): string => s.replace(/&/g, '&amp;').replace(/</g, '&lt;').replace(/>/g, '&gt;');
-
-/** Latency (p50 thin, p99 thick, log scale) against achieved throughput: one panel per scenario. */
-export function chart(r: LoadReport): string {
-  const names = [...new Set(r.scenarios.map((s) => s.scenario))];
-  const W = 380;
-  const H = 300;
-  const pad = { l: 56, r: 14, t: 30, b: 42 };
-  const colour: Record<string, string> = { optmark: '#1f6feb', naive: '#d9731a' };
-  const parts: string[] = [];
-  const width = Math.max(1, names.length) * W;
-  parts.push(`<svg xmlns="http://www.w3.org/2000/svg" width="${width}" height="${H + 24}" viewBox="0 0 ${width} ${H + 24}" font-family="sans-serif" font-size="11">`);
-  parts.push(`<rect width="100%" height="100%" fill="#fff"/>`);
-  names.forEach((name, i) => {
-    const x0 = i * W;
-    const series = r.scenarios.filter((s) => s.scenario === name);
-    const pts = series.flatMap((s) => s.steps.filter((x) => x.latencyMs));
-    const maxX = Math.max(1, ...pts.map((p) => p.achievedRps)) * 1.08;
-    const lat = pts.flatMap((p) => [p.latencyMs!.p50, p.latencyMs!.p99]).filter((v) => v > 0);
-    const loY = 10 ** Math.floor(Math.log10(Math.max(0.1, Math.min(...lat, r.settings.p99TargetMs))));
-    const hiY = 10 ** Math.ceil(Math.log10(Math.max(...lat, r.settings.p99TargetMs, loY * 10)));
-    const px = (v: number): number => x0 + pad.l + (v / maxX) * (W - pad.l - pad.r);
-    const py = (v: number): number => pad.t + (1 - (Math.log10(Math.max(v, loY)) - Math.log10(loY)) / (Math.log10(hiY) - Math.log10(loY))) * (H - pad.t - pad.b);
-    parts.push(`<text x="${x0 + W / 2}" y="16" text-anchor="middle" font-size="13" font-weight="bold">${esc(name)}</text>`);
-    // Axes, grid and ticks.
-    parts.push(`<line x1="${px(0)}" y1="${py(loY)}" x2="${px(maxX)}" y2="${py(loY)}" stroke="#333"/><line x1="${px(0)}" y1="${py(loY)}" x2="${px(0)}" y2="${py(hiY)}" stroke="#333"/>`);
-    for (let d = loY; d <= hiY * 1.0001; d *= 10) {
-      parts.push(`<line x1="${px(0)}" y1="${py(d)}" x2="${px(maxX)}" y2="${py(d)}" stroke="#ddd"/><text x="${px(0) - 4}" y="${py(d) + 4}" text-anchor="end">${d >= 1 ? d.toFixed(0) : d}</text>`);
-    }
-    const step = niceStep(maxX / 5);
-    for (let v = 0; v <= maxX; v += step) parts.push(`<text x="${px(v)}" y="${py(loY) + 14}" text-anchor="middle">${+v.toFixed(2)}</text>`);
-    parts.push(`<text x="${x0 + W / 2}" y="${H - 6}" text-anchor="middle">achieved req/s</text>`);
-    parts.push(`<text x="${x0 + 14}" y="${(pad.t + H - pad.b) / 2}" text-anchor="middle" transform="rotate(-90 ${x0 + 14} ${(pad.t + H - pad.b) / 2})">latency ms (log)</text>`);
-    const target = r.settings.p99TargetMs;
-    parts.push(`<line x1="${px(0)}" y1="${py(target)}" x2="${px(maxX)}" y2="${py(target)}" stroke="#c00" stroke-dasharray="2 3"/><text x="${px(maxX)}" y="${py(target) - 3}" text-anchor="end" fill="#c00">p99 target ${target} ms</text>`);
-    for (const s of series) {
-      const steps = s.steps.filter((x) => x.latencyMs).sort((a, b) => a.offeredRps - b.offeredRps);
-      const c = colour[s.target] ?? '#555';
-      for (const [q, w] of [['p50', 1.2], ['p99', 2.4]] as const) {
-        const d = steps.map((x, k) => `${k ? 'L' : 'M'}${px(x.achievedRps).toFixed(1)},${py(x.latencyMs![q]).toFixed(1)}`).join(' ');
-        if (d) parts.push(`<path d="${d}" fill="none" stroke="${c}" stroke-width="${w}"${s.target === 'naive' ? ' stroke-dasharray="5 3"' : ''}/>`);
-        for (const x of steps) parts.push(`<circle cx="${px(x.achievedRps).toFixed(1)}" cy="${py(x.latencyMs![q]).toFixed(1)}" r="${x.saturated ? 3.5 : 2.2}" fill="${x.saturated ? '#fff' : c}" stroke="${c}"/>`);
-      }
-    }
-  });
-  // Legend.
-  const ly = H + 14;
-  parts.push(`<g transform="translate(10 ${ly})"><line x1="0" y1="-4" x2="24" y2="-4" stroke="#1f6feb" stroke-width="2.4"/><text x="28" y="0">optmark</text>`);
-  parts.push(`<line x1="90" y1="-4" x2="114" y2="-4" stroke="#d9731a" stroke-width="2.4" stroke-dasharray="5 3"/><text x="118" y="0">naive</text>`);
-  parts.push(`<text x="170" y="0">thick: p99, thin: p50; hollow points: saturated steps; x = achieved, not offered, rate</text></g>`);
-  parts.push('</svg>');
-  return `${parts.join('\n')}\n`;
-}
-
-function niceStep(raw: number): number {
-  const p = 10 ** Math.floor(Math.log10(Math.max(raw, 1e-9)));
-  for (const m of [1, 2, 5, 10]) if (m * p >= raw) return m * p;
-  return 10 * p;
 }

@@ -2,16 +2,18 @@
  * The servers under test, each started as its own process on a loopback port: optmark exactly as an
  * operator runs it (`node dist/src/cli.js serve`, a temporary data directory holding one pro account
  * with unlimited quota), the naive comparison server and the transport baseline. Their output goes to log files, not through
- * this process, so the generator spends no CPU on it.
+ * this process, so the generator spends no CPU on it: in `logDir` when given (the run's --out folder),
+ * else in the temporary folder. Temporary folders (optmark-bench-server-*) are removed when the server
+ * stops, when its start fails, and when the run is interrupted (scratch.ts).
  */
 import { spawn, type ChildProcess } from 'node:child_process';
-import { closeSync, mkdtempSync, openSync, rmSync } from 'node:fs';
+import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
-import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MAX_LIMIT, Store } from '../store/index.js';
 import type { Target } from './client.js';
+import { removeScratch, scratchDir, trackChild } from './scratch.js';
 
 const CLI = fileURLToPath(new URL('../cli.js', import.meta.url));
 const NAIVE = fileURLToPath(new URL('./naive.js', import.meta.url));
@@ -63,19 +65,35 @@ function stopChild(child: ChildProcess, graceMs = 15_000): Promise<void> {
   });
 }
 
+/** The last lines of a log, for an error message (the log itself may be in a folder about to go). */
+function tail(log: string, lines = 20): string {
+  try {
+    return readFileSync(log, 'utf8').trimEnd().split('\n').slice(-lines).join('\n');
+  } catch {
+    return '(no log)';
+  }
+}
+
 async function waitFor(child: ChildProcess, log: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`server exited during start (${child.exitCode ?? child.signalCode}); see ${log}`);
+    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`server exited during start (${child.exitCode ?? child.signalCode}); its log ends:\n${tail(log)}`);
     if (await probe().catch(() => false)) return;
     await new Promise((r) => setTimeout(r, 100));
   }
-  throw new Error(`server not ready after ${timeoutMs} ms; see ${log}`);
+  throw new Error(`server not ready after ${timeoutMs} ms; its log ends:\n${tail(log)}`);
+}
+
+/** Where a server's log goes: `logDir` (made if missing) when given, else its temporary folder. */
+function logPath(name: string, dir: string, logDir: string | undefined): string {
+  if (logDir === undefined) return join(dir, `${name}.log`);
+  mkdirSync(logDir, { recursive: true });
+  return join(logDir, `${name}.log`);
 }
 
 export interface OptmarkStart {
-  /** Directory for the data directory and log (a temporary one by default). */
-  workDir?: string;
+  /** Folder for the server's log (kept); by default it goes in the temporary folder and is removed with it. */
+  logDir?: string;
   /** Pass the caller's OPTMARK_* settings through (pool size, queue, ...); false = the defaults. */
   inheritConfig: boolean;
   /** Log level of the server: `info` (the default an operator gets) unless told otherwise. */
@@ -86,7 +104,16 @@ export interface OptmarkStart {
 
 /** Starts `optmark serve` with one pro account of unlimited quota; resolves once /readyz says ready. */
 export async function startOptmark(opts: OptmarkStart): Promise<Running> {
-  const dir = opts.workDir ?? mkdtempSync(join(tmpdir(), 'optmark-bench-server-'));
+  const dir = scratchDir('optmark-bench-server-');
+  try {
+    return await startOptmarkIn(dir, opts);
+  } catch (err) {
+    removeScratch(dir);
+    throw err;
+  }
+}
+
+async function startOptmarkIn(dir: string, opts: OptmarkStart): Promise<Running> {
   const dataDir = join(dir, 'data');
   const store = Store.open({ dataDir, defaultProtectLimit: MAX_LIMIT, defaultVerifyLimit: MAX_LIMIT });
   let key: string;
@@ -109,10 +136,11 @@ export async function startOptmark(opts: OptmarkStart): Promise<Running> {
   for (const [k, v] of Object.entries(process.env)) if (!k.startsWith('OPTMARK_') && v !== undefined) env[k] = v;
   Object.assign(env, config, { OPTMARK_HOST: '127.0.0.1', OPTMARK_PORT: String(port), OPTMARK_DATA_DIR: dataDir, OPTMARK_BOOTSTRAP: 'off' });
 
-  const log = join(dir, 'server.log');
+  const log = logPath('optmark-server', dir, opts.logDir);
   const fd = openSync(log, 'a');
   const child = spawn(process.execPath, [CLI, 'serve'], { env, stdio: ['ignore', fd, fd] });
   closeSync(fd);
+  trackChild(child);
   const url = new URL(`http://127.0.0.1:${port}`);
   let ready: Record<string, unknown> | undefined;
   try {
@@ -138,38 +166,48 @@ export async function startOptmark(opts: OptmarkStart): Promise<Running> {
     env: config,
     stop: async () => {
       await stopChild(child);
-      if (!opts.workDir) rmSync(join(dir, 'data'), { recursive: true, force: true });
+      removeScratch(dir);
     },
   };
 }
 
 /** Starts the naive server; resolves once it accepts connections. */
-export async function startNaive(workDir?: string): Promise<Running> {
-  return startPlain('naive', NAIVE, [], workDir);
+export async function startNaive(logDir?: string): Promise<Running> {
+  return startPlain('naive', NAIVE, [], logDir);
 }
 
 /** The transport baseline (transport.ts) with `workers` hashing threads: the tail target's baseline. */
-export async function startTransportBaseline(workers: number, workDir?: string): Promise<Running> {
-  return startPlain('transport baseline', TRANSPORT, [String(workers)], workDir);
+export async function startTransportBaseline(workers: number, logDir?: string): Promise<Running> {
+  return startPlain('transport baseline', TRANSPORT, [String(workers)], logDir);
 }
 
 /** A comparison server that takes its port as first argument and answers no health check. */
-async function startPlain(name: string, script: string, args: string[], workDir?: string): Promise<Running> {
-  const dir = workDir ?? mkdtempSync(join(tmpdir(), 'optmark-bench-plain-'));
-  const port = await freePort();
-  const log = join(dir, `${name.replace(/ /g, '-')}.log`);
-  const fd = openSync(log, 'a');
-  const child = spawn(process.execPath, [script, String(port), ...args], { stdio: ['ignore', fd, fd] });
-  closeSync(fd);
-  const url = new URL(`http://127.0.0.1:${port}`);
+async function startPlain(name: string, script: string, args: string[], logDir?: string): Promise<Running> {
+  const dir = scratchDir('optmark-bench-server-');
   try {
-    // A TCP connect, not a request: the naive server (like its original) throws on a request without a multipart body.
-    await waitFor(child, log, () => canConnect(port), 30_000);
+    const port = await freePort();
+    const log = logPath(name.replace(/ /g, '-'), dir, logDir);
+    const fd = openSync(log, 'a');
+    const child = spawn(process.execPath, [script, String(port), ...args], { stdio: ['ignore', fd, fd] });
+    closeSync(fd);
+    trackChild(child);
+    const url = new URL(`http://127.0.0.1:${port}`);
+    try {
+      // A TCP connect, not a request: the naive server (like its original) throws on a request without a multipart body.
+      await waitFor(child, log, () => canConnect(port), 30_000);
+    } catch (err) {
+      await stopChild(child);
+      throw err;
+    }
+    const stop = async (): Promise<void> => {
+      await stopChild(child);
+      removeScratch(dir);
+    };
+    return { target: { name, url, key: undefined, pid: child.pid }, log, ready: undefined, env: {}, stop };
   } catch (err) {
-    await stopChild(child);
+    removeScratch(dir);
     throw err;
   }
-  return { target: { name, url, key: undefined, pid: child.pid }, log, ready: undefined, env: {}, stop: () => stopChild(child) };
 }
 
 /** GET /readyz of an optmark server (undefined when it does not answer). */

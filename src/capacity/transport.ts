@@ -14,10 +14,9 @@
  */
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { MULTIPART_SLACK_BYTES, loadConfig } from '../config.js';
+import { MULTIPART_SLACK_BYTES, answerBytesFor, loadConfig } from '../config.js';
 import { Exchange } from '../http/respond.js';
 import { loadUws } from '../http/uws.js';
-import { protectBodyCapacity } from '../pipeline/body.js';
 
 /**
  * The workers' per-request work: `sha256` (the baseline: one hash of the body, an answer of a protect's
@@ -43,8 +42,8 @@ parentPort.on('message', async ({ id, body, length, contentType, out }) => {
   const [{ parseUpload }, { runProtect }] = await pipeline;
   try {
     const upload = await parseUpload(src, contentType, workerData.maxUploadBytes);
-    const r = runProtect(upload.bytes, 'image', new Uint8Array(out));
-    parentPort.postMessage({ id, body, length, out, written: r.kind === 'arena-body' ? r.length : -1 }, [body, out]);
+    const answer = runProtect(upload.bytes, 'image', new Uint8Array(out));
+    parentPort.postMessage({ id, body, length, out, written: answer.buffer === out ? answer.length : -1 }, [body, out]);
   } catch {
     parentPort.postMessage({ id, body, length, out, written: -1 }, [body, out]);
   }
@@ -87,8 +86,8 @@ export function transportServer(workers: number, work: TransportWork = 'sha256')
     const w = idle.pop();
     if (!w) return void queue.push(t);
     if (work === 'protect' && !t.out) {
-      // Sized as optmark sizes a protect's answer range in its arena.
-      const need = protectBodyCapacity(t.length);
+      // Sized as optmark sizes a protect's answer room.
+      const need = answerBytesFor(t.length);
       let out = outs.pop();
       if (!out || out.byteLength < need) out = new ArrayBuffer(need);
       t.out = out;

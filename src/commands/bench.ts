@@ -33,6 +33,7 @@ interface LoadFlags {
   pid?: number;
   logLevel?: string;
   smoke?: boolean;
+  clearCache?: boolean;
 }
 
 function rateList(raw: string): number[] {
@@ -40,6 +41,16 @@ function rateList(raw: string): number[] {
 }
 
 async function load(flags: LoadFlags, argv: string[]): Promise<number> {
+  if (flags.clearCache) {
+    const { clearCorpusCache, corpusCacheRoot } = await import('../capacity/corpus.js');
+    const { removed, bytes } = clearCorpusCache();
+    process.stdout.write(
+      removed.length === 0
+        ? `no corpus cache to clear (it lives in ${corpusCacheRoot()})\n`
+        : `removed ${removed.join(', ')} (${(bytes / 1e6).toFixed(1)} MB); the next run generates the corpus again\n`,
+    );
+    return 0;
+  }
   const scenarios = flags.scenarios?.[0] === 'none' ? [] : (flags.scenarios ?? ['protect', 'verify', 'mix']);
   for (const s of scenarios)
     if (!['protect', 'verify', 'mix'].includes(s)) throw new UsageError(`bench load --scenarios: unknown scenario "${s}" (protect, verify, mix, none)`);
@@ -107,7 +118,9 @@ export function register(program: Command): void {
     .description(
       'Start optmark (and a naive single-thread server for comparison) on loopback ports, drive them open-loop at ' +
         'stepped request rates up to saturation, and write load-report.json, load-report.md and load-latency.svg. ' +
-        'OPTMARK_* variables in the environment configure the server under test.',
+        'OPTMARK_* variables in the environment configure the server under test. The generated images are cached in ' +
+        '$XDG_CACHE_HOME/optmark (by default ~/.cache/optmark; --clear-cache removes them); the servers\' logs go to <out>/logs, ' +
+        'and their temporary folders are removed however the run ends.',
     )
     .option('--out <dir>', 'where the reports go', './bench-results')
     .option('--images <dir>', 'your own JPEG/PNG/WebP files instead of the generated corpus')
@@ -141,6 +154,7 @@ export function register(program: Command): void {
     .option('--pid <n>', 'process id of the --url server, when it runs on this machine', wholeNumber)
     .option('--log-level <level>', 'log level of the started server (default: its own default, info)')
     .option('--smoke', 'a tiny run (1 MP image, 2 short steps) that checks the suite works')
+    .option('--clear-cache', 'remove the generated corpus cache ($XDG_CACHE_HOME/optmark, by default ~/.cache/optmark; about 33 MB) and exit')
     .action(async (flags: LoadFlags) => {
       // The command line as given, for the report's header.
       exitWith(await load(flags, process.argv.slice(process.argv.indexOf('load', 2) + 1)));

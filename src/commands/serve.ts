@@ -1,14 +1,7 @@
 /** `optmark serve`: starts the HTTP service on the configured address; stops on SIGTERM/SIGINT. */
 import type { Command } from 'commander';
-import { CONFIG_DOC, loadConfig } from '../config.js';
+import { loadConfig, settingsHelp } from '../config.js';
 import { exitWith } from './args.js';
-
-/** The settings `serve` reads, one per line, for its --help. */
-function settingsHelp(): string {
-  const width = Math.max(...CONFIG_DOC.map(([name]) => name.length));
-  const lines = CONFIG_DOC.map(([name, fallback, meaning]) => `  ${name.padEnd(width)}  ${meaning} (default: ${fallback})`);
-  return `\nSettings (environment variables; docs/configuration.md has the details):\n${lines.join('\n')}\n`;
-}
 
 export function register(program: Command): void {
   program
@@ -20,7 +13,8 @@ export function register(program: Command): void {
       const config = loadConfig();
       // Loaded only here: the operator commands never pay for uWebSockets.js, sharp and the worker pool.
       const { startService } = await import('../main.js');
-      const service = await startService(config, (text) => process.stdout.write(text));
+      // The start-up key goes to stdout only when a person reads it there, never into a collected log.
+      const service = await startService(config, process.stdout.isTTY ? (text) => process.stdout.write(text) : undefined);
       await new Promise<void>((resolve) => {
         const stop = (): void => {
           process.off('SIGTERM', stop);

@@ -8,8 +8,9 @@ import { OptmarkError } from '../errors.js';
 import { examinable, probe, workSize } from './decode.js';
 import { estimateJpegQuality } from './jpeg-quality.js';
 import { keyTileFor } from './pattern.js';
+import { keyTileV2For } from './pattern-v2.js';
 import { luma } from './reference.js';
-import { ALPHA, MASK_DIV, MASK_MAX, MASK_MIN, MIN_PSNR_DB, TILE } from './params.js';
+import { ALPHA, MASK_DIV, MASK_MAX, MASK_MIN, MIN_PSNR_DB, TILE, V2_ALPHA, V2_MIN_PSNR_DB } from './params.js';
 
 /** JPEG re-encode quality bounds: at least this to keep the look, at most this to stay near the input's size. */
 const JPEG_QUALITY_MIN = 88;
@@ -63,27 +64,64 @@ function textureMask(y: Float32Array, w: number, h: number): Float32Array {
   return m;
 }
 
-/** The work-resolution residual for a luma plane, scaled down if needed to keep PSNR >= MIN_PSNR_DB. */
-export function workResidual(yWork: Float32Array, w: number, h: number, tile: Float32Array): Float32Array {
+/**
+ * The work-resolution residual for a luma plane, scaled down if needed so that the residual as it lands
+ * on the full-size image (bilinearly resampled, then rounded) keeps PSNR >= floorDb. The landed mean square
+ * is measured on every 4th row of the resampled residual (rounding adds about 1/12).
+ */
+export function workResidual(
+  yWork: Float32Array,
+  w: number,
+  h: number,
+  tile: Float32Array,
+  alpha = ALPHA,
+  floorDb = MIN_PSNR_DB,
+  full?: { width: number; height: number },
+): Float32Array {
   const mask = textureMask(yWork, w, h);
   const r = new Float32Array(w * h);
   let sq = 0;
   for (let j = 0; j < h; j++) {
     const trow = (j & (TILE - 1)) * TILE;
     for (let i = 0; i < w; i++) {
-      const v = ALPHA * mask[j * w + i]! * tile[trow + (i & (TILE - 1))]!;
+      const v = alpha * mask[j * w + i]! * tile[trow + (i & (TILE - 1))]!;
       r[j * w + i] = v;
       sq += v * v;
     }
   }
-  // Rounding to integers adds about 1/12 to the mean squared error.
-  const maxMse = (255 * 255) / 10 ** (MIN_PSNR_DB / 10) - 1 / 12;
-  const mse = sq / r.length;
+  const maxMse = (255 * 255) / 10 ** (floorDb / 10) - 1 / 12;
+  const mse = full ? landedMse(r, w, h, full.width, full.height) : sq / r.length;
   if (mse > maxMse) {
     const k = Math.sqrt(maxMse / mse);
     for (let i = 0; i < r.length; i++) r[i]! *= k;
   }
   return r;
+}
+
+/** Mean square of the residual bilinearly resampled to w x h (as addUpsampled does), on every 4th row. */
+function landedMse(r: Float32Array, rw: number, rh: number, w: number, h: number): number {
+  const sx = rw / w;
+  const sy = rh / h;
+  let sq = 0;
+  let n = 0;
+  for (let y = 0; y < h; y += 4) {
+    const b = Math.min(rh - 1, Math.max(0, (y + 0.5) * sy - 0.5));
+    const j = Math.max(0, Math.min(rh - 2, Math.floor(b)));
+    const fy = rh > 1 ? b - j : 0;
+    const r0 = j * rw;
+    const r1 = Math.min(rh - 1, j + 1) * rw;
+    for (let x = 0; x < w; x++) {
+      const bx = Math.min(rw - 1, Math.max(0, (x + 0.5) * sx - 0.5));
+      const i = Math.max(0, Math.min(rw - 2, Math.floor(bx)));
+      const fx = rw > 1 ? bx - i : 0;
+      const top = r[r0 + i]! + fx * (r[r0 + i + 1]! - r[r0 + i]!);
+      const bot = r[r1 + i]! + fx * (r[r1 + i + 1]! - r[r1 + i]!);
+      const d = top + fy * (bot - top);
+      sq += d * d;
+      n++;
+    }
+  }
+  return n ? sq / n : 0;
 }
 
 /** Adds the bilinearly upsampled residual to the colour channels of interleaved pixels, in place. */
@@ -133,8 +171,11 @@ function webpIsLossless(b: Uint8Array): boolean {
   return false;
 }
 
-/** Embeds the mark and re-encodes in the input's format, keeping EXIF/ICC/XMP/IPTC metadata. */
-export async function embedFingerprint(bytes: Uint8Array, secret: Uint8Array, opts: { maxPixels: number }): Promise<Uint8Array> {
+/**
+ * Embeds the mark and re-encodes in the input's format, keeping EXIF/ICC/XMP/IPTC metadata. New marks
+ * use version 2; `scheme: 1` writes the first version's mark (kept for tests of its detection).
+ */
+export async function embedFingerprint(bytes: Uint8Array, secret: Uint8Array, opts: { maxPixels: number; scheme?: 1 | 2 }): Promise<Uint8Array> {
   const head = await probe(bytes);
   if (!head) throw new OptmarkError('damaged_image', 'The image cannot be decoded for the fingerprint.');
   if (!['jpeg', 'png', 'webp'].includes(head.format)) throw new OptmarkError('unsupported_format');
@@ -160,7 +201,10 @@ export async function embedFingerprint(bytes: Uint8Array, secret: Uint8Array, op
 
   const ws = workSize(w, h);
   const yWork = areaDownsample(luma(px, w, h, ch), w, h, ws.width, ws.height);
-  const r = workResidual(yWork, ws.width, ws.height, keyTileFor(secret).embed);
+  const r =
+    opts.scheme === 1
+      ? workResidual(yWork, ws.width, ws.height, keyTileFor(secret).embed, ALPHA)
+      : workResidual(yWork, ws.width, ws.height, keyTileV2For(secret).embed, V2_ALPHA, V2_MIN_PSNR_DB, { width: w, height: h });
   addUpsampled(px, w, h, ch, colour, r, ws.width, ws.height);
 
   // The original stays the pipeline's input so that libvips carries its metadata; the marked pixels

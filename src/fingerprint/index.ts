@@ -2,4 +2,4 @@
 export { loadFingerprintSecret } from './secret.js';
 export { detectFingerprint, type FingerprintDetail, type FingerprintResult } from './detect.js';
 export { embedFingerprint } from './embed.js';
-export { fingerprintEngine, setFingerprintWarn, nativeSimd, type Engine } from './native.js';
+export { fingerprintEngine, nativeSimd, type Engine } from './native.js';

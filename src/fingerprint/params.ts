@@ -48,3 +48,47 @@ export const CORE_PARAMS = {
   sigmaLocal: SIGMA_LOCAL,
   localFloor: LOCAL_FLOOR,
 } as const;
+
+/*
+ * Version 2 (docs/fingerprint.md, "Version 2"): the same work resolution and 128 tile, but the tile is
+ * built from three independent parts so that the detector can find the geometry on its own:
+ * - lattice/sync part A, periodic with V2_PERIOD (so the whole mark shows a lattice of autocorrelation
+ *   peaks at multiples of V2_PERIOD work pixels), used to estimate the affine map and the shift mod V2_PERIOD;
+ * - phase part B, periodic with TILE, used only to choose among the (TILE / V2_PERIOD)^2 tile phases;
+ * - count part C, TILE-periodic, CELL x CELL cells of independent key material: the decision.
+ */
+export const V2_PERIOD = 32;
+/** Share of the sync part's power given to the template (a few keyed sinusoids of the period). */
+export const V2_TEMPLATE = 0.7;
+/** Power shares of the three parts (they sum to 1). */
+export const V2_SHARE_A = 0.45;
+export const V2_SHARE_B = 0.08;
+export const V2_SHARE_C = 0.47;
+/** Embedding strength of version 2 (the per-image PSNR clamp still applies). */
+export const V2_ALPHA = 3.4;
+/** Version 2 lowers its strength per image so that the residual as it lands on the image keeps PSNR >= this. */
+export const V2_MIN_PSNR_DB = 40.5;
+/** Each scheme is tested at half the budget, so that testing both keeps the union bound at FPR. */
+export const FPR_PER_SCHEME = FPR / 2;
+/** Sync z of the no-geometry hypothesis above which the lattice search is skipped. */
+export const V2_FAST_Z = 7;
+/** Lattice search: period range in pixels of each pyramid level, angle window (degrees) about each axis. */
+export const V2_PMIN = 14;
+export const V2_PMAX = 96;
+export const V2_ANGLE = 16;
+/** Lattice candidates kept per pyramid level (the no-geometry hypothesis is always tried as well). */
+export const V2_CANDIDATES = 3;
+
+/** Version 2's tunables as one plain object (handed to the native addon on every call). */
+export const CORE2_PARAMS = {
+  period: V2_PERIOD,
+  cell: CELL,
+  fastZ: V2_FAST_Z,
+  pMin: V2_PMIN,
+  pMax: V2_PMAX,
+  angle: V2_ANGLE,
+  candidates: V2_CANDIDATES,
+  sigmaHighpass: SIGMA_HIGHPASS,
+  sigmaLocal: SIGMA_LOCAL,
+  localFloor: LOCAL_FLOOR,
+} as const;

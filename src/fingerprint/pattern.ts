@@ -20,7 +20,7 @@ export interface KeyTile {
 }
 
 /** xoshiro128** seeded from SHA-256; deterministic on every platform. */
-class Rng {
+export class Rng {
   private s: Uint32Array;
   private spare: number | undefined;
   constructor(seed: Uint8Array) {
@@ -64,7 +64,7 @@ function rotl(x: number, k: number): number {
 }
 
 /** Cyclic difference-of-Gaussians band-pass of an n x n field, in place, via the FFT. */
-function bandPassCyclic(field: Float64Array, n: number): void {
+export function bandPassCyclic(field: Float64Array, n: number): void {
   const im = new Float64Array(n * n);
   fft2d(field, im, n, -1);
   const a = 2 * Math.PI * Math.PI;
@@ -82,7 +82,7 @@ function bandPassCyclic(field: Float64Array, n: number): void {
   for (let i = 0; i < n * n; i++) field[i]! /= n * n;
 }
 
-function unitRms(src: Float64Array): Float32Array {
+export function unitRms(src: Float64Array): Float32Array {
   let sq = 0;
   for (let i = 0; i < src.length; i++) sq += src[i]! * src[i]!;
   const k = 1 / Math.sqrt(sq / src.length);

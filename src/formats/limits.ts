@@ -20,7 +20,7 @@ export const MAX_INFLATED_XMP_BYTES = 16 * 1024 * 1024;
 /**
  * Bytes protect may add to a file (its XMP packet, Extended XMP segments, a VP8X header, attributes
  * of a merged packet rewritten as elements). The answer's room in the request budget is reserved for
- * the upload plus this much (src/pipeline/body.ts, src/config.ts), so an answer within it never needs
+ * the upload plus this much (answerBytesFor, src/config.ts), so an answer within it never needs
  * memory from outside the budget. A file that would grow by more (compressed XMP written back
  * uncompressed, as the XMP specification asks: a 17 KB upload came back as 16.8 MB) is refused with
  * `output_too_large`.

@@ -1,40 +1,50 @@
 /**
- * POST /api/v1/protect and /api/v1/verify: authenticate and check limits from the headers alone,
- * reserve a quota unit, copy the request body into a range of the shared arena, let a worker parse the
- * multipart framing and build the answer in another range, write it back, then keep the unit on success
- * or give it back on any failure.
+ * POST /api/v1/protect and /api/v1/verify, one request in four steps:
+ *
+ *   admit    from the headers alone: the key, the Content-Type and Content-Length, room in the queue, a
+ *            quota unit and a memory lease (src/transfer/); a refusal goes out before a byte of body is read
+ *   receive  the body's chunks, copied into the lease
+ *   process  a worker parses the form and builds the answer (for protect, into the lease)
+ *   respond  the answer, with backpressure
+ *
+ * and one place, `finish`, that settles the quota unit (kept when the answer was delivered, given back
+ * otherwise) and releases the lease, whatever happened.
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
+import { MULTIPART_SLACK_BYTES } from '../config.js';
 import { OptmarkError, toErrorShape } from '../errors.js';
 import type { Logger } from '../log.js';
-import type { ImagePool } from '../pool/pool.js';
-import { protectBodyCapacity } from '../pipeline/body.js';
-import type { ArenaRange, BodyResult, Task } from '../pipeline/tasks.js';
-import { rateLimitHeaders, resetTimeOf, utcMinuteText, wwwAuthenticate, type Account, type AuthResult, type Operation, type Reservation, type Store } from '../store/index.js';
+import { checkContentType } from '../pipeline/form-type.js';
+import { PoolOverloadedError, type ImagePool } from '../pool/pool.js';
+import type { AnswerResult, Task } from '../pool/tasks.js';
+import { rateLimitHeaders, resetTimeOf, utcMinuteText, wwwAuthenticate, type Account, type Operation, type Reservation, type Store } from '../store/index.js';
+import type { BytesRef, Lease, Transfer } from '../transfer/index.js';
 import { requestId } from './filename.js';
-import { RequestMemory } from './memory.js';
 import type { Metrics } from './metrics.js';
-import { MULTIPART_SLACK_BYTES } from '../config.js';
-import { checkContentType } from '../pipeline/upload.js';
-import { BodyReceiver } from './receive.js';
 import { Exchange, type Headers } from './respond.js';
 import { Phases } from './timing.js';
+
+/** Requests in progress, for graceful shutdown. */
+export interface InFlight {
+  begin(): void;
+  end(): void;
+}
 
 export interface ApiDeps {
   store: Store;
   pool: ImagePool;
+  transfer: Transfer;
   metrics: Metrics;
   log: Logger;
   maxUploadBytes: number;
-  /** Requests in progress, for graceful shutdown. */
-  inflight: { count: number; idle: () => void };
+  inflight: InFlight;
 }
 
 /**
- * What a route built on this flow adds to it (the dashboard's mark, src/http/dashboard.ts): a check
- * after authentication, its own worker task, and what to do with the answer. The flow stays the API's:
- * the same admission, limits, quota unit, arena memory, error codes and settling.
+ * What a route built on this flow adds to it (the dashboard's mark, src/http/dashboard.ts): a check after
+ * authentication, its own worker task, and what to do with the answer. The flow stays this one: the same
+ * admission, limits, quota unit, request memory, error codes and settling.
  */
 export interface ApiExtension {
   /** The route's name in metrics and logs. */
@@ -45,14 +55,22 @@ export interface ApiExtension {
 
 export interface ExtensionRequest {
   /** The worker task for the received body. */
-  task(input: ArenaRange, contentType: string): Task;
+  task(input: BytesRef, contentType: string): Task;
   /**
    * The worker's answer, before it is sent: store what must exist when the client reads it, and return
-   * the body to send (the worker's, or one with fields added). Throw to fail the request.
+   * the body to send (`body`, or one with fields added). Throw to fail the request.
    */
-  answered(result: BodyResult): Uint8Array;
-  /** Called once when the request ends: ok when the answer reached the client. */
-  settle(ok: boolean): void;
+  answered(result: AnswerResult, body: Uint8Array): Uint8Array;
+  /** Called once when the request ends: true when the answer reached the client. */
+  settle(delivered: boolean): void;
+}
+
+/** What the handler reads from the request's headers (uWS's HttpRequest lives only during the handler call). */
+interface Head {
+  id: string;
+  authorization: string;
+  contentType: string;
+  contentLength: string;
 }
 
 function parseLength(raw: string): number | undefined | 'invalid' {
@@ -66,7 +84,8 @@ function parseLength(raw: string): number | undefined | 'invalid' {
  */
 function busyAsOverload(err: unknown): unknown {
   const code = (err as { code?: unknown } | null)?.code;
-  if (typeof code === 'string' && /^SQLITE_(BUSY|LOCKED)/.test(code)) return new OptmarkError('overloaded', 'The account store is busy; retry shortly.', { cause: err });
+  if (typeof code === 'string' && /^SQLITE_(BUSY|LOCKED)/.test(code))
+    return new OptmarkError('overloaded', 'The account store is busy; retry shortly.', { cause: err });
   return err;
 }
 
@@ -80,184 +99,201 @@ class QuotaExceededError extends OptmarkError {
   }
 }
 
+/** The client went away before its body arrived. */
+class ClientGoneError extends Error {}
+
 /** Handles one API request; the uWS handler returns right after this sets up its callbacks. */
 export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse, req: HttpRequest, extension?: ApiExtension): void {
-  // HttpRequest lives only during this synchronous call: read everything from it first.
-  const authorization = req.getHeader('authorization');
-  const contentType = req.getHeader('content-type');
-  const lengthHeader = req.getHeader('content-length');
-  const id = requestId(req.getHeader('x-request-id'), randomUUID);
-  const route = extension?.route ?? `/api/v1/${operation}`;
-  const ex = new Exchange(res, id, route, process.hrtime.bigint());
-  const phases = new Phases(ex.started);
-  const { store, pool, metrics, log, inflight } = deps;
-  const arena = pool.arena;
-  if (!arena) throw new Error('the API needs a pool with an arena');
-  inflight.count++;
-
-  let reservation: Reservation | undefined;
-  let accountId: number | undefined;
-  let finished = false;
-  let extra: ExtensionRequest | undefined;
-  const memory = new RequestMemory(arena, () => metrics.inflightBytes.set(arena.used));
-  // Headers are a courtesy: a store that cannot be read must not turn an answer into a crash.
-  const rlHeaders = (): Headers => {
-    if (accountId === undefined) return {};
-    try {
-      return rateLimitHeaders(store.quotaState(accountId, operation));
-    } catch (err) {
-      log.error({ reqId: id, err }, 'quota state unavailable');
-      return {};
-    }
+  const head: Head = {
+    id: requestId(req.getHeader('x-request-id'), randomUUID),
+    authorization: req.getHeader('authorization'),
+    contentType: req.getHeader('content-type'),
+    contentLength: req.getHeader('content-length'),
   };
+  void new ApiRequest(deps, operation, res, head, extension).run();
+}
 
-  /** Keeps (ok) or gives back the reserved unit, once. */
-  const settle = (ok: boolean): void => {
-    const r = reservation;
-    reservation = undefined;
-    if (!r) return;
-    try {
-      if (ok) store.commit(r);
-      else store.refund(r);
-    } catch (err) {
-      log.error({ reqId: id, err }, 'quota update failed');
-    }
-  };
+class ApiRequest {
+  readonly #deps: ApiDeps;
+  readonly #operation: Operation;
+  readonly #head: Head;
+  readonly #route: string;
+  readonly #ex: Exchange;
+  readonly #phases: Phases;
+  readonly #extension: ApiExtension | undefined;
+  #extra: ExtensionRequest | undefined;
+  #accountId: number | undefined;
+  #reservation: Reservation | undefined;
+  #lease: Lease | undefined;
 
-  const finish = (ok: boolean): void => {
-    if (finished) return;
-    finished = true;
-    settle(ok);
-    try {
-      extra?.settle(ok);
-    } catch (err) {
-      log.error({ reqId: id, err }, 'settling the request failed');
-    }
-    memory.releaseAll();
-    const seconds = Number(process.hrtime.bigint() - ex.started) / 1e9;
-    const status = ex.aborted && !ex.answered ? 499 : ex.status;
-    metrics.observe(route, status, seconds, receiver?.received ?? 0, ex.sent);
-    log.info({ reqId: id, route, status, ms: Math.round(seconds * 1000), ...phases.fields(), in: receiver?.received ?? 0, out: ex.sent, account: accountId }, 'request');
-    if (--inflight.count === 0) inflight.idle();
-  };
-
-  const fail = (err: unknown): void => {
-    // Refund before the RateLimit headers are read, so they show the unit given back.
-    settle(false);
-    const shape = toErrorShape(busyAsOverload(err));
-    if (shape.code === 'internal_error') log.error({ reqId: id, err }, 'unexpected failure');
-    const headers: Headers = { ...rlHeaders(), ...phases.headers() };
-    if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
-    if (err instanceof QuotaExceededError) headers['Retry-After'] = String(err.retryAfter);
-    void ex.error(shape.code, shape.message, headers).then(() => finish(false));
-  };
-
-  let receiver: BodyReceiver | undefined;
-  let uploadSlot: ReturnType<RequestMemory['take']>;
-  let outputSlot: ReturnType<RequestMemory['take']>;
-  ex.onAbort(() => {
-    receiver?.abandon(new OptmarkError('malformed_multipart', 'client went away'));
-    finish(false);
-  });
-
-  // Everything up to here used headers only: refusals go out before a byte of body is read.
-  let auth: AuthResult;
-  try {
-    auth = store.authenticate(authorization || undefined); // may write (last use): can be busy
-  } catch (err) {
-    return fail(err);
+  constructor(deps: ApiDeps, operation: Operation, res: HttpResponse, head: Head, extension: ApiExtension | undefined) {
+    this.#deps = deps;
+    this.#operation = operation;
+    this.#head = head;
+    this.#extension = extension;
+    this.#route = extension?.route ?? `/api/v1/${operation}`;
+    // Registers the abort callback uWS requires before the handler returns.
+    this.#ex = new Exchange(res, head.id, this.#route, process.hrtime.bigint());
+    this.#phases = new Phases(this.#ex.started);
   }
-  if (!auth.ok) return fail(new OptmarkError(auth.code, auth.message));
-  accountId = auth.account.id;
-  const declared = parseLength(lengthHeader);
-  try {
-    checkContentType(contentType);
-    if (declared === 'invalid') throw new OptmarkError('malformed_multipart', 'Content-Length is not a number.');
-    if (declared !== undefined && declared > deps.maxUploadBytes + MULTIPART_SLACK_BYTES) {
-      throw new OptmarkError('payload_too_large', `The upload is ${declared} bytes; the limit is ${deps.maxUploadBytes}.`);
+
+  async run(): Promise<void> {
+    this.#deps.inflight.begin();
+    let delivered = false;
+    try {
+      const lease = this.#admit();
+      await this.#receive(lease);
+      const answer = await this.#process(lease);
+      delivered = await this.#ex.json(200, answer, { ...this.#rateLimitHeaders(), ...this.#phases.headers() });
+    } catch (err) {
+      if (!this.#ex.aborted) await this.#refuse(err);
+    } finally {
+      this.#finish(delivered);
     }
-    if (pool.saturated) throw new OptmarkError('overloaded');
-    if (extension) extra = extension.admit(auth);
-    const reserved = store.reserve(auth.account.id, operation);
+  }
+
+  /** Everything here reads headers only. Throws the refusal. */
+  #admit(): Lease {
+    const { store, pool, transfer, maxUploadBytes } = this.#deps;
+    const auth = store.authenticate(this.#head.authorization || undefined); // may write (last use): can be busy
+    if (!auth.ok) throw new OptmarkError(auth.code, auth.message);
+    this.#accountId = auth.account.id;
+    checkContentType(this.#head.contentType);
+    const declared = parseLength(this.#head.contentLength);
+    if (declared === 'invalid') throw new OptmarkError('malformed_multipart', 'Content-Length is not a number.');
+    const maxBody = maxUploadBytes + MULTIPART_SLACK_BYTES;
+    if (declared !== undefined && declared > maxBody) {
+      throw new OptmarkError('payload_too_large', `The upload is ${declared} bytes; the limit is ${maxUploadBytes}.`);
+    }
+    if (pool.saturated) throw new PoolOverloadedError();
+    if (this.#extension) this.#extra = this.#extension.admit({ account: auth.account, keyId: auth.keyId });
+    const reserved = store.reserve(auth.account.id, this.#operation);
     if (!reserved.ok) {
       const s = reserved.state;
       // The reset instant from the counter's own seconds (Retry-After), so the two always agree.
       const resetsAt = utcMinuteText(resetTimeOf(new Date(Date.now() + (s.resetSeconds - 1) * 1000)));
-      throw new QuotaExceededError(`The monthly ${operation} limit of ${s.limit} is used up; it resets at ${resetsAt}.`, s.resetSeconds);
+      throw new QuotaExceededError(`The monthly ${this.#operation} limit of ${s.limit} is used up; it resets at ${resetsAt}.`, s.resetSeconds);
     }
-    reservation = reserved.reservation;
-    // Room for the body: the declared length bounds it; without one, the limit does (shrunk later).
-    const maxBody = deps.maxUploadBytes + MULTIPART_SLACK_BYTES;
-    const capacity = declared === undefined ? maxBody : Math.max(1, declared);
-    // Admission takes room for the answer too, so that a request once admitted never needs memory from
-    // outside the arena.
-    const slot = memory.take(capacity);
-    // An extension's worker builds its answer in a buffer of its own (the layers may grow the image).
-    const needsOutput = operation === 'protect' && !extension;
-    const bodySlot = slot && needsOutput ? memory.take(protectBodyCapacity(capacity)) : undefined;
-    if (!slot || (needsOutput && !bodySlot)) {
-      memory.releaseAll();
-      throw new OptmarkError('overloaded', 'The server is holding as many uploads as it can; retry shortly.');
-    }
-    uploadSlot = slot;
-    outputSlot = bodySlot;
-    receiver = new BodyReceiver({ destination: memory.view(slot), maxBodyBytes: maxBody, maxImageBytes: deps.maxUploadBytes });
-  } catch (err) {
-    return fail(err);
+    this.#reservation = reserved.reservation;
+    // Room for the body: the declared length bounds it; without one, the limit does. A protect's lease
+    // holds room for its answer too, so that an admitted request never needs memory from elsewhere.
+    // An extension's worker answers with bytes of its own (its layers may grow the image).
+    const lease = transfer.admit(declared === undefined ? maxBody : Math.max(1, declared), this.#operation === 'protect' && !this.#extra);
+    if (!lease) throw new PoolOverloadedError('The server is holding as many uploads as it can; retry shortly.');
+    this.#lease = lease;
+    return lease;
   }
 
-  const rx = receiver;
-  res.onData((chunk, isLast) => {
-    if (ex.answered || rx.failed) return; // already refused: uWS drains the rest of the body for us
-    try {
-      rx.push(chunk, isLast);
-    } catch (err) {
-      fail(err);
+  /** Copies the body into the lease; rejects past the limits, on an empty body, or when the client leaves. */
+  #receive(lease: Lease): Promise<void> {
+    const maxBody = this.#deps.maxUploadBytes + MULTIPART_SLACK_BYTES;
+    return new Promise((resolve, reject) => {
+      let settled = false;
+      const end = (err?: Error): void => {
+        settled = true;
+        if (err) reject(err);
+        else resolve();
+      };
+      this.#ex.onAbort(() => settled || end(new ClientGoneError()));
+      this.#ex.res.onData((chunk, isLast) => {
+        if (settled) return; // refused already: uWS drains the rest of the body
+        if (lease.received + chunk.byteLength > maxBody) {
+          return end(new OptmarkError('payload_too_large', `The upload is larger than the ${this.#deps.maxUploadBytes}-byte limit.`));
+        }
+        // Past the Content-Length the client declared (and was given room for).
+        if (!lease.write(chunk)) return end(new OptmarkError('payload_too_large', 'The upload is larger than its declared Content-Length.'));
+        if (!isLast) return;
+        if (lease.received === 0) return end(new OptmarkError('malformed_multipart', 'The request has no body.'));
+        this.#phases.received();
+        end();
+      });
+    });
+  }
+
+  /** A worker parses the form and builds the answer; the answer's bytes (in the lease, for protect). */
+  async #process(lease: Lease): Promise<Uint8Array> {
+    const { input, output } = lease.seal();
+    const contentType = this.#head.contentType;
+    const task: Task = this.#extra
+      ? this.#extra.task(input, contentType)
+      : this.#operation === 'protect'
+        ? { kind: 'protect', input, output, contentType }
+        : { kind: 'verify', input, contentType };
+    const result = await this.#deps.pool.run(task);
+    this.#phases.worked(result.workMs);
+    if (!result.ok) {
+      if (result.detail) this.#deps.log.error({ reqId: this.#head.id, detail: result.detail }, 'worker failure');
+      throw new OptmarkError(result.error.code, result.error.message);
     }
-  });
-  rx.done.then(
-    async (upload) => {
-      phases.received();
-      if (ex.aborted) return;
-      // Hand the unused tail of the upload's range back before the worker runs. The image inside the
-      // body is smaller than the body, so an answer for the body's length has room for it.
-      const input = memory.shrink(uploadSlot!, upload.length);
-      const output = outputSlot && memory.shrink(outputSlot, protectBodyCapacity(upload.length));
-      const range = { offset: input.offset, length: upload.length };
-      const task: Task = extra
-        ? extra.task(range, contentType)
-        : operation === 'protect'
-          ? { kind: 'protect', input: range, output, contentType }
-          : { kind: 'verify', input: range, contentType };
-      memory.lend();
-      let result;
-      try {
-        result = await pool.run(task);
-      } catch (err) {
-        memory.returned(false);
-        throw err;
-      }
-      memory.returned(true);
-      phases.worked(result.workMs);
-      memory.free(input);
-      if (!result.ok) {
-        if (result.detail) log.error({ reqId: id, detail: result.detail }, 'worker failure');
-        throw new OptmarkError(result.error.code, result.error.message);
-      }
-      let body: Uint8Array;
-      if (result.kind === 'arena-body' && output) body = memory.view(output, result.length);
-      else if (result.kind === 'body') {
-        if (output) memory.free(output);
-        body = extra ? extra.answered(result) : result.body;
-      } else throw new Error('worker answered with the wrong result kind');
-      const delivered = await ex.json(200, body, { ...rlHeaders(), ...phases.headers() });
-      finish(delivered);
-    },
-    (err: unknown) => {
-      if (!ex.aborted) fail(err);
-    },
-  ).catch((err: unknown) => {
-    if (!ex.aborted) fail(err);
-    else finish(false);
-  });
+    if (result.kind !== 'answer') throw new Error(`worker answered a ${this.#operation} with a ${result.kind} result`);
+    const body = lease.answer(result.answer);
+    return this.#extra ? this.#extra.answered(result, body) : body;
+  }
+
+  /** Sends the `{error, code}` answer a failure deserves. */
+  async #refuse(err: unknown): Promise<void> {
+    // Refund before the RateLimit headers are read, so they show the unit given back.
+    this.#settle(false);
+    const shape = toErrorShape(busyAsOverload(err));
+    if (shape.code === 'internal_error') this.#deps.log.error({ reqId: this.#head.id, err }, 'unexpected failure');
+    const headers: Headers = { ...this.#rateLimitHeaders(), ...this.#phases.headers() };
+    if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
+    if (err instanceof QuotaExceededError) headers['Retry-After'] = String(err.retryAfter);
+    await this.#ex.error(shape.code, shape.message, headers);
+  }
+
+  /** The one end of every request: quota unit, memory, metrics, log line. */
+  #finish(delivered: boolean): void {
+    this.#settle(delivered);
+    try {
+      this.#extra?.settle(delivered);
+    } catch (err) {
+      this.#deps.log.error({ reqId: this.#head.id, err }, 'settling the request failed');
+    }
+    const received = this.#lease?.received ?? 0;
+    this.#lease?.release();
+    this.#lease = undefined;
+    const ex = this.#ex;
+    const seconds = Number(process.hrtime.bigint() - ex.started) / 1e9;
+    const status = ex.aborted && !ex.answered ? 499 : ex.status;
+    this.#deps.metrics.observe(this.#route, status, seconds, received, ex.sent);
+    this.#deps.log.info(
+      {
+        reqId: this.#head.id,
+        route: this.#route,
+        status,
+        ms: Math.round(seconds * 1000),
+        ...this.#phases.fields(),
+        in: received,
+        out: ex.sent,
+        account: this.#accountId,
+      },
+      'request',
+    );
+    this.#deps.inflight.end();
+  }
+
+  /** Keeps (ok) or gives back the reserved unit, once. */
+  #settle(ok: boolean): void {
+    const r = this.#reservation;
+    this.#reservation = undefined;
+    if (!r) return;
+    try {
+      if (ok) this.#deps.store.commit(r);
+      else this.#deps.store.refund(r);
+    } catch (err) {
+      this.#deps.log.error({ reqId: this.#head.id, err }, 'quota update failed');
+    }
+  }
+
+  /** RateLimit headers are a courtesy: a store that cannot be read must not turn an answer into a crash. */
+  #rateLimitHeaders(): Headers {
+    if (this.#accountId === undefined) return {};
+    try {
+      return rateLimitHeaders(this.#deps.store.quotaState(this.#accountId, this.#operation));
+    } catch (err) {
+      this.#deps.log.error({ reqId: this.#head.id, err }, 'quota state unavailable');
+      return {};
+    }
+  }
 }

@@ -219,7 +219,7 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
             batchId,
             recordId,
           }),
-          answered: (result) => {
+          answered: (result, body) => {
             const m = result.mark;
             if (!m) throw new Error('the dashboard mark came back without its record');
             records.addRecord(account.id, {
@@ -236,7 +236,7 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
               markedAt: m.markedAt,
             });
             recorded = true;
-            return result.body;
+            return body;
           },
           settle: (delivered) => {
             if (delivered) return;
@@ -281,7 +281,7 @@ export function verifyWithRecords(store: Store): ApiExtension {
     route: '/api/v1/verify',
     admit: ({ account }) => ({
       task: (input, contentType) => ({ kind: 'verify', input, contentType }),
-      answered: (result) => withRecord(result.body, recordField(store, account.id, result.body)),
+      answered: (_result, body) => withRecord(body, recordField(store, account.id, body)),
       settle: () => {},
     }),
   };

@@ -30,14 +30,17 @@ export class Metrics {
     labelNames: ['route'] as const,
     registers: [this.registry],
   });
-  readonly inflightBytes = new Gauge({
-    name: 'optmark_inflight_upload_bytes',
-    help: 'Bytes of the shared request arena in use: uploads and response bodies in flight.',
-    registers: [this.registry],
-  });
 
-  constructor(poolStats: () => PoolStats, checkpointStats: () => CheckpointStats | undefined = () => undefined) {
+  constructor(poolStats: () => PoolStats, checkpointStats: () => CheckpointStats | undefined = () => undefined, inflightBytes: () => number = () => 0) {
     collectDefaultMetrics({ register: this.registry, prefix: 'optmark_' });
+    new Gauge({
+      name: 'optmark_inflight_upload_bytes',
+      help: 'Request memory in use: uploads and response bodies in flight.',
+      registers: [this.registry],
+      collect() {
+        this.set(inflightBytes());
+      },
+    });
     // A gauge read at scrape time; left unset while `read` has nothing (no checkpointer started).
     const gauge = <T>(read: () => T | undefined, name: string, help: string, pick: (s: T) => number): void => {
       new Gauge({

@@ -6,14 +6,14 @@ import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Logger } from '../log.js';
+import { nativeState } from '../native/index.js';
 import type { ImagePool } from '../pool/pool.js';
 import type { Store } from '../store/index.js';
-import { handleApi, type ApiDeps } from './api.js';
+import type { Transfer } from '../transfer/index.js';
 import { Assets } from '../dashboard/assets.js';
+import { handleApi, type ApiDeps, type InFlight } from './api.js';
 import { registerDashboard, verifyWithRecords } from './dashboard.js';
 import { requestId } from './filename.js';
-import { releaseFreePages } from '../pool/pages.js';
-import { QuietTimer } from './quiet.js';
 import { Metrics } from './metrics.js';
 import { LISTEN_DEFAULT, LISTEN_EXCLUSIVE_PORT, listenFailure } from './port.js';
 import { Exchange } from './respond.js';
@@ -24,29 +24,58 @@ export interface ServerOptions {
   transport: Transport;
   store: Store;
   pool: ImagePool;
+  transfer: Transfer;
   log: Logger;
   host: string;
   port: number;
   /** Share the port with other processes (SO_REUSEPORT) instead of refusing a port in use. */
   reusePort?: boolean;
   maxUploadBytes: number;
-  /** Bytes at the start of the arena kept resident when idle pages go back to the OS. */
-  warmArenaBytes: number;
   /** Worker threads (the dashboard sizes its upload concurrency from it). */
   poolSize?: number;
 }
 
-/** Unbroken quiet time (no request in flight) before free arena pages go back to the OS. */
-const IDLE_RELEASE_MS = 2000;
+/**
+ * The OpenAPI document: docs/openapi.json, which the build copies to dist/docs/, so the same relative
+ * path finds it from the sources and from the build.
+ */
+const OPENAPI_PATH = new URL('../../docs/openapi.json', import.meta.url);
 
-const OPENAPI_PATH = new URL('../../../docs/openapi.json', import.meta.url);
+/** The count of requests in progress, and who waits for it to reach zero. */
+class RequestsInFlight implements InFlight {
+  count = 0;
+  readonly #waiters = new Set<() => void>();
+
+  begin(): void {
+    this.count++;
+  }
+
+  end(): void {
+    if (--this.count > 0) return;
+    for (const w of [...this.#waiters]) w();
+  }
+
+  /** Resolves true once nothing is in flight, false when `timeoutMs` passes first. */
+  drained(timeoutMs: number): Promise<boolean> {
+    if (this.count === 0) return Promise.resolve(true);
+    return new Promise((resolve) => {
+      const done = (ok: boolean): void => {
+        clearTimeout(timer);
+        this.#waiters.delete(waiter);
+        resolve(ok);
+      };
+      const waiter = (): void => done(true);
+      const timer = setTimeout(() => done(false), timeoutMs);
+      this.#waiters.add(waiter);
+    });
+  }
+}
 
 export class HttpServer {
   readonly #app: TemplatedApp;
   readonly #options: ServerOptions;
   readonly metrics: Metrics;
-  readonly #inflight = { count: 0, idle: () => {} };
-  #release: QuietTimer;
+  readonly #inflight = new RequestsInFlight();
   #listen: us_listen_socket | undefined;
   #ready = false;
   #openapi: Buffer;
@@ -54,21 +83,21 @@ export class HttpServer {
 
   constructor(options: ServerOptions) {
     this.#options = options;
-    this.metrics = new Metrics(() => options.pool.stats, () => options.store.checkpointStats);
+    this.metrics = new Metrics(
+      () => options.pool.stats,
+      () => options.store.checkpointStats,
+      () => options.transfer.used,
+    );
     this.#openapi = readFileSync(OPENAPI_PATH);
     const deps: ApiDeps = {
       store: options.store,
       pool: options.pool,
+      transfer: options.transfer,
       metrics: this.metrics,
       log: options.log,
       maxUploadBytes: options.maxUploadBytes,
       inflight: this.#inflight,
     };
-    // Once nothing has been in flight for a while, hand the arena's free pages past its warm start back
-    // to the OS, so resident memory after a burst returns to its idle level.
-    const arena = options.pool.arena;
-    this.#release = new QuietTimer(IDLE_RELEASE_MS, () => this.#inflight.count > 0, () => arena && releaseFreePages(arena, options.warmArenaBytes));
-    this.#inflight.idle = () => this.#release.idle();
     const app = options.uws.App();
     app.post('/api/v1/protect', (res, req) => handleApi(deps, 'protect', res, req));
     const verify = verifyWithRecords(options.store);
@@ -87,8 +116,12 @@ export class HttpServer {
       );
     });
     registerDashboard(app, { ...deps, assets: Assets.load(), poolSize: options.poolSize ?? options.pool.stats.threads });
-    app.get('/api/v1/openapi.json', (res, req) => this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })));
-    app.any('/*', (res, req) => this.#simple(res, req, 'other', (ex) => ex.error('not_found', `No route for ${req.getMethod().toUpperCase()} ${req.getUrl()}.`)));
+    app.get('/api/v1/openapi.json', (res, req) =>
+      this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })),
+    );
+    app.any('/*', (res, req) =>
+      this.#simple(res, req, 'other', (ex) => ex.error('not_found', `No route for ${req.getMethod().toUpperCase()} ${req.getUrl()}.`)),
+    );
     this.#app = app;
   }
 
@@ -111,7 +144,8 @@ export class HttpServer {
       transport: this.#options.transport,
       pool,
       store: 'ok',
-      inflight: { requests: this.#inflight.count, bytes: this.#options.pool.arena?.used ?? 0, capacity: this.#options.pool.arena?.capacity ?? 0 },
+      native: nativeState(),
+      inflight: { requests: this.#inflight.count, bytes: this.#options.transfer.used, capacity: this.#options.transfer.capacity },
     });
     return ex.json(this.#ready ? 200 : 503, body);
   }
@@ -146,16 +180,7 @@ export class HttpServer {
       this.#options.uws.us_listen_socket_close(this.#listen);
       this.#listen = undefined;
     }
-    if (this.#inflight.count > 0) {
-      await new Promise<void>((resolve) => {
-        const timer = setTimeout(resolve, timeoutMs);
-        this.#inflight.idle = () => {
-          clearTimeout(timer);
-          resolve();
-        };
-      });
-    }
-    this.#release.stop();
+    await this.#inflight.drained(timeoutMs);
     const unfinished = this.#inflight.count;
     (this.#app as unknown as { close(): void }).close();
     return { unfinished };

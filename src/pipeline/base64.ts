@@ -4,7 +4,7 @@
  * The native encoder writes into the target directly; Node's own encoder (the fallback) has to make a
  * string first, which for a 25 MiB image is a 33 MiB temporary on the worker's V8 heap.
  */
-import { bytesAddon } from '../native-bytes.js';
+import { bytesAddon } from '../native/index.js';
 
 /** Length of the base64 text of `n` bytes (with padding). */
 export function base64Length(n: number): number {

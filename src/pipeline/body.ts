@@ -4,7 +4,6 @@
  * a multi-megabyte string.
  */
 import { createHash } from 'node:crypto';
-import { MAX_PROTECT_GROWTH_BYTES } from '../formats/limits.js';
 import { base64Into, base64Length } from './base64.js';
 
 export interface ProtectFields {
@@ -46,14 +45,6 @@ export function protectBody(produced: Uint8Array | readonly Uint8Array[], fields
   if (written !== b64Length) throw new Error(`base64 length ${written} != ${b64Length}`);
   tail.copy(out, head.length + b64Length);
   return out;
-}
-
-/**
- * Room a protect body needs for an upload of `inputLength` bytes: protect refuses to grow a file by more
- * than MAX_PROTECT_GROWTH_BYTES (output_too_large), so every answer it gives fits this room.
- */
-export function protectBodyCapacity(inputLength: number): number {
-  return base64Length(inputLength + MAX_PROTECT_GROWTH_BYTES) + 4096;
 }
 
 /** A small JSON body in a standalone buffer. */

@@ -6,8 +6,7 @@
  */
 import { base64Into, base64Length } from './base64.js';
 import type { LiveLayers } from './layers-live.js';
-import { LAYER_PROVENANCE, runMark } from './mark.js';
-import type { BodyResult, DashboardMarkTask, MarkedImage } from './tasks.js';
+import { LAYER_PROVENANCE, runMark, type MarkOptions } from './mark.js';
 import { safeBasename, parseUpload } from './upload.js';
 import { verifyReport } from './verify.js';
 
@@ -17,17 +16,36 @@ const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f]/g;
 /** Longest original file name kept in a record (code points). */
 const MAX_ORIGINAL_NAME = 255;
 
-/** Runs a dashboard mark over the multipart body in `body` (a view of the arena). */
+/** The batch's layers, the form's Content-Type, and the ids the record will carry. */
+export interface DashboardMarkOptions extends MarkOptions {
+  contentType: string;
+  batchId: string;
+  recordId: string;
+}
+
+/** What the event-loop thread needs to record a dashboard mark (the answer carries the same). */
+export interface MarkedImage {
+  sha256: string;
+  filename: string;
+  mimeType: string;
+  bytes: number;
+  layers: string[];
+  originalName: string;
+  provenanceKeyId: string | null;
+  markedAt: string;
+}
+
+/** Runs a dashboard mark over the multipart body in `body` (a view of request memory); the answer's body and its record. */
 export async function runDashboardMark(
   body: Uint8Array,
-  task: DashboardMarkTask,
+  task: DashboardMarkOptions,
   layers: LiveLayers,
   maxUploadBytes: number,
-): Promise<BodyResult & { mark: MarkedImage }> {
+): Promise<{ body: Uint8Array; mark: MarkedImage }> {
   const upload = await parseUpload(body, task.contentType, maxUploadBytes);
   const input = upload.bytes;
   const before = await verifyReport(input, layers);
-  const marked = await runMark({ kind: 'mark', input, provenance: task.provenance, fingerprint: task.fingerprint }, layers);
+  const marked = await runMark(input, { provenance: task.provenance, fingerprint: task.fingerprint }, layers);
   const after = await verifyReport(marked.bytes, layers);
   const originalName = originalNameOf(upload.filename);
   const mark: MarkedImage = {
@@ -53,7 +71,7 @@ export async function runDashboardMark(
     after,
     warnings: [],
   };
-  return { ok: true, kind: 'body', body: base64Body(marked.bytes, fields), mark };
+  return { body: base64Body(marked.bytes, fields), mark };
 }
 
 /** `{"imageBase64":"<base64 of image>", ...fields}` as UTF-8 bytes in one standalone buffer. */

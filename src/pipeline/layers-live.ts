@@ -7,16 +7,25 @@ import { detectFingerprint, loadFingerprintSecret } from '../fingerprint/index.j
 import { Keyring, SigningKeySource, verifyProvenance, type SigningKey } from '../provenance/index.js';
 import { NOT_FOUND_FINGERPRINT, type FingerprintStatus, type Layers, type ProvenanceStatus } from './layers.js';
 import type { MarkContext } from './mark.js';
-import type { WorkerInit } from './tasks.js';
+
+/** Where the layers' keys and secrets come from, and their limits. */
+export interface LayerSettings {
+  dataDir: string;
+  maxPixels: number;
+  signingKeyFile: string | undefined;
+  fingerprintSecretFile: string | undefined;
+  /** Run the fingerprint detector in verify. */
+  fingerprintDetect: boolean;
+}
 
 export class LiveLayers implements Layers, MarkContext {
   readonly maxPixels: number;
-  readonly #init: WorkerInit;
+  readonly #init: LayerSettings;
   readonly #signing: SigningKeySource;
   #keyring: Promise<Keyring> | undefined;
   #secret: Promise<Uint8Array> | undefined;
 
-  constructor(init: WorkerInit) {
+  constructor(init: LayerSettings) {
     this.#init = init;
     this.maxPixels = init.maxPixels;
     this.#signing = new SigningKeySource({ dataDir: init.dataDir, file: init.signingKeyFile });

@@ -7,7 +7,6 @@ import { embedFingerprint } from '../fingerprint/index.js';
 import { requireFormat } from '../formats/index.js';
 import { protect } from '../marking/engine.js';
 import { protectSigned, type SigningKey } from '../provenance/index.js';
-import type { MarkResult, MarkTask } from './tasks.js';
 
 /** Names of the optional layers, as MarkResult.layers lists them. */
 export const LAYER_FINGERPRINT = 'fingerprint';
@@ -20,18 +19,33 @@ export interface MarkContext {
   fingerprintSecret(): Promise<Uint8Array>;
 }
 
+/** The optional layers to apply besides the opt-out field. */
+export interface MarkOptions {
+  provenance: boolean;
+  fingerprint: boolean;
+}
+
+/** A marked file. */
+export interface Marked {
+  bytes: Uint8Array;
+  mimeType: string;
+  extension: string;
+  /** The layers applied (LAYER_FINGERPRINT, LAYER_PROVENANCE). */
+  layers: string[];
+}
+
 /** Applies the opt-out field and the requested layers; throws typed errors (unsupported, damaged, limits). */
-export async function runMark(task: MarkTask, ctx: MarkContext): Promise<MarkResult> {
+export async function runMark(image: Uint8Array, options: MarkOptions, ctx: MarkContext): Promise<Marked> {
   // The container must be editable before any pixel work: a file protect refuses is refused here too,
   // whatever the decoder would make of it.
-  requireFormat(task.input).readXmp(task.input);
-  let bytes = task.input;
+  requireFormat(image).readXmp(image);
+  let bytes = image;
   const layers: string[] = [];
-  if (task.fingerprint) {
+  if (options.fingerprint) {
     bytes = await embedFingerprint(bytes, await ctx.fingerprintSecret(), { maxPixels: ctx.maxPixels });
     layers.push(LAYER_FINGERPRINT);
   }
-  const result = task.provenance ? await protectSigned(bytes, await ctx.signingKey()) : protect(bytes);
-  if (task.provenance) layers.push(LAYER_PROVENANCE);
-  return { ok: true, kind: 'marked', bytes: result.bytes, mimeType: result.mimeType, extension: result.extension, layers };
+  const result = options.provenance ? await protectSigned(bytes, await ctx.signingKey()) : protect(bytes);
+  if (options.provenance) layers.push(LAYER_PROVENANCE);
+  return { bytes: result.bytes, mimeType: result.mimeType, extension: result.extension, layers };
 }

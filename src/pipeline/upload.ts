@@ -1,20 +1,17 @@
 /**
- * The multipart/form-data upload, parsed by busboy in an image worker: the event-loop thread only copies
- * the raw request body into a range of the shared arena (src/http/receive.ts); the worker runs busboy
- * over that range and finds the image in place, without copying it, because busboy hands the part's
- * bytes over as views of the buffer it was given. (busboy on the event loop cost about 1 ms per 12 MP
- * upload there, a quarter of that thread's work per protect; in a worker it runs in parallel.)
+ * The multipart/form-data upload, parsed by busboy in an image worker over the whole request body: the
+ * image part is found in place, without a copy, because busboy hands the part's bytes over as views of
+ * the buffer it was given. (busboy on the event loop cost about 1 ms per 12 MP upload there, a quarter of
+ * that thread's work per protect; in a worker it runs in parallel.)
  *
  * MultipartReceiver also takes chunks as they come (a copy into its destination), which the benches and
  * tests use to compare both ways.
  */
 import busboy from 'busboy';
-// busboy's own Content-Type parser (not in its typed API): the short cut in parseUpload must read the
-// boundary exactly as busboy does.
-import busboyUtils from 'busboy/lib/utils.js';
 import { MULTIPART_SLACK_BYTES } from '../config.js';
 import { OptmarkError } from '../errors.js';
-import { bytesAddon } from '../native-bytes.js';
+import { bytesAddon } from '../native/index.js';
+import { formBoundary } from './form-type.js';
 
 export interface ReceivedImage {
   /** The image bytes: a view of the start of the destination. */
@@ -48,20 +45,7 @@ function acceptablePartType(mimeType: string): boolean {
 }
 
 /**
- * Throws the 4xx the request's Content-Type deserves, or returns nothing when it is multipart/form-data
- * with a boundary busboy accepts: a request that could never parse is refused before its body is read.
- */
-export function checkContentType(contentType: string): void {
-  if (!/^multipart\/form-data\s*(;|$)/i.test(contentType.trim())) {
-    throw new OptmarkError('unsupported_media_type', 'Send multipart/form-data with one "image" file part.');
-  }
-  if (busboyBoundary(contentType) === undefined) {
-    throw new OptmarkError('malformed_multipart', 'The multipart Content-Type is not usable: it has no boundary parameter busboy can read.');
-  }
-}
-
-/**
- * Parses a whole multipart body held in `body` (a view of the arena) and returns the image part as a
+ * Parses a whole multipart body held in `body` and returns the image part as a
  * view of the same memory, never a copy.
  *
  * The common form (the body opens with its boundary and the first part is the image) takes a short cut:
@@ -106,8 +90,8 @@ export interface FirstPartSplit {
  * as busboy's search sees it) starts after that header block; otherwise undefined.
  */
 export function splitFirstPart(body: Uint8Array, contentType: string): FirstPartSplit | undefined {
-  const boundary = busboyBoundary(contentType);
-  if (!boundary) return undefined; // none, or empty
+  const boundary = formBoundary(contentType);
+  if (!boundary) return undefined; // none, empty, or not plainly written: busboy alone reads it
   const b = Buffer.from(body.buffer, body.byteOffset, body.byteLength);
   // busboy searches for this exact string (UTF-8: its search makes a Buffer of it).
   const needle = Buffer.from(`\r\n--${boundary}`);
@@ -130,16 +114,6 @@ export function splitFirstPart(body: Uint8Array, contentType: string): FirstPart
 function findDelimiter(body: Buffer, needle: Buffer, from: number): number {
   const native = bytesAddon();
   return native ? native.indexOf(body, needle, from) : body.indexOf(needle, from);
-}
-
-/**
- * The boundary parameter exactly as busboy reads it (its own Content-Type parser: busboy's constructor
- * refuses a form exactly when this is undefined), or undefined.
- */
-function busboyBoundary(contentType: string): string | undefined {
-  const parsed = busboyUtils.parseContentType(contentType) as { params?: Record<string, unknown> } | undefined;
-  const boundary = parsed?.params?.boundary;
-  return typeof boundary === 'string' ? boundary : undefined;
 }
 
 export class MultipartReceiver {
@@ -280,8 +254,7 @@ export class MultipartReceiver {
       if (this.#length === 0) this.#start = from;
       else if (from !== this.#start + this.#length) dest.copyWithin(this.#start + this.#length, from, from + data.length);
     } else {
-      // Buffer#fill copies with memcpy. TypedArray#set into shared memory goes through V8's relaxed
-      // (atomic-safe) memmove, which runs byte by byte on busboy's unaligned chunks: ten times slower.
+      // Buffer#fill copies with memcpy (TypedArray#set into shared memory copies byte by byte).
       dest.fill(data, this.#start + this.#length, this.#start + need);
     }
     this.#length = need;
@@ -331,9 +304,9 @@ export async function warmUpUpload(rounds = 30): Promise<void> {
     image,
     Buffer.from(`\r\n--${boundary}--\r\n`),
   ]);
-  const work = new Uint8Array(new SharedArrayBuffer(body.length));
+  const work = new Uint8Array(body.length);
   for (let i = 0; i < rounds; i++) {
-    Buffer.from(work.buffer).fill(body);
+    work.set(body);
     const got = await parseUpload(work, `multipart/form-data; boundary=${boundary}`, body.length);
     if (!Buffer.from(got.bytes.buffer, got.bytes.byteOffset, got.bytes.length).equals(image)) throw new Error('multipart warm-up: bytes differ');
   }

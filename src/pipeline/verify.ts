@@ -2,7 +2,6 @@
 import { read } from '../marking/engine.js';
 import { jsonBody, sha256Hex } from './body.js';
 import type { Layers } from './layers.js';
-import type { BodyResult } from './tasks.js';
 
 export interface VerifyReport {
   optedOut: boolean;
@@ -20,6 +19,7 @@ export async function verifyReport(input: Uint8Array, layers: Layers): Promise<V
   return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint, sha256 };
 }
 
-export async function runVerify(input: Uint8Array, layers: Layers): Promise<BodyResult> {
-  return { ok: true, kind: 'body', body: jsonBody(await verifyReport(input, layers)) };
+/** Verifies `image` and returns the answer's body (UTF-8 JSON). */
+export async function runVerify(image: Uint8Array, layers: Layers): Promise<Uint8Array> {
+  return jsonBody(await verifyReport(image, layers));
 }

@@ -1,27 +1,47 @@
 /**
- * The worker pool (piscina) as the server uses it: bounded queue, a deadline per task (a task past it
- * is aborted and its worker replaced). Request bytes live in a shared arena the workers map once (see
- * arena.ts); the layer path's own buffers are transferred, never copied.
+ * The worker pool (piscina) as the server uses it: a bounded queue, and a time limit per task that
+ * counts from when a worker starts it (a task past it is aborted and its worker replaced). A task's
+ * promise settles only once no worker can touch its bytes any more: after a timed-out task, once the
+ * terminated worker has exited.
  */
 import { fileURLToPath } from 'node:url';
 import type { Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import type { Config } from '../config.js';
 import { OptmarkError } from '../errors.js';
-import type { Task, TaskResult, WorkerInit } from '../pipeline/tasks.js';
-import { Arena } from './arena.js';
+import type { TransferShare } from '../transfer/index.js';
+import type { Posted, StartedMessage, Task, TaskResult, WorkerInit } from './tasks.js';
 
 export interface PoolOptions {
   size: number;
   queueLength: number;
   taskTimeoutMs: number;
   init: WorkerInit;
-  /** Size of the shared arena for request bytes; 0 for a pool whose tasks carry their own buffers. */
-  arenaBytes?: number;
+}
+
+/** Every worker busy and the queue full: 503. */
+export class PoolOverloadedError extends OptmarkError {
+  constructor(message?: string) {
+    super('overloaded', message);
+  }
+}
+
+/** The task ran past its time limit (counted from its start), so its worker was replaced: 422. */
+export class TaskTimeoutError extends OptmarkError {
+  constructor() {
+    super('processing_timeout', 'Processing did not finish within the time limit.');
+  }
+}
+
+/** The caller gave up on the task (its signal aborted). */
+export class TaskCancelledError extends OptmarkError {
+  constructor() {
+    super('overloaded', 'The request was cancelled.');
+  }
 }
 
 /** What every worker needs from the configuration. */
-export function workerInitFrom(config: Config): WorkerInit {
+export function workerInitFrom(config: Config, transfer?: TransferShare): WorkerInit {
   return {
     dataDir: config.dataDir,
     maxUploadBytes: config.maxUploadBytes,
@@ -29,6 +49,8 @@ export function workerInitFrom(config: Config): WorkerInit {
     signingKeyFile: config.signingKeyFile,
     fingerprintSecretFile: config.fingerprintSecretFile,
     fingerprintDetect: config.fingerprintDetect,
+    logLevel: config.logLevel,
+    transfer,
   };
 }
 
@@ -42,29 +64,53 @@ export interface PoolStats {
 
 const WORKER = fileURLToPath(new URL('../../workers/image-worker.js', import.meta.url));
 
+/** A task of this pool: when it started, and on which thread. */
+interface Tracked {
+  started: (threadId: number) => void;
+  threadId: number | undefined;
+}
+
 export class ImagePool {
-  readonly #piscina: Piscina<Task, TaskResult>;
+  readonly #piscina: Piscina<Posted, TaskResult>;
   readonly #options: PoolOptions;
-  /** Request bytes in flight (uploads and response bodies), shared with every worker. */
-  readonly arena: Arena | undefined;
-  #running = 0;
+  /** Tasks handed to piscina and not settled (running or queued). */
+  #pending = 0;
+  #seq = 0;
+  readonly #tracked = new Map<number, Tracked>();
+  /** Each live worker thread's exit, by thread id. */
+  readonly #exits = new Map<number, Promise<void>>();
 
   constructor(options: PoolOptions) {
     this.#options = options;
-    this.arena = options.arenaBytes ? new Arena(options.arenaBytes) : undefined;
-    this.#piscina = new Piscina<Task, TaskResult>({
+    this.#piscina = new Piscina<Posted, TaskResult>({
       filename: WORKER,
       minThreads: options.size,
       maxThreads: options.size,
-      maxQueue: options.queueLength,
+      // The bound is ours (saturated): piscina's own would only report itself in an error message.
+      maxQueue: Number.POSITIVE_INFINITY,
       idleTimeout: 2 ** 31 - 1,
-      workerData: { ...options.init, arena: this.arena?.buffer },
+      workerData: options.init,
+    });
+    this.#piscina.on('workerCreate', (info: { id: number }) => {
+      const worker = this.#piscina.threads.find((w) => w.threadId === info.id);
+      if (worker)
+        this.#exits.set(
+          info.id,
+          new Promise<void>((resolve) => worker.once('exit', () => resolve())).then(() => void this.#exits.delete(info.id)),
+        );
+    });
+    this.#piscina.on('message', (m: StartedMessage) => {
+      const t = typeof m?.started === 'number' ? this.#tracked.get(m.started) : undefined;
+      if (t && t.threadId === undefined) {
+        t.threadId = m.threadId;
+        t.started(m.threadId);
+      }
     });
   }
 
   /** True when a new task would be refused: every worker busy and the queue at its bound. */
   get saturated(): boolean {
-    return this.#piscina.queueSize >= this.#options.queueLength && this.#running >= this.#options.size;
+    return this.#pending >= this.#options.size + this.#options.queueLength;
   }
 
   /** The worker threads themselves (for heap snapshots in the leak test; nothing else should drive them). */
@@ -75,7 +121,7 @@ export class ImagePool {
   get stats(): PoolStats {
     return {
       threads: this.#piscina.threads.length,
-      running: Math.min(this.#running, this.#options.size),
+      running: Math.min(this.#pending, this.#options.size),
       queued: this.#piscina.queueSize,
       utilization: this.#piscina.utilization,
       completed: this.#piscina.completed,
@@ -84,30 +130,37 @@ export class ImagePool {
 
   /**
    * Runs a task. A `mark` task's input buffer moves to the worker (the caller must not touch it
-   * afterwards); arena ranges a task names must stay allocated until the returned promise settles, and
-   * after a rejection until the aborted worker is surely gone (see QUARANTINE_MS in the API).
-   * Rejects with OptmarkError: `overloaded` when the queue is full, `processing_timeout` past the deadline.
+   * afterwards). Rejects with PoolOverloadedError when the queue is full, TaskTimeoutError past the time
+   * limit, TaskCancelledError when `signal` aborts; a rejection for a task that had started comes only
+   * once its worker has exited.
    */
   async run(task: Task, signal?: AbortSignal): Promise<TaskResult> {
-    if (this.saturated) throw new OptmarkError('overloaded');
-    const deadline = AbortSignal.timeout(this.#options.taskTimeoutMs);
-    const abort = signal ? AbortSignal.any([deadline, signal]) : deadline;
-    const queuedAhead = this.#piscina.queueSize;
-    this.#running++;
+    if (this.saturated) throw new PoolOverloadedError();
+    const token = ++this.#seq;
+    const deadline = new AbortController();
+    let timer: NodeJS.Timeout | undefined;
+    const tracked: Tracked = {
+      threadId: undefined,
+      started: () => {
+        timer = setTimeout(() => deadline.abort(), this.#options.taskTimeoutMs);
+      },
+    };
+    this.#tracked.set(token, tracked);
+    const abort = signal ? AbortSignal.any([deadline.signal, signal]) : deadline.signal;
+    this.#pending++;
     try {
       const transferList = task.kind === 'mark' ? [task.input.buffer as ArrayBuffer] : [];
-      return await this.#piscina.run(task, { transferList, signal: abort });
+      return await this.#piscina.run({ ...task, token }, { transferList, signal: abort });
     } catch (err) {
-      if (deadline.aborted) {
-        // Started at once yet ran out of time: the image is the problem (422). Waited behind others:
-        // the server is (503).
-        throw new OptmarkError(queuedAhead === 0 ? 'processing_timeout' : 'overloaded', 'Processing did not finish within the time limit.');
-      }
-      if (signal?.aborted) throw new OptmarkError('overloaded', 'The request was cancelled.');
-      if (err instanceof Error && /queue is at limit/i.test(err.message)) throw new OptmarkError('overloaded');
+      const aborted = deadline.signal.aborted || signal?.aborted;
+      if (aborted && tracked.threadId !== undefined) await this.#exits.get(tracked.threadId);
+      if (deadline.signal.aborted) throw new TaskTimeoutError();
+      if (signal?.aborted) throw new TaskCancelledError();
       throw err;
     } finally {
-      this.#running--;
+      clearTimeout(timer);
+      this.#tracked.delete(token);
+      this.#pending--;
     }
   }
 

@@ -7,7 +7,7 @@
  * process; only an OS crash or power loss can drop the commits since the last checkpoint. That trade
  * takes a counter write from ~1 ms (fsync) to a few microseconds.
  */
-import { mkdirSync } from 'node:fs';
+import { makePrivateDir, makePrivateFile } from '../datadir.js';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { StoreError } from './errors.js';
@@ -92,7 +92,12 @@ export const SCHEMA_VERSION = MIGRATIONS.length;
 
 /** Opens (creating if needed) the database file with the pragmas the store relies on, migrated to SCHEMA_VERSION. */
 export function openDatabase(file: string): Db {
-  if (file !== ':memory:') mkdirSync(dirname(file), { recursive: true });
+  if (file !== ':memory:') {
+    // Key hashes and usage are for the service's user only: the directory 0700, the file 0600 (SQLite
+    // gives -wal and -shm the database file's mode).
+    makePrivateDir(dirname(file));
+    makePrivateFile(file);
+  }
   const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
   try {
     db.pragma('journal_mode = WAL');

@@ -18,20 +18,45 @@ export function requireBuild(): void {
   if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` first');
 }
 
+/** A pool with its request memory, and one API request through both, as the server makes it. */
+export interface TestPool {
+  pool: import('../../src/pool/pool.js').ImagePool;
+  /** Admits, receives, runs and answers one request as the API does; the answer's body. */
+  request(kind: 'protect' | 'verify', form: { body: Buffer; contentType: string }): Promise<Buffer>;
+  close(): Promise<void>;
+}
+
 /**
- * The image pool the server runs (from dist/, so its worker is the built one): one worker, a small arena,
- * no signing key or fingerprint secret, on the given data directory.
+ * The image pool the server runs (from dist/, so its worker is the built one): one worker, 8 MiB of
+ * request memory, no signing key or fingerprint secret, on the given data directory.
  */
-export async function testPool(dataDir: string): Promise<import('../../src/pool/pool.js').ImagePool> {
+export async function testPool(dataDir: string): Promise<TestPool> {
   requireBuild();
-  const { ImagePool } = (await import(pathToFileURL(join(ROOT, 'dist', 'src', 'pool', 'pool.js')).href)) as typeof import('../../src/pool/pool.js');
-  return new ImagePool({
-    size: 1,
-    queueLength: 4,
-    taskTimeoutMs: 60_000,
-    init: { dataDir, maxUploadBytes: 4 * 1024 * 1024, maxPixels: 1e8, signingKeyFile: undefined, fingerprintSecretFile: undefined, fingerprintDetect: false },
-    arenaBytes: 8 * 1024 * 1024,
-  });
+  const dist = (...p: string[]): string => pathToFileURL(join(ROOT, 'dist', 'src', ...p)).href;
+  const { ImagePool, workerInitFrom } = (await import(dist('pool', 'pool.js'))) as typeof import('../../src/pool/pool.js');
+  const { Transfer } = (await import(dist('transfer', 'index.js'))) as typeof import('../../src/transfer/index.js');
+  const { loadConfig } = (await import(dist('config.js'))) as typeof import('../../src/config.js');
+  const transfer = new Transfer({ capacityBytes: 8 * 1024 * 1024, warmBytes: 0 });
+  const config = loadConfig({ OPTMARK_DATA_DIR: dataDir, OPTMARK_MAX_UPLOAD_BYTES: String(1024 * 1024), OPTMARK_MAX_INFLIGHT_BYTES: String(8 * 1024 * 1024), OPTMARK_FINGERPRINT_DETECT: 'off', OPTMARK_LOG_LEVEL: 'warn' });
+  const pool = new ImagePool({ size: 1, queueLength: 4, taskTimeoutMs: 60_000, init: { ...workerInitFrom(config, transfer.share), maxUploadBytes: 4 * 1024 * 1024 } });
+  return {
+    pool,
+    async request(kind, form) {
+      const lease = transfer.admit(form.body.length, kind === 'protect');
+      if (!lease) throw new Error('no room in the test pool\'s request memory');
+      try {
+        const chunk = form.body.buffer.slice(form.body.byteOffset, form.body.byteOffset + form.body.length) as ArrayBuffer;
+        if (!lease.write(chunk)) throw new Error('the lease refused the body');
+        const { input, output } = lease.seal();
+        const r = await pool.run(kind === 'protect' ? { kind, input, output, contentType: form.contentType } : { kind, input, contentType: form.contentType });
+        if (!r.ok || r.kind !== 'answer') throw new Error(`${kind} failed: ${JSON.stringify(r)}`);
+        return Buffer.from(lease.answer(r.answer));
+      } finally {
+        lease.release();
+      }
+    },
+    close: () => pool.close(),
+  };
 }
 
 /** A port that was free a moment ago (the server is started on it right away; start() retries a clash). */

@@ -1,6 +1,9 @@
 import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
-import { ARENA_ALIGN, Arena, type Slot } from '../src/pool/arena.js';
+import { MULTIPART_SLACK_BYTES, answerBytesFor, inflightBytesFor, loadConfig } from '../src/config.js';
+import { ARENA_ALIGN, Arena, type Slot } from '../src/transfer/arena.js';
+import { Transfer } from '../src/transfer/index.js';
+import { TransferViews } from '../src/transfer/worker.js';
 
 describe('Arena', () => {
   it('hands out page-aligned, non-overlapping slots and refuses when full', () => {
@@ -77,16 +80,70 @@ describe('Arena', () => {
   });
 });
 
-describe('arena sizing', () => {
-  it('the configuration minimum admits exactly one largest protect, sized as the API sizes it', async () => {
-    const { arenaBytesForOneProtect } = await import('../src/config.js');
-    const { protectBodyCapacity } = await import('../src/pipeline/body.js');
-    const { MULTIPART_SLACK_BYTES } = await import('../src/config.js');
-    const { ARENA_ALIGN } = await import('../src/pool/arena.js');
-    const page = (n: number): number => Math.ceil(n / ARENA_ALIGN) * ARENA_ALIGN;
+/** A chunk as uWS hands it over: an ArrayBuffer of its own. */
+const chunk = (bytes: number[] | Buffer): ArrayBuffer => new Uint8Array(bytes).buffer;
+
+describe('Transfer (request memory)', () => {
+  it('the configuration minimum admits exactly one largest protect at a time, and one byte less is refused', () => {
     for (const max of [1024 * 1024, 26_214_400, 1_000_003]) {
       const body = max + MULTIPART_SLACK_BYTES;
-      expect(arenaBytesForOneProtect(max)).toBe(page(body) + page(protectBodyCapacity(body)));
+      const min = inflightBytesFor(body, true);
+      const env = { OPTMARK_MAX_UPLOAD_BYTES: String(max), OPTMARK_MAX_INFLIGHT_BYTES: String(min) };
+      expect(loadConfig(env).maxInflightBytes).toBe(min);
+      expect(() => loadConfig({ ...env, OPTMARK_MAX_INFLIGHT_BYTES: String(min - 1) })).toThrow(/OPTMARK_MAX_INFLIGHT_BYTES/);
+      const transfer = new Transfer({ capacityBytes: min, warmBytes: 0 });
+      const one = transfer.admit(body, true);
+      expect(one).toBeDefined();
+      expect(transfer.admit(1, false)).toBeUndefined();
+      one!.release();
+      expect(transfer.used).toBe(0);
     }
+  });
+
+  it('a lease takes the body up to its room, no further, and gives every byte back once', () => {
+    const transfer = new Transfer({ capacityBytes: 1024 * ARENA_ALIGN, warmBytes: 0 });
+    const lease = transfer.admit(10, true)!;
+    expect(transfer.leases).toBe(1);
+    expect(lease.write(chunk([1, 2, 3, 4]))).toBe(true);
+    expect(lease.write(chunk([5, 6, 7, 8, 9, 10]))).toBe(true);
+    expect(lease.write(chunk([11]))).toBe(false);
+    expect(lease.received).toBe(10);
+    const { input, output } = lease.seal();
+    expect(input.length).toBe(10);
+    expect(output!.length).toBeGreaterThanOrEqual(answerBytesFor(10));
+    // The worker's side sees the body's bytes and writes its answer in place.
+    const views = new TransferViews(transfer.share);
+    expect([...views.view(input)]).toEqual([1, 2, 3, 4, 5, 6, 7, 8, 9, 10]);
+    const room = views.view(output!);
+    room.set([42, 43, 44]);
+    const answer = views.answer(room.subarray(0, 3), room);
+    expect(answer).toEqual({ inPlace: 3 });
+    expect([...lease.answer(answer)]).toEqual([42, 43, 44]);
+    lease.release();
+    lease.release();
+    expect(transfer.used).toBe(0);
+    expect(transfer.leases).toBe(0);
+  });
+
+  it('an answer built elsewhere (it did not fit the room) comes back as its own bytes', () => {
+    const transfer = new Transfer({ capacityBytes: 64 * ARENA_ALIGN, warmBytes: 0 });
+    const lease = transfer.admit(4, false)!;
+    lease.write(chunk([1, 2, 3, 4]));
+    const { output } = lease.seal();
+    expect(output).toBeUndefined();
+    const views = new TransferViews(transfer.share);
+    const own = Uint8Array.from([7, 7]);
+    expect(views.answer(own, undefined)).toEqual({ bytes: own });
+    expect([...lease.answer({ bytes: own })]).toEqual([7, 7]);
+    lease.release();
+    expect(transfer.used).toBe(0);
+  });
+
+  it('refuses when the budget is full, and admits again once a lease is released', () => {
+    const transfer = new Transfer({ capacityBytes: 4 * ARENA_ALIGN, warmBytes: 0 });
+    const a = transfer.admit(3 * ARENA_ALIGN, false)!;
+    expect(transfer.admit(2 * ARENA_ALIGN, false)).toBeUndefined();
+    a.release();
+    expect(transfer.admit(2 * ARENA_ALIGN, false)).toBeDefined();
   });
 });

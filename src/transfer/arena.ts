@@ -7,8 +7,10 @@
  * is 503, not more memory.
  */
 
+import { PAGE_BYTES } from '../config.js';
+
 /** Ranges start on page boundaries, so that idle pages can be handed back to the OS. */
-export const ARENA_ALIGN = 4096;
+export const ARENA_ALIGN = PAGE_BYTES;
 
 export interface Slot {
   readonly offset: number;

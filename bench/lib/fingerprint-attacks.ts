@@ -1,0 +1,133 @@
+/**
+ * The attack list the fingerprint is judged on (bench/fingerprint-robustness.ts and the tests), all done
+ * with sharp. Crops and resizes are given as area fractions, as in Stable Signature's evaluation.
+ * `family` groups the rows of the robustness table; `ref` names the published attack beside it.
+ */
+import sharp, { type Sharp } from 'sharp';
+
+export type Rng = () => number;
+export type AttackFn = (buf: Buffer, rng: Rng) => Promise<Buffer>;
+
+export interface Attack {
+  name: string;
+  family: string;
+  fn: AttackFn;
+}
+
+async function dims(buf: Buffer): Promise<{ w: number; h: number }> {
+  const m = await sharp(buf).metadata();
+  return { w: m.width!, h: m.height! };
+}
+
+export const png = (s: Sharp): Promise<Buffer> => s.png({ compressionLevel: 1 }).toBuffer();
+
+/** Crop keeping `area` of the area, same aspect, at a random (or given) position. */
+export const crop = (area: number, at?: { x: number; y: number }): AttackFn => async (buf, rng) => {
+  const { w, h } = await dims(buf);
+  const k = Math.sqrt(area);
+  const cw = Math.round(w * k);
+  const ch = Math.round(h * k);
+  const fx = at ? at.x : rng();
+  const fy = at ? at.y : rng();
+  return png(sharp(buf).extract({ left: Math.round((w - cw) * fx), top: Math.round((h - ch) * fy), width: cw, height: ch }));
+};
+
+/** Resize keeping `area` of the area (aspect kept). */
+export const resizeArea = (area: number): AttackFn => async (buf) => {
+  const { w } = await dims(buf);
+  return png(sharp(buf).resize(Math.round(w * Math.sqrt(area))));
+};
+
+/** Change of aspect: width times fx, height kept. */
+export const aspect = (fx: number): AttackFn => async (buf) => {
+  const { w, h } = await dims(buf);
+  return png(sharp(buf).resize(Math.round(w * fx), h, { fit: 'fill' }));
+};
+
+export const jpeg = (q: number, chroma: '4:2:0' | '4:4:4' = '4:2:0'): AttackFn => async (buf) =>
+  sharp(buf).jpeg({ quality: q, chromaSubsampling: chroma }).toBuffer();
+
+/** Rotation on a background (the canvas grows to hold the whole picture). */
+export const rotateBg = (deg: number, background = '#000000'): AttackFn => async (buf) => png(sharp(buf).rotate(deg, { background }));
+
+/** Rotation, then the largest centred axis-aligned rectangle of the picture with its aspect (no background). */
+export const rotateCrop = (deg: number): AttackFn => async (buf) => {
+  const { w, h } = await dims(buf);
+  const rotated = await png(sharp(buf).rotate(deg, { background: '#808080' }));
+  const { w: rw, h: rh } = await dims(rotated);
+  const a = (Math.abs(deg) * Math.PI) / 180;
+  // A w x h rectangle scaled by k fits inside the rotated picture when k (w cos + h sin) <= w and k (w sin + h cos) <= h.
+  const k = Math.min(w / (w * Math.cos(a) + h * Math.sin(a)), h / (w * Math.sin(a) + h * Math.cos(a))) * 0.98;
+  const cw = Math.floor(w * k);
+  const ch = Math.floor(h * k);
+  return png(sharp(rotated).extract({ left: Math.floor((rw - cw) / 2), top: Math.floor((rh - ch) / 2), width: cw, height: ch }));
+};
+
+/** Border of `frac` of the side on every side (padding with a flat colour). */
+export const border = (frac: number, background = '#ffffff'): AttackFn => async (buf) => {
+  const { w, h } = await dims(buf);
+  const bx = Math.round(w * frac);
+  const by = Math.round(h * frac);
+  return png(sharp(buf).extend({ left: bx, right: bx, top: by, bottom: by, background }));
+};
+
+export const borderPx = (px: number, background = '#000000'): AttackFn => async (buf) =>
+  png(sharp(buf).extend({ left: px, right: px, top: px, bottom: px, background }));
+
+export const chain = (...steps: AttackFn[]): AttackFn => async (buf, rng) => {
+  let b = buf;
+  for (const s of steps) b = await s(b, rng);
+  return b;
+};
+
+const banner: AttackFn = async (buf) => {
+  const { w, h } = await dims(buf);
+  const bh = Math.round(h * 0.12);
+  const svg = Buffer.from(
+    `<svg xmlns="http://www.w3.org/2000/svg" width="${w}" height="${bh}"><rect width="100%" height="100%" fill="#000" fill-opacity="0.55"/>` +
+      `<text x="12" y="${Math.round(bh * 0.7)}" font-family="sans-serif" font-size="${Math.round(bh * 0.55)}" fill="#fff">Republished - all rights reserved</text></svg>`,
+  );
+  return png(sharp(buf).composite([{ input: svg, top: h - bh, left: 0 }]));
+};
+
+export const ATTACKS: Attack[] = [
+  { name: 'none', family: 'none', fn: async (b) => b },
+  { name: 'jpeg90', family: 'jpeg', fn: jpeg(90) },
+  { name: 'jpeg80', family: 'jpeg', fn: jpeg(80) },
+  { name: 'jpeg50', family: 'jpeg', fn: jpeg(50) },
+  { name: 'jpeg30', family: 'jpeg', fn: jpeg(30) },
+  { name: 'jpeg10', family: 'jpeg10', fn: jpeg(10) },
+  { name: 'webp50', family: 'webp', fn: async (b) => sharp(b).webp({ quality: 50 }).toBuffer() },
+  { name: 'resize0.5area', family: 'resize', fn: resizeArea(0.5) },
+  { name: 'resize0.25area', family: 'resize', fn: resizeArea(0.25) },
+  { name: 'resize0.1area', family: 'resize', fn: resizeArea(0.1) },
+  { name: 'blur1', family: 'filter', fn: async (b) => png(sharp(b).blur(1)) },
+  { name: 'sharpen', family: 'filter', fn: async (b) => png(sharp(b).sharpen({ sigma: 1.5 })) },
+  { name: 'median3', family: 'filter', fn: async (b) => png(sharp(b).median(3)) },
+  { name: 'brightness1.5', family: 'colour', fn: async (b) => png(sharp(b).modulate({ brightness: 1.5 })) },
+  { name: 'contrast1.5', family: 'colour', fn: async (b) => png(sharp(b).linear(1.5, -64)) },
+  { name: 'gamma2', family: 'colour', fn: async (b) => png(sharp(b).gamma(2.2, 1.1)) },
+  { name: 'saturation2', family: 'colour', fn: async (b) => png(sharp(b).modulate({ saturation: 2 })) },
+  { name: 'grayscale', family: 'colour', fn: async (b) => png(sharp(b).grayscale()) },
+  { name: 'text banner', family: 'overlay', fn: banner },
+  { name: 'crop50 random', family: 'crop', fn: crop(0.5) },
+  { name: 'crop25 random', family: 'crop', fn: crop(0.25) },
+  { name: 'crop25 corner', family: 'crop', fn: async (b, r) => crop(0.25, { x: r() < 0.5 ? 0 : 1, y: r() < 0.5 ? 0 : 1 })(b, r) },
+  { name: 'rotate2 bg', family: 'rotate', fn: rotateBg(2) },
+  { name: 'rotate-5 bg', family: 'rotate', fn: rotateBg(-5, '#ffffff') },
+  { name: 'rotate10 bg', family: 'rotate', fn: rotateBg(10) },
+  { name: 'rotate5 crop', family: 'rotate', fn: rotateCrop(5) },
+  { name: 'rotate-10 crop', family: 'rotate', fn: rotateCrop(-10) },
+  { name: 'rot90', family: 'rot90/flip', fn: async (b) => png(sharp(b).rotate(90)) },
+  { name: 'rot180', family: 'rot90/flip', fn: async (b) => png(sharp(b).rotate(180)) },
+  { name: 'rot270', family: 'rot90/flip', fn: async (b) => png(sharp(b).rotate(270)) },
+  { name: 'hflip', family: 'rot90/flip', fn: async (b) => png(sharp(b).flop()) },
+  { name: 'vflip', family: 'rot90/flip', fn: async (b) => png(sharp(b).flip()) },
+  { name: 'aspect1.25', family: 'aspect', fn: aspect(1.25) },
+  { name: 'aspect0.75', family: 'aspect', fn: aspect(0.75) },
+  { name: 'border10%', family: 'border', fn: border(0.1) },
+  { name: 'border40px', family: 'border', fn: borderPx(40) },
+  { name: 'crop50+bright1.5+jpeg80', family: 'chain', fn: chain(crop(0.5), async (b) => png(sharp(b).modulate({ brightness: 1.5 })), jpeg(80)) },
+  { name: 'resize1080w+jpeg80', family: 'chain', fn: async (b) => sharp(b).resize(1080).jpeg({ quality: 80, chromaSubsampling: '4:2:0' }).toBuffer() },
+  { name: 'screenshot', family: 'chain', fn: chain(resizeArea(0.6), borderPx(24, '#202124')) },
+];

@@ -1,0 +1,600 @@
+// Port of src/fingerprint/reference-v2.ts (see core2.h): lattice search on the whitened spectrum, fold on
+// the lattice frame, sync under the 8 symmetries, tile phase, count cells. Same order of operations as the
+// reference so that both pick the same alignment; sums are in double as there.
+#include "core2.h"
+
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <vector>
+
+#include "core.h"
+
+namespace optmark {
+namespace {
+
+constexpr int kT = kTile;
+constexpr int kT2 = kTile * kTile;
+constexpr int kTM = kTile - 1;
+constexpr double kSpecClip = 6;
+constexpr int kWhitenBox = 17;
+
+const int kDihedral[8][4] = {{1, 0, 0, 1}, {0, -1, 1, 0}, {-1, 0, 0, -1}, {0, 1, -1, 0},
+                             {-1, 0, 0, 1}, {1, 0, 0, -1}, {0, 1, 1, 0},  {0, -1, -1, 0}};
+
+inline double JsRound(double x) { return std::floor(x + 0.5); }
+
+int NextPow2(int n) {
+  int p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+// Twiddles per (length, sign), computed with the same expression as fft.ts (cos/sin of sign*2*pi/len*k),
+// cached per thread.
+struct Twiddles {
+  std::vector<double> wr, wi;  // stages concatenated: len = 2, 4, ..., n; len/2 entries each
+};
+
+const Twiddles& TwiddlesFor(int n, int sign) {
+  thread_local std::map<int, Twiddles> cache;
+  const int key = sign < 0 ? -n : n;
+  auto it = cache.find(key);
+  if (it != cache.end()) return it->second;
+  Twiddles t;
+  for (int len = 2; len <= n; len <<= 1) {
+    const double ang = sign * 2 * M_PI / len;
+    for (int k = 0; k < len / 2; k++) {
+      t.wr.push_back(std::cos(ang * k));
+      t.wi.push_back(std::sin(ang * k));
+    }
+  }
+  return cache.emplace(key, std::move(t)).first->second;
+}
+
+// In-place radix-2 FFT on strided data (the algorithm of fft.ts).
+void Fft1d(double* re, double* im, int sign, size_t offset, size_t stride, int n) {
+  for (int i = 1, j = 0; i < n; i++) {
+    int bit = n >> 1;
+    for (; j & bit; bit >>= 1) j ^= bit;
+    j ^= bit;
+    if (i < j) {
+      const size_t a = offset + size_t(i) * stride, b = offset + size_t(j) * stride;
+      std::swap(re[a], re[b]);
+      std::swap(im[a], im[b]);
+    }
+  }
+  const Twiddles& tw = TwiddlesFor(n, sign);
+  const double* twr = tw.wr.data();
+  const double* twi = tw.wi.data();
+  for (int len = 2; len <= n; len <<= 1) {
+    const int half = len >> 1;
+    for (int k = 0; k < half; k++) {
+      const double wr = twr[k], wi = twi[k];
+      for (int i = k; i < n; i += len) {
+        const size_t a = offset + size_t(i) * stride, b = offset + size_t(i + half) * stride;
+        const double xr = re[b] * wr - im[b] * wi;
+        const double xi = re[b] * wi + im[b] * wr;
+        re[b] = re[a] - xr;
+        im[b] = im[a] - xi;
+        re[a] = re[a] + xr;
+        im[a] = im[a] + xi;
+      }
+    }
+    twr += half;
+    twi += half;
+  }
+}
+
+void Fft2dRect(double* re, double* im, int nx, int ny, int sign) {
+  for (int r = 0; r < ny; r++) Fft1d(re, im, sign, size_t(r) * nx, 1, nx);
+  // Columns through a transpose (contiguous rows); the arithmetic is the same as the strided transform.
+  std::vector<double> tr(size_t(nx) * ny), ti(size_t(nx) * ny);
+  for (int y = 0; y < ny; y++)
+    for (int x = 0; x < nx; x++) {
+      tr[size_t(x) * ny + y] = re[size_t(y) * nx + x];
+      ti[size_t(x) * ny + y] = im[size_t(y) * nx + x];
+    }
+  for (int c = 0; c < nx; c++) Fft1d(tr.data(), ti.data(), sign, size_t(c) * ny, 1, ny);
+  for (int y = 0; y < ny; y++)
+    for (int x = 0; x < nx; x++) {
+      re[size_t(y) * nx + x] = tr[size_t(x) * ny + y];
+      im[size_t(y) * nx + x] = ti[size_t(x) * ny + y];
+    }
+}
+
+std::vector<float> AreaResize(const float* src, int w, int h, int ow, int oh) {
+  struct Ax {
+    std::vector<int> lo, hi;
+    std::vector<std::vector<float>> wt;
+  };
+  auto weights = [](int n, int on) {
+    Ax a;
+    a.lo.resize(on);
+    a.hi.resize(on);
+    a.wt.resize(on);
+    const double s = double(n) / on;
+    for (int o = 0; o < on; o++) {
+      const double x0 = o * s;
+      const double x1 = std::min(double(n), (o + 1) * s);
+      a.lo[o] = int(std::floor(x0));
+      a.hi[o] = std::min(n, int(std::ceil(x1)));
+      a.wt[o].resize(a.hi[o] - a.lo[o]);
+      for (int i = a.lo[o]; i < a.hi[o]; i++) a.wt[o][i - a.lo[o]] = float((std::min(x1, double(i + 1)) - std::max(x0, double(i))) / (x1 - x0));
+    }
+    return a;
+  };
+  const Ax ax = weights(w, ow), ay = weights(h, oh);
+  std::vector<float> tmp(size_t(ow) * h), out(size_t(ow) * oh);
+  for (int y = 0; y < h; y++) {
+    const float* row = src + size_t(y) * w;
+    for (int o = 0; o < ow; o++) {
+      double s = 0;
+      const std::vector<float>& ws = ax.wt[o];
+      for (int i = ax.lo[o], k = 0; i < ax.hi[o]; i++, k++) s += double(ws[k]) * row[i];
+      tmp[size_t(y) * ow + o] = float(s);
+    }
+  }
+  for (int o = 0; o < oh; o++) {
+    const std::vector<float>& ws = ay.wt[o];
+    for (int x = 0; x < ow; x++) {
+      double s = 0;
+      for (int j = ay.lo[o], k = 0; j < ay.hi[o]; j++, k++) s += double(ws[k]) * tmp[size_t(j) * ow + x];
+      out[size_t(o) * ow + x] = float(s);
+    }
+  }
+  return out;
+}
+
+struct Spectrum {
+  int nx = 0, ny = 0;
+  std::vector<float> fine, coarse;
+};
+
+Spectrum WhitenedSpectrum(const float* x, int w, int h, bool notchGrid) {
+  Spectrum sp;
+  const int nx = NextPow2(w), ny = NextPow2(h);
+  sp.nx = nx;
+  sp.ny = ny;
+  const size_t n = size_t(nx) * ny;
+  std::vector<double> re(n, 0.0), im(n, 0.0);
+  const int tx = std::max(1, int(JsRound(w / 10.0)));
+  const int ty = std::max(1, int(JsRound(h / 10.0)));
+  auto taper = [](int d, int t) { return d >= t ? 1.0 : 0.5 - 0.5 * std::cos(M_PI * (d + 0.5) / t); };
+  for (int y = 0; y < h; y++) {
+    const double wy = taper(std::min(y, h - 1 - y), ty);
+    for (int i = 0; i < w; i++) re[size_t(y) * nx + i] = double(x[size_t(y) * w + i]) * wy * taper(std::min(i, w - 1 - i), tx);
+  }
+  Fft2dRect(re.data(), im.data(), nx, ny, -1);
+  const int gx = nx / 8, gy = ny / 8;
+  std::vector<float> pw(n, 0.0f), valid(n, 0.0f);
+  for (int v = 0; v < ny; v++) {
+    const int fv = v < ny / 2 ? v : v - ny;
+    for (int u = 0; u < nx; u++) {
+      const int fu = u < nx / 2 ? u : u - nx;
+      const size_t i = size_t(v) * nx + u;
+      const int du = std::abs(fu) % gx;
+      const int dv = std::abs(fv) % gy;
+      const bool onGrid = notchGrid && (std::min(du, gx - du) <= 1 || std::min(dv, gy - dv) <= 1);
+      const double gu = double(fu) / nx, gv = double(fv) / ny;
+      const double rr = std::sqrt(gu * gu + gv * gv);
+      if (std::abs(fu) <= 1 || std::abs(fv) <= 1 || onGrid || rr < 0.01) continue;
+      pw[i] = float(re[i] * re[i] + im[i] * im[i]);
+      valid[i] = 1;
+    }
+  }
+  auto boxSum = [&](const std::vector<float>& src) {
+    const int r = kWhitenBox >> 1;
+    std::vector<float> tmp(n), out(n);
+    for (int v = 0; v < ny; v++) {
+      const size_t row = size_t(v) * nx;
+      double acc = 0;
+      for (int j = -r; j <= r; j++) acc += src[row + ((j + nx) & (nx - 1))];
+      for (int u = 0; u < nx; u++) {
+        tmp[row + u] = float(acc);
+        acc += double(src[row + ((u + r + 1) & (nx - 1))]) - src[row + ((u - r + nx) & (nx - 1))];
+      }
+    }
+    for (int u = 0; u < nx; u++) {
+      double acc = 0;
+      for (int j = -r; j <= r; j++) acc += tmp[size_t((j + ny) & (ny - 1)) * nx + u];
+      for (int v = 0; v < ny; v++) {
+        out[size_t(v) * nx + u] = float(acc);
+        acc += double(tmp[size_t((v + r + 1) & (ny - 1)) * nx + u]) - tmp[size_t((v - r + ny) & (ny - 1)) * nx + u];
+      }
+    }
+    return out;
+  };
+  const std::vector<float> ps = boxSum(pw), vs = boxSum(valid);
+  for (size_t i = 0; i < n; i++) {
+    const double mean = vs[i] > 0 ? double(ps[i]) / vs[i] : 0;
+    pw[i] = valid[i] != 0 && mean > 0 ? float(std::min(kSpecClip, pw[i] / mean) - 1) : 0.0f;
+  }
+  auto smooth = [&](const std::vector<float>& src, const std::vector<double>& k) {
+    const int r = int(k.size() - 1) >> 1;
+    std::vector<float> tmp(n), out(n);
+    for (int v = 0; v < ny; v++)
+      for (int u = 0; u < nx; u++) {
+        double s = 0;
+        for (int j = -r; j <= r; j++) s += k[j + r] * src[size_t(v) * nx + ((u + j + nx) & (nx - 1))];
+        tmp[size_t(v) * nx + u] = float(s);
+      }
+    for (int v = 0; v < ny; v++)
+      for (int u = 0; u < nx; u++) {
+        double s = 0;
+        for (int j = -r; j <= r; j++) s += k[j + r] * tmp[size_t((v + j + ny) & (ny - 1)) * nx + u];
+        out[size_t(v) * nx + u] = float(s);
+      }
+    return out;
+  };
+  sp.fine = smooth(pw, {0.25, 0.5, 0.25});
+  sp.coarse = smooth(pw, {1.0 / 3, 1.0 / 3, 1.0 / 3});
+  return sp;
+}
+
+inline double SpecAt(const std::vector<float>& plane, int nx, int ny, double fx, double fy) {
+  const double u = fx * nx, v = fy * ny;
+  const double uf = std::floor(u), vf = std::floor(v);
+  const int u0 = int(uf), v0 = int(vf);
+  const double a = u - uf, b = v - vf;
+  const int mx = nx - 1, my = ny - 1;
+  const size_t i00 = size_t(v0 & my) * nx, i10 = size_t((v0 + 1) & my) * nx;
+  return (1 - b) * ((1 - a) * plane[i00 + (u0 & mx)] + a * plane[i00 + ((u0 + 1) & mx)]) +
+         b * ((1 - a) * plane[i10 + (u0 & mx)] + a * plane[i10 + ((u0 + 1) & mx)]);
+}
+
+double CombScoreCS(const Spectrum& sp, const std::vector<float>& plane, const double* m, int nm, int period, double c, double s, double sx, double sy) {
+  const double kx = 1 / (period * sx), ky = 1 / (period * sy);
+  double sum = 0;
+  int n = 0;
+  for (int i = 0; i < 2 * nm; i += 2) {
+    const double fx = (m[i] * c - m[i + 1] * s) * kx;
+    const double fy = (m[i] * s + m[i + 1] * c) * ky;
+    if (std::abs(fx) > 0.45 || std::abs(fy) > 0.45) continue;
+    sum += SpecAt(plane, sp.nx, sp.ny, fx, fy);
+    n++;
+  }
+  return n ? sum / std::sqrt(double(n)) : -INFINITY;
+}
+
+double CombScore(const Spectrum& sp, const std::vector<float>& plane, const double* m, int nm, int period, double theta, double sx, double sy) {
+  return CombScoreCS(sp, plane, m, nm, period, std::cos(theta), std::sin(theta), sx, sy);
+}
+
+struct Hypo {
+  double theta, sx, sy, score;
+};
+
+std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h, bool notchGrid, const double* harm, int nh, const Core2Params& p) {
+  const Spectrum sp = WhitenedSpectrum(x, w, h, notchGrid);
+  const int period = p.period;
+  const double thMax = p.angle * M_PI / 180;
+  const double thStep = 0.75 * M_PI / 180;
+  const double sMin = std::max(p.pMin / period, 0.4);
+  const double sMax = std::min(p.pMax / period, std::min(w, h) / (2.5 * period));
+  const double ls = std::log(1.015), lr = std::log(1.02), rMax = std::log(1.4);
+  std::vector<Hypo> top;
+  const size_t keep = 24;
+  for (double theta = -thMax; theta <= thMax + 1e-9; theta += thStep) {
+    const double ct = std::cos(theta), st = std::sin(theta);
+    for (double a = std::log(sMin); a <= std::log(sMax) + 1e-9; a += ls) {
+      for (double r = -rMax; r <= rMax + 1e-9; r += lr) {
+        const double sx = std::exp(a), sy = std::exp(a + r);
+        const double score = CombScoreCS(sp, sp.coarse, harm, nh, period, ct, st, sx, sy);
+        if (top.size() < keep || score > top.back().score) {
+          top.push_back({theta, sx, sy, score});
+          std::stable_sort(top.begin(), top.end(), [](const Hypo& u, const Hypo& v) { return u.score > v.score; });
+          if (top.size() > keep) top.pop_back();
+        }
+      }
+    }
+  }
+  std::vector<Hypo> chosen;
+  for (const Hypo& hy : top) {
+    if (int(chosen.size()) >= p.candidates) break;
+    bool dup = false;
+    for (const Hypo& c : chosen)
+      if (std::abs(c.theta - hy.theta) < 2.5 * thStep && std::abs(std::log(c.sx / hy.sx)) < 0.05 && std::abs(std::log(c.sy / hy.sy)) < 0.05) dup = true;
+    if (!dup) chosen.push_back(hy);
+  }
+  std::vector<std::vector<double>> out;
+  for (const Hypo& hy : chosen) {
+    double theta = hy.theta, sx = hy.sx, sy = hy.sy;
+    double best = CombScore(sp, sp.fine, harm, nh, period, theta, sx, sy);
+    for (const double k : {0.5, 0.2, 0.07, 0.025}) {
+      const double dt = 1.5 * k * M_PI / 180;
+      const double ds = 0.015 * k;
+      const double steps[6][3] = {{dt, 0, 0}, {-dt, 0, 0}, {0, ds, 0}, {0, -ds, 0}, {0, 0, ds}, {0, 0, -ds}};
+      for (int iter = 0; iter < 12; iter++) {
+        bool moved = false;
+        for (const auto& st : steps) {
+          const double t2 = theta + st[0], x2 = sx * std::exp(st[1]), y2 = sy * std::exp(st[2]);
+          const double sc = CombScore(sp, sp.fine, harm, nh, period, t2, x2, y2);
+          if (sc > best) {
+            best = sc;
+            theta = t2;
+            sx = x2;
+            sy = y2;
+            moved = true;
+          }
+        }
+        if (!moved) break;
+      }
+    }
+    const double c = std::cos(theta), s = std::sin(theta);
+    out.push_back({period * sx * c, period * sy * s, -period * sx * s, period * sy * c});
+  }
+  return out;
+}
+
+// Resample on the lattice frame and fold onto one kTile x kTile tile (see foldLattice in reference-v2.ts).
+void FoldLattice(const float* x, int fw, int fh, const double* v, int period, double ox, double oy, double* out) {
+  std::fill(out, out + kT2, 0.0);
+  const double cx = (fw - 1) / 2.0, cy = (fh - 1) / 2.0;
+  const double ax = v[0] / period, ay = v[1] / period, bx = v[2] / period, by = v[3] / period;
+  const double det = ax * by - bx * ay;
+  if (!(std::abs(det) > 1e-9)) return;
+  double imin = INFINITY, imax = -INFINITY, jmin = INFINITY, jmax = -INFINITY;
+  const double corners[4][2] = {{0, 0}, {double(fw - 1), 0}, {0, double(fh - 1)}, {double(fw - 1), double(fh - 1)}};
+  for (const auto& pc : corners) {
+    const double dx = pc[0] - cx, dy = pc[1] - cy;
+    const double fi = (by * dx - bx * dy) / det - ox;
+    const double fj = (-ay * dx + ax * dy) / det - oy;
+    imin = std::min(imin, fi);
+    imax = std::max(imax, fi);
+    jmin = std::min(jmin, fj);
+    jmax = std::max(jmax, fj);
+  }
+  const int i0 = int(std::floor(imin)), i1 = int(std::ceil(imax));
+  const int j0 = int(std::floor(jmin)), j1 = int(std::ceil(jmax));
+  for (int j = j0; j <= j1; j++) {
+    const double baseX = cx + bx * (j + oy) + ax * ox;
+    const double baseY = cy + by * (j + oy) + ay * ox;
+    double* row = out + size_t(j & kTM) * kT;
+    for (int i = i0; i <= i1; i++) {
+      const double sx = baseX + ax * i, sy = baseY + ay * i;
+      if (!(sx >= 0 && sy >= 0 && sx <= fw - 1 && sy <= fh - 1)) continue;
+      int x0 = int(std::floor(sx)), y0 = int(std::floor(sy));
+      if (x0 >= fw - 1) x0 = fw - 2;
+      if (y0 >= fh - 1) y0 = fh - 2;
+      const double fx = sx - x0, fy = sy - y0;
+      const float* p = x + size_t(y0) * fw + x0;
+      const double top = p[0] + fx * (double(p[1]) - p[0]);
+      const double bot = p[fw] + fx * (double(p[fw + 1]) - p[fw]);
+      row[i & kTM] += top + fy * (bot - top);
+    }
+  }
+}
+
+std::vector<double> Transformed(const float* key, int n, const int* d) {
+  std::vector<double> out(size_t(n) * n);
+  const int m = n - 1;
+  for (int y = 0; y < n; y++)
+    for (int x = 0; x < n; x++) {
+      const int kx = (d[0] * x + d[1] * y) & m;
+      const int ky = (d[2] * x + d[3] * y) & m;
+      out[size_t(y) * n + x] = key[size_t(ky) * n + kx];
+    }
+  return out;
+}
+
+struct SyncHit {
+  double z = -INFINITY;
+  int d = 0, tx = 0, ty = 0;
+  double fx = 0, fy = 0;
+};
+
+struct SyncA {
+  int n;
+  std::vector<double> re[8], im[8];
+  SyncA(const float* a, int period) : n(period) {
+    const size_t n2 = size_t(n) * n;
+    for (int d = 0; d < 8; d++) {
+      re[d] = Transformed(a, n, kDihedral[d]);
+      im[d].assign(n2, 0.0);
+      Fft2dRect(re[d].data(), im[d].data(), n, n, -1);
+      double max = 0;
+      for (size_t i = 0; i < n2; i++) max = std::max(max, std::hypot(re[d][i], im[d][i]));
+      for (size_t i = 0; i < n2; i++) {
+        const double mag = std::hypot(re[d][i], im[d][i]);
+        const double k = mag > 1e-3 * max ? 1 / mag : 0;
+        re[d][i] *= k;
+        im[d][i] *= k;
+      }
+    }
+  }
+  SyncHit Best(const double* f, int only) const {
+    const size_t n2 = size_t(n) * n;
+    std::vector<double> fr(f, f + n2), fi(n2, 0.0), pr(n2), pi(n2);
+    Fft2dRect(fr.data(), fi.data(), n, n, -1);
+    SyncHit hit;
+    const int m = n - 1;
+    for (int d = only < 0 ? 0 : only; d < (only < 0 ? 8 : only + 1); d++) {
+      for (size_t i = 0; i < n2; i++) {
+        pr[i] = fr[i] * re[d][i] + fi[i] * im[d][i];
+        pi[i] = fr[i] * im[d][i] - fi[i] * re[d][i];
+      }
+      Fft2dRect(pr.data(), pi.data(), n, n, 1);
+      size_t best = 0;
+      double sq = 0;
+      for (size_t i = 0; i < n2; i++) {
+        sq += pr[i] * pr[i];
+        if (pr[i] > pr[best]) best = i;
+      }
+      const int ty = int(best / n), tx = int(best % n);
+      for (int ey = -1; ey <= 1; ey++)
+        for (int ex = -1; ex <= 1; ex++) sq -= std::pow(pr[size_t((ty + ey) & m) * n + ((tx + ex) & m)], 2);
+      const double rms = std::sqrt(std::max(0.0, sq) / double(n2 - 9));
+      const double z = rms > 0 ? pr[best] / rms : 0;
+      if (z > hit.z) {
+        const double v = pr[best];
+        auto sub = [v](double a, double b) {
+          const double den = a - 2 * v + b;
+          if (!(den < 0)) return 0.0;
+          const double r = 0.5 * (a - b) / den;
+          return r > 0.5 ? 0.5 : r < -0.5 ? -0.5 : r;
+        };
+        hit.z = z;
+        hit.d = d;
+        hit.tx = tx;
+        hit.ty = ty;
+        hit.fx = sub(pr[size_t(ty) * n + ((tx - 1) & m)], pr[size_t(ty) * n + ((tx + 1) & m)]);
+        hit.fy = sub(pr[size_t((ty - 1) & m) * n + tx], pr[size_t((ty + 1) & m) * n + tx]);
+      }
+    }
+    return hit;
+  }
+};
+
+struct FoldImage {
+  std::vector<float> x;
+  int w = 0, h = 0;
+};
+
+}  // namespace
+
+void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
+  const int w = in.width, h = in.height, period = p.period;
+  const size_t n = size_t(w) * h;
+  std::vector<float> y(n);
+  LumaOf(in.pixels, w, h, in.channels, y.data());
+  std::map<int, FoldImage> cache;
+  auto images = [&](double periodPx, double& f) -> const FoldImage& {
+    const double ratio = periodPx / period;
+    const int step = ratio > 1.25 ? int(JsRound(std::log2(ratio) * 4)) : 0;
+    auto it = cache.find(step);
+    if (it == cache.end()) {
+      FoldImage img;
+      if (step == 0) {
+        img.w = w;
+        img.h = h;
+        img.x.resize(n);
+        PrefilterOf(y.data(), w, h, p.sigmaHighpass, p.sigmaLocal, p.localFloor, img.x.data());
+      } else {
+        const double fs = std::pow(2.0, step / 4.0);
+        img.w = std::max(8, int(JsRound(w / fs)));
+        img.h = std::max(8, int(JsRound(h / fs)));
+        const std::vector<float> small = AreaResize(y.data(), w, h, img.w, img.h);
+        img.x.resize(size_t(img.w) * img.h);
+        PrefilterOf(small.data(), img.w, img.h, p.sigmaHighpass, p.sigmaLocal, p.localFloor, img.x.data());
+      }
+      it = cache.emplace(step, std::move(img)).first;
+    }
+    f = step == 0 ? 1.0 : double(w) / it->second.w;
+    return it->second;
+  };
+  const SyncA sync(in.a, period);
+  std::vector<double> fold(kT2), small(size_t(period) * period);
+  const int reps = kT / period;
+
+  struct Tried {
+    SyncHit hit;
+    double v[4];
+  };
+  auto trySync = [&](const double* v, int only) {
+    Tried t;
+    std::copy(v, v + 4, t.v);
+    const double pp = std::sqrt(std::abs(v[0] * v[3] - v[1] * v[2]));
+    double f = 1;
+    const FoldImage& img = images(pp, f);
+    const double vf[4] = {v[0] / f, v[1] / f, v[2] / f, v[3] / f};
+    FoldLattice(img.x.data(), img.w, img.h, vf, period, 0, 0, fold.data());
+    std::fill(small.begin(), small.end(), 0.0);
+    for (int j = 0; j < kT; j++)
+      for (int i = 0; i < kT; i++) small[size_t(j % period) * period + (i % period)] += fold[size_t(j) * kT + i];
+    t.hit = sync.Best(small.data(), only);
+    return t;
+  };
+
+  const double p0 = double(period) * std::min(w, h) / in.workShort;
+  const double v0[4] = {p0, 0, 0, p0};
+  Tried best = trySync(v0, -1);
+  int tier = 1, tried = 1;
+  if (best.hit.z < p.fastZ) {
+    tier = 2;
+    double f = 1;
+    const FoldImage& base = images(period, f);
+    const std::vector<std::vector<double>> cands = LatticeCandidates(base.x.data(), w, h, in.native == 1, in.harmonics, in.nHarmonics, p);
+    for (const auto& v : cands) {
+      tried++;
+      Tried r = trySync(v.data(), -1);
+      if (r.hit.z > best.hit.z) best = r;
+    }
+    for (const double eps : {0.004, 0.0015}) {
+      for (int iter = 0; iter < 3; iter++) {
+        bool moved = false;
+        for (int e = 0; e < 8; e++) {
+          const double k = (e & 1 ? -1 : 1) * eps;
+          const int r = e >> 1;
+          const int row = r >> 1, col = r & 1;
+          double ex[4] = {0, 0, 0, 0};
+          ex[row * 2 + col] = k;
+          const double* bv = best.v;
+          const double cand[4] = {bv[0] + ex[0] * bv[0] + ex[1] * bv[1], bv[1] + ex[2] * bv[0] + ex[3] * bv[1],
+                                  bv[2] + ex[0] * bv[2] + ex[1] * bv[3], bv[3] + ex[2] * bv[2] + ex[3] * bv[3]};
+          tried++;
+          Tried r2 = trySync(cand, best.hit.d);
+          if (r2.hit.z > best.hit.z) {
+            best = r2;
+            moved = true;
+          }
+        }
+        if (!moved) break;
+      }
+    }
+  }
+
+  const double* v = best.v;
+  const double pp = std::sqrt(std::abs(v[0] * v[3] - v[1] * v[2]));
+  double f = 1;
+  const FoldImage& img = images(pp, f);
+  const double vf[4] = {v[0] / f, v[1] / f, v[2] / f, v[3] / f};
+  const SyncHit& hit = best.hit;
+  FoldLattice(img.x.data(), img.w, img.h, vf, period, -hit.fx, -hit.fy, fold.data());
+  const int* D = kDihedral[hit.d];
+  const std::vector<double> bD = Transformed(in.b, kT, D);
+  int psx = hit.tx, psy = hit.ty;
+  double pscore = -INFINITY;
+  std::vector<double> scores;
+  for (int qy = 0; qy < reps; qy++)
+    for (int qx = 0; qx < reps; qx++) {
+      const int sx = hit.tx + qx * period, sy = hit.ty + qy * period;
+      double s = 0;
+      for (int j = 0; j < kT; j++) {
+        const double* br = bD.data() + size_t((j + sy) & kTM) * kT;
+        const double* fr = fold.data() + size_t(j) * kT;
+        for (int i = 0; i < kT; i++) s += fr[i] * br[(i + sx) & kTM];
+      }
+      scores.push_back(s);
+      if (s > pscore) {
+        pscore = s;
+        psx = sx;
+        psy = sy;
+      }
+    }
+  double m = 0, sq = 0;
+  for (const double s : scores) m += s / scores.size();
+  for (const double s : scores) sq += (s - m) * (s - m);
+  out.phaseZ = sq > 0 ? (pscore - m) / std::sqrt(sq / scores.size()) : 0;
+
+  const int cell = p.cell, per = kT / cell;
+  std::fill(out.cells, out.cells + per * per, 0.0);
+  for (int j = 0; j < kT; j++) {
+    const int uy = j + psy;
+    for (int i = 0; i < kT; i++) {
+      const int ux = i + psx;
+      const int kx = (D[0] * ux + D[1] * uy) & kTM;
+      const int ky = (D[2] * ux + D[3] * uy) & kTM;
+      out.cells[(ky / cell) * per + (kx / cell)] += fold[size_t(j) * kT + i] * in.c[size_t(ky) * kT + kx];
+    }
+  }
+  std::copy(v, v + 4, out.lattice);
+  out.dihedral = hit.d;
+  out.dx = psx + hit.fx;
+  out.dy = psy + hit.fy;
+  out.syncZ = hit.z;
+  out.tier = tier;
+  out.candidates = tried;
+}
+
+}  // namespace optmark

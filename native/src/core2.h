@@ -1,0 +1,44 @@
+// Version-2 detection core of the fingerprint (geometry of its own): one call per image, plain inputs,
+// plain outputs. A port of src/fingerprint/reference-v2.ts; keep the two in step.
+#pragma once
+#include <cstdint>
+
+namespace optmark {
+
+struct Core2Params {
+  int period;          // lattice period of the sync part, work pixels (divides kTile, power of two)
+  int cell;            // count cell side
+  double fastZ;        // sync z of the no-geometry hypothesis that skips the lattice search
+  double pMin, pMax;   // period range searched, base pixels
+  double angle;        // rotation window, degrees
+  int candidates;      // lattice candidates kept
+  double sigmaHighpass, sigmaLocal, localFloor;  // prefilter
+};
+
+struct Core2In {
+  const uint8_t* pixels;
+  int width, height, channels;
+  int workShort;
+  int native;
+  const float* a;            // period^2
+  const double* harmonics;   // nHarmonics pairs (m1, m2)
+  int nHarmonics;
+  const float* b;            // kTile^2
+  const float* c;            // kTile^2
+};
+
+struct Core2Out {
+  double lattice[4];
+  int dihedral;
+  double dx, dy, syncZ, phaseZ;
+  int tier, candidates;
+  double* cells;  // (kTile/cell)^2, filled by the core
+};
+
+void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out);
+
+// Exposed from core.cc for the version-2 core (same prefilter as version 1).
+void LumaOf(const uint8_t* px, int w, int h, int ch, float* y);
+void PrefilterOf(const float* y, int w, int h, double sigmaHighpass, double sigmaLocal, double localFloor, float* x);
+
+}  // namespace optmark

@@ -1,0 +1,87 @@
+/**
+ * The data directory holds key hashes, usage counters, the signing key and the fingerprint secret:
+ * nothing in it is for other local users. The directory is 0700 and the store's files 0600, made so
+ * when created and tightened at start when an older version (or an operator) left them looser.
+ */
+import { chmodSync, closeSync, constants, fchmodSync, mkdirSync, openSync, statSync, writeSync } from 'node:fs';
+import { join } from 'node:path';
+
+export const DATA_DIR_MODE = 0o700;
+export const DATA_FILE_MODE = 0o600;
+
+/** The store's files in the data directory (SQLite creates -wal and -shm with the database file's mode). */
+export const STORE_FILES = ['optmark.db', 'optmark.db-wal', 'optmark.db-shm'] as const;
+
+/** Where `serve` writes the start-up key when its standard output is not a terminal. */
+export const BOOTSTRAP_KEY_FILE = 'bootstrap-key.txt';
+
+export interface ModeChange {
+  path: string;
+  /** Octal, as `ls -l` shows it: '755'. */
+  from: string;
+  to: string;
+}
+
+export interface ModeProblem {
+  path: string;
+  error: string;
+}
+
+const octal = (mode: number): string => (mode & 0o777).toString(8);
+
+/** Creates `dir` (and its parents) with mode 0700 when it is missing; the mode of existing parents is left alone. */
+export function makePrivateDir(dir: string): void {
+  mkdirSync(dir, { recursive: true, mode: DATA_DIR_MODE });
+}
+
+/** Creates an empty file with mode 0600 unless it exists (a later open by SQLite keeps that mode). */
+export function makePrivateFile(path: string): void {
+  try {
+    closeSync(openSync(path, constants.O_CREAT | constants.O_EXCL | constants.O_WRONLY, DATA_FILE_MODE));
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
+  }
+}
+
+function tighten(path: string, mode: number, changes: ModeChange[], problems: ModeProblem[]): void {
+  let current: number;
+  try {
+    current = statSync(path).mode & 0o777;
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return;
+    problems.push({ path, error: (err as Error).message });
+    return;
+  }
+  if ((current & 0o077) === 0) return;
+  try {
+    chmodSync(path, current & ~0o077 & mode);
+    changes.push({ path, from: octal(current), to: octal(current & ~0o077 & mode) });
+  } catch (err) {
+    problems.push({ path, error: (err as Error).message });
+  }
+}
+
+/**
+ * Creates the data directory (0700) if missing, and takes every permission for group and others off
+ * the directory and the store's files that exist. Returns what it changed and what it could not change
+ * (a directory owned by another user), for the caller to log.
+ */
+export function secureDataDir(dir: string): { changes: ModeChange[]; problems: ModeProblem[] } {
+  makePrivateDir(dir);
+  const changes: ModeChange[] = [];
+  const problems: ModeProblem[] = [];
+  tighten(dir, DATA_DIR_MODE, changes, problems);
+  for (const name of [...STORE_FILES, BOOTSTRAP_KEY_FILE]) tighten(join(dir, name), DATA_FILE_MODE, changes, problems);
+  return { changes, problems };
+}
+
+/** Writes `text` to a file only its owner can read (0600 also when the file was there before). */
+export function writePrivateFile(path: string, text: string): void {
+  const fd = openSync(path, constants.O_CREAT | constants.O_TRUNC | constants.O_WRONLY, DATA_FILE_MODE);
+  try {
+    fchmodSync(fd, DATA_FILE_MODE);
+    writeSync(fd, text);
+  } finally {
+    closeSync(fd);
+  }
+}

@@ -1,0 +1,671 @@
+/**
+ * Version-2 detection core in TypeScript (the reference; native/src/core2.cc ports it). One call per
+ * image: luma at the base resolution in, the chosen alignment and the count cells out.
+ *
+ * 1. Lattice. The mark repeats every V2_PERIOD work pixels, so the autocorrelation of the prefiltered
+ *    image has peaks at the integer combinations of two period vectors v1, v2, wherever the image was
+ *    cropped and however it was scaled, rotated or stretched (translation does not move them). The
+ *    autocorrelation comes from the power spectrum (whitened per radius, the image's axes and the JPEG
+ *    8x8 grid notched out), on two pyramid levels; the best peak pairs near the two axes are scored on
+ *    the whole lattice they generate and refined by least squares over its peaks. No key is used.
+ * 2. Alignment. For each lattice candidate (plus the no-geometry one) the image is resampled on the
+ *    lattice frame and folded onto one TILE x TILE tile; its V2_PERIOD fold is correlated (cyclic FFT)
+ *    with part A of the key under each of the 8 symmetries of the square; the highest peak over its
+ *    surface's RMS (sync z) picks the candidate, the symmetry and the shift mod V2_PERIOD. Part B then
+ *    picks the tile phase among the (TILE / V2_PERIOD)^2 left.
+ * 3. Count. The fold is redone at the sub-pixel shift and each CELL x CELL cell of part C is correlated
+ *    with its own key material. Nothing in 1-2 reads part C, which keeps the decision's bound exact.
+ */
+import { TILE } from './params.js';
+import { fft1d, fft2d } from './fft.js';
+import { luma, prefilter } from './reference.js';
+
+export interface Core2Params {
+  period: number;
+  cell: number;
+  fastZ: number;
+  pMin: number;
+  pMax: number;
+  angle: number;
+  candidates: number;
+  sigmaHighpass: number;
+  sigmaLocal: number;
+  localFloor: number;
+}
+
+export interface Core2Input {
+  /** Decoded pixels at the base resolution (short side min(input, WORK_SHORT_SIDE)), 8-bit, interleaved. */
+  pixels: Uint8Array;
+  width: number;
+  height: number;
+  channels: number;
+  /** Short side of the work resolution the base was scaled from (WORK_SHORT_SIDE, or less for small inputs). */
+  workShort: number;
+  /** 1 when the base is the input at its own size (a JPEG grid, if any, is then at 8 px). */
+  native: number;
+  /** Key parts: a is period^2, b and c TILE^2. */
+  a: Float32Array;
+  /** The template's harmonics (m1, m2 pairs), the only key material the lattice search reads. */
+  harmonics: Float64Array;
+  b: Float32Array;
+  c: Float32Array;
+  params: Core2Params;
+}
+
+export interface Core2Output {
+  /** Period vectors of the chosen lattice, base pixels per `period` work pixels: [v1x, v1y, v2x, v2y]. */
+  lattice: Float64Array;
+  /** Index of the symmetry of the square (0-7, see DIHEDRAL). */
+  dihedral: number;
+  /** Tile phase of the chosen alignment, lattice-frame work pixels (integer plus sub-pixel). */
+  dx: number;
+  dy: number;
+  /** Sync z of the chosen alignment (part A) and the phase choice's z (part B). */
+  syncZ: number;
+  phaseZ: number;
+  /** 1 when the no-geometry hypothesis was accepted at once, 2 when the lattice search ran. */
+  tier: number;
+  /** Alignment hypotheses tried. */
+  candidates: number;
+  /** Correlation of each count cell with the key at the chosen alignment. */
+  cells: Float64Array;
+}
+
+/** The 8 symmetries of the square as integer matrices [a, b, c, d]: (x, y) -> (a x + b y, c x + d y). */
+export const DIHEDRAL: readonly (readonly [number, number, number, number])[] = [
+  [1, 0, 0, 1],
+  [0, -1, 1, 0],
+  [-1, 0, 0, -1],
+  [0, 1, -1, 0],
+  [-1, 0, 0, 1],
+  [1, 0, 0, -1],
+  [0, 1, 1, 0],
+  [0, -1, -1, 0],
+];
+
+const T2 = TILE * TILE;
+const TM = TILE - 1;
+
+/** Separable box (area) resampling with fractional coverage; ow <= w and oh <= h. */
+export function areaResize(src: Float32Array, w: number, h: number, ow: number, oh: number): Float32Array {
+  const weights = (n: number, on: number): { lo: Int32Array; hi: Int32Array; wt: Float32Array[] } => {
+    const lo = new Int32Array(on);
+    const hi = new Int32Array(on);
+    const wt: Float32Array[] = [];
+    const s = n / on;
+    for (let o = 0; o < on; o++) {
+      const a = o * s;
+      const b = Math.min(n, (o + 1) * s);
+      lo[o] = Math.floor(a);
+      hi[o] = Math.min(n, Math.ceil(b));
+      const ws = new Float32Array(hi[o]! - lo[o]!);
+      for (let i = lo[o]!; i < hi[o]!; i++) ws[i - lo[o]!] = (Math.min(b, i + 1) - Math.max(a, i)) / (b - a);
+      wt.push(ws);
+    }
+    return { lo, hi, wt };
+  };
+  const ax = weights(w, ow);
+  const ay = weights(h, oh);
+  const tmp = new Float32Array(ow * h);
+  for (let y = 0; y < h; y++) {
+    const row = y * w;
+    for (let o = 0; o < ow; o++) {
+      let s = 0;
+      const ws = ax.wt[o]!;
+      for (let i = ax.lo[o]!, k = 0; i < ax.hi[o]!; i++, k++) s += ws[k]! * src[row + i]!;
+      tmp[y * ow + o] = s;
+    }
+  }
+  const out = new Float32Array(ow * oh);
+  for (let o = 0; o < oh; o++) {
+    const ws = ay.wt[o]!;
+    for (let x = 0; x < ow; x++) {
+      let s = 0;
+      for (let j = ay.lo[o]!, k = 0; j < ay.hi[o]!; j++, k++) s += ws[k]! * tmp[j * ow + x]!;
+      out[o * ow + x] = s;
+    }
+  }
+  return out;
+}
+
+function nextPow2(n: number): number {
+  let p = 1;
+  while (p < n) p <<= 1;
+  return p;
+}
+
+/** 2-D FFT of an nx x ny row-major array (rows, then columns). */
+function fft2dRect(re: Float64Array, im: Float64Array, nx: number, ny: number, sign: 1 | -1): void {
+  for (let r = 0; r < ny; r++) fft1d(re, im, sign, r * nx, 1, nx);
+  for (let c = 0; c < nx; c++) fft1d(re, im, sign, c, nx, ny);
+}
+
+/**
+ * Whitened power spectrum of a prefiltered image for the lattice search: windowed (cosine taper), padded
+ * to powers of two, each bin divided by the mean power at its radius, clipped at SPEC_CLIP and shifted by
+ * -1 so that a bin with no periodic content is 0 on average. The axes (the straight edges of crops, borders
+ * and rotated frames) and, for a base at the input's own size, the JPEG 8 x 8 grid lines are set to 0.
+ * Returned lightly smoothed ([1 2 1]/4 each way) and box-smoothed 3 x 3 (for the coarse search).
+ */
+export interface Spectrum {
+  nx: number;
+  ny: number;
+  fine: Float32Array;
+  coarse: Float32Array;
+}
+
+const SPEC_CLIP = 6;
+const WHITEN_BOX = 17;
+
+export function whitenedSpectrum(x: Float32Array, w: number, h: number, notchGrid: boolean): Spectrum {
+  const nx = nextPow2(w);
+  const ny = nextPow2(h);
+  const re = new Float64Array(nx * ny);
+  const im = new Float64Array(nx * ny);
+  const tx = Math.max(1, Math.round(w / 10));
+  const ty = Math.max(1, Math.round(h / 10));
+  const taper = (d: number, t: number): number => (d >= t ? 1 : 0.5 - 0.5 * Math.cos((Math.PI * (d + 0.5)) / t));
+  for (let y = 0; y < h; y++) {
+    const wy = taper(Math.min(y, h - 1 - y), ty);
+    for (let i = 0; i < w; i++) re[y * nx + i] = x[y * w + i]! * wy * taper(Math.min(i, w - 1 - i), tx);
+  }
+  fft2dRect(re, im, nx, ny, -1);
+  const gx = nx / 8;
+  const gy = ny / 8;
+  const pw = new Float32Array(nx * ny);
+  const valid = new Float32Array(nx * ny);
+  for (let v = 0; v < ny; v++) {
+    const fv = v < ny / 2 ? v : v - ny;
+    for (let u = 0; u < nx; u++) {
+      const fu = u < nx / 2 ? u : u - nx;
+      const i = v * nx + u;
+      const du = Math.abs(fu) % gx;
+      const dv = Math.abs(fv) % gy;
+      const onGrid = notchGrid && (Math.min(du, gx - du) <= 1 || Math.min(dv, gy - dv) <= 1);
+      const rr = Math.sqrt((fu / nx) ** 2 + (fv / ny) ** 2);
+      if (Math.abs(fu) <= 1 || Math.abs(fv) <= 1 || onGrid || rr < 0.01) continue;
+      pw[i] = re[i]! * re[i]! + im[i]! * im[i]!;
+      valid[i] = 1;
+    }
+  }
+  // Local whitening: each bin over the mean power of the valid bins in a WHITEN_BOX square around it.
+  const boxSum = (src: Float32Array): Float32Array => {
+    const r = WHITEN_BOX >> 1;
+    const tmp = new Float32Array(nx * ny);
+    const out = new Float32Array(nx * ny);
+    for (let v = 0; v < ny; v++) {
+      const row = v * nx;
+      let acc = 0;
+      for (let j = -r; j <= r; j++) acc += src[row + ((j + nx) & (nx - 1))]!;
+      for (let u = 0; u < nx; u++) {
+        tmp[row + u] = acc;
+        acc += src[row + ((u + r + 1) & (nx - 1))]! - src[row + ((u - r + nx) & (nx - 1))]!;
+      }
+    }
+    for (let u = 0; u < nx; u++) {
+      let acc = 0;
+      for (let j = -r; j <= r; j++) acc += tmp[((j + ny) & (ny - 1)) * nx + u]!;
+      for (let v = 0; v < ny; v++) {
+        out[v * nx + u] = acc;
+        acc += tmp[((v + r + 1) & (ny - 1)) * nx + u]! - tmp[((v - r + ny) & (ny - 1)) * nx + u]!;
+      }
+    }
+    return out;
+  };
+  const ps = boxSum(pw);
+  const vs = boxSum(valid);
+  for (let i = 0; i < nx * ny; i++) {
+    const mean = vs[i]! > 0 ? ps[i]! / vs[i]! : 0;
+    pw[i] = valid[i] && mean > 0 ? Math.min(SPEC_CLIP, pw[i]! / mean) - 1 : 0;
+  }
+  const smooth = (src: Float32Array, k: readonly number[]): Float32Array => {
+    const r = (k.length - 1) >> 1;
+    const tmp = new Float32Array(nx * ny);
+    const out = new Float32Array(nx * ny);
+    for (let v = 0; v < ny; v++) {
+      for (let u = 0; u < nx; u++) {
+        let s = 0;
+        for (let j = -r; j <= r; j++) s += k[j + r]! * src[v * nx + ((u + j + nx) & (nx - 1))]!;
+        tmp[v * nx + u] = s;
+      }
+    }
+    for (let v = 0; v < ny; v++) {
+      for (let u = 0; u < nx; u++) {
+        let s = 0;
+        for (let j = -r; j <= r; j++) s += k[j + r]! * tmp[((v + j + ny) & (ny - 1)) * nx + u]!;
+        out[v * nx + u] = s;
+      }
+    }
+    return out;
+  };
+  return { nx, ny, fine: smooth(pw, [0.25, 0.5, 0.25]), coarse: smooth(pw, [1 / 3, 1 / 3, 1 / 3]) };
+}
+
+/** Bilinear value of a spectrum plane at a frequency given in cycles per pixel (any sign). */
+function specAt(plane: Float32Array, nx: number, ny: number, fx: number, fy: number): number {
+  const u = fx * nx;
+  const v = fy * ny;
+  const u0 = Math.floor(u);
+  const v0 = Math.floor(v);
+  const a = u - u0;
+  const b = v - v0;
+  const mx = nx - 1;
+  const my = ny - 1;
+  const i00 = (v0 & my) * nx;
+  const i10 = ((v0 + 1) & my) * nx;
+  return (
+    (1 - b) * ((1 - a) * plane[i00 + (u0 & mx)]! + a * plane[i00 + ((u0 + 1) & mx)]!) +
+    b * ((1 - a) * plane[i10 + (u0 & mx)]! + a * plane[i10 + ((u0 + 1) & mx)]!)
+  );
+}
+
+/** Harmonics (m1, m2) of the period lattice with rmin <= |m| <= rmax, one of each +-m pair. */
+export function harmonics(rmin: number, rmax: number): Float64Array {
+  const out: number[] = [];
+  const r = Math.ceil(rmax);
+  for (let m1 = 0; m1 <= r; m1++) {
+    for (let m2 = -r; m2 <= r; m2++) {
+      if (m1 === 0 && m2 <= 0) continue;
+      const len = Math.hypot(m1, m2);
+      if (len >= rmin && len <= rmax) out.push(m1, m2);
+    }
+  }
+  return Float64Array.from(out);
+}
+
+/** Lattice hypothesis: the attack maps work pixels to base pixels by diag(sx, sy) R(theta), scaled by `scale`. */
+interface Hypo {
+  theta: number;
+  sx: number;
+  sy: number;
+  score: number;
+}
+
+/** Comb score: the whitened spectrum summed at the hypothesis's reciprocal-lattice points, over sqrt(count). */
+export function combScore(sp: Spectrum, plane: Float32Array, m: Float64Array, period: number, theta: number, sx: number, sy: number): number {
+  const c = Math.cos(theta);
+  const s = Math.sin(theta);
+  const kx = 1 / (period * sx);
+  const ky = 1 / (period * sy);
+  let sum = 0;
+  let n = 0;
+  for (let i = 0; i < m.length; i += 2) {
+    const fx = (m[i]! * c - m[i + 1]! * s) * kx;
+    const fy = (m[i]! * s + m[i + 1]! * c) * ky;
+    if (Math.abs(fx) > 0.45 || Math.abs(fy) > 0.45) continue;
+    sum += specAt(plane, sp.nx, sp.ny, fx, fy);
+    n++;
+  }
+  return n ? sum / Math.sqrt(n) : -Infinity;
+}
+
+/** Lattice period-vector pairs [v1x, v1y, v2x, v2y] (base pixels per period), best first. No key is read. */
+export function latticeCandidates(x: Float32Array, w: number, h: number, notchGrid: boolean, harm: Float64Array, p: Core2Params): number[][] {
+  const sp = whitenedSpectrum(x, w, h, notchGrid);
+  const period = p.period;
+  const coarseM = harm;
+  const fineM = harm;
+  const thMax = (p.angle * Math.PI) / 180;
+  const thStep = (0.75 * Math.PI) / 180;
+  const sMin = Math.max(p.pMin / period, 0.4);
+  const sMax = Math.min(p.pMax / period, Math.min(w, h) / (2.5 * period));
+  const ls = Math.log(1.015);
+  const lr = Math.log(1.02);
+  const rMax = Math.log(1.4);
+  const top: Hypo[] = [];
+  const keep = 24;
+  for (let theta = -thMax; theta <= thMax + 1e-9; theta += thStep) {
+    for (let a = Math.log(sMin); a <= Math.log(sMax) + 1e-9; a += ls) {
+      for (let r = -rMax; r <= rMax + 1e-9; r += lr) {
+        const sx = Math.exp(a);
+        const sy = Math.exp(a + r);
+        const score = combScore(sp, sp.coarse, coarseM, period, theta, sx, sy);
+        if (top.length < keep || score > top[top.length - 1]!.score) {
+          top.push({ theta, sx, sy, score });
+          top.sort((u, v) => v.score - u.score);
+          if (top.length > keep) top.pop();
+        }
+      }
+    }
+  }
+  // Distinct hypotheses, refined by a pattern search on all harmonics.
+  const chosen: Hypo[] = [];
+  for (const hy of top) {
+    if (chosen.length >= p.candidates) break;
+    const dup = chosen.some(
+      (c) => Math.abs(c.theta - hy.theta) < 2.5 * thStep && Math.abs(Math.log(c.sx / hy.sx)) < 0.05 && Math.abs(Math.log(c.sy / hy.sy)) < 0.05,
+    );
+    if (!dup) chosen.push(hy);
+  }
+  return chosen.map((hy) => {
+    let { theta, sx, sy } = hy;
+    let best = combScore(sp, sp.fine, fineM, period, theta, sx, sy);
+    for (const k of [0.5, 0.2, 0.07, 0.025]) {
+      const dt = (1.5 * k * Math.PI) / 180;
+      const ds = 0.015 * k;
+      for (let iter = 0; iter < 12; iter++) {
+        let moved = false;
+        for (const [a, b, c] of [[dt, 0, 0], [-dt, 0, 0], [0, ds, 0], [0, -ds, 0], [0, 0, ds], [0, 0, -ds]] as const) {
+          const t2 = theta + a;
+          const x2 = sx * Math.exp(b);
+          const y2 = sy * Math.exp(c);
+          const sc = combScore(sp, sp.fine, fineM, period, t2, x2, y2);
+          if (sc > best) {
+            best = sc;
+            theta = t2;
+            sx = x2;
+            sy = y2;
+            moved = true;
+          }
+        }
+        if (!moved) break;
+      }
+    }
+    const c = Math.cos(theta);
+    const s = Math.sin(theta);
+    return [period * sx * c, period * sy * s, -period * sx * s, period * sy * c];
+  });
+}
+
+/**
+ * Resamples x (prefiltered, fw x fh) on the lattice frame and folds onto one TILE x TILE tile: integer
+ * frame point (i, j) sits at centre + V (i + ox, j + oy) / period, V's columns the two period vectors.
+ */
+export function foldLattice(x: Float32Array, fw: number, fh: number, v: number[], period: number, ox: number, oy: number, out: Float64Array): number {
+  out.fill(0);
+  const cx = (fw - 1) / 2;
+  const cy = (fh - 1) / 2;
+  const ax = v[0]! / period, ay = v[1]! / period, bx = v[2]! / period, by = v[3]! / period;
+  const det = ax * by - bx * ay;
+  if (!(Math.abs(det) > 1e-9)) return 0;
+  // Frame coordinates of the image corners give the range of (i, j).
+  let imin = Infinity, imax = -Infinity, jmin = Infinity, jmax = -Infinity;
+  for (const [px, py] of [[0, 0], [fw - 1, 0], [0, fh - 1], [fw - 1, fh - 1]] as const) {
+    const dx = px - cx;
+    const dy = py - cy;
+    const fi = (by * dx - bx * dy) / det - ox;
+    const fj = (-ay * dx + ax * dy) / det - oy;
+    imin = Math.min(imin, fi);
+    imax = Math.max(imax, fi);
+    jmin = Math.min(jmin, fj);
+    jmax = Math.max(jmax, fj);
+  }
+  let n = 0;
+  const i0 = Math.floor(imin);
+  const i1 = Math.ceil(imax);
+  for (let j = Math.floor(jmin); j <= Math.ceil(jmax); j++) {
+    const baseX = cx + bx * (j + oy) + ax * ox;
+    const baseY = cy + by * (j + oy) + ay * ox;
+    const row = (j & TM) * TILE;
+    for (let i = i0; i <= i1; i++) {
+      const sx = baseX + ax * i;
+      const sy = baseY + ay * i;
+      if (!(sx >= 0 && sy >= 0 && sx <= fw - 1 && sy <= fh - 1)) continue;
+      let x0 = Math.floor(sx);
+      let y0 = Math.floor(sy);
+      if (x0 >= fw - 1) x0 = fw - 2;
+      if (y0 >= fh - 1) y0 = fh - 2;
+      const fx = sx - x0;
+      const fy = sy - y0;
+      const p = y0 * fw + x0;
+      const top = x[p]! + fx * (x[p + 1]! - x[p]!);
+      const bot = x[p + fw]! + fx * (x[p + fw + 1]! - x[p + fw]!);
+      out[row + (i & TM)]! += top + fy * (bot - top);
+      n++;
+    }
+  }
+  return n;
+}
+
+/** k(D u mod n) for every u of an n x n key part. */
+function transformed(key: Float32Array, n: number, d: readonly number[]): Float64Array {
+  const out = new Float64Array(n * n);
+  const m = n - 1;
+  for (let y = 0; y < n; y++) {
+    for (let x = 0; x < n; x++) {
+      const kx = (d[0]! * x + d[1]! * y) & m;
+      const ky = (d[2]! * x + d[3]! * y) & m;
+      out[y * n + x] = key[ky * n + kx]!;
+    }
+  }
+  return out;
+}
+
+interface SyncHit {
+  z: number;
+  d: number;
+  tx: number;
+  ty: number;
+  fx: number;
+  fy: number;
+}
+
+/** Correlates a period x period fold with part A under each symmetry: corr_D(t) = sum_u F(u) A(D (u + t)). */
+class SyncA {
+  private readonly n: number;
+  private readonly specs: { re: Float64Array; im: Float64Array }[] = [];
+  constructor(a: Float32Array, n: number) {
+    this.n = n;
+    for (const d of DIHEDRAL) {
+      const re = transformed(a, n, d);
+      const im = new Float64Array(n * n);
+      fft2d(re, im, n, -1);
+      // Phase only: the key's own autocorrelation becomes a sharp peak with flat sidelobes, so the
+      // surface's RMS measures the host, not the key's sidelobes.
+      let max = 0;
+      for (let i = 0; i < n * n; i++) max = Math.max(max, Math.hypot(re[i]!, im[i]!));
+      for (let i = 0; i < n * n; i++) {
+        const mag = Math.hypot(re[i]!, im[i]!);
+        const k = mag > 1e-3 * max ? 1 / mag : 0;
+        re[i]! *= k;
+        im[i]! *= k;
+      }
+      this.specs.push({ re, im });
+    }
+  }
+  best(f: Float64Array, only = -1): SyncHit {
+    const n = this.n;
+    const n2 = n * n;
+    const fr = Float64Array.from(f);
+    const fi = new Float64Array(n2);
+    fft2d(fr, fi, n, -1);
+    let hit: SyncHit = { z: -Infinity, d: 0, tx: 0, ty: 0, fx: 0, fy: 0 };
+    const pr = new Float64Array(n2);
+    const pi = new Float64Array(n2);
+    for (let d = only < 0 ? 0 : only; d < (only < 0 ? 8 : only + 1); d++) {
+      const s = this.specs[d]!;
+      // IFFT(conj(F) S) = sum_u F(u) S(u + t)
+      for (let i = 0; i < n2; i++) {
+        pr[i] = fr[i]! * s.re[i]! + fi[i]! * s.im[i]!;
+        pi[i] = fr[i]! * s.im[i]! - fi[i]! * s.re[i]!;
+      }
+      fft2d(pr, pi, n, 1);
+      let best = 0;
+      let sq = 0;
+      for (let i = 0; i < n2; i++) {
+        sq += pr[i]! * pr[i]!;
+        if (pr[i]! > pr[best]!) best = i;
+      }
+      // RMS of the surface without the peak's 3 x 3 neighbourhood.
+      const ty = Math.floor(best / n);
+      const tx = best % n;
+      const m = n - 1;
+      for (let ey = -1; ey <= 1; ey++) for (let ex = -1; ex <= 1; ex++) sq -= pr[((ty + ey) & m) * n + ((tx + ex) & m)]! ** 2;
+      const rms = Math.sqrt(Math.max(0, sq) / (n2 - 9));
+      const z = rms > 0 ? pr[best]! / rms : 0;
+      if (z > hit.z) {
+        const v = pr[best]!;
+        const sub = (a: number, b: number): number => {
+          const den = a - 2 * v + b;
+          if (!(den < 0)) return 0;
+          const r = (0.5 * (a - b)) / den;
+          return r > 0.5 ? 0.5 : r < -0.5 ? -0.5 : r;
+        };
+        hit = {
+          z,
+          d,
+          tx,
+          ty,
+          fx: sub(pr[ty * n + ((tx - 1) & m)]!, pr[ty * n + ((tx + 1) & m)]!),
+          fy: sub(pr[((ty - 1) & m) * n + tx]!, pr[((ty + 1) & m) * n + tx]!),
+        };
+      }
+    }
+    return hit;
+  }
+}
+
+/** Prefiltered images at the scales the fold needs, made once per call. */
+class FoldImages {
+  private readonly cache = new Map<number, { x: Float32Array; w: number; h: number }>();
+  constructor(
+    private readonly y: Float32Array,
+    private readonly w: number,
+    private readonly h: number,
+    private readonly p: Core2Params,
+  ) {}
+  /** Image with the period near `period` pixels: the base, or the base area-reduced by a power of 2^(1/4). */
+  get(periodPx: number): { x: Float32Array; w: number; h: number; f: number } {
+    const ratio = periodPx / this.p.period;
+    const step = ratio > 1.25 ? Math.round(Math.log2(ratio) * 4) : 0;
+    let img = this.cache.get(step);
+    const f = 2 ** (step / 4);
+    if (!img) {
+      if (step === 0) img = { x: prefilter(this.y, this.w, this.h, this.p as never), w: this.w, h: this.h };
+      else {
+        const w = Math.max(8, Math.round(this.w / f));
+        const h = Math.max(8, Math.round(this.h / f));
+        img = { x: prefilter(areaResize(this.y, this.w, this.h, w, h), w, h, this.p as never), w, h };
+      }
+      this.cache.set(step, img);
+    }
+    return { ...img, f: step === 0 ? 1 : this.w / img.w };
+  }
+}
+
+export function detectCore2(input: Core2Input): Core2Output {
+  const { width: w, height: h, params: p } = input;
+  const period = p.period;
+  const y = luma(input.pixels, w, h, input.channels);
+  const images = new FoldImages(y, w, h, p);
+  const sync = new SyncA(input.a, period);
+  const fold = new Float64Array(T2);
+  const small = new Float64Array(period * period);
+  const reps = TILE / period;
+
+  const trySync = (v: number[], only = -1): { hit: SyncHit; v: number[] } => {
+    const pp = Math.sqrt(Math.abs(v[0]! * v[3]! - v[1]! * v[2]!));
+    const img = images.get(pp);
+    const vf = v.map((c) => c / img.f);
+    foldLattice(img.x, img.w, img.h, vf, period, 0, 0, fold);
+    small.fill(0);
+    for (let j = 0; j < TILE; j++) for (let i = 0; i < TILE; i++) small[(j % period) * period + (i % period)]! += fold[j * TILE + i]!;
+    return { hit: sync.best(small, only), v };
+  };
+
+  const p0 = (period * Math.min(w, h)) / input.workShort;
+  let best = trySync([p0, 0, 0, p0]);
+  let tier = 1;
+  let tried = 1;
+  if (best.hit.z < p.fastZ) {
+    tier = 2;
+    const cands: number[][] = [];
+    const base = images.get(period).x;
+    cands.push(...latticeCandidates(base, w, h, input.native === 1, input.harmonics, p));
+    for (const v of cands) {
+      tried++;
+      const r = trySync(v);
+      if (r.hit.z > best.hit.z) best = r;
+    }
+  }
+
+  if (tier === 2) {
+    // Coherent refinement of the chosen lattice: small linear maps (I + E) V that raise the sync z
+    // (same symmetry). The spectrum's estimate is good to about 1%; the fold wants better over many periods.
+    for (const eps of [0.004, 0.0015]) {
+      for (let iter = 0; iter < 3; iter++) {
+        let moved = false;
+        for (let e = 0; e < 8; e++) {
+          const k = (e & 1 ? -1 : 1) * eps;
+          const r = e >> 1;
+          const [v0, v1, v2, v3] = best.v as [number, number, number, number];
+          // E has one non-zero entry: row r >> 1, column r & 1, acting on the columns (v0, v1) and (v2, v3).
+          const row = r >> 1;
+          const col = r & 1;
+          // (I + E) V, V's columns (v0, v1) and (v2, v3).
+          const ex = [0, 0, 0, 0];
+          ex[row * 2 + col] = k;
+          const cand = [
+            v0 + ex[0]! * v0 + ex[1]! * v1,
+            v1 + ex[2]! * v0 + ex[3]! * v1,
+            v2 + ex[0]! * v2 + ex[1]! * v3,
+            v3 + ex[2]! * v2 + ex[3]! * v3,
+          ];
+          tried++;
+          const r2 = trySync(cand, best.hit.d);
+          if (r2.hit.z > best.hit.z) {
+            best = r2;
+            moved = true;
+          }
+        }
+        if (!moved) break;
+      }
+    }
+  }
+
+  // Fold again at the chosen alignment with the sub-pixel shift, then pick the tile phase with part B.
+  const v = best.v;
+  const pp = Math.sqrt(Math.abs(v[0]! * v[3]! - v[1]! * v[2]!));
+  const img = images.get(pp);
+  const vf = v.map((c) => c / img.f);
+  const { d, tx, ty, fx, fy } = best.hit;
+  foldLattice(img.x, img.w, img.h, vf, period, -fx, -fy, fold);
+  const D = DIHEDRAL[d]!;
+  const bD = transformed(input.b, TILE, D);
+  let phase = { sx: tx, sy: ty, score: -Infinity };
+  const scores: number[] = [];
+  for (let qy = 0; qy < reps; qy++) {
+    for (let qx = 0; qx < reps; qx++) {
+      const sx = tx + qx * period;
+      const sy = ty + qy * period;
+      let s = 0;
+      for (let j = 0; j < TILE; j++) {
+        const br = ((j + sy) & TM) * TILE;
+        const fr = j * TILE;
+        for (let i = 0; i < TILE; i++) s += fold[fr + i]! * bD[br + ((i + sx) & TM)]!;
+      }
+      scores.push(s);
+      if (s > phase.score) phase = { sx, sy, score: s };
+    }
+  }
+  let m = 0;
+  let sq = 0;
+  for (const s of scores) m += s / scores.length;
+  for (const s of scores) sq += (s - m) ** 2;
+  const phaseZ = sq > 0 ? (phase.score - m) / Math.sqrt(sq / scores.length) : 0;
+
+  // Count: frame point u' carries key position D (u' + s).
+  const cell = p.cell;
+  const per = TILE / cell;
+  const cells = new Float64Array(per * per);
+  for (let j = 0; j < TILE; j++) {
+    const uy = j + phase.sy;
+    for (let i = 0; i < TILE; i++) {
+      const ux = i + phase.sx;
+      const kx = (D[0] * ux + D[1] * uy) & TM;
+      const ky = (D[2] * ux + D[3] * uy) & TM;
+      cells[((ky / cell) | 0) * per + ((kx / cell) | 0)]! += fold[j * TILE + i]! * input.c[ky * TILE + kx]!;
+    }
+  }
+  return {
+    lattice: Float64Array.from(v),
+    dihedral: d,
+    dx: phase.sx + fx,
+    dy: phase.sy + fy,
+    syncZ: best.hit.z,
+    phaseZ,
+    tier,
+    candidates: tried,
+    cells,
+  };
+}

@@ -1,0 +1,99 @@
+/**
+ * The typed messages between the event-loop thread and the image workers. Both sides import this one
+ * module; no `any` crosses the boundary. Errors come back as values with a stable code, because thrown
+ * errors lose their class in structured clone.
+ */
+import type { ErrorShape } from '../errors.js';
+import type { LayerSettings } from '../pipeline/layers-live.js';
+import type { DashboardMarkOptions, MarkedImage } from '../pipeline/dashboard.js';
+import type { MarkOptions, Marked } from '../pipeline/mark.js';
+import type { AnswerRef, BytesRef, TransferShare } from '../transfer/index.js';
+
+export interface ProtectTask {
+  kind: 'protect';
+  /** The request body (multipart/form-data); the worker parses it in place. */
+  input: BytesRef;
+  /** The request's Content-Type (its boundary). */
+  contentType: string;
+  /** Room for the answer. */
+  output: BytesRef | undefined;
+}
+
+export interface VerifyTask {
+  kind: 'verify';
+  /** The request body (multipart/form-data). */
+  input: BytesRef;
+  contentType: string;
+}
+
+/** The layer path (CLI `mark`, dashboard): the opt-out field plus optional layers, raw bytes back. */
+export interface MarkTask extends MarkOptions {
+  kind: 'mark';
+  /** Moved (transferred) to the worker. */
+  input: Uint8Array;
+}
+
+/**
+ * The dashboard's mark (src/pipeline/dashboard.ts): the multipart body, the batch's layers, and the id
+ * the event-loop thread gave the record it will store on success.
+ */
+export interface DashboardMarkTask extends DashboardMarkOptions {
+  kind: 'dashboard-mark';
+  input: BytesRef;
+}
+
+/** Runs the hot paths once so the first real requests find them compiled. */
+export interface WarmupTask {
+  kind: 'warmup';
+}
+
+export type Task = ProtectTask | VerifyTask | MarkTask | DashboardMarkTask | WarmupTask;
+
+/** A task as posted: the pool numbers it, and the worker reports when it starts (the deadline counts from then). */
+export type Posted = Task & { token?: number };
+
+/** The worker's first message about a task, on its parent port. */
+export interface StartedMessage {
+  started: number;
+  threadId: number;
+}
+
+/** An HTTP answer's body (UTF-8 JSON), in place or as bytes moved back. */
+export interface AnswerResult {
+  ok: true;
+  kind: 'answer';
+  answer: AnswerRef;
+  /** Set by the dashboard's mark: what its record needs. */
+  mark?: MarkedImage;
+}
+
+export interface MarkResult extends Marked {
+  ok: true;
+  kind: 'marked';
+}
+
+export interface TaskFailure {
+  ok: false;
+  error: ErrorShape;
+  /** Internals of an unexpected failure, for the server log only; never sent to clients. */
+  detail?: string;
+}
+
+export interface WarmupResult {
+  ok: true;
+  kind: 'warm';
+  threadId: number;
+}
+
+/** Every result carries the worker's own time on the task, for the answer's Server-Timing. */
+export type TaskResult = (AnswerResult | MarkResult | WarmupResult | TaskFailure) & { workMs?: number };
+
+/** What every worker is started with (piscina workerData). */
+export interface WorkerInit extends LayerSettings {
+  /** The image limit (bytes): a larger image part is refused with 413. */
+  maxUploadBytes: number;
+  /** The workers' log level (default info). */
+  logLevel?: string;
+  /** The request memory, shared (not copied) with every worker once, at start. */
+  transfer?: TransferShare | undefined;
+}

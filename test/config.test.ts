@@ -1,0 +1,91 @@
+// The configuration table: loading, `serve --help` and docs/configuration.md derive from it, and the
+// document in the repository is the one the table generates.
+import { readFileSync } from 'node:fs';
+import { availableParallelism } from 'node:os';
+import { resolve } from 'node:path';
+import { describe, expect, it } from 'vitest';
+import { ConfigError, SETTINGS, configurationDoc, loadConfig, settingsHelp } from '../src/config.js';
+
+describe('the configuration table', () => {
+  it('docs/configuration.md is the document the table generates (run `npm run docs:config` after changing the table)', () => {
+    expect(readFileSync(new URL('../docs/configuration.md', import.meta.url), 'utf8')).toBe(configurationDoc());
+  });
+
+  it('declares each variable and each key once, and documents every one in --help and in the document', () => {
+    expect(new Set(SETTINGS.map((s) => s.variable)).size).toBe(SETTINGS.length);
+    expect(new Set(SETTINGS.map((s) => s.key)).size).toBe(SETTINGS.length);
+    const help = settingsHelp();
+    const doc = configurationDoc();
+    for (const s of SETTINGS) {
+      expect(help).toContain(`${s.variable}`);
+      expect(help).toContain(s.doc);
+      expect(doc).toContain(`| \`${s.variable}\` | ${s.shown.replace(/\|/g, '\\|')} | ${s.doc.replace(/\|/g, '\\|')} |`);
+    }
+    // Every Config field comes from the table.
+    expect(Object.keys(loadConfig({})).sort()).toEqual(SETTINGS.map((s) => s.key).sort());
+  });
+
+  it('loads the defaults', () => {
+    const cores = Math.max(1, availableParallelism());
+    expect(loadConfig({})).toEqual({
+      host: '0.0.0.0',
+      port: 8080,
+      reusePort: false,
+      dataDir: resolve('./data'),
+      maxUploadBytes: 26_214_400,
+      maxPixels: 100_000_000,
+      poolSize: cores,
+      queueLength: cores * 8,
+      maxInflightBytes: 384 * 1024 ** 2,
+      warmInflightBytes: 32 * 1024 ** 2,
+      taskTimeoutMs: 30_000,
+      shutdownTimeoutMs: 10_000,
+      logLevel: 'info',
+      allowUwsFallback: false,
+      bootstrap: true,
+      defaultProtectLimit: 10_000,
+      defaultVerifyLimit: 50_000,
+      signingKeyFile: undefined,
+      fingerprintSecretFile: undefined,
+      fingerprintDetect: true,
+    });
+  });
+
+  it('parses values, and defaults that follow earlier settings follow them', () => {
+    const c = loadConfig({
+      OPTMARK_POOL_SIZE: ' 3 ',
+      OPTMARK_MAX_UPLOAD_BYTES: String(200 * 1024 ** 2),
+      OPTMARK_LOG_LEVEL: 'WARN',
+      OPTMARK_BOOTSTRAP: 'off',
+      OPTMARK_REUSE_PORT: 'yes',
+      OPTMARK_SIGNING_KEY_FILE: 'keys/k.pem',
+      OPTMARK_DATA_DIR: '',
+    });
+    expect(c).toMatchObject({ poolSize: 3, queueLength: 24, maxInflightBytes: 800 * 1024 ** 2, logLevel: 'warn', bootstrap: false, reusePort: true });
+    expect(c.signingKeyFile).toBe(resolve('keys/k.pem'));
+    expect(c.dataDir).toBe(resolve('./data'));
+    expect(loadConfig({ OPTMARK_MAX_INFLIGHT_BYTES: String(16 * 1024 ** 2), OPTMARK_MAX_UPLOAD_BYTES: String(1024 ** 2) }).warmInflightBytes).toBe(
+      16 * 1024 ** 2,
+    );
+  });
+
+  it.each([
+    ['OPTMARK_PORT', '80a', /OPTMARK_PORT: expected a whole number/],
+    ['OPTMARK_PORT', '70000', /OPTMARK_PORT: must be between 0 and 65535/],
+    ['OPTMARK_BOOTSTRAP', 'maybe', /OPTMARK_BOOTSTRAP: expected on\/off/],
+    ['OPTMARK_LOG_LEVEL', 'loud', /OPTMARK_LOG_LEVEL: expected one of/],
+    ['OPTMARK_HOST', 'a b', /OPTMARK_HOST: not a host name/],
+    ['OPTMARK_MAX_INFLIGHT_BYTES', '4096', /OPTMARK_MAX_INFLIGHT_BYTES: must be at least \d+/],
+    ['OPTMARK_WARM_INFLIGHT_BYTES', String(385 * 1024 ** 2), /OPTMARK_WARM_INFLIGHT_BYTES: must be between 0 and 402653184/],
+  ])('refuses %s=%s, naming the variable', (variable, value, message) => {
+    let err: unknown;
+    try {
+      loadConfig({ [variable]: value });
+    } catch (e) {
+      err = e;
+    }
+    expect(err).toBeInstanceOf(ConfigError);
+    expect((err as ConfigError).variable).toBe(variable);
+    expect((err as Error).message).toMatch(message);
+  });
+});

@@ -1,0 +1,195 @@
+/**
+ * Fingerprint version 2: geometry (lattice, symmetries, shift), the split that keeps the bound exact,
+ * and detection of version-1 marks. Synthetic photo-like fixtures always run; the Kodak checks run when
+ * ../shared/natural is present (the full attack list with 2,000+ unmarked trials is the bench,
+ * bench/fingerprint-robustness.ts).
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import sharp from 'sharp';
+import { describe, expect, it } from 'vitest';
+import { ATTACKS, type AttackFn, crop } from '../bench/lib/fingerprint-attacks.js';
+import { decodeBase } from '../src/fingerprint/decode.js';
+import { detectFingerprint, embedFingerprint, fingerprintEngine } from '../src/fingerprint/index.js';
+import { runCore2 } from '../src/fingerprint/native.js';
+import { keyTileV2For } from '../src/fingerprint/pattern-v2.js';
+import { CORE2_PARAMS, FPR, FPR_PER_SCHEME } from '../src/fingerprint/params.js';
+import { detectCore2 } from '../src/fingerprint/reference-v2.js';
+import { cellTest } from '../src/fingerprint/stats.js';
+
+const MAX_PIXELS = 40_000_000;
+const SECRET = new Uint8Array(32).fill(3);
+const OTHER = new Uint8Array(32).fill(4);
+const NATURAL = fileURLToPath(new URL('../../shared/natural', import.meta.url));
+const rng = (): number => 0.5;
+
+/** Deterministic photo-like fixture: gradients plus multi-scale value noise, RGB. */
+async function texturedImage(width: number, height: number, seed: number): Promise<Buffer> {
+  let a = seed >>> 0;
+  const rnd = (): number => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), a | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const octaves = [4, 16, 64].map((g) => ({ g, v: Float32Array.from({ length: (g + 2) * (g + 2) }, rnd) }));
+  const px = Buffer.alloc(width * height * 3);
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      let n = 0;
+      let amp = 1;
+      for (const { g, v } of octaves) {
+        const fx = (x / width) * g;
+        const fy = (y / height) * g;
+        const i = Math.floor(fx);
+        const j = Math.floor(fy);
+        const u = fx - i;
+        const w = fy - j;
+        const at = (ii: number, jj: number): number => v[jj * (g + 2) + ii]!;
+        n += amp * ((1 - w) * ((1 - u) * at(i, j) + u * at(i + 1, j)) + w * ((1 - u) * at(i, j + 1) + u * at(i + 1, j + 1)));
+        amp *= 0.6;
+      }
+      const base = 40 + 120 * (x / width) + 60 * n;
+      const p = (y * width + x) * 3;
+      px[p] = Math.max(0, Math.min(255, base + 20 * Math.sin(y / 37)));
+      px[p + 1] = Math.max(0, Math.min(255, base));
+      px[p + 2] = Math.max(0, Math.min(255, base - 25 * (y / height)));
+    }
+  }
+  return sharp(px, { raw: { width, height, channels: 3 } }).png().toBuffer();
+}
+
+async function psnr(a: Uint8Array, b: Uint8Array): Promise<number> {
+  const [x, y] = await Promise.all([a, b].map((v) => sharp(v).removeAlpha().raw().toBuffer()));
+  let se = 0;
+  for (let i = 0; i < x!.length; i++) se += (x![i]! - y![i]!) ** 2;
+  return 10 * Math.log10((255 * 255) / (se / x!.length));
+}
+
+const attack = (name: string): AttackFn => ATTACKS.find((a) => a.name === name)!.fn;
+
+describe('fingerprint v2 on a synthetic photo', async () => {
+  const orig = await texturedImage(768, 512, 21);
+  const marked = Buffer.from(await embedFingerprint(orig, SECRET, { maxPixels: MAX_PIXELS }));
+
+  it('keeps PSNR >= 40 dB and is found as version 2 at p <= FPR / 2', async () => {
+    expect(await psnr(orig, marked)).toBeGreaterThanOrEqual(40);
+    const d = await detectFingerprint(marked, SECRET, { maxPixels: MAX_PIXELS });
+    expect(d).toMatchObject({ present: true, scheme: 2, blocks: 256 });
+    expect(d.pValue).toBeLessThanOrEqual(FPR_PER_SCHEME);
+  });
+
+  const geometric: [string, AttackFn][] = [
+    ['rot90', attack('rot90')],
+    ['hflip', attack('hflip')],
+    ['aspect0.75', attack('aspect0.75')],
+    ['border10%', attack('border10%')],
+    ['rotate10 bg', attack('rotate10 bg')],
+    ['crop25 at the top-left corner', crop(0.25, { x: 0, y: 0 })],
+  ];
+  for (const [name, fn] of geometric) {
+    it(`finds the lattice after ${name}; the unmarked image stays absent`, async () => {
+      const hit = await detectFingerprint(await fn(marked, rng), SECRET, { maxPixels: MAX_PIXELS });
+      expect(hit.present, `z=${hit.z} sync=${hit.syncZ} lattice=${hit.lattice.join(',')}`).toBe(true);
+      expect(hit.scheme).toBe(2);
+      const miss = await detectFingerprint(await fn(orig, rng), SECRET, { maxPixels: MAX_PIXELS });
+      expect(miss.present).toBe(false);
+      expect(miss.blocks).toBe(256);
+    });
+  }
+
+  it('reads the rotation and the change of aspect off the lattice', async () => {
+    const d = await detectFingerprint(await attack('aspect0.75')(marked, rng), SECRET, { maxPixels: MAX_PIXELS });
+    // 768x512 -> 576x512 -> base 288x256: the period (32 work px) becomes 24 x 32 base px.
+    const [ax, ay, bx, by] = d.lattice as [number, number, number, number];
+    const lengths = [Math.hypot(ax, ay), Math.hypot(bx, by)].sort((a, b) => a - b);
+    expect(lengths[0]).toBeCloseTo(24, 0);
+    expect(lengths[1]).toBeCloseTo(32, 0);
+    const r = await detectFingerprint(await attack('rotate10 bg')(marked, rng), SECRET, { maxPixels: MAX_PIXELS });
+    const angle = (Math.atan2(r.lattice[1]!, r.lattice[0]!) * 180) / Math.PI;
+    expect(Math.abs(Math.abs(((angle + 45) % 90) - 45) - 10)).toBeLessThan(0.5);
+  });
+
+  it('is not found with another key', async () => {
+    expect((await detectFingerprint(marked, OTHER, { maxPixels: MAX_PIXELS })).present).toBe(false);
+  });
+
+  it('chooses the alignment without reading the count cells (the bound needs it)', async () => {
+    const att = await crop(0.5, { x: 1, y: 0 })(marked, rng);
+    const m = await sharp(att).metadata();
+    const base = await decodeBase(att, m.width!, m.height!);
+    const key = keyTileV2For(SECRET);
+    const input = { ...base, workShort: 256, native: 0, a: key.a, harmonics: key.harmonics, b: key.b, c: key.c, params: CORE2_PARAMS };
+    const real = detectCore2(input);
+    const scrambled = detectCore2({ ...input, c: keyTileV2For(OTHER).c });
+    expect(Array.from(scrambled.lattice)).toEqual(Array.from(real.lattice));
+    expect([scrambled.dihedral, scrambled.dx, scrambled.dy, scrambled.syncZ, scrambled.candidates]).toEqual([
+      real.dihedral,
+      real.dx,
+      real.dy,
+      real.syncZ,
+      real.candidates,
+    ]);
+    expect(cellTest(real.cells).pValue).toBeLessThanOrEqual(FPR_PER_SCHEME);
+    expect(cellTest(scrambled.cells).pValue).toBeGreaterThan(1e-3);
+  });
+});
+
+describe('fingerprint v2 engines', async () => {
+  const orig = await texturedImage(512, 384, 5);
+  const marked = Buffer.from(await embedFingerprint(orig, SECRET, { maxPixels: MAX_PIXELS }));
+
+  it('native and reference give the same alignment and cells within the stated tolerance', async (ctx) => {
+    if (fingerprintEngine() !== 'native') ctx.skip();
+    const key = keyTileV2For(SECRET);
+    for (const buf of [marked, await crop(0.5, { x: 1, y: 1 })(marked, rng), await attack('rotate-5 bg')(marked, rng), orig]) {
+      const m = await sharp(buf).metadata();
+      const base = await decodeBase(buf, m.width!, m.height!);
+      const input = { ...base, workShort: 256, native: 0, a: key.a, harmonics: key.harmonics, b: key.b, c: key.c, params: CORE2_PARAMS };
+      const n = runCore2(input, 'native');
+      const r = runCore2(input, 'reference');
+      expect([n.engine, r.engine]).toEqual(['native', 'reference']);
+      // Tolerance (docs/fingerprint.md): same tier, hypotheses, symmetry; lattice within 1e-6 px; shift and
+      // sync z within 1e-4; cells within 1e-4 of the largest |cell|; same sign count.
+      expect([n.out.tier, n.out.candidates, n.out.dihedral]).toEqual([r.out.tier, r.out.candidates, r.out.dihedral]);
+      for (let i = 0; i < 4; i++) expect(Math.abs(n.out.lattice[i]! - r.out.lattice[i]!)).toBeLessThan(1e-6);
+      expect(Math.abs(n.out.dx - r.out.dx)).toBeLessThan(1e-4);
+      expect(Math.abs(n.out.dy - r.out.dy)).toBeLessThan(1e-4);
+      expect(Math.abs(n.out.syncZ - r.out.syncZ)).toBeLessThan(1e-4);
+      const big = Math.max(...Array.from(r.out.cells, Math.abs));
+      for (let i = 0; i < r.out.cells.length; i++) expect(Math.abs(n.out.cells[i]! - r.out.cells[i]!)).toBeLessThan(1e-4 * big);
+      expect(cellTest(n.out.cells).k).toBe(cellTest(r.out.cells).k);
+    }
+  });
+});
+
+describe('fingerprint version 1 marks', async () => {
+  const orig = await texturedImage(640, 448, 11);
+  const v1 = Buffer.from(await embedFingerprint(orig, SECRET, { maxPixels: MAX_PIXELS, scheme: 1 }));
+
+  it('are still detected, as scheme 1, also after JPEG 50', async () => {
+    for (const buf of [v1, await sharp(v1).jpeg({ quality: 50 }).toBuffer()]) {
+      const d = await detectFingerprint(buf, SECRET, { maxPixels: MAX_PIXELS });
+      expect(d).toMatchObject({ present: true, scheme: 1 });
+      expect(d.pValue).toBeLessThanOrEqual(FPR_PER_SCHEME);
+    }
+  });
+
+  it('and the two schemes split the false-positive budget', () => {
+    expect(2 * FPR_PER_SCHEME).toBe(FPR);
+  });
+});
+
+describe.skipIf(!existsSync(NATURAL))('fingerprint v2 on ../shared/natural', () => {
+  it('survives the chains of the issue on a photograph', async () => {
+    const orig = readFileSync(`${NATURAL}/kodim03.png`);
+    const marked = Buffer.from(await embedFingerprint(orig, SECRET, { maxPixels: MAX_PIXELS }));
+    expect(await psnr(orig, marked)).toBeGreaterThanOrEqual(40);
+    for (const name of ['crop50+bright1.5+jpeg80', 'resize1080w+jpeg80', 'screenshot', 'rotate-10 crop', 'crop25 corner', 'resize0.1area']) {
+      const d = await detectFingerprint(await attack(name)(marked, rng), SECRET, { maxPixels: MAX_PIXELS });
+      expect(d.present, `${name}: z=${d.z} sync=${d.syncZ}`).toBe(true);
+      const u = await detectFingerprint(await attack(name)(orig, rng), SECRET, { maxPixels: MAX_PIXELS });
+      expect(u.present, `${name} unmarked`).toBe(false);
+    }
+  });
+});
