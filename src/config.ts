@@ -39,6 +39,12 @@ export interface Config {
   fingerprintSecretFile: string | undefined;
   /** Run the fingerprint detector in verify. */
   fingerprintDetect: boolean;
+  /** Room one account's bodies still arriving may hold of maxInflightBytes (0: no limit). */
+  maxArrivingBytesPerAccount: number;
+  /** Room one client address's bodies still arriving may hold of maxInflightBytes (0: no limit). */
+  maxArrivingBytesPerAddress: number;
+  /** Slowest average rate (bytes/s) a request body may arrive at after its first seconds (0: no floor). */
+  minUploadBytesPerSecond: number;
 }
 
 export class ConfigError extends Error {
@@ -124,6 +130,19 @@ const onOff: Parser<boolean> = (raw) => {
 const path: Parser<string> = (raw) => resolve(raw);
 
 const cores = (): number => Math.max(1, availableParallelism());
+
+/** One client's bodies still arriving hold at most half the in-flight memory by default, and never less than one largest body. */
+function arrivingShare(c: Earlier): number {
+  return Math.max(pages(c.maxUploadBytes! + MULTIPART_SLACK_BYTES), Math.floor(c.maxInflightBytes! / 2));
+}
+
+const arrivingShareParser: Parser<number> = (raw, c) => {
+  const n = wholeNumber(0, 64 * 1024 ** 3)(raw, c);
+  const largest = pages(c.maxUploadBytes! + MULTIPART_SLACK_BYTES);
+  // A share below one largest body would keep that client from ever sending one.
+  if (n !== 0 && n < largest) throw new Invalid(`must be 0 (no limit) or at least ${largest}: one largest upload`);
+  return n;
+};
 
 /** Declares one setting (keeps each entry's types tied to its key). */
 function setting<K extends keyof Config>(s: Setting<K>): Setting<K> {
@@ -219,6 +238,30 @@ export const SETTINGS: readonly Setting[] = [
     fallback: (c) => Math.min(32 * MiB, c.maxInflightBytes!),
     parse: wholeNumber(0, (c) => c.maxInflightBytes!),
     doc: 'Of that memory, what stays resident while idle (the rest goes back to the OS after 2 s quiet).',
+  }),
+  setting({
+    variable: 'OPTMARK_MIN_UPLOAD_BYTES_PER_SECOND',
+    key: 'minUploadBytesPerSecond',
+    shown: '32768',
+    fallback: () => 32 * 1024,
+    parse: wholeNumber(0, 1024 ** 3),
+    doc: 'A body arriving slower on average, counted from 5 s after its headers, is answered 408 upload_too_slow and its connection closed (0: no floor).',
+  }),
+  setting({
+    variable: 'OPTMARK_MAX_ARRIVING_BYTES_PER_ACCOUNT',
+    key: 'maxArrivingBytesPerAccount',
+    shown: 'half the in-flight memory',
+    fallback: (c) => arrivingShare(c),
+    parse: arrivingShareParser,
+    doc: 'Of that memory, what bodies still arriving of one account (all its keys) may hold; beyond it 503 for that account (0: no limit).',
+  }),
+  setting({
+    variable: 'OPTMARK_MAX_ARRIVING_BYTES_PER_ADDRESS',
+    key: 'maxArrivingBytesPerAddress',
+    shown: 'half the in-flight memory',
+    fallback: (c) => arrivingShare(c),
+    parse: arrivingShareParser,
+    doc: "The same per client address (behind a proxy every client has the proxy's: raise it or set 0 there).",
   }),
   setting({
     variable: 'OPTMARK_TASK_TIMEOUT_MS',

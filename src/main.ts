@@ -86,6 +86,11 @@ export async function startService(config: Config, announce: ((text: string) => 
     reusePort: config.reusePort,
     maxUploadBytes: config.maxUploadBytes,
     poolSize: config.poolSize,
+    uploads: {
+      perAccountBytes: config.maxArrivingBytesPerAccount,
+      perAddressBytes: config.maxArrivingBytesPerAddress,
+      minBytesPerSecond: config.minUploadBytesPerSecond,
+    },
   });
   let port: number;
   try {

@@ -12,7 +12,8 @@ import { join, relative, resolve } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { protect } from '../src/marking/engine.js';
-import { api, imageForm, TestServer, waitFor } from './helpers/server.js';
+import { expectConforms, expectError } from './helpers/assert.js';
+import { api, imageForm, request, TestServer, waitFor, type Answer } from './helpers/server.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli.js');
@@ -77,6 +78,12 @@ function exiftoolDataMining(paths: string[]): Map<string, unknown> {
   const r = spawnSync(EXIFTOOL, ['-j', '-n', '-XMP-plus:DataMining', ...paths], { encoding: 'utf8' });
   const rows = JSON.parse(r.stdout) as Array<{ SourceFile: string; DataMining?: unknown }>;
   return new Map(rows.map((row) => [resolve(row.SourceFile), row.DataMining]));
+}
+
+/** POST /api/v1/verify with a query string. */
+function verifyWithQuery(server: TestServer, query: string, key: string, image: Buffer, type = 'image/jpeg'): Promise<Answer> {
+  const form = imageForm(image, 'x', type);
+  return request(server, `/api/v1/verify?${query}`, { method: 'POST', headers: { 'Content-Type': form.contentType, Authorization: `Bearer ${key}` }, body: form.body });
 }
 
 beforeAll(async () => {
@@ -290,6 +297,9 @@ describe('optmark verify', () => {
     expect(r.stdout).toMatch(/^verified 2: 1 opted out, 1 not; skipped 1, failed 0$/m);
     const skipped = join(tempDir(), 'vs.jsonl');
     expect((await server.cli('verify', ...files, '--skip-fingerprint', '--report', skipped)).status).toBe(0);
+    const hashed = join(tempDir(), 'vh.jsonl');
+    expect((await server.cli('verify', ...files, '--skip-fingerprint', '--sha256', '--report', hashed)).status).toBe(0);
+    const withHash = new Map(lines(hashed).map((l) => [l.input, l]));
     const full = new Map(lines(report).map((l) => [l.input, l]));
     const meta = new Map(lines(skipped).map((l) => [l.input, l]));
     expect(full.get(join(input, 'notes.txt'))).toMatchObject({ status: 'skipped', code: 'unsupported_format' });
@@ -304,11 +314,30 @@ describe('optmark verify', () => {
       expect(hash).toBe(sha256(bytes));
       expect(fingerprint.blocks).toBeGreaterThan(0); // the detector examined it
 
-      // Without the detector: the same fields, the fingerprint as for an image not examined.
+      // Without the detector: the same fields, the fingerprint as for an image not examined, no hash
+      // (the metadata read alone) unless --sha256.
       const m = meta.get(f)!;
       expect(m.fingerprint).toEqual({ present: false, confidence: 0, blocks: 0 });
-      expect({ optedOut: m.optedOut, signals: m.signals, provenance: m.provenance, sha256: m.sha256 }).toEqual({ optedOut, signals, provenance, sha256: hash });
+      expect({ optedOut: m.optedOut, signals: m.signals, provenance: m.provenance, sha256: m.sha256 }).toEqual({ optedOut, signals, provenance, sha256: null });
+      expect(withHash.get(f)).toMatchObject({ optedOut, signals, provenance, fingerprint: m.fingerprint, sha256: hash });
+
+      // The API's opt-in: the same answer, the fingerprint not examined.
+      const s = await verifyWithQuery(server, 'fingerprint=skip', key, bytes, type);
+      expect(s.status).toBe(200);
+      expectConforms(s, 'post', '/api/v1/verify');
+      expect(s.json).toEqual({ optedOut, signals, provenance, fingerprint: { present: false, confidence: 0, blocks: 0 }, sha256: hash });
     }
+  });
+
+  it('?fingerprint= takes skip or nothing: another value is a 400 invalid_query that costs no verify unit', async () => {
+    const { name, key: k } = await server.account({ verify: 5 });
+    const a = await verifyWithQuery(server, 'fingerprint=maybe', k, images.get('jpg')!);
+    expectError(a, 400, 'invalid_query');
+    expect(a.json.error).toMatch(/fingerprint=skip/);
+    expect((await server.usage(name)).verify.used).toBe(0);
+    const b = await verifyWithQuery(server, 'fingerprint=skip', k, images.get('jpg')!);
+    expect(b.status).toBe(200);
+    expect((await server.usage(name)).verify.used).toBe(1);
   });
 
   it('a folder and a NUL-separated list give the same answers; an unreadable file is a failure (exit 1)', () => {

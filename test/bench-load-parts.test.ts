@@ -166,8 +166,12 @@ describe('openLoop warm-up', () => {
   it('sends the warm-up requests, records only the measured window (rate x duration requests), and starts the meters once at its start', async () => {
     const req = (n: number): PreparedRequest => ({ label: `r${n}`, operation: 'protect', path: '/', image: 'x', imageBytes: 1, body: Buffer.from(String(n)), contentType: 'text/plain' });
     const requests = [req(0), req(1)];
-    const client = new Client({ name: 't', url: new URL(`http://127.0.0.1:${port}`), key: undefined, pid: undefined }, 16);
-    const plan = { rate: 200, durationMs: 300, warmupMs: 200, arrivals: 'uniform' as const, drainMs: 5000, seed: 1, timeoutMs: 5000 };
+    // Counts only, none depending on the machine's speed: room for every request in flight at once (when
+    // timers fire late the arrivals bunch up, and with a smaller bound some would be counted "not sent"
+    // instead of sent: 50 measured instead of 60 on a busy machine), and a drain deadline and request
+    // timeout no answer from a loopback server comes near.
+    const client = new Client({ name: 't', url: new URL(`http://127.0.0.1:${port}`), key: undefined, pid: undefined }, 1_000);
+    const plan = { rate: 200, durationMs: 300, warmupMs: 200, arrivals: 'uniform' as const, drainMs: 120_000, seed: 1, timeoutMs: 120_000 };
     const warm = 40; // 200 req/s for 0.2 s
     const starts = { length: 100 }; // and 60 more for 0.3 s
     let metersStarted = 0;
@@ -199,9 +203,9 @@ describe('openLoop warm-up', () => {
 
   it('measures exactly rate x duration requests with Poisson arrivals too', async () => {
     const req: PreparedRequest = { label: 'p', operation: 'protect', path: '/', image: 'x', imageBytes: 1, body: Buffer.from('1'), contentType: 'text/plain' };
-    const client = new Client({ name: 't', url: new URL(`http://127.0.0.1:${port}`), key: undefined, pid: undefined }, 16);
+    const client = new Client({ name: 't', url: new URL(`http://127.0.0.1:${port}`), key: undefined, pid: undefined }, 1_000);
     for (const seed of [1, 2, 3]) {
-      const run = await openLoop(client, [req], () => 0, { rate: 150, durationMs: 200, warmupMs: 100, arrivals: 'poisson', drainMs: 5000, seed, timeoutMs: 5000 });
+      const run = await openLoop(client, [req], () => 0, { rate: 150, durationMs: 200, warmupMs: 100, arrivals: 'poisson', drainMs: 120_000, seed, timeoutMs: 120_000 });
       expect(run.outcomes).toHaveLength(30);
       expect(run.outcomes.every((o) => o.status === 200)).toBe(true);
     }

@@ -6,6 +6,7 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { Store, monthOf } from '../src/store/index.js';
+import { optmarkHere } from './helpers/cli.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli.js');
@@ -20,7 +21,13 @@ beforeEach(() => {
 });
 afterEach(() => rmSync(dataDir, { recursive: true, force: true }));
 
-function optmark(...args: string[]): { status: number; stdout: string; stderr: string } {
+/** `optmark ...args` on the test's data directory, in this process (test/helpers/cli.ts). */
+function optmark(...args: string[]): Promise<{ status: number; stdout: string; stderr: string }> {
+  return optmarkHere(args, { OPTMARK_DATA_DIR: dataDir, OPTMARK_DEFAULT_PROTECT_LIMIT: '10000', OPTMARK_DEFAULT_VERIFY_LIMIT: '50000' });
+}
+
+/** The binary itself, for what only a process shows (its exit status, its stdout alone). */
+function optmarkBinary(...args: string[]): { status: number; stdout: string; stderr: string } {
   const r = spawnSync(process.execPath, [CLI, ...args], {
     cwd: ROOT,
     encoding: 'utf8',
@@ -29,14 +36,14 @@ function optmark(...args: string[]): { status: number; stdout: string; stderr: s
   return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
 }
 
-function ok(...args: string[]): string {
-  const r = optmark(...args);
+async function ok(...args: string[]): Promise<string> {
+  const r = await optmark(...args);
   expect(r.status, `optmark ${args.join(' ')}: ${r.stderr}`).toBe(0);
   return r.stdout;
 }
 
-function issue(account: string): string {
-  const lines = ok('key', 'issue', account).trim().split('\n');
+async function issue(account: string): Promise<string> {
+  const lines = (await ok('key', 'issue', account)).trim().split('\n');
   return lines[lines.length - 1]!;
 }
 
@@ -44,25 +51,26 @@ function openStore(): Store {
   return Store.open({ dataDir, defaultProtectLimit: 10_000, defaultVerifyLimit: 50_000 });
 }
 
-describe('operator commands', () => {
-  it('create an account, set limits, issue, list and revoke keys, report usage', () => {
-    expect(ok('account', 'create', 'acme', '--plan', 'pro')).toContain('acme');
-    expect(ok('account', 'set-limits', 'acme', '--protect', '10', '--verify', '15')).toMatch(/10 protects and 15 verifies/);
+describe('operator commands', async () => {
+  it('create an account, set limits, issue, list and revoke keys, report usage', async () => {
+    expect(await ok('account', 'create', 'acme', '--plan', 'pro')).toContain('acme');
+    expect(await ok('account', 'set-limits', 'acme', '--protect', '10', '--verify', '15')).toMatch(/10 protects and 15 verifies/);
 
-    const issued = optmark('key', 'issue', 'acme');
+    // The binary: standard output is the key alone (scripts take it), the note goes to stderr.
+    const issued = optmarkBinary('key', 'issue', 'acme');
     expect(issued.status).toBe(0);
     expect(issued.stdout).toMatch(/^om_live_[0-9A-Za-z]{43}\n$/); // the key, and nothing else, on stdout
     const key = issued.stdout.trim();
     expect(issued.stderr).not.toContain(key);
 
-    const listed = ok('key', 'list', 'acme');
+    const listed = await ok('key', 'list', 'acme');
     expect(listed).toContain(key.slice(0, 16));
     expect(listed).not.toContain(key);
     expect(listed).toContain('active');
 
-    const accounts = ok('account', 'list');
+    const accounts = await ok('account', 'list');
     expect(accounts).toMatch(/acme\s+pro\s+10\s+15/);
-    expect(JSON.parse(ok('account', 'list', '--json'))).toMatchObject([{ name: 'acme', plan: 'pro', protectLimit: 10, verifyLimit: 15 }]);
+    expect(JSON.parse(await ok('account', 'list', '--json'))).toMatchObject([{ name: 'acme', plan: 'pro', protectLimit: 10, verifyLimit: 15 }]);
 
     const store = openStore();
     const auth = store.authenticate(`Bearer ${key}`);
@@ -71,38 +79,38 @@ describe('operator commands', () => {
     store.reserve(auth.account.id, 'verify');
     store.close();
 
-    const usage = ok('usage', 'acme');
+    const usage = await ok('usage', 'acme');
     expect(usage).toMatch(/^protect\s+7\s+10\s+3$/m);
     expect(usage).toMatch(/^verify\s+1\s+15\s+14$/m);
     expect(usage).toContain(monthOf(new Date()));
-    expect(JSON.parse(ok('usage', 'acme', '--json'))).toMatchObject({ account: 'acme', protect: { used: 7, limit: 10 }, verify: { used: 1 } });
-    expect(ok('usage', 'acme', '--month', '2001-01')).toMatch(/^protect\s+0\s+10\s+10$/m);
+    expect(JSON.parse(await ok('usage', 'acme', '--json'))).toMatchObject({ account: 'acme', protect: { used: 7, limit: 10 }, verify: { used: 1 } });
+    expect(await ok('usage', 'acme', '--month', '2001-01')).toMatch(/^protect\s+0\s+10\s+10$/m);
 
-    expect(ok('key', 'revoke', key.slice(0, 12))).toContain(`revoked key ${key.slice(0, 16)}`);
-    expect(ok('key', 'list', 'acme')).toContain('revoked');
-    expect(ok('key', 'revoke', key.slice(0, 12))).toContain('already revoked');
+    expect(await ok('key', 'revoke', key.slice(0, 12))).toContain(`revoked key ${key.slice(0, 16)}`);
+    expect(await ok('key', 'list', 'acme')).toContain('revoked');
+    expect(await ok('key', 'revoke', key.slice(0, 12))).toContain('already revoked');
   });
 
-  it('work while another connection has the database open, and apply at its next call', () => {
-    ok('account', 'create', 'live', '--plan', 'lifetime');
-    const key = issue('live');
+  it('work while another connection has the database open, and apply at its next call', async () => {
+    await ok('account', 'create', 'live', '--plan', 'lifetime');
+    const key = await issue('live');
     const server = openStore();
     const header = `Bearer ${key}`;
     const auth = server.authenticate(header);
     if (!auth.ok) throw new Error(auth.message);
     expect(server.reserve(auth.account.id, 'protect').ok).toBe(true);
 
-    ok('account', 'set-limits', 'live', '--protect', '2');
+    await ok('account', 'set-limits', 'live', '--protect', '2');
     expect(server.reserve(auth.account.id, 'protect').ok).toBe(true);
     expect(server.reserve(auth.account.id, 'protect').ok).toBe(false);
-    expect(ok('usage', 'live')).toMatch(/^protect\s+2\s+2\s+0$/m);
+    expect(await ok('usage', 'live')).toMatch(/^protect\s+2\s+2\s+0$/m);
 
-    ok('account', 'set-plan', 'live', 'free');
+    await ok('account', 'set-plan', 'live', 'free');
     expect(server.authenticate(header)).toMatchObject({ ok: false, code: 'plan_required' });
-    ok('account', 'set-plan', 'live', '--plan', 'pro');
+    await ok('account', 'set-plan', 'live', '--plan', 'pro');
     expect(server.authenticate(header).ok).toBe(true);
 
-    ok('key', 'revoke', key.slice(0, 12));
+    await ok('key', 'revoke', key.slice(0, 12));
     expect(server.authenticate(header)).toMatchObject({ ok: false, code: 'invalid_api_key' });
     server.close();
   });
@@ -136,47 +144,58 @@ describe('operator commands', () => {
     ['unknown command', ['acount', 'list'], 2, /unknown command 'acount'.*\n.*Did you mean account\?/],
     ['unknown option', ['account', 'list', '--jsn'], 2, /unknown option '--jsn'/],
     ['extra argument', ['key', 'list', 'dup', 'more'], 2, /too many arguments for 'list'/],
-  ])('%s: a non-zero exit with a one-line reason', (_name, args, status, message) => {
-    ok('account', 'create', 'dup', '--plan', 'pro');
-    const r = optmark(...args);
+  ])('%s: a non-zero exit with a one-line reason', async (_name, args, status, message) => {
+    await ok('account', 'create', 'dup', '--plan', 'pro');
+    const r = await optmark(...args);
     expect(r.status).toBe(status);
     expect(r.stderr).toMatch(message);
     expect(r.stderr).not.toMatch(/\n\s+at /); // no stack trace
   });
 
-  it('prints help for each command', () => {
-    expect(ok('account', 'help')).toMatch(/set-limits \[options\] <name>/);
-    expect(ok('account', 'help', 'set-limits')).toContain('Usage: optmark account set-limits [options] <name>');
-    expect(ok('key', '--help')).toContain('revoke <key-prefix>');
+  it('the binary exits 2 on a usage error with a one-line reason on stderr, and 1 on a store error', async () => {
+    await ok('account', 'create', 'dup', '--plan', 'pro');
+    const usage = optmarkBinary('account', 'set-limits', 'dup', '--protect', '-5');
+    expect(usage.status).toBe(2);
+    expect(usage.stdout).toBe('');
+    expect(usage.stderr).toMatch(/^error: option '--protect <n\|default>' argument '-5' is invalid\. It must be a whole number of 0 or more/);
+    const store = optmarkBinary('usage', 'nobody');
+    expect(store.status).toBe(1);
+    expect(store.stderr).toBe('optmark usage: no account named "nobody" (see: optmark account list)\n');
   });
 
-  it('says that a free account has no API access instead of announcing its limits', () => {
-    const created = ok('account', 'create', 'hobby', '--plan', 'free');
+  it('prints help for each command', async () => {
+    expect(await ok('account', 'help')).toMatch(/set-limits \[options\] <name>/);
+    expect(await ok('account', 'help', 'set-limits')).toContain('Usage: optmark account set-limits [options] <name>');
+    expect(await ok('key', '--help')).toContain('revoke <key-prefix>');
+  });
+
+  it('says that a free account has no API access instead of announcing its limits', async () => {
+    const created = await ok('account', 'create', 'hobby', '--plan', 'free');
     expect(created).toMatch(/^created account hobby: plan free, no API access/);
     expect(created).not.toMatch(/protects|verifies a month/);
-    expect(ok('account', 'set-limits', 'hobby', '--protect', '5')).toMatch(/plan free, no API access/);
-    expect(ok('account', 'list')).toMatch(/^hobby\s+free\s+no API access\s+-\s+\d{4}-/m);
+    expect(await ok('account', 'set-limits', 'hobby', '--protect', '5')).toMatch(/plan free, no API access/);
+    expect(await ok('account', 'list')).toMatch(/^hobby\s+free\s+no API access\s+-\s+\d{4}-/m);
     // The limits are kept for when the plan changes; JSON shows them as they are.
-    expect(JSON.parse(ok('account', 'list', '--json'))).toMatchObject([{ name: 'hobby', plan: 'free', protectLimit: 5 }]);
-    expect(ok('account', 'set-plan', 'hobby', '--plan', 'pro')).toMatch(/plan pro, 5 protects and 50000 verifies a month/);
+    expect(JSON.parse(await ok('account', 'list', '--json'))).toMatchObject([{ name: 'hobby', plan: 'free', protectLimit: 5 }]);
+    expect(await ok('account', 'set-plan', 'hobby', '--plan', 'pro')).toMatch(/plan pro, 5 protects and 50000 verifies a month/);
   });
 
-  it('names the UTC date and time the counters reset', () => {
-    ok('account', 'create', 'acme', '--plan', 'pro');
+  it('names the UTC date and time the counters reset', async () => {
+    await ok('account', 'create', 'acme', '--plan', 'pro');
     const now = new Date();
     const next = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString().slice(0, 10);
-    expect(ok('usage', 'acme')).toContain(`resets at ${next} 00:00 UTC (in `);
-    expect(ok('usage', 'acme', '--month', '2001-01')).toContain('month over');
+    expect(await ok('usage', 'acme')).toContain(`resets at ${next} 00:00 UTC (in `);
+    expect(await ok('usage', 'acme', '--month', '2001-01')).toContain('month over');
   });
 
-  it('never prints a whole key when one is passed to revoke', () => {
-    ok('account', 'create', 'acme', '--plan', 'pro');
-    const key = issue('acme');
+  it('never prints a whole key when one is passed to revoke', async () => {
+    await ok('account', 'create', 'acme', '--plan', 'pro');
+    const key = await issue('acme');
     expect(key).toMatch(KEY);
-    const r = optmark('key', 'revoke', key);
+    const r = await optmark('key', 'revoke', key);
     expect(r.status).toBe(0);
     expect(r.stdout + r.stderr).not.toContain(key);
-    const again = optmark('key', 'revoke', `${key.slice(0, -1)}${key.endsWith('a') ? 'b' : 'a'}`);
+    const again = await optmark('key', 'revoke', `${key.slice(0, -1)}${key.endsWith('a') ? 'b' : 'a'}`);
     expect(again.status).toBe(1);
     expect(again.stderr).not.toContain(key.slice(0, -1));
   });

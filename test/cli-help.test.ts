@@ -4,7 +4,8 @@ import { spawnSync } from 'node:child_process';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
-import { buildProgram, run } from '../src/cli.js';
+import { buildProgram } from '../src/cli.js';
+import { optmarkHere } from './helpers/cli.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli.js');
@@ -14,27 +15,9 @@ function paths(cmd: Command, prefix: string[] = []): string[][] {
   return cmd.commands.flatMap((c) => [[...prefix, c.name()], ...paths(c, [...prefix, c.name()])]);
 }
 
-/** Runs the CLI in this process, catching what it writes. */
 async function runHere(argv: string[]): Promise<{ code: number; out: string; err: string }> {
-  let out = '';
-  let err = '';
-  const write = { out: process.stdout.write, err: process.stderr.write };
-  process.stdout.write = ((chunk: string | Uint8Array) => {
-    out += String(chunk);
-    return true;
-  }) as typeof process.stdout.write;
-  process.stderr.write = ((chunk: string | Uint8Array) => {
-    err += String(chunk);
-    return true;
-  }) as typeof process.stderr.write;
-  try {
-    const code = await run(argv);
-    return { code, out, err };
-  } finally {
-    process.stdout.write = write.out;
-    process.stderr.write = write.err;
-    process.exitCode = undefined;
-  }
+  const r = await optmarkHere(argv);
+  return { code: r.status, out: r.stdout, err: r.stderr };
 }
 
 describe('optmark --help', async () => {
@@ -59,12 +42,18 @@ describe('optmark --help', async () => {
     for (const name of ['OPTMARK_PORT', 'OPTMARK_DATA_DIR', 'OPTMARK_POOL_SIZE', 'OPTMARK_MAX_UPLOAD_BYTES']) expect(r.out).toContain(name);
   });
 
-  it.each([[['--help']], [['help']], [['mark', '--help']], [['mark', '-h']], [['usage', '--help']], [['bench', 'load', '--help']]])(
-    'the binary: optmark %j exits 0 with usage on stdout',
-    (args) => {
-      const r = spawnSync(process.execPath, [CLI, ...args], { cwd: ROOT, encoding: 'utf8' });
-      expect(r.status, r.stderr).toBe(0);
-      expect(r.stdout.toLowerCase()).toContain('usage: optmark');
+  it.each([[['--help']], [['mark', '--help']], [['bench', 'load', '--help']]])('the binary: optmark %j exits 0 with usage on stdout', (args) => {
+    const r = spawnSync(process.execPath, [CLI, ...args], { cwd: ROOT, encoding: 'utf8' });
+    expect(r.status, r.stderr).toBe(0);
+    expect(r.stdout.toLowerCase()).toContain('usage: optmark');
+  });
+
+  it.each([[['help']], [['mark', '-h']], [['usage', '--help']], [['help', 'account']]])(
+    'optmark %j (in process) exits 0 with usage on stdout',
+    async (args) => {
+      const r = await runHere(args);
+      expect(r.code).toBe(0);
+      expect(r.out.toLowerCase()).toContain('usage: optmark');
     },
   );
 

@@ -38,6 +38,9 @@ describe('the configuration table', () => {
       queueLength: cores * 8,
       maxInflightBytes: 384 * 1024 ** 2,
       warmInflightBytes: 32 * 1024 ** 2,
+      minUploadBytesPerSecond: 32 * 1024,
+      maxArrivingBytesPerAccount: 192 * 1024 ** 2,
+      maxArrivingBytesPerAddress: 192 * 1024 ** 2,
       taskTimeoutMs: 30_000,
       shutdownTimeoutMs: 10_000,
       logLevel: 'info',
@@ -49,6 +52,11 @@ describe('the configuration table', () => {
       fingerprintSecretFile: undefined,
       fingerprintDetect: true,
     });
+  });
+
+  it('the per-client shares of arriving bodies: 0 switches one off; below one largest upload is refused', () => {
+    expect(loadConfig({ OPTMARK_MAX_ARRIVING_BYTES_PER_ADDRESS: '0' }).maxArrivingBytesPerAddress).toBe(0);
+    expect(() => loadConfig({ OPTMARK_MAX_ARRIVING_BYTES_PER_ACCOUNT: String(1024 ** 2) })).toThrow(/OPTMARK_MAX_ARRIVING_BYTES_PER_ACCOUNT: must be 0 \(no limit\) or at least/);
   });
 
   it('parses values, and defaults that follow earlier settings follow them', () => {

@@ -27,7 +27,8 @@ import {
 } from './helpers/containers.js';
 import { NS, bareXmp, extendedSegments, packet, rawImage, vocab } from './helpers/fixtures.js';
 
-const RUNS = Number(process.env.FUZZ_RUNS ?? 10_000);
+// npm test runs 1,500 cases per format; test/long/marking-fuzz.test.ts (npm run test:long) runs 10,000.
+const RUNS = Number(process.env.FUZZ_RUNS ?? 1_500);
 /** Hang detector: the slowest case seen on this machine takes a few ms (reported below). */
 const CASE_BOUND_MS = 2_000;
 const INPUT_CODES = new Set(['unsupported_format', 'damaged_image', 'limit_exceeded', 'output_too_large']);

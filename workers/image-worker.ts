@@ -15,6 +15,7 @@ import { runDashboardMark } from '../src/pipeline/dashboard.js';
 import { runMark } from '../src/pipeline/mark.js';
 import { runProtect } from '../src/pipeline/protect.js';
 import { parseUpload, safeBasename } from '../src/pipeline/upload.js';
+import { withoutFingerprint } from '../src/pipeline/layers.js';
 import { runVerify } from '../src/pipeline/verify.js';
 import { warmUp } from '../src/pipeline/warmup.js';
 import type { Posted, StartedMessage, TaskResult, WorkerInit } from '../src/pool/tasks.js';
@@ -78,7 +79,7 @@ async function perform(task: Posted): Promise<TaskResult> {
       }
       case 'verify': {
         const upload = await parseUpload(memory.view(task.input), task.contentType, init.maxUploadBytes);
-        return { ok: true, kind: 'answer', answer: { bytes: await runVerify(upload.bytes, layers) } };
+        return { ok: true, kind: 'answer', answer: { bytes: await runVerify(upload.bytes, task.skipFingerprint ? withoutFingerprint(layers) : layers) } };
       }
       case 'mark':
         return { ok: true, kind: 'marked', ...(await runMark(task.input, task, layers)) };

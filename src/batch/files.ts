@@ -90,6 +90,37 @@ export class ReadBuffer {
       closeSync(fd);
     }
   }
+
+  /** The first `headBytes` of the file (one read), and whether that is all of it. */
+  readHead(path: string, maxBytes: number, headBytes: number): Head {
+    const fd = openSync(path, constants.O_RDONLY);
+    try {
+      const stats = fstatSync(fd);
+      if (!stats.isFile()) throw new FileError('not_a_file', 'not a regular file');
+      if (stats.size > maxBytes) {
+        throw new FileError('limit_exceeded', `${stats.size} bytes, over the ${maxBytes}-byte limit (OPTMARK_MAX_UPLOAD_BYTES)`);
+      }
+      const want = Math.min(headBytes, stats.size);
+      if (this.#buf.length < want) this.#buf = Buffer.allocUnsafeSlow(want);
+      let n = 0;
+      while (n < want) {
+        const r = readSync(fd, this.#buf, n, want - n, n);
+        if (r === 0) break;
+        n += r;
+      }
+      return { bytes: this.#buf.subarray(0, n), size: stats.size, whole: n === stats.size };
+    } finally {
+      closeSync(fd);
+    }
+  }
+}
+
+export interface Head {
+  /** The first bytes of the file (all of it when `whole`). */
+  bytes: Buffer;
+  /** The file's size. */
+  size: number;
+  whole: boolean;
 }
 
 /** SHA-256 (hex) of the pieces in order. */

@@ -7,15 +7,18 @@
  */
 import { statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
-import { Worker } from 'node:worker_threads';
+import type { Worker } from 'node:worker_threads';
 import { removeUnfinished } from './files.js';
 import type { Entry, Found } from './sources.js';
 import { Lane, type FileJob, type FileOutcome, type LaneSetup } from './work.js';
 
 /** Files a worker is handed ahead, so it never waits for the main thread between two. */
 const WORKER_AHEAD = 3;
-/** Worker threads start only once this many files were handed out: a small batch is done before they would be up. */
-const SPAWN_AFTER = 12;
+/**
+ * Worker threads start once the main thread has worked this long and files keep coming: a thread costs
+ * about a tenth of a second of CPU to start (V8, the modules), which a small batch would not win back.
+ */
+const SPAWN_AFTER_MS = 200;
 
 export interface BatchHooks {
   /** A found file as a job, or an outcome when it is refused before being read. */
@@ -69,8 +72,8 @@ class WorkerSlot implements Slot {
   #next = 0;
   #failed: string | undefined;
 
-  constructor(setup: LaneSetup) {
-    this.#worker = new Worker(new URL('../../workers/batch-worker.js', import.meta.url), { workerData: setup });
+  constructor(WorkerClass: typeof Worker, setup: LaneSetup) {
+    this.#worker = new WorkerClass(new URL('../../workers/batch-worker.js', import.meta.url), { workerData: setup });
     this.ready = new Promise<boolean>((resolve) => {
       this.#worker.on('message', (msg: { ready?: boolean; error?: string; id?: number; outcome?: FileOutcome }) => {
         if (msg.ready !== undefined) {
@@ -160,10 +163,12 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
     }
   };
 
-  const spawn = (): void => {
+  const spawn = async (): Promise<void> => {
     spawned = true;
+    // Loaded only now: a small batch never pays for the worker machinery.
+    const { Worker: WorkerClass } = await import('node:worker_threads');
     for (let i = 1; i < jobs; i++) {
-      const w = new WorkerSlot(setup);
+      const w = new WorkerSlot(WorkerClass, setup);
       // A worker joins the lanes once it is up; one that fails to start is left out (the others go on).
       void w.ready.then((ok) => {
         if (ok && !stopping) {
@@ -175,6 +180,9 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
     }
   };
   const workers: WorkerSlot[] = [];
+  let spawning: Promise<void> | undefined;
+  let firstStarted = 0;
+  const heavy = setup.fingerprint || (setup.command === 'verify' && !setup.skipFingerprint && setup.init.fingerprintDetect);
 
   const dispatch = async (slot: Slot, job: FileJob): Promise<void> => {
     started++;
@@ -214,7 +222,9 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
         hooks.record(planned);
         continue;
       }
-      if (!spawned && jobs > 1 && started >= SPAWN_AFTER) spawn();
+      if (started === 0) firstStarted = performance.now();
+      // Pixel work (fingerprint, detector) takes long per file: threads start at once.
+      if (!spawned && jobs > 1 && (heavy || performance.now() - firstStarted >= SPAWN_AFTER_MS)) spawning = spawn();
       const slot = await acquire();
       if (!slot) break;
       const p: Promise<void> = dispatch(slot, planned).finally(() => {
@@ -225,6 +235,7 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
     }
   } finally {
     await Promise.all(pending);
+    await spawning;
     await Promise.all(workers.map((w) => w.close()));
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);

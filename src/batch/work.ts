@@ -8,7 +8,7 @@ import type { Stats } from 'node:fs';
 import { toErrorShape } from '../errors.js';
 import { extname, join, parse } from 'node:path';
 import { detectFormat, type ContainerFormat } from '../formats/index.js';
-import { protect, type ProtectResult } from '../marking/engine.js';
+import { protect, read, type ProtectResult } from '../marking/engine.js';
 import type { Layers } from '../pipeline/layers.js';
 import type { WorkerInit } from '../pool/tasks.js';
 import type { VerifyReport } from '../pipeline/verify.js';
@@ -22,7 +22,7 @@ export interface LaneSetup {
   /** mark: the layers to add. */
   provenance: boolean;
   fingerprint: boolean;
-  /** mark: compute the output's SHA-256 (for --report). */
+  /** mark: compute the output's SHA-256 (for --report); verify: the file's (the API's sha256 field). */
   hash: boolean;
   /** mark: 'time' (size and time) or 'hash' (content); undefined writes every output. */
   skipExisting: 'time' | 'hash' | undefined;
@@ -209,23 +209,55 @@ export class Lane {
   }
 
   async #verifyFile(job: FileJob): Promise<FileOutcome> {
+    const s = this.#setup;
     const base = { input: job.input };
+    // Without the detector and without the hash, only the metadata is needed: a JPEG's segments before
+    // its image data are in its first bytes (the scan after them is never looked at by read()).
+    const metadataOnly = s.skipFingerprint && !s.hash;
+    if (metadataOnly) {
+      let head;
+      try {
+        head = this.#buffer.readHead(job.source, s.init.maxUploadBytes, HEAD_BYTES);
+      } catch (err) {
+        return readFailure(base, err);
+      }
+      const format = detectFormat(head.bytes);
+      if (!format) return { ...base, format: null, bytes: head.size, status: 'skipped', code: 'unsupported_format', message: 'not a JPEG, PNG or WebP image' };
+      if (head.whole || format.name === 'jpeg') {
+        try {
+          const report = await this.#metadataReport(head.bytes);
+          // A provenance tag's digest covers the whole file: then it is read whole (below).
+          if (head.whole || !report.provenance.present) return { ...base, format: format.name, bytes: head.size, sha256: null, status: 'done', code: null, report };
+        } catch (err) {
+          if (head.whole) return verifyFailure(base, format.name, head.size, err);
+          // The segments before the image data go on past the first bytes (or are damaged): read it whole.
+        }
+      }
+    }
     let bytes: Buffer;
     try {
-      ({ bytes } = this.#buffer.read(job.source, this.#setup.init.maxUploadBytes));
+      ({ bytes } = this.#buffer.read(job.source, s.init.maxUploadBytes));
     } catch (err) {
       return readFailure(base, err);
     }
     const format = detectFormat(bytes);
     if (!format) return { ...base, format: null, bytes: bytes.length, status: 'skipped', code: 'unsupported_format', message: 'not a JPEG, PNG or WebP image' };
     try {
+      if (metadataOnly) return { ...base, format: format.name, bytes: bytes.length, sha256: null, status: 'done', code: null, report: await this.#metadataReport(bytes) };
       const { verifyReport } = await this.#verifier();
       const { sha256, ...report } = await verifyReport(bytes, await this.#verifyLayers());
       return { ...base, format: format.name, bytes: bytes.length, sha256, status: 'done', code: null, report };
     } catch (err) {
-      const shape = toErrorShape(err);
-      return { ...base, format: format.name, bytes: bytes.length, status: 'failed', code: shape.code, message: shape.message };
+      return verifyFailure(base, format.name, bytes.length, err);
     }
+  }
+
+  /** verifyReport's fields without the file's hash and with the fingerprint not examined (the same read and provenance check). */
+  async #metadataReport(bytes: Uint8Array): Promise<Omit<VerifyReport, 'sha256'>> {
+    const reading = read(bytes); // typed errors for unsupported or damaged containers, as verifyReport
+    const layers = await this.#verifyLayers();
+    const [provenance, fingerprint] = await Promise.all([layers.verifyProvenance(bytes), layers.detectFingerprint(bytes)]);
+    return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint };
   }
 
   #key(): Promise<SigningKey> {
@@ -269,6 +301,14 @@ export class Lane {
       };
     })());
   }
+}
+
+/** Bytes read first for a metadata-only verify: a JPEG's segments before its image data fit in them. */
+const HEAD_BYTES = 64 * 1024;
+
+function verifyFailure(base: { input: string }, format: string, size: number, err: unknown): FileOutcome {
+  const shape = toErrorShape(err);
+  return { ...base, format, bytes: size, sha256: null, status: 'failed', code: shape.code, message: shape.message };
 }
 
 function errCode(err: unknown): string {

@@ -18,6 +18,7 @@ export interface VerifyOptions {
   jobs: number | undefined;
   report: string | undefined;
   skipFingerprint: boolean;
+  sha256: boolean;
 }
 
 export function checkVerifyOptions(o: VerifyOptions): VerifyOptions {
@@ -62,7 +63,8 @@ export async function runVerifyCommand(opts: VerifyOptions): Promise<number> {
       init: laneInit(config),
       provenance: false,
       fingerprint: false,
-      hash: true,
+      // The hash reads every file whole: the metadata-only mode leaves it out unless asked for.
+      hash: !opts.skipFingerprint || opts.sha256,
       skipExisting: undefined,
       keepTime: false,
       fsync: false,
@@ -88,6 +90,7 @@ export async function runVerifyCommand(opts: VerifyOptions): Promise<number> {
 
 interface VerifyFlags {
   skipFingerprint?: boolean;
+  sha256?: boolean;
   filesFrom?: string;
   null?: boolean;
   jobs?: number;
@@ -105,7 +108,8 @@ export function register(program: Command): void {
     )
     .usage('<file-or-folder>... [options]\n       optmark verify --files-from <list|-> [options]')
     .argument('[inputs...]', 'files and folders (folders are walked recursively)')
-    .option('--skip-fingerprint', 'leave the pixel detector out, the metadata read alone (fingerprint reported as not examined: present false, confidence 0, blocks 0)')
+    .option('--skip-fingerprint', 'leave the pixel detector out: the metadata read alone (a JPEG\'s first bytes), the fingerprint reported as not examined (present false, confidence 0, blocks 0) and sha256 null unless --sha256')
+    .option('--sha256', "with --skip-fingerprint: hash every file too (the API's sha256 field; without it null), which reads each file whole")
     .option('--files-from <list>', "read the paths from a file, or from standard input with '-', one a line")
     .option('-0, --null', 'the --files-from list is NUL-separated (find -print0)')
     .option('-j, --jobs <n>', `files read at once, each on its own thread (default: the CPUs, here ${availableParallelism()})`, positiveWholeNumber)
@@ -122,6 +126,7 @@ export function register(program: Command): void {
         jobs: o.jobs,
         report: o.report,
         skipFingerprint: o.skipFingerprint === true,
+        sha256: o.sha256 === true,
       });
       exitWith(await runVerifyCommand(opts));
     });

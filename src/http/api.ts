@@ -24,6 +24,7 @@ import { requestId } from './filename.js';
 import type { Metrics } from './metrics.js';
 import { Exchange, type Headers } from './respond.js';
 import { Phases } from './timing.js';
+import { type Uploads, UploadTooSlowError } from './uploads.js';
 
 /** Requests in progress, for graceful shutdown. */
 export interface InFlight {
@@ -39,6 +40,8 @@ export interface ApiDeps {
   log: Logger;
   maxUploadBytes: number;
   inflight: InFlight;
+  /** Arriving bodies: per-client shares and the rate floor. */
+  uploads: Uploads;
 }
 
 /**
@@ -54,8 +57,8 @@ export interface ApiExtension {
 }
 
 export interface ExtensionRequest {
-  /** The worker task for the received body. */
-  task(input: BytesRef, contentType: string): Task;
+  /** The worker task for the received body (the operation's own task when absent). */
+  task?(input: BytesRef, contentType: string): Task;
   /**
    * The worker's answer, before it is sent: store what must exist when the client reads it, and return
    * the body to send (`body`, or one with fields added). Throw to fail the request.
@@ -68,9 +71,27 @@ export interface ExtensionRequest {
 /** What the handler reads from the request's headers (uWS's HttpRequest lives only during the handler call). */
 interface Head {
   id: string;
+  /** The client's address, as uWS gives it (the proxy's, behind one). */
+  address: string;
   authorization: string;
   contentType: string;
   contentLength: string;
+  /** verify's `?fingerprint=` ('' when absent; `skip` leaves the pixel detector out). */
+  fingerprint: string;
+}
+
+/**
+ * One query parameter ('' when absent). uWS's fallback transport (node:http) cannot answer getQuery
+ * (it parses a relative URL as absolute and throws), but its getUrl keeps the query string.
+ */
+function queryParam(req: HttpRequest, key: string): string {
+  try {
+    return req.getQuery(key) ?? '';
+  } catch {
+    const url = req.getUrl();
+    const q = url.indexOf('?');
+    return q < 0 ? '' : (new URLSearchParams(url.slice(q + 1)).get(key) ?? '');
+  }
 }
 
 function parseLength(raw: string): number | undefined | 'invalid' {
@@ -106,9 +127,11 @@ class ClientGoneError extends Error {}
 export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse, req: HttpRequest, extension?: ApiExtension): void {
   const head: Head = {
     id: requestId(req.getHeader('x-request-id'), randomUUID),
+    address: Buffer.from(res.getRemoteAddressAsText()).toString('latin1'),
     authorization: req.getHeader('authorization'),
     contentType: req.getHeader('content-type'),
     contentLength: req.getHeader('content-length'),
+    fingerprint: operation === 'verify' ? queryParam(req, 'fingerprint') : '',
   };
   void new ApiRequest(deps, operation, res, head, extension).run();
 }
@@ -125,6 +148,8 @@ class ApiRequest {
   #accountId: number | undefined;
   #reservation: Reservation | undefined;
   #lease: Lease | undefined;
+  /** Ends the watch of the arriving body (its share of the client's room); set while the body arrives. */
+  #arrived: (() => void) | undefined;
 
   constructor(deps: ApiDeps, operation: Operation, res: HttpResponse, head: Head, extension: ApiExtension | undefined) {
     this.#deps = deps;
@@ -158,6 +183,9 @@ class ApiRequest {
     const auth = store.authenticate(this.#head.authorization || undefined); // may write (last use): can be busy
     if (!auth.ok) throw new OptmarkError(auth.code, auth.message);
     this.#accountId = auth.account.id;
+    if (this.#head.fingerprint !== '' && this.#head.fingerprint !== 'skip') {
+      throw new OptmarkError('invalid_query', `fingerprint=${JSON.stringify(this.#head.fingerprint).slice(1, -1)} is not accepted: fingerprint=skip leaves the pixel detector out; omit it to run the detector.`);
+    }
     checkContentType(this.#head.contentType);
     const declared = parseLength(this.#head.contentLength);
     if (declared === 'invalid') throw new OptmarkError('malformed_multipart', 'Content-Length is not a number.');
@@ -177,12 +205,25 @@ class ApiRequest {
     this.#reservation = reserved.reservation;
     // Room for the body: the declared length bounds it; without one, the limit does. A protect's lease
     // holds room for its answer too, so that an admitted request never needs memory from elsewhere.
+    const room = declared === undefined ? maxBody : Math.max(1, declared);
     // An extension's worker answers with bytes of its own (its layers may grow the image).
-    const lease = transfer.admit(declared === undefined ? maxBody : Math.max(1, declared), this.#operation === 'protect' && !this.#extra);
+    const lease = transfer.admit(room, this.#operation === 'protect' && !this.#extra);
     if (!lease) throw new PoolOverloadedError('The server is holding as many uploads as it can; retry shortly.');
     this.#lease = lease;
+    // The client's share of the room held by bodies still arriving (throws 503 past it); the rate floor.
+    this.#arrived = this.#deps.uploads.arrive({
+      account: auth.account.id,
+      address: this.#head.address,
+      bytes: room,
+      startedMs: this.#deps.uploads.now(),
+      received: () => lease.received,
+      tooSlow: (err) => this.#tooSlow?.(err),
+    });
     return lease;
   }
+
+  /** Set while the body arrives: ends the receive step with the rate floor's refusal. */
+  #tooSlow: ((err: UploadTooSlowError) => void) | undefined;
 
   /** Copies the body into the lease; rejects past the limits, on an empty body, or when the client leaves. */
   #receive(lease: Lease): Promise<void> {
@@ -195,6 +236,7 @@ class ApiRequest {
         else resolve();
       };
       this.#ex.onAbort(() => settled || end(new ClientGoneError()));
+      this.#tooSlow = (err) => settled || end(err);
       this.#ex.res.onData((chunk, isLast) => {
         if (settled) return; // refused already: uWS drains the rest of the body
         if (lease.received + chunk.byteLength > maxBody) {
@@ -205,6 +247,8 @@ class ApiRequest {
         if (!isLast) return;
         if (lease.received === 0) return end(new OptmarkError('malformed_multipart', 'The request has no body.'));
         this.#phases.received();
+        // Arrived: the body no longer counts against its client's share of arriving room.
+        this.#arrived?.();
         end();
       });
     });
@@ -214,11 +258,11 @@ class ApiRequest {
   async #process(lease: Lease): Promise<Uint8Array> {
     const { input, output } = lease.seal();
     const contentType = this.#head.contentType;
-    const task: Task = this.#extra
-      ? this.#extra.task(input, contentType)
-      : this.#operation === 'protect'
+    const task: Task =
+      this.#extra?.task?.(input, contentType) ??
+      (this.#operation === 'protect'
         ? { kind: 'protect', input, output, contentType }
-        : { kind: 'verify', input, contentType };
+        : { kind: 'verify', input, contentType, skipFingerprint: this.#head.fingerprint === 'skip' });
     const result = await this.#deps.pool.run(task);
     this.#phases.worked(result.workMs);
     if (!result.ok) {
@@ -239,11 +283,14 @@ class ApiRequest {
     const headers: Headers = { ...this.#rateLimitHeaders(), ...this.#phases.headers() };
     if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
     if (err instanceof QuotaExceededError) headers['Retry-After'] = String(err.retryAfter);
-    await this.#ex.error(shape.code, shape.message, headers);
+    // A client too slow to send its body is not read any further: the answer closes the connection.
+    await this.#ex.error(shape.code, shape.message, headers, { closeConnection: err instanceof UploadTooSlowError });
   }
 
   /** The one end of every request: quota unit, memory, metrics, log line. */
   #finish(delivered: boolean): void {
+    this.#arrived?.();
+    this.#tooSlow = undefined;
     this.#settle(delivered);
     try {
       this.#extra?.settle(delivered);

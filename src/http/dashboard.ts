@@ -280,7 +280,6 @@ export function verifyWithRecords(store: Store): ApiExtension {
   return {
     route: '/api/v1/verify',
     admit: ({ account }) => ({
-      task: (input, contentType) => ({ kind: 'verify', input, contentType }),
       answered: (_result, body) => withRecord(body, recordField(store, account.id, body)),
       settle: () => {},
     }),

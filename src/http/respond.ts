@@ -8,6 +8,11 @@ import { OVERLOAD_RETRY_AFTER_SECONDS, STATUS_OF, statusLine } from './errors.js
 
 export type Headers = Record<string, string>;
 
+export interface SendOptions {
+  /** Close the connection once the (small) answer is written, instead of reading the rest of the request. */
+  closeConnection?: boolean;
+}
+
 /** The state of one exchange: uWS forbids touching `res` after an abort or after the answer. */
 export class Exchange {
   aborted = false;
@@ -38,7 +43,7 @@ export class Exchange {
    * Sends status, headers and body. Resolves true when the whole body was handed to the socket, false
    * when the client went away first.
    */
-  send(status: number, headers: Headers, body: Uint8Array | string): Promise<boolean> {
+  send(status: number, headers: Headers, body: Uint8Array | string, options: SendOptions = {}): Promise<boolean> {
     if (this.aborted || this.answered) return Promise.resolve(false);
     this.answered = true;
     this.status = status;
@@ -51,6 +56,14 @@ export class Exchange {
         res.writeStatus(statusLine(status));
         res.writeHeader('X-Request-ID', this.id);
         for (const [k, v] of Object.entries(headers)) res.writeHeader(k, v);
+        if (options.closeConnection) {
+          // uWS writes `Connection: close`, sends the answer, then shuts the socket down (FIN) and closes it:
+          // a client still sending is not read any further.
+          res.end(bytes, true);
+          this.sent = total;
+          resolve(true);
+          return;
+        }
         const start = res.getWriteOffset();
         const [ok, done] = res.tryEnd(bytes, total);
         if (done) {
@@ -73,16 +86,16 @@ export class Exchange {
   }
 
   /** Sends a JSON body. */
-  json(status: number, body: Uint8Array | string, headers: Headers = {}): Promise<boolean> {
-    return this.send(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...headers }, body);
+  json(status: number, body: Uint8Array | string, headers: Headers = {}, options: SendOptions = {}): Promise<boolean> {
+    return this.send(status, { 'Content-Type': 'application/json', 'Cache-Control': 'no-store', ...headers }, body, options);
   }
 
   /** Sends the `{error, code}` body of a failure with its status (and Retry-After when overloaded). */
-  error(code: ErrorCode, message?: string, headers: Headers = {}): Promise<boolean> {
+  error(code: ErrorCode, message?: string, headers: Headers = {}, options: SendOptions = {}): Promise<boolean> {
     const status = STATUS_OF[code];
     const extra: Headers = { ...headers };
     if (status === 503 && !extra['Retry-After']) extra['Retry-After'] = String(OVERLOAD_RETRY_AFTER_SECONDS);
-    return this.json(status, JSON.stringify({ error: message ?? defaultMessage(code), code }), extra);
+    return this.json(status, JSON.stringify({ error: message ?? defaultMessage(code), code }), extra, options);
   }
 
   /** Forcefully closes the connection (used when a client keeps sending far past a refusal). */

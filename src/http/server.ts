@@ -17,6 +17,7 @@ import { requestId } from './filename.js';
 import { Metrics } from './metrics.js';
 import { LISTEN_DEFAULT, LISTEN_EXCLUSIVE_PORT, listenFailure } from './port.js';
 import { Exchange } from './respond.js';
+import { type UploadLimits, Uploads } from './uploads.js';
 import type { Transport, Uws } from './uws.js';
 
 export interface ServerOptions {
@@ -33,6 +34,8 @@ export interface ServerOptions {
   maxUploadBytes: number;
   /** Worker threads (the dashboard sizes its upload concurrency from it). */
   poolSize?: number;
+  /** Per-client shares of arriving bodies and the upload rate floor (none when absent). */
+  uploads?: UploadLimits;
 }
 
 /**
@@ -76,6 +79,7 @@ export class HttpServer {
   readonly #options: ServerOptions;
   readonly metrics: Metrics;
   readonly #inflight = new RequestsInFlight();
+  readonly #uploads: Uploads;
   #listen: us_listen_socket | undefined;
   #ready = false;
   #openapi: Buffer;
@@ -83,6 +87,7 @@ export class HttpServer {
 
   constructor(options: ServerOptions) {
     this.#options = options;
+    this.#uploads = new Uploads(options.uploads ?? { perAccountBytes: 0, perAddressBytes: 0, minBytesPerSecond: 0 });
     this.metrics = new Metrics(
       () => options.pool.stats,
       () => options.store.checkpointStats,
@@ -97,6 +102,7 @@ export class HttpServer {
       log: options.log,
       maxUploadBytes: options.maxUploadBytes,
       inflight: this.#inflight,
+      uploads: this.#uploads,
     };
     const app = options.uws.App();
     app.post('/api/v1/protect', (res, req) => handleApi(deps, 'protect', res, req));
@@ -182,6 +188,7 @@ export class HttpServer {
     }
     await this.#inflight.drained(timeoutMs);
     const unfinished = this.#inflight.count;
+    this.#uploads.stop();
     (this.#app as unknown as { close(): void }).close();
     return { unfinished };
   }

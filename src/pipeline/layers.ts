@@ -28,3 +28,11 @@ export const noLayers: Layers = {
   verifyProvenance: async () => ({ ...NOT_FOUND_PROVENANCE }),
   detectFingerprint: async () => ({ ...NOT_FOUND_FINGERPRINT }),
 };
+
+/** The same layers without the pixel detector (verify `?fingerprint=skip`): the fingerprint reported as not examined. */
+export function withoutFingerprint(layers: Layers): Layers {
+  return {
+    verifyProvenance: (input) => layers.verifyProvenance(input),
+    detectFingerprint: async () => ({ ...NOT_FOUND_FINGERPRINT }),
+  };
+}

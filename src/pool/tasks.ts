@@ -24,6 +24,8 @@ export interface VerifyTask {
   /** The request body (multipart/form-data). */
   input: BytesRef;
   contentType: string;
+  /** `?fingerprint=skip`: the pixel detector is left out (the fingerprint reported as not examined). */
+  skipFingerprint?: boolean;
 }
 
 /** The layer path (CLI `mark`, dashboard): the opt-out field plus optional layers, raw bytes back. */

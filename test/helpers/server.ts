@@ -30,7 +30,7 @@ export interface TestPool {
  * The image pool the server runs (from dist/, so its worker is the built one): one worker, 8 MiB of
  * request memory, no signing key or fingerprint secret, on the given data directory.
  */
-export async function testPool(dataDir: string): Promise<TestPool> {
+export async function testPool(dataDir: string, options: { taskTimeoutMs?: number } = {}): Promise<TestPool> {
   requireBuild();
   const dist = (...p: string[]): string => pathToFileURL(join(ROOT, 'dist', 'src', ...p)).href;
   const { ImagePool, workerInitFrom } = (await import(dist('pool', 'pool.js'))) as typeof import('../../src/pool/pool.js');
@@ -38,7 +38,7 @@ export async function testPool(dataDir: string): Promise<TestPool> {
   const { loadConfig } = (await import(dist('config.js'))) as typeof import('../../src/config.js');
   const transfer = new Transfer({ capacityBytes: 8 * 1024 * 1024, warmBytes: 0 });
   const config = loadConfig({ OPTMARK_DATA_DIR: dataDir, OPTMARK_MAX_UPLOAD_BYTES: String(1024 * 1024), OPTMARK_MAX_INFLIGHT_BYTES: String(8 * 1024 * 1024), OPTMARK_FINGERPRINT_DETECT: 'off', OPTMARK_LOG_LEVEL: 'warn' });
-  const pool = new ImagePool({ size: 1, queueLength: 4, taskTimeoutMs: 60_000, init: { ...workerInitFrom(config, transfer.share), maxUploadBytes: 4 * 1024 * 1024 } });
+  const pool = new ImagePool({ size: 1, queueLength: 4, taskTimeoutMs: options.taskTimeoutMs ?? 60_000, init: { ...workerInitFrom(config, transfer.share), maxUploadBytes: 4 * 1024 * 1024 } });
   return {
     pool,
     async request(kind, form) {

@@ -12,8 +12,8 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import type { ImagePool } from '../src/pool/pool.js';
-import { imageForm, testPool, type TestPool } from './helpers/server.js';
+import type { ImagePool } from '../../src/pool/pool.js';
+import { imageForm, testPool, type TestPool } from '../helpers/server.js';
 
 interface HeapSnapshot {
   snapshot: { meta: { node_fields: string[]; node_types: [string[]] } };

@@ -1,0 +1,276 @@
+/**
+ * Batch marking against what an agency would run instead: `optmark mark IN --out OUT` beside one
+ * `exiftool -XMP-plus:DataMining#=DMI-PROHIBITED-AIMLTRAINING -o OUT/ IN` process over the same folder,
+ * per format (JPEG, PNG, WebP) and size (1, 12, 24 MP), interleaved round by round, the inputs in the
+ * page cache; exiftool-vendored (one stay_open process, one IPC round trip per file, as a Node.js
+ * service would use it) as a second column. Then `optmark verify --skip-fingerprint` beside ExifTool's
+ * read of the field, and memory over a folder of 100,000 small files (peak RSS beside 10,000).
+ *
+ *   npm run bench:batch                      (BENCH_QUICK=1: fewer files and rounds, no 100,000 run)
+ *   BENCH_HUGE=0 npm run bench:batch         (skip the 100,000-file run)
+ *
+ * Inputs are the project's natural photos (../shared/natural, Kodak set) resized with sharp to each size
+ * (JPEG q92, PNG default, WebP q85), three distinct photos per folder and copies of them up to the count,
+ * written once under os.tmpdir()/optmark-bench-batch and reused. Wall time is measured around each child;
+ * CPU (user + system, the process and its threads) by bash's `time` around it.
+ */
+import { spawn, spawnSync } from 'node:child_process';
+import { copyFileSync, existsSync, mkdirSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join, resolve } from 'node:path';
+import { ExifTool } from 'exiftool-vendored';
+import sharp from 'sharp';
+
+sharp.cache(false);
+
+const ROOT = resolve(import.meta.dirname, '..', '..');
+const CLI = join(ROOT, 'bin', 'optmark');
+const EXIFTOOL = join(ROOT, 'node_modules', 'exiftool-vendored.pl', 'bin', 'exiftool');
+const NATURAL = resolve(ROOT, '..', 'shared', 'natural');
+const QUICK = process.env.BENCH_QUICK === '1';
+const HUGE = process.env.BENCH_HUGE !== '0' && !QUICK;
+const DIR = join(tmpdir(), 'optmark-bench-batch');
+const GENERATION = 'v1';
+const ROUNDS = QUICK ? 2 : 3;
+const ERR = join(DIR, 'stderr.txt');
+const TAG = '-XMP-plus:DataMining#=DMI-PROHIBITED-AIMLTRAINING';
+
+const SIZES = [
+  { label: '1 MP', mp: 1, width: 1224, height: 816 },
+  { label: '12 MP', mp: 12, width: 4000, height: 3000 },
+  { label: '24 MP', mp: 24, width: 6000, height: 4000 },
+] as const;
+const FORMATS = ['jpeg', 'png', 'webp'] as const;
+type Format = (typeof FORMATS)[number];
+const EXT: Record<Format, string> = { jpeg: 'jpg', png: 'png', webp: 'webp' };
+/** Files per folder: ExifTool takes about half a second per 12 MP PNG or WebP, so those folders are smaller. */
+const COUNT: Record<Format, Record<number, number>> = {
+  jpeg: { 1: 400, 12: 200, 24: 100 },
+  png: { 1: 40, 12: 10, 24: 6 },
+  webp: { 1: 40, 12: 10, 24: 6 },
+};
+
+interface Timing {
+  wall: number;
+  cpu: number;
+}
+
+/** Runs a command under bash's `time`: wall and CPU (user + sys of the command and its threads). */
+function timed(cmd: string[]): Timing {
+  const quoted = cmd.map((a) => `'${a.replace(/'/g, `'\\''`)}'`).join(' ');
+  const r = spawnSync('bash', ['-c', `TIMEFORMAT='%R %U %S'; time ${quoted} >/dev/null 2>'${ERR}'`], { encoding: 'utf8' });
+  const last = r.stderr.trim().split('\n').pop() ?? '';
+  const [wall, user, sys] = last.split(' ').map(Number);
+  if (r.status !== 0 || wall === undefined || user === undefined || sys === undefined || Number.isNaN(wall)) {
+    throw new Error(`${cmd.join(' ')} failed: ${r.stderr}${existsSync(ERR) ? readFileSync(ERR, 'utf8').slice(-400) : ''}`);
+  }
+  return { wall, cpu: user + sys };
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
+
+/** Reads every file once, so the timed runs find them in the page cache. */
+function warm(dir: string): void {
+  for (const f of readdirSync(dir)) readFileSync(join(dir, f));
+}
+
+async function folder(format: Format, size: (typeof SIZES)[number], count: number): Promise<string> {
+  const dir = join(DIR, GENERATION, `${format}-${size.mp}mp-${count}`);
+  const done = join(dir, '.complete');
+  if (existsSync(done)) return dir;
+  rmSync(dir, { recursive: true, force: true });
+  mkdirSync(dir, { recursive: true });
+  const photos = readdirSync(NATURAL)
+    .filter((f) => f.endsWith('.png'))
+    .sort()
+    .slice(0, 3);
+  const bases: string[] = [];
+  for (const [i, photo] of photos.entries()) {
+    const base = join(dir, `b${i}.${EXT[format]}`);
+    const img = sharp(join(NATURAL, photo)).resize(size.width, size.height, { fit: 'fill' });
+    await (format === 'jpeg' ? img.jpeg({ quality: 92 }) : format === 'png' ? img.png() : img.webp({ quality: 85 })).toFile(base);
+    bases.push(base);
+  }
+  for (let i = bases.length; i < count; i++) copyFileSync(bases[i % bases.length]!, join(dir, `i${String(i).padStart(5, '0')}.${EXT[format]}`));
+  writeFileSync(done, '');
+  return dir;
+}
+
+/** exiftool-vendored over the folder: one stay_open process, one write per file (-o to the output). */
+async function vendored(et: ExifTool, src: string, out: string): Promise<number> {
+  mkdirSync(out, { recursive: true });
+  const files = readdirSync(src).filter((f) => !f.startsWith('.'));
+  const t = performance.now();
+  for (const f of files) await et.write(join(src, f), {}, { writeArgs: [TAG, '-o', join(out, f)] });
+  return (performance.now() - t) / 1000;
+}
+
+interface Row {
+  format: Format;
+  size: string;
+  files: number;
+  mb: number;
+  optmark: Timing;
+  exiftool: Timing;
+  vendored: number | undefined;
+}
+
+async function compareFolders(): Promise<Row[]> {
+  const rows: Row[] = [];
+  const et = new ExifTool({ maxProcs: 1 });
+  const scratch = join(DIR, 'out');
+  try {
+    for (const format of FORMATS) {
+      for (const size of SIZES) {
+        const count = Math.max(2, Math.round(COUNT[format][size.mp]! / (QUICK ? 4 : 1)));
+        const src = await folder(format, size, count);
+        warm(src);
+        const mine: Timing[] = [];
+        const theirs: Timing[] = [];
+        for (let round = 0; round < ROUNDS; round++) {
+          const o1 = join(scratch, 'optmark');
+          const o2 = join(scratch, 'exiftool');
+          rmSync(o1, { recursive: true, force: true });
+          rmSync(o2, { recursive: true, force: true });
+          mkdirSync(o2, { recursive: true });
+          // Interleaved, and the order flips each round, so neither tool always runs on the other's dirty pages.
+          const a = (): Timing => timed([CLI, 'mark', src, '--out', o1]);
+          const b = (): Timing => timed([EXIFTOOL, '-q', TAG, '-o', `${o2}/`, src]);
+          if (round % 2 === 0) {
+            mine.push(a());
+            theirs.push(b());
+          } else {
+            theirs.push(b());
+            mine.push(a());
+          }
+        }
+        const o3 = join(scratch, 'vendored');
+        rmSync(o3, { recursive: true, force: true });
+        const v = size.mp === 24 && format !== 'jpeg' && QUICK ? undefined : await vendored(et, src, o3);
+        rmSync(scratch, { recursive: true, force: true });
+        const files = readdirSync(src).filter((f) => !f.startsWith('.'));
+        const mb = files.reduce((n, f) => n + readFileSync(join(src, f)).length, 0) / files.length / 1e6;
+        const row: Row = {
+          format,
+          size: size.label,
+          files: files.length,
+          mb,
+          optmark: { wall: median(mine.map((m) => m.wall)), cpu: median(mine.map((m) => m.cpu)) },
+          exiftool: { wall: median(theirs.map((m) => m.wall)), cpu: median(theirs.map((m) => m.cpu)) },
+          vendored: v,
+        };
+        rows.push(row);
+        console.log(line(row));
+      }
+    }
+  } finally {
+    await et.end();
+  }
+  return rows;
+}
+
+const HEADER =
+  '| format | size | files | MB each | optmark wall | CPU | exiftool -o wall | CPU | wall ratio | CPU ratio | exiftool-vendored wall | optmark faster than vendored |\n' +
+  '|---|---|---|---|---|---|---|---|---|---|---|---|';
+
+function line(r: Row): string {
+  const v = r.vendored === undefined ? '| - | - |' : `| ${r.vendored.toFixed(2)} s | ${(r.vendored / r.optmark.wall).toFixed(0)}x |`;
+  return (
+    `| ${r.format} | ${r.size} | ${r.files} | ${r.mb.toFixed(2)} | ${r.optmark.wall.toFixed(2)} s | ${r.optmark.cpu.toFixed(2)} s | ` +
+    `${r.exiftool.wall.toFixed(2)} s | ${r.exiftool.cpu.toFixed(2)} s | ${(r.optmark.wall / r.exiftool.wall).toFixed(2)}x | ${(r.optmark.cpu / r.exiftool.cpu).toFixed(2)}x ${v}`
+  );
+}
+
+/** `optmark verify --skip-fingerprint` over a marked folder beside ExifTool reading the field. */
+async function compareVerify(): Promise<void> {
+  const src = await folder('jpeg', SIZES[1], Math.round(COUNT.jpeg[12]! / (QUICK ? 4 : 1)));
+  const marked = join(DIR, 'verify-marked');
+  rmSync(marked, { recursive: true, force: true });
+  timed([CLI, 'mark', src, '--out', marked]);
+  warm(marked);
+  const report = join(DIR, 'verify.jsonl');
+  const mine: Timing[] = [];
+  const theirs: Timing[] = [];
+  for (let round = 0; round < ROUNDS; round++) {
+    mine.push(timed([CLI, 'verify', marked, '--skip-fingerprint', '--report', report]));
+    theirs.push(timed([EXIFTOOL, '-q', '-q', '-s3', '-XMP-plus:DataMining', marked]));
+  }
+  const optedOut = readFileSync(report, 'utf8')
+    .split('\n')
+    .filter(Boolean)
+    .filter((l) => (JSON.parse(l) as { optedOut?: boolean }).optedOut === true).length;
+  const m = { wall: median(mine.map((t) => t.wall)), cpu: median(mine.map((t) => t.cpu)) };
+  const e = { wall: median(theirs.map((t) => t.wall)), cpu: median(theirs.map((t) => t.cpu)) };
+  console.log(
+    `\nverify, ${readdirSync(marked).length} marked 12 MP JPEGs (${optedOut} reported opted out): optmark verify --skip-fingerprint --report ` +
+      `${m.wall.toFixed(2)} s wall, ${m.cpu.toFixed(2)} s CPU; exiftool -s3 -XMP-plus:DataMining ${e.wall.toFixed(2)} s, ${e.cpu.toFixed(2)} s ` +
+      `(${(m.wall / e.wall).toFixed(2)}x wall, ${(m.cpu / e.cpu).toFixed(2)}x CPU; goal <= 0.33x wall)`,
+  );
+  rmSync(marked, { recursive: true, force: true });
+}
+
+/** Peak RSS (VmHWM) of a run, sampled from /proc while it runs; wall time around it. */
+function peakRss(args: string[]): Promise<{ wall: number; peakMb: number; code: number | null }> {
+  return new Promise((res) => {
+    const t = performance.now();
+    const child = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'cli.js'), ...args], { stdio: 'ignore' });
+    let peak = 0;
+    const sample = (): void => {
+      try {
+        const m = /VmHWM:\s+(\d+) kB/.exec(readFileSync(`/proc/${child.pid}/status`, 'utf8'));
+        if (m) peak = Math.max(peak, Number(m[1]));
+      } catch {
+        // exited
+      }
+    };
+    const timer = setInterval(sample, 20);
+    child.on('exit', (code) => {
+      clearInterval(timer);
+      res({ wall: (performance.now() - t) / 1000, peakMb: peak / 1024, code });
+    });
+  });
+}
+
+/** Memory against the number of files: the same small JPEG, 10,000 and 100,000 times, 1,000 a folder. */
+async function hugeFolders(): Promise<void> {
+  const small = await sharp(join(NATURAL, readdirSync(NATURAL).filter((f) => f.endsWith('.png')).sort()[0]!))
+    .resize(96, 64)
+    .jpeg({ quality: 80 })
+    .toBuffer();
+  console.log(`\nmemory over many small files (${small.length}-byte JPEGs, 1,000 a folder), optmark mark --report:`);
+  for (const n of [10_000, 100_000]) {
+    const dir = join(DIR, GENERATION, `small-${n}`);
+    if (!existsSync(join(dir, '.complete'))) {
+      rmSync(dir, { recursive: true, force: true });
+      for (let i = 0; i < n; i++) {
+        const sub = join(dir, `d${String(Math.floor(i / 1000)).padStart(3, '0')}`);
+        if (i % 1000 === 0) mkdirSync(sub, { recursive: true });
+        writeFileSync(join(sub, `s${i}.jpg`), small);
+      }
+      writeFileSync(join(dir, '.complete'), '');
+    }
+    const out = join(DIR, 'huge-out');
+    const report = join(DIR, 'huge.jsonl');
+    rmSync(out, { recursive: true, force: true });
+    const r = await peakRss(['mark', dir, '--out', out, '--report', report]);
+    const lines = readFileSync(report, 'utf8').split('\n').filter(Boolean).length;
+    console.log(`  ${n.toLocaleString('en-US')} files: ${r.wall.toFixed(1)} s, peak RSS ${r.peakMb.toFixed(0)} MB, ${lines.toLocaleString('en-US')} report lines, exit ${r.code}`);
+    rmSync(out, { recursive: true, force: true });
+  }
+}
+
+async function main(): Promise<void> {
+  mkdirSync(DIR, { recursive: true });
+  const v = spawnSync(EXIFTOOL, ['-ver'], { encoding: 'utf8' }).stdout.trim();
+  console.log(`optmark mark vs exiftool ${v} -o (one process over the folder), medians of ${ROUNDS} interleaved rounds; exiftool-vendored: one run`);
+  console.log(`inputs: ${join(DIR, GENERATION)}${QUICK ? ' (BENCH_QUICK=1)' : ''}\n`);
+  console.log(HEADER);
+  await compareFolders();
+  await compareVerify();
+  if (HUGE) await hugeFolders();
+}
+
+await main();
