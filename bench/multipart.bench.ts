@@ -105,15 +105,11 @@ function naiveConcat(parts: ArrayBuffer[]): Promise<number> {
 
 console.log(`upload: ${img!.name}, ${(body.length / 1e6).toFixed(2)} MB multipart body`);
 const [, p64] = patterns[1]!;
-await compare(
-  'event-loop thread: 12 MP JPEG upload in 64 KiB chunks',
-  { name: 'raw copy of the chunks (floor)', fn: () => rawCopy(p64) },
-  [
-    { name: 'transfer lease (optmark: copy only)', fn: () => receiveBody(p64) },
-    { name: 'MultipartReceiver (busboy there)', fn: () => receive(p64) },
-    { name: 'naive: busboy + Buffer.concat', fn: () => naiveConcat(p64) },
-  ],
-);
+await compare('event-loop thread: 12 MP JPEG upload in 64 KiB chunks', { name: 'raw copy of the chunks (floor)', fn: () => rawCopy(p64) }, [
+  { name: 'transfer lease (optmark: copy only)', fn: () => receiveBody(p64) },
+  { name: 'MultipartReceiver (busboy there)', fn: () => receive(p64) },
+  { name: 'naive: busboy + Buffer.concat', fn: () => naiveConcat(p64) },
+]);
 await compare(
   'worker: the multipart framing of the received body',
   { name: 'one copy of the body (floor)', fn: () => Buffer.from(bodyCopy.buffer).fill(body).length },

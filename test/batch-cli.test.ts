@@ -33,12 +33,12 @@ interface Run {
   stderr: string;
 }
 
-function optmark(args: string[], options: { input?: string | Buffer; cwd?: string; dataDir?: string } = {}): Run {
+function optmark(args: string[], options: { input?: string | Buffer; cwd?: string; dataDir?: string; env?: Record<string, string> } = {}): Run {
   const r = spawnSync(process.execPath, [CLI, ...args], {
     cwd: options.cwd ?? ROOT,
     input: options.input,
     encoding: 'utf8',
-    env: { ...process.env, OPTMARK_DATA_DIR: options.dataDir ?? tempDir('optmark-data-') },
+    env: { ...process.env, OPTMARK_DATA_DIR: options.dataDir ?? tempDir('optmark-data-'), ...options.env },
     timeout: 120_000,
   });
   return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
@@ -211,6 +211,24 @@ describe('optmark mark as a batch tool', () => {
     const inPlace = optmark(['mark', one, '--in-place', '--report', report]);
     expect(inPlace.status).toBe(0);
     for (const l of lines(report)) expect(l).toMatchObject({ status: 'done', changed: false });
+  });
+
+  it('the opt-out path loads neither the decoder, the fingerprint, the worker pool nor the server; the server\'s upload limit does not apply', () => {
+    const input = folder({ 'a.png': images.get('png')!, 'b.jpg': images.get('jpg')! });
+    const loaded = (r: Run): string[] => [...new Set(r.stderr.match(/node_modules\/(?:@[^/\s"]+\/)?[^/\s"]+|optmark_\w+\.node/g) ?? [])];
+    const heavy = /sharp|@img|piscina|optmark_fingerprint|uWebSockets|better-sqlite3|pg\b/;
+    // NODE_DEBUG=module names every CommonJS module and addon loaded (sharp, piscina and the addons are).
+    const mark = optmark(['mark', input, '--out', tempDir()], { env: { NODE_DEBUG: 'module', OPTMARK_MAX_UPLOAD_BYTES: '2048' } });
+    expect(mark.status, mark.stderr.slice(-500)).toBe(0);
+    expect(mark.stdout).toMatch(/^done 2, skipped 0, failed 0/m); // both files are over a 2 KiB upload limit
+    expect(loaded(mark).filter((m) => heavy.test(m))).toEqual([]);
+    const meta = optmark(['verify', input, '--skip-fingerprint'], { env: { NODE_DEBUG: 'module' } });
+    expect(meta.status).toBe(0);
+    expect(loaded(meta).filter((m) => heavy.test(m))).toEqual([]);
+    // The control: the detector does load the decoder and the fingerprint addon.
+    const full = optmark(['verify', input], { env: { NODE_DEBUG: 'module' } });
+    expect(full.status).toBe(0);
+    expect(loaded(full)).toEqual(expect.arrayContaining(['node_modules/sharp', 'optmark_fingerprint.node']));
   });
 
   it.each([

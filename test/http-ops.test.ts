@@ -1,6 +1,6 @@
 // Operating the server: health, readiness and transport, metrics, the served OpenAPI document, config
 // validation, the uWS fallback gate, a full pool, the task deadline, and graceful shutdown.
-import { readFileSync } from 'node:fs';
+import { existsSync, readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectConforms, expectError, sha256 } from './helpers/assert.js';
@@ -80,6 +80,21 @@ describe('a default server', () => {
     // The log says it too, and the native binary really is mapped into the process.
     expect(server.output).toMatch(/"transport":"uws-native".*"msg":"listening"/);
     expect(readFileSync(`/proc/${server.proc!.pid}/maps`, 'utf8')).toMatch(/uws_linux_[^/\s]+\.node/);
+  });
+
+  it('/readyz reports the native addons: loaded (and mapped) when built, else why not', async () => {
+    const r = await request(server, '/readyz');
+    const maps = readFileSync(`/proc/${server.proc!.pid}/maps`, 'utf8');
+    for (const name of ['bytes', 'fingerprint'] as const) {
+      const state = (r.json.native as Record<string, { loaded: boolean; simd?: string; error?: string }>)[name]!;
+      if (existsSync(join(ROOT, 'native', 'build', 'Release', `optmark_${name}.node`))) {
+        expect(state, name).toMatchObject({ loaded: true, simd: expect.any(String) });
+        expect(maps).toContain(`optmark_${name}.node`);
+      } else {
+        expect(state, name).toMatchObject({ loaded: false, error: expect.any(String) });
+        expect(server.output).toContain(`optmark_${name}.node unavailable`);
+      }
+    }
   });
 
   it('serves the OpenAPI document kept in the repository, and the server has every route it describes', async () => {

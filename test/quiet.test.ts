@@ -10,7 +10,12 @@ describe('QuietTimer', () => {
   const setup = () => {
     let inflight = 0;
     let fired = 0;
-    const t = new QuietTimer(2000, () => inflight > 0, () => fired++, () => Date.now());
+    const t = new QuietTimer(
+      2000,
+      () => inflight > 0,
+      () => fired++,
+      () => Date.now(),
+    );
     const request = (ms: number) => {
       inflight++;
       setTimeout(() => {

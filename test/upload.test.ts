@@ -88,7 +88,18 @@ describe('parseUpload', () => {
     const ct = `multipart/form-data; boundary=${b}`;
     const cases: Array<[string, Buffer, number, string | number]> = [
       ['the short cut', multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image }], b).body, LIMIT, 5000],
-      ['the whole-body parse', multipart([{ name: 'note', data: 'x' }, { name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image }], b).body, LIMIT, 'unexpected_part'],
+      [
+        'the whole-body parse',
+        multipart(
+          [
+            { name: 'note', data: 'x' },
+            { name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image },
+          ],
+          b,
+        ).body,
+        LIMIT,
+        'unexpected_part',
+      ],
       ['a refusal', multipart([{ name: 'image', filename: 'a.txt', type: 'text/plain', data: 'x' }], b).body, LIMIT, 'unsupported_media_type'],
       ['an image over the limit', multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image }], b).body, 4999, 'payload_too_large'],
     ];
@@ -126,7 +137,10 @@ describe('parseUpload', () => {
         ).body,
         'too_many_parts',
       ],
-      [Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="image"; filename="a.jpg"\r\nContent-Type: image/jpeg\r\n\r\nunterminated`), 'malformed_multipart'],
+      [
+        Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="image"; filename="a.jpg"\r\nContent-Type: image/jpeg\r\n\r\nunterminated`),
+        'malformed_multipart',
+      ],
       [Buffer.from('no boundary anywhere'), 'malformed_multipart'],
       // Regression (found by the property below): busboy never settled on this form, leaving the
       // request held until the client gave up (on the event loop) or the task deadline (in a worker).
@@ -144,7 +158,13 @@ describe('parseUpload', () => {
     // Bytes that look like the framing, so that near-misses of the delimiter land inside part data.
     const data = (b: string) =>
       fc
-        .array(fc.oneof(fc.uint8Array({ maxLength: 300 }), fc.constantFrom(Buffer.from('\r\n'), Buffer.from(`\r\n--${b}`.slice(0, -1)), Buffer.from(`--${b}`), Buffer.from('\r\n-'))), { maxLength: 12 })
+        .array(
+          fc.oneof(
+            fc.uint8Array({ maxLength: 300 }),
+            fc.constantFrom(Buffer.from('\r\n'), Buffer.from(`\r\n--${b}`.slice(0, -1)), Buffer.from(`--${b}`), Buffer.from('\r\n-')),
+          ),
+          { maxLength: 12 },
+        )
         .map((xs) => Buffer.concat(xs));
     const part = (b: string): fc.Arbitrary<Part> =>
       fc.record({
@@ -198,9 +218,9 @@ describe('parseUpload', () => {
   });
 });
 
-describe('splitFirstPart (the short cut past busboy\'s scan of the image)', () => {
+describe("splitFirstPart (the short cut past busboy's scan of the image)", () => {
   const image = Buffer.from('\xff\xd8 image bytes \r\n-- not a delimiter \xff\xd9', 'latin1');
-  it('finds the first part\'s data in the form clients send, and hands busboy the form with a marker in its place', () => {
+  it("finds the first part's data in the form clients send, and hands busboy the form with a marker in its place", () => {
     for (const boundary of ['----WebKitFormBoundary7MA4YWxkTrZu0gW', 'x', '----accept0123', 'a.b+c']) {
       const form = multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image }], boundary);
       const split = splitFirstPart(form.body, form.contentType)!;
@@ -235,9 +255,24 @@ describe('splitFirstPart (the short cut past busboy\'s scan of the image)', () =
     const b = 'bnd';
     const ct = `multipart/form-data; boundary=${b}`;
     const forms = [
-      multipart([{ name: 'note', data: 'x' }, { name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image }], b).body,
-      Buffer.concat([Buffer.from(`--${b}\r\nX-No-Disposition: 1\r\n\r\nskipped\r\n`), multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image }], b).body]),
-      multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image }, { name: 'image', filename: 'b.jpg', type: 'image/jpeg', data: image }], b).body,
+      multipart(
+        [
+          { name: 'note', data: 'x' },
+          { name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image },
+        ],
+        b,
+      ).body,
+      Buffer.concat([
+        Buffer.from(`--${b}\r\nX-No-Disposition: 1\r\n\r\nskipped\r\n`),
+        multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image }], b).body,
+      ]),
+      multipart(
+        [
+          { name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: image },
+          { name: 'image', filename: 'b.jpg', type: 'image/jpeg', data: image },
+        ],
+        b,
+      ).body,
     ];
     for (const body of forms) {
       expect(splitFirstPart(body, ct)).toBeDefined();
@@ -256,5 +291,33 @@ describe('safeBasename', () => {
     ['a"b*c:d<e>f?g|h.jpg', 'abcdefgh'],
   ])('%s -> %s', (name, want) => {
     expect(safeBasename(name)).toBe(want);
+  });
+});
+
+describe('formBoundary and checkContentType (the Content-Type read without busboy)', () => {
+  it('reads the boundary of plainly written headers as busboy does, and leaves the rest to busboy', async () => {
+    const { formBoundary, checkContentType } = await import('../src/pipeline/form-type.js');
+    expect(formBoundary('multipart/form-data; boundary=abc')).toBe('abc');
+    expect(formBoundary('multipart/form-data;boundary="a b:c"')).toBe('a b:c');
+    expect(formBoundary('multipart/form-data; charset=utf-8; BOUNDARY=x; boundary=y')).toBe('x');
+    expect(formBoundary('multipart/form-data \t; boundary=x \t')).toBe('x');
+    expect(formBoundary('multipart/form-data')).toBeNull();
+    expect(formBoundary('multipart/form-data; charset=utf-8')).toBeNull();
+    // Escapes, stray characters or a missing value: not plainly written, so no short cut and no early refusal.
+    for (const t of [
+      'multipart/form-data; boundary="a\\"b"',
+      'multipart/form-data; boundary=',
+      'multipart/form-data; boundary=x; junk',
+      ' multipart/form-data; boundary=x',
+    ]) {
+      expect(formBoundary(t), t).toBeUndefined();
+      expect(() => checkContentType(t), t).not.toThrow();
+    }
+    expect(() => checkContentType('multipart/form-data')).toThrow(expect.objectContaining({ code: 'malformed_multipart' }));
+    expect(() => checkContentType('image/jpeg')).toThrow(expect.objectContaining({ code: 'unsupported_media_type' }));
+    // Whatever busboy reads from an escaped boundary, a form using it still parses (the plain way).
+    const form = multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: Buffer.from('\xff\xd8 data \xff\xd9', 'latin1') }], 'a"b');
+    const got = await parseUpload(inArena(form.body).region, 'multipart/form-data; boundary="a\\"b"', LIMIT);
+    expect(Buffer.from(got.bytes).toString('latin1')).toBe('\xff\xd8 data \xff\xd9');
   });
 });

@@ -38,6 +38,9 @@ export interface BatchSummary {
   reportHint: string;
 }
 
+/** Largest file a batch reads (each lane holds one whole file in memory at a time). */
+export const MAX_FILE_BYTES = 1024 ** 3;
+
 /**
  * What a lane needs of the configuration: the same fields the server's workers get (pool.ts
  * workerInitFrom), built here so that the batch does not load the worker pool (piscina) at all.
@@ -45,7 +48,8 @@ export interface BatchSummary {
 export function laneInit(config: Config): WorkerInit {
   return {
     dataDir: config.dataDir,
-    maxUploadBytes: config.maxUploadBytes,
+    // Not the server's upload limit (a 24 MP PNG is over its 25 MiB default): a lane holds one file.
+    maxUploadBytes: Math.max(config.maxUploadBytes, MAX_FILE_BYTES),
     maxPixels: config.maxPixels,
     signingKeyFile: config.signingKeyFile,
     fingerprintSecretFile: config.fingerprintSecretFile,

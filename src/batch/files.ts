@@ -157,8 +157,10 @@ function ensureDir(dir: string): void {
 export const writing = new Set<string>();
 
 /** Name of the temporary file beside `target` (dot-prefixed, so globs and listings skip it). */
+const pid = process.pid; // process.pid is a system call each time
+
 export function tempName(target: string): string {
-  return join(dirname(target), `.${basename(target)}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`);
+  return join(dirname(target), `.${basename(target)}.${pid}.${randomBytes(4).toString('hex')}.tmp`);
 }
 
 /**

@@ -15,10 +15,11 @@ import { Lane, type FileJob, type FileOutcome, type LaneSetup } from './work.js'
 /** Files a worker is handed ahead, so it never waits for the main thread between two. */
 const WORKER_AHEAD = 3;
 /**
- * Worker threads start once the main thread has worked this long and files keep coming: a thread costs
- * about a tenth of a second of CPU to start (V8, the modules), which a small batch would not win back.
+ * Worker threads start once this many files were handed out (the main thread does the first ones while
+ * they start): a thread costs about a tenth of a second of CPU to start (V8, the modules), which a small
+ * batch would not win back, and a large one wins back early.
  */
-const SPAWN_AFTER_MS = 200;
+const SPAWN_AFTER_FILES = 24;
 
 export interface BatchHooks {
   /** A found file as a job, or an outcome when it is refused before being read. */
@@ -181,7 +182,6 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
   };
   const workers: WorkerSlot[] = [];
   let spawning: Promise<void> | undefined;
-  let firstStarted = 0;
   const heavy = setup.fingerprint || (setup.command === 'verify' && !setup.skipFingerprint && setup.init.fingerprintDetect);
 
   const dispatch = async (slot: Slot, job: FileJob): Promise<void> => {
@@ -222,9 +222,8 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
         hooks.record(planned);
         continue;
       }
-      if (started === 0) firstStarted = performance.now();
       // Pixel work (fingerprint, detector) takes long per file: threads start at once.
-      if (!spawned && jobs > 1 && (heavy || performance.now() - firstStarted >= SPAWN_AFTER_MS)) spawning = spawn();
+      if (!spawned && jobs > 1 && (heavy || started >= SPAWN_AFTER_FILES)) spawning = spawn();
       const slot = await acquire();
       if (!slot) break;
       const p: Promise<void> = dispatch(slot, planned).finally(() => {

@@ -485,7 +485,7 @@ export function markdown(r: LoadReport): string {
 
   const prot = r.scenarios.find((s) => s.scenario === 'protect' && s.target === 'optmark');
   const step = prot ? ([...prot.steps].reverse().find((x) => !x.saturated) ?? prot.steps[prot.steps.length - 1]) : undefined;
-  if (step && step.server.threads.length) {
+  if (step?.server.threads.length) {
     lines.push(`## Where the server's CPU goes (protect at ${f(step.offeredRps)} req/s)`, '');
     lines.push(
       table(

@@ -323,6 +323,7 @@ const DEFAULT_BASENAME = 'image';
 export function safeBasename(filename: string | undefined): string {
   if (!filename) return DEFAULT_BASENAME;
   let name = filename.split(/[/\\]/).pop() ?? '';
+  // biome-ignore lint/suspicious/noControlCharactersInRegex: the point is to strip control characters from the name.
   name = name.normalize('NFC').replace(/[\u0000-\u001f\u007f-\u009f"*:<>?|]/g, '').trim();
   const dot = name.lastIndexOf('.');
   if (dot > 0) name = name.slice(0, dot);

@@ -19,7 +19,7 @@ export async function warmUp(): Promise<void> {
       const p = protect(s);
       read(p.bytes);
       protect(p.bytes);
-      protectBody(p.pieces, { mimeType: p.mimeType, filename: 'w.' + p.extension, signals: p.signals });
+      protectBody(p.pieces, { mimeType: p.mimeType, filename: `w.${p.extension}`, signals: p.signals });
     }
     if (i % 8 === 0) {
       sha256Hex(big);
