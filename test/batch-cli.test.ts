@@ -327,8 +327,8 @@ describe('optmark verify', () => {
       const a = await api(server, 'verify', key, imageForm(bytes, 'x', type));
       expect(a.status).toBe(200);
       const l = full.get(f)!;
-      const { optedOut, signals, provenance, fingerprint, sha256: hash } = l;
-      expect({ optedOut, signals, provenance, fingerprint, sha256: hash }).toEqual(a.json);
+      const { optedOut, signals, provenance, fingerprint, sha256: hash, warnings } = l;
+      expect({ optedOut, signals, provenance, fingerprint, sha256: hash, warnings }).toEqual(a.json);
       expect(hash).toBe(sha256(bytes));
       expect(fingerprint.blocks).toBeGreaterThan(0); // the detector examined it
 
@@ -343,7 +343,7 @@ describe('optmark verify', () => {
       const s = await verifyWithQuery(server, 'fingerprint=skip', key, bytes, type);
       expect(s.status).toBe(200);
       expectConforms(s, 'post', '/api/v1/verify');
-      expect(s.json).toEqual({ optedOut, signals, provenance, fingerprint: { present: false, confidence: 0, blocks: 0 }, sha256: hash });
+      expect(s.json).toEqual({ optedOut, signals, provenance, fingerprint: { present: false, confidence: 0, blocks: 0 }, sha256: hash, warnings });
     }
   });
 

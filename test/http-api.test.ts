@@ -1,6 +1,7 @@
 // The API over real HTTP: every field of both endpoints, file names, the error matrix with its headers,
 // request ids, and many requests at once; every answer is also checked against docs/openapi.json.
 import Database from 'better-sqlite3';
+import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -33,12 +34,38 @@ async function pixels(bytes: Buffer): Promise<Buffer> {
   return sharp(bytes).raw().toBuffer();
 }
 
+describe('images cut off in their pixel data (../shared/corpus)', () => {
+  const CORPUS = join(import.meta.dirname, '..', '..', 'shared', 'corpus');
+  it.each([
+    ['sharp_truncated.jpg', 'image/jpeg'],
+    ['pillow_truncated_image.png', 'image/png'],
+  ])('%s: marked and verified (200), each answer carrying the truncated_image_data warning', async (name, type) => {
+    const bytes = readFileSync(join(CORPUS, name));
+    const p = await protect(imageForm(bytes, name, type));
+    expect(p.status, p.body.toString()).toBe(200);
+    expectConforms(p, 'post', '/api/v1/protect');
+    expect(p.json.warnings).toHaveLength(1);
+    expect(p.json.warnings[0]).toMatchObject({ code: 'truncated_image_data', message: expect.stringContaining('cut off') });
+    const v = await verify(imageForm(Buffer.from(p.json.imageBase64, 'base64'), name, type));
+    expect(v.status).toBe(200);
+    expectConforms(v, 'post', '/api/v1/verify');
+    expect(v.json).toMatchObject({ optedOut: true, warnings: [{ code: 'truncated_image_data' }] });
+  });
+
+  it('a whole image: verify answers an empty warnings array', async () => {
+    const v = await verify(imageForm(images.jpeg));
+    expectConforms(v, 'post', '/api/v1/verify');
+    expect(v.json.warnings).toEqual([]);
+  });
+});
+
 describe('protect', () => {
   it.each(FORMATS)('%s: every field describes the produced bytes, which keep the pixels and carry the field', async (format) => {
     const a = await protect(imageForm(images[format], `holiday.${EXT[format]}`, MIME[format]));
     expect(a.status, a.body.toString()).toBe(200);
     expectConforms(a, 'post', '/api/v1/protect');
-    expect(Object.keys(a.json).sort()).toEqual(['filename', 'imageBase64', 'mimeType', 'sha256', 'signals']);
+    expect(Object.keys(a.json).sort()).toEqual(['filename', 'imageBase64', 'mimeType', 'sha256', 'signals', 'warnings']);
+    expect(a.json.warnings).toEqual([]);
     const produced = Buffer.from(a.json.imageBase64, 'base64');
     expect(produced.toString('base64')).toBe(a.json.imageBase64); // canonical base64, nothing lost
     expect(sha256(produced)).toBe(a.json.sha256);
@@ -133,6 +160,7 @@ describe('verify', () => {
       provenance: { present: expect.any(Boolean), valid: expect.any(Boolean), verifiable: expect.any(Boolean) },
       fingerprint: { present: expect.any(Boolean), confidence: expect.any(Number), blocks: expect.any(Number) },
       sha256: sha256(images[format]), // of the upload
+      warnings: [],
       record: null, // additive: no dashboard record of these bytes (test/dashboard.test.ts)
     });
     expect(a.json.provenance.present).toBe(false);

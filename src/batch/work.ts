@@ -257,7 +257,7 @@ export class Lane {
     const reading = read(bytes); // typed errors for unsupported or damaged containers, as verifyReport
     const layers = await this.#verifyLayers();
     const [provenance, fingerprint] = await Promise.all([layers.verifyProvenance(bytes), layers.detectFingerprint(bytes)]);
-    return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint };
+    return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint, warnings: reading.warnings };
   }
 
   #key(): Promise<SigningKey> {

@@ -5,6 +5,7 @@
  */
 import { assemble, sameBytes } from '../formats/bytes.js';
 import { requireFormat, type ContainerFormat, type XmpPayload, type XmpToWrite } from '../formats/index.js';
+import { imageDataWarnings, type Warning } from '../formats/complete.js';
 import { MAX_PROTECT_GROWTH_BYTES, OutputTooLargeError } from '../formats/limits.js';
 import {
   type DataMiningToken,
@@ -34,6 +35,8 @@ export interface ProtectResult {
   signals: string[];
   /** False when the input already carried the field exactly as protect writes it (bytes returned as they came). */
   changed: boolean;
+  /** What a pipeline should know about the input (e.g. truncated_image_data); empty when nothing. */
+  warnings: Warning[];
 }
 
 export interface ReadResult {
@@ -44,6 +47,8 @@ export interface ReadResult {
   /** The raw DataMining values found, as written. */
   values: string[];
   token: DataMiningToken | undefined;
+  /** What a pipeline should know about the input (e.g. truncated_image_data); empty when nothing. */
+  warnings: Warning[];
 }
 
 export interface ProtectOptions {
@@ -65,6 +70,7 @@ export function protect(input: Uint8Array, options: ProtectOptions = {}): Protec
   const token = options.token ?? DEFAULT_TOKEN;
   const payload = format.readXmp(input);
   const view = openPayload(payload);
+  const warnings = imageDataWarnings(format.name, input);
   const result = (pieces: Uint8Array[], changed: boolean): ProtectResult => {
     let bytes: Uint8Array | undefined = pieces.length === 1 ? pieces[0] : undefined;
     return {
@@ -77,6 +83,7 @@ export function protect(input: Uint8Array, options: ProtectOptions = {}): Protec
       extension: format.extension,
       signals: [SIGNAL_DATA_MINING],
       changed,
+      warnings,
     };
   };
   // Idempotence: a file already marked exactly this way comes back byte for byte.
@@ -132,5 +139,6 @@ export function read(input: Uint8Array): ReadResult {
     signals: reading.optedOut ? [SIGNAL_DATA_MINING] : [],
     values: reading.values,
     token: reading.token,
+    warnings: imageDataWarnings(format.name, input),
   };
 }

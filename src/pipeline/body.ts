@@ -4,12 +4,15 @@
  * a multi-megabyte string.
  */
 import { createHash } from 'node:crypto';
+import type { Warning } from '../formats/complete.js';
 import { base64Into, base64Length } from './base64.js';
 
 export interface ProtectFields {
   mimeType: string;
   filename: string;
   signals: string[];
+  /** The shared `warnings` array of `{code, message}` (empty when there is nothing to say). */
+  warnings?: readonly Warning[];
 }
 
 /** SHA-256 (hex) of the bytes, or of the concatenation of the pieces. */
@@ -32,7 +35,7 @@ export function protectBody(produced: Uint8Array | readonly Uint8Array[], fields
   const head = Buffer.from('{"imageBase64":"', 'latin1');
   const tail = Buffer.from(
     `","mimeType":${JSON.stringify(fields.mimeType)},"filename":${JSON.stringify(fields.filename)},` +
-      `"sha256":"${sha256Hex(pieces)}","signals":${JSON.stringify(fields.signals)}}`,
+      `"sha256":"${sha256Hex(pieces)}","signals":${JSON.stringify(fields.signals)},"warnings":${JSON.stringify(fields.warnings ?? [])}}`,
     'utf8',
   );
   const b64Length = base64Length(size);

@@ -69,7 +69,8 @@ export async function runDashboardMark(
     record: { id: task.recordId, batchId: task.batchId, markedAt: mark.markedAt, provenanceKeyId: mark.provenanceKeyId },
     before,
     after,
-    warnings: [],
+    // What the input's reading found (a truncated file, ...), in verify's shape.
+    warnings: before.warnings,
   };
   return { body: base64Body(marked.bytes, fields), mark };
 }
