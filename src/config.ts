@@ -45,6 +45,8 @@ export interface Config {
   maxArrivingBytesPerAddress: number;
   /** Slowest average rate (bytes/s) a request body may arrive at after its first seconds (0: no floor). */
   minUploadBytesPerSecond: number;
+  /** postgres://... : the PostgreSQL store shared by several instances (docs/scaling.md); undefined = the SQLite file in dataDir. */
+  databaseUrl: string | undefined;
 }
 
 export class ConfigError extends Error {
@@ -346,6 +348,17 @@ export const SETTINGS: readonly Setting[] = [
     fallback: () => true,
     parse: onOff,
     doc: 'Run the fingerprint detector in verify.',
+  }),
+  setting({
+    variable: 'OPTMARK_DATABASE_URL',
+    key: 'databaseUrl',
+    shown: '(none: SQLite in the data dir)',
+    fallback: () => undefined,
+    parse: (raw) => {
+      if (!/^postgres(ql)?:\/\//.test(raw)) throw new Invalid('expected a postgres:// URL (postgres://user:password@host:5432/database)');
+      return raw;
+    },
+    doc: 'postgres://user:pass@host:5432/db[?schema=s&pool=10]: the store shared by several instances (docs/scaling.md).',
   }),
 ];
 

@@ -11,7 +11,7 @@ import { BOOTSTRAP_KEY_FILE, secureDataDir, writePrivateFile } from './datadir.j
 import { createLogger } from './log.js';
 import { nativeState, setNativeLog } from './native/index.js';
 import { ImagePool, workerInitFrom } from './pool/pool.js';
-import { Store } from './store/index.js';
+import { openStore } from './store/index.js';
 import { Transfer } from './transfer/index.js';
 
 export interface Service {
@@ -38,15 +38,25 @@ export async function startService(config: Config, announce: ((text: string) => 
   const modes = secureDataDir(config.dataDir);
   for (const c of modes.changes) log.warn({ path: c.path, from: c.from, to: c.to }, 'data file was readable by other users; its mode is tightened');
   for (const p of modes.problems) log.warn({ path: p.path, err: p.error }, 'cannot tighten the mode of a data file; other local users may read it');
-  const store = Store.open({
+  const store = await openStore({
     dataDir: config.dataDir,
     defaultProtectLimit: config.defaultProtectLimit,
     defaultVerifyLimit: config.defaultVerifyLimit,
+    databaseUrl: config.databaseUrl,
+    // Counter writes are acknowledged before PostgreSQL's WAL flush (docs/scaling.md, "Durability").
+    synchronousCommit: false,
   });
-  // Checkpoint syncs stall whatever thread commits; keep them off the event loop.
-  store.startBackgroundCheckpoints({ onError: (err) => log.error({ err }, 'store checkpointer failed; the event loop checkpoints again') });
+  log.info({ engine: store.engine, location: store.location, instance: store.instanceId }, 'store open');
+  // SQLite: checkpoint syncs stall whatever thread commits, so they run on a thread of their own. Both
+  // engines: this instance's lease, the reconciliation of dead instances' reservations (now, before the
+  // first request, and every second), batched last-used writes.
+  await store.startBackground({
+    onError: (err, what) =>
+      log.error({ err, what }, what === 'checkpoints' ? 'store checkpointer failed; the event loop checkpoints again' : 'store background work failed'),
+    onReconciled: (units) => log.warn({ units }, 'gave back units held by an instance that is gone'),
+  });
   if (config.bootstrap) {
-    const boot = store.bootstrapIfEmpty();
+    const boot = await store.bootstrapIfEmpty();
     if (boot) {
       const text =
         `\nCreated account "${boot.account.name}" (plan ${boot.account.plan}) with this API key. It is shown only now:\n\n  ${boot.key}\n\n` +
@@ -99,8 +109,8 @@ export async function startService(config: Config, announce: ((text: string) => 
     // Taken since the check (or refused): leave nothing running, so the process can exit.
     await pool.close();
     transfer.stop();
-    await store.stopBackgroundCheckpoints();
-    store.close();
+    await store.stopBackground();
+    await store.close();
     throw err;
   }
   log.info({ host: config.host, port, transport, native, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');
@@ -115,8 +125,8 @@ export async function startService(config: Config, announce: ((text: string) => 
         if (unfinished > 0) log.warn({ unfinished }, 'shutdown deadline passed with requests in flight');
         await pool.close();
         transfer.stop();
-        await store.stopBackgroundCheckpoints();
-        store.close();
+        await store.stopBackground();
+        await store.close();
         log.info('stopped');
         log.flush();
       })()),

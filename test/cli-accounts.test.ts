@@ -5,7 +5,7 @@ import { existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { afterEach, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-import { Store, monthOf } from '../src/store/index.js';
+import { SqliteStore, monthOf } from '../src/store/index.js';
 import { optmarkHere } from './helpers/cli.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -47,8 +47,14 @@ async function issue(account: string): Promise<string> {
   return lines[lines.length - 1]!;
 }
 
-function openStore(): Store {
-  return Store.open({ dataDir, defaultProtectLimit: 10_000, defaultVerifyLimit: 50_000 });
+function openStore(): SqliteStore {
+  return SqliteStore.openSync({ dataDir, defaultProtectLimit: 10_000, defaultVerifyLimit: 50_000 });
+}
+
+/** Takes and keeps one unit, as an answered request does. */
+function use(store: SqliteStore, accountId: number, op: 'protect' | 'verify'): void {
+  const r = store.reserveSync(accountId, op);
+  if (r.ok) store.commitSync(r.reservation);
 }
 
 describe('operator commands', async () => {
@@ -73,11 +79,11 @@ describe('operator commands', async () => {
     expect(JSON.parse(await ok('account', 'list', '--json'))).toMatchObject([{ name: 'acme', plan: 'pro', protectLimit: 10, verifyLimit: 15 }]);
 
     const store = openStore();
-    const auth = store.authenticate(`Bearer ${key}`);
+    const auth = store.authenticateSync(`Bearer ${key}`);
     if (!auth.ok) throw new Error(auth.message);
-    for (let i = 0; i < 7; i++) store.reserve(auth.account.id, 'protect');
-    store.reserve(auth.account.id, 'verify');
-    store.close();
+    for (let i = 0; i < 7; i++) use(store, auth.account.id, 'protect');
+    use(store, auth.account.id, 'verify');
+    store.closeSync();
 
     const usage = await ok('usage', 'acme');
     expect(usage).toMatch(/^protect\s+7\s+10\s+3$/m);
@@ -96,23 +102,23 @@ describe('operator commands', async () => {
     const key = await issue('live');
     const server = openStore();
     const header = `Bearer ${key}`;
-    const auth = server.authenticate(header);
+    const auth = server.authenticateSync(header);
     if (!auth.ok) throw new Error(auth.message);
-    expect(server.reserve(auth.account.id, 'protect').ok).toBe(true);
+    expect(server.reserveSync(auth.account.id, 'protect').ok).toBe(true);
 
     await ok('account', 'set-limits', 'live', '--protect', '2');
-    expect(server.reserve(auth.account.id, 'protect').ok).toBe(true);
-    expect(server.reserve(auth.account.id, 'protect').ok).toBe(false);
+    expect(server.reserveSync(auth.account.id, 'protect').ok).toBe(true);
+    expect(server.reserveSync(auth.account.id, 'protect').ok).toBe(false);
     expect(await ok('usage', 'live')).toMatch(/^protect\s+2\s+2\s+0$/m);
 
     await ok('account', 'set-plan', 'live', 'free');
-    expect(server.authenticate(header)).toMatchObject({ ok: false, code: 'plan_required' });
+    expect(server.authenticateSync(header)).toMatchObject({ ok: false, code: 'plan_required' });
     await ok('account', 'set-plan', 'live', '--plan', 'pro');
-    expect(server.authenticate(header).ok).toBe(true);
+    expect(server.authenticateSync(header).ok).toBe(true);
 
     await ok('key', 'revoke', key.slice(0, 12));
-    expect(server.authenticate(header)).toMatchObject({ ok: false, code: 'invalid_api_key' });
-    server.close();
+    expect(server.authenticateSync(header)).toMatchObject({ ok: false, code: 'invalid_api_key' });
+    server.closeSync();
   });
 
   it.each([

@@ -1,53 +1,35 @@
-import { mkdtempSync, readFileSync, readdirSync, rmSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
+import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
-import { afterEach, describe, expect, it } from 'vitest';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   KEY_PREFIX,
   LAST_USED_GRANULARITY_MS,
+  LEASE_MS,
   SCHEMA_VERSION,
-  Store,
   StoreError,
   isWellFormedKey,
   monthOf,
   parseAuthorization,
   rateLimitHeaders,
   wwwAuthenticate,
+  type Store,
   type StoreErrorCode,
 } from '../src/store/index.js';
 import { generateKey, hashKey } from '../src/store/keys.js';
 import { monthBounds, quotaStateOf } from '../src/store/quota.js';
+import { ENGINES, StoreHarness } from './helpers/stores.js';
 
-const dirs: string[] = [];
-const stores: Store[] = [];
-
-function tempDir(): string {
-  const dir = mkdtempSync(join(tmpdir(), 'optmark-store-'));
-  dirs.push(dir);
-  return dir;
-}
-
-function openStore(dataDir = tempDir(), limits = { protect: 10_000, verify: 50_000 }): Store {
-  const store = Store.open({ dataDir, defaultProtectLimit: limits.protect, defaultVerifyLimit: limits.verify });
-  stores.push(store);
-  return store;
-}
-
-function storeErrorCode(fn: () => unknown): StoreErrorCode | 'no error' {
+async function storeErrorCode(fn: () => unknown): Promise<StoreErrorCode | 'no error'> {
   try {
-    fn();
+    await fn();
   } catch (err) {
     if (err instanceof StoreError) return err.code;
     throw err;
   }
   return 'no error';
 }
-
-afterEach(() => {
-  for (const s of stores.splice(0)) s.close();
-  for (const d of dirs.splice(0)) rmSync(d, { recursive: true, force: true });
-});
 
 describe('keys', () => {
   it('have the prefix, 256 bits of base62 and are all different', () => {
@@ -107,164 +89,6 @@ describe('parseAuthorization', () => {
   });
 });
 
-describe('authenticate', () => {
-  it('answers each failure with its code', () => {
-    const store = openStore();
-    store.createAccount('paid', 'pro');
-    store.createAccount('free', 'free');
-    const good = store.issueKey('paid').key;
-    const freeKey = store.issueKey('free').key;
-    const revoked = store.issueKey('paid');
-    store.revokeKey(revoked.prefix);
-    const cases: Array<[string, string | undefined, string]> = [
-      ['no header', undefined, 'missing_api_key'],
-      ['empty bearer', 'Bearer ', 'missing_api_key'],
-      ['basic auth', 'Basic dXNlcjpwYXNz', 'invalid_api_key'],
-      ['malformed key', 'Bearer om_live_short', 'invalid_api_key'],
-      ['unknown key', `Bearer ${generateKey()}`, 'invalid_api_key'],
-      ['revoked key', `Bearer ${revoked.key}`, 'invalid_api_key'],
-      ['free plan', `Bearer ${freeKey}`, 'plan_required'],
-      ['good key', `Bearer ${good}`, 'ok'],
-    ];
-    for (const [name, header, code] of cases) {
-      const r = store.authenticate(header);
-      expect(r.ok ? 'ok' : r.code, name).toBe(code);
-      if (!r.ok) {
-        expect(r.message.length, name).toBeGreaterThan(0);
-        expect(r.message, name).not.toContain(KEY_PREFIX);
-      }
-    }
-  });
-
-  it('returns the account with effective limits and the key id', () => {
-    const store = openStore(undefined, { protect: 7, verify: 9 });
-    store.createAccount('acme', 'lifetime');
-    const { key, id } = store.issueKey('acme');
-    const r = store.authenticate(`Bearer ${key}`);
-    expect(r).toMatchObject({ ok: true, keyId: id, account: { name: 'acme', plan: 'lifetime', protectLimit: 7, verifyLimit: 9 } });
-  });
-
-  it('applies plan changes and revocation on the very next call', () => {
-    const store = openStore();
-    store.createAccount('acme', 'pro');
-    const { key, prefix } = store.issueKey('acme');
-    const header = `Bearer ${key}`;
-    expect(store.authenticate(header).ok).toBe(true);
-    store.setPlan('acme', 'free');
-    expect(store.authenticate(header)).toMatchObject({ ok: false, code: 'plan_required' });
-    store.setPlan('acme', 'lifetime');
-    expect(store.authenticate(header).ok).toBe(true);
-    expect(store.revokeKey(prefix)).toEqual({ prefix, account: 'acme', alreadyRevoked: false });
-    expect(store.authenticate(header)).toMatchObject({ ok: false, code: 'invalid_api_key' });
-    expect(store.revokeKey(prefix).alreadyRevoked).toBe(true);
-  });
-
-  it(`writes last-used at most once per ${LAST_USED_GRANULARITY_MS / 1000} s`, () => {
-    const store = openStore();
-    store.createAccount('acme', 'pro');
-    const { key } = store.issueKey('acme');
-    const lastUsed = () => store.listKeys('acme')[0]!.lastUsedAt;
-    expect(lastUsed()).toBeNull();
-    const t0 = new Date('2026-03-10T12:00:00.000Z');
-    store.authenticate(`Bearer ${key}`, t0);
-    expect(lastUsed()).toBe(t0.toISOString());
-    store.authenticate(`Bearer ${key}`, new Date(t0.getTime() + LAST_USED_GRANULARITY_MS - 1));
-    expect(lastUsed()).toBe(t0.toISOString());
-    const t1 = new Date(t0.getTime() + LAST_USED_GRANULARITY_MS + 1);
-    store.authenticate(`Bearer ${key}`, t1);
-    expect(lastUsed()).toBe(t1.toISOString());
-  });
-});
-
-describe('reserve, commit, refund', () => {
-  function account(store: Store, limits: { protect?: number; verify?: number } = {}): number {
-    const a = store.createAccount(`a${Math.random().toString(36).slice(2, 10)}`, 'pro');
-    return store.setLimits(a.name, limits).id;
-  }
-
-  it('allows exactly the limit, separately per operation', () => {
-    const store = openStore();
-    const id = account(store, { protect: 3, verify: 2 });
-    const outcomes = (op: 'protect' | 'verify', n: number) => Array.from({ length: n }, () => store.reserve(id, op).ok);
-    expect(outcomes('protect', 5)).toEqual([true, true, true, false, false]);
-    expect(outcomes('verify', 3)).toEqual([true, true, false]);
-  });
-
-  it('reports the state after the reservation and when over the limit', () => {
-    const store = openStore();
-    const id = account(store, { protect: 2 });
-    const now = new Date('2026-02-27T00:00:00.000Z');
-    const first = store.reserve(id, 'protect', now);
-    expect(first.state).toEqual({ operation: 'protect', limit: 2, used: 1, remaining: 1, resetSeconds: 2 * 86_400, windowSeconds: 28 * 86_400 });
-    store.reserve(id, 'protect', now);
-    const over = store.reserve(id, 'protect', now);
-    expect(over).toEqual({ ok: false, state: { operation: 'protect', limit: 2, used: 2, remaining: 0, resetSeconds: 2 * 86_400, windowSeconds: 28 * 86_400 } });
-  });
-
-  it('refund gives the unit back once; commit keeps it; both are idempotent', () => {
-    const store = openStore();
-    const id = account(store, { protect: 5 });
-    const used = () => store.quotaState(id, 'protect').used;
-    const a = store.reserve(id, 'protect');
-    const b = store.reserve(id, 'protect');
-    if (!a.ok || !b.ok) throw new Error('reserve failed');
-    expect(used()).toBe(2);
-    store.refund(a.reservation);
-    store.refund(a.reservation);
-    store.commit(a.reservation);
-    expect(used()).toBe(1);
-    store.commit(b.reservation);
-    store.refund(b.reservation);
-    store.commit(b.reservation);
-    expect(used()).toBe(1);
-  });
-
-  it('a refund returns the unit to the month it was taken from', () => {
-    const store = openStore();
-    const id = account(store, { verify: 1 });
-    const jan = new Date('2026-01-31T23:59:59.500Z');
-    const feb = new Date('2026-02-01T00:00:00.000Z');
-    const r = store.reserve(id, 'verify', jan);
-    if (!r.ok) throw new Error('reserve failed');
-    expect(r.reservation.month).toBe('2026-01');
-    expect(r.state.resetSeconds).toBe(1);
-    expect(store.reserve(id, 'verify', jan).ok).toBe(false);
-    expect(store.reserve(id, 'verify', feb).ok).toBe(true);
-    store.refund(r.reservation);
-    expect(store.usage(store.listAccounts().find((a) => a.id === id)!.name, '2026-01').verify.used).toBe(0);
-    expect(store.quotaState(id, 'verify', feb).used).toBe(1);
-  });
-
-  it('a limit of 0 allows nothing; new limits apply to the next reserve', () => {
-    const store = openStore();
-    const id = account(store, { protect: 0 });
-    const name = store.listAccounts().find((a) => a.id === id)!.name;
-    expect(store.reserve(id, 'protect')).toMatchObject({ ok: false, state: { limit: 0, used: 0, remaining: 0 } });
-    store.setLimits(name, { protect: 1 });
-    expect(store.reserve(id, 'protect').ok).toBe(true);
-    expect(store.reserve(id, 'protect').ok).toBe(false);
-    store.setLimits(name, { protect: null });
-    expect(store.reserve(id, 'protect').state.limit).toBe(10_000);
-  });
-
-  it('keeps counts across a close and reopen', () => {
-    const dir = tempDir();
-    const first = openStore(dir);
-    const id = account(first, { protect: 4 });
-    for (let i = 0; i < 3; i++) first.reserve(id, 'protect');
-    first.close();
-    const second = openStore(dir);
-    expect(second.quotaState(id, 'protect').used).toBe(3);
-    expect(second.reserve(id, 'protect').ok).toBe(true);
-    expect(second.reserve(id, 'protect').ok).toBe(false);
-  });
-
-  it('reserving for an unknown account id throws unknown_account', () => {
-    const store = openStore();
-    expect(storeErrorCode(() => store.reserve(999, 'protect'))).toBe('unknown_account');
-  });
-});
-
 describe('quota windows and headers', () => {
   it.each([
     ['2026-01-15T00:00:00.000Z', '2026-01', 31],
@@ -291,113 +115,447 @@ describe('quota windows and headers', () => {
   });
 });
 
-describe('operator side', () => {
-  it('raises typed errors for operator mistakes', () => {
-    const store = openStore();
-    store.createAccount('acme', 'pro');
-    const cases: Array<[string, () => unknown, StoreErrorCode]> = [
-      ['duplicate name', () => store.createAccount('acme', 'pro'), 'duplicate_account'],
-      ['duplicate name, other case', () => store.createAccount('ACME', 'free'), 'duplicate_account'],
-      ['bad name', () => store.createAccount('has space', 'pro'), 'invalid_account_name'],
-      ['empty name', () => store.createAccount('', 'pro'), 'invalid_account_name'],
-      ['bad plan', () => store.createAccount('other', 'gold' as 'pro'), 'invalid_plan'],
-      ['bad plan change', () => store.setPlan('acme', 'gold' as 'pro'), 'invalid_plan'],
-      ['unknown account', () => store.setPlan('nobody', 'pro'), 'unknown_account'],
-      ['unknown account keys', () => store.issueKey('nobody'), 'unknown_account'],
-      ['negative limit', () => store.setLimits('acme', { protect: -1 }), 'invalid_limit'],
-      ['fractional limit', () => store.setLimits('acme', { verify: 1.5 }), 'invalid_limit'],
-      ['bad month', () => store.usage('acme', '2026-5'), 'invalid_month'],
-      ['short prefix', () => store.revokeKey('om_live_ab'), 'key_prefix_too_short'],
-      ['not a key prefix', () => store.revokeKey('sk_live_abcdefgh'), 'unknown_key'],
-      ['unknown prefix', () => store.revokeKey('om_live_ZZZZZZZZ'), 'unknown_key'],
-      ['unknown whole key', () => store.revokeKey(generateKey()), 'unknown_key'],
-    ];
-    for (const [name, fn, code] of cases) expect(storeErrorCode(fn), name).toBe(code);
+// ── the same suite against both engines ─────────────────────────────────────────────────────────
+
+describe.each(ENGINES)('store on %s', (engine) => {
+  const h = new StoreHarness(engine);
+  beforeAll(() => h.setup());
+  afterEach(() => h.closeAll());
+  afterAll(() => h.teardown());
+  const openStore = (dataDir?: string, limits?: { protect: number; verify: number }) => h.open(dataDir, limits);
+
+  describe('authenticate', () => {
+    it('answers each failure with its code', async () => {
+      const store = await openStore();
+      await store.createAccount('paid', 'pro');
+      await store.createAccount('free', 'free');
+      const good = (await store.issueKey('paid')).key;
+      const freeKey = (await store.issueKey('free')).key;
+      const revoked = await store.issueKey('paid');
+      await store.revokeKey(revoked.prefix);
+      const cases: Array<[string, string | undefined, string]> = [
+        ['no header', undefined, 'missing_api_key'],
+        ['empty bearer', 'Bearer ', 'missing_api_key'],
+        ['basic auth', 'Basic dXNlcjpwYXNz', 'invalid_api_key'],
+        ['malformed key', 'Bearer om_live_short', 'invalid_api_key'],
+        ['unknown key', `Bearer ${generateKey()}`, 'invalid_api_key'],
+        ['revoked key', `Bearer ${revoked.key}`, 'invalid_api_key'],
+        ['free plan', `Bearer ${freeKey}`, 'plan_required'],
+        ['good key', `Bearer ${good}`, 'ok'],
+      ];
+      for (const [name, header, code] of cases) {
+        const r = await store.authenticate(header);
+        expect(r.ok ? 'ok' : r.code, name).toBe(code);
+        if (!r.ok) {
+          expect(r.message.length, name).toBeGreaterThan(0);
+          expect(r.message, name).not.toContain(KEY_PREFIX);
+        }
+      }
+    });
+
+    it('returns the account with effective limits and the key id', async () => {
+      const store = await openStore(undefined, { protect: 7, verify: 9 });
+      await store.createAccount('acme', 'lifetime');
+      const { key, id } = await store.issueKey('acme');
+      const r = await store.authenticate(`Bearer ${key}`);
+      expect(r).toMatchObject({ ok: true, keyId: id, account: { name: 'acme', plan: 'lifetime', protectLimit: 7, verifyLimit: 9 } });
+    });
+
+    it('applies plan changes and revocation made through the same store on the very next call', async () => {
+      const store = await openStore();
+      await store.createAccount('acme', 'pro');
+      const { key, prefix } = await store.issueKey('acme');
+      const header = `Bearer ${key}`;
+      expect((await store.authenticate(header)).ok).toBe(true);
+      await store.setPlan('acme', 'free');
+      expect(await store.authenticate(header)).toMatchObject({ ok: false, code: 'plan_required' });
+      await store.setPlan('acme', 'lifetime');
+      expect((await store.authenticate(header)).ok).toBe(true);
+      expect(await store.revokeKey(prefix)).toEqual({ prefix, account: 'acme', alreadyRevoked: false });
+      expect(await store.authenticate(header)).toMatchObject({ ok: false, code: 'invalid_api_key' });
+      expect((await store.revokeKey(prefix)).alreadyRevoked).toBe(true);
+    });
+
+    it('a key issued or revoked through another instance works or stops within the cache bound', async () => {
+      const dir = h.tempDir();
+      const server = await openStore(dir);
+      const operator = await openStore(dir); // another instance's CLI, on the same store
+      await operator.createAccount('acme', 'pro');
+      const { key, prefix } = await operator.issueKey('acme');
+      // A new key is never refused for having been unknown a moment ago: misses are not cached.
+      expect(await server.authenticate(`Bearer ${generateKey()}`)).toMatchObject({ ok: false });
+      expect((await server.authenticate(`Bearer ${key}`)).ok).toBe(true);
+      await operator.revokeKey(prefix);
+      // SQLite reads every time; PostgreSQL may answer from its cache until the entry is 2 s old.
+      const deadline = Date.now() + 5000;
+      let refused = false;
+      while (!refused && Date.now() < deadline) {
+        refused = !(await server.authenticate(`Bearer ${key}`)).ok;
+        if (!refused) await new Promise((r) => setTimeout(r, 100));
+      }
+      expect(refused).toBe(true);
+    });
+
+    it(`writes last-used at most once per ${LAST_USED_GRANULARITY_MS / 1000} s, in batches`, async () => {
+      const store = await openStore();
+      await store.createAccount('acme', 'pro');
+      const { key } = await store.issueKey('acme');
+      const lastUsed = async () => (await store.listKeys('acme'))[0]!.lastUsedAt;
+      expect(await lastUsed()).toBeNull();
+      const t0 = new Date('2026-03-10T12:00:00.000Z');
+      await store.authenticate(`Bearer ${key}`, t0);
+      expect(await lastUsed()).toBe(t0.toISOString());
+      await store.authenticate(`Bearer ${key}`, new Date(t0.getTime() + LAST_USED_GRANULARITY_MS - 1));
+      expect(await lastUsed()).toBe(t0.toISOString());
+      const t1 = new Date(t0.getTime() + LAST_USED_GRANULARITY_MS + 1);
+      await store.authenticate(`Bearer ${key}`, t1);
+      expect(await lastUsed()).toBe(t1.toISOString());
+    });
+
+    it('writes last-used once for many uses (no write per request)', async () => {
+      const dir = h.tempDir();
+      const store = await openStore(dir);
+      const observer = await openStore(dir);
+      await store.createAccount('acme', 'pro');
+      const { key } = await store.issueKey('acme');
+      for (let i = 0; i < 50; i++) expect((await store.authenticate(`Bearer ${key}`)).ok).toBe(true);
+      // Not written yet: another instance sees nothing until the batch goes out (every 10 s, at close).
+      expect((await observer.listKeys('acme'))[0]!.lastUsedAt).toBeNull();
+      await store.close();
+      expect((await observer.listKeys('acme'))[0]!.lastUsedAt).not.toBeNull();
+    });
   });
 
-  it('revokes by 12-character prefix, display prefix or whole key, and refuses an ambiguous prefix', () => {
-    const store = openStore();
-    store.createAccount('acme', 'pro');
-    const a = store.issueKey('acme');
-    const b = store.issueKey('acme');
-    expect(store.revokeKey(a.key.slice(0, 12)).prefix).toBe(a.prefix);
-    expect(store.revokeKey(b.key).prefix).toBe(b.prefix);
-    // Two live keys sharing a 12-character prefix: forge the second row's prefix to force the collision.
-    const c = store.issueKey('acme');
-    const d = store.issueKey('acme');
-    const db = new Database(store.file);
-    db.prepare('UPDATE api_keys SET prefix = ? WHERE id = ?').run(`${c.prefix.slice(0, 12)}zzzz`, d.id);
-    db.close();
-    expect(storeErrorCode(() => store.revokeKey(c.prefix.slice(0, 12)))).toBe('ambiguous_key_prefix');
-    expect(store.revokeKey(c.prefix).prefix).toBe(c.prefix);
-    // With one of the two revoked, the shorter prefix names the live one unambiguously.
-    expect(store.revokeKey(c.prefix.slice(0, 12)).prefix).toBe(`${c.prefix.slice(0, 12)}zzzz`);
+  describe('reserve, commit, refund', () => {
+    async function account(store: Store, limits: { protect?: number; verify?: number } = {}): Promise<number> {
+      const a = await store.createAccount(`a${Math.random().toString(36).slice(2, 10)}`, 'pro');
+      return (await store.setLimits(a.name, limits)).id;
+    }
+    async function take(store: Store, id: number, op: 'protect' | 'verify', n: number): Promise<boolean[]> {
+      const out: boolean[] = [];
+      for (let i = 0; i < n; i++) {
+        const r = await store.reserve(id, op);
+        if (r.ok) await store.commit(r.reservation);
+        out.push(r.ok);
+      }
+      return out;
+    }
+
+    it('allows exactly the limit, separately per operation', async () => {
+      const store = await openStore();
+      const id = await account(store, { protect: 3, verify: 2 });
+      expect(await take(store, id, 'protect', 5)).toEqual([true, true, true, false, false]);
+      expect(await take(store, id, 'verify', 3)).toEqual([true, true, false]);
+    });
+
+    it('allows exactly the limit to concurrent callers on several instances', async () => {
+      const dir = h.tempDir();
+      const stores = [await openStore(dir), await openStore(dir), await openStore(dir)];
+      const id = await account(stores[0]!, { protect: 40 });
+      const results = await Promise.all(
+        Array.from({ length: 120 }, async (_, i) => {
+          const s = stores[i % 3]!;
+          const r = await s.reserve(id, 'protect');
+          if (r.ok) await s.commit(r.reservation);
+          return r.ok;
+        }),
+      );
+      expect(results.filter(Boolean)).toHaveLength(40);
+      expect((await stores[1]!.quotaState(id, 'protect')).used).toBe(40);
+    });
+
+    it('reports the state after the reservation and when over the limit', async () => {
+      const store = await openStore();
+      const id = await account(store, { protect: 2 });
+      const now = new Date('2026-02-27T00:00:00.000Z');
+      const first = await store.reserve(id, 'protect', now);
+      expect(first.state).toEqual({ operation: 'protect', limit: 2, used: 1, remaining: 1, resetSeconds: 2 * 86_400, windowSeconds: 28 * 86_400 });
+      await store.reserve(id, 'protect', now);
+      const over = await store.reserve(id, 'protect', now);
+      expect(over).toEqual({ ok: false, state: { operation: 'protect', limit: 2, used: 2, remaining: 0, resetSeconds: 2 * 86_400, windowSeconds: 28 * 86_400 } });
+    });
+
+    it('commit and refund answer the counter after them', async () => {
+      const store = await openStore();
+      const id = await account(store, { protect: 5 });
+      const a = await store.reserve(id, 'protect');
+      const b = await store.reserve(id, 'protect');
+      if (!a.ok || !b.ok) throw new Error('reserve failed');
+      expect((await store.commit(a.reservation))?.used).toBe(2);
+      expect((await store.refund(b.reservation))?.remaining).toBe(4);
+    });
+
+    it('refund gives the unit back once; commit keeps it; both are idempotent; refund after commit gives it back once', async () => {
+      const store = await openStore();
+      const id = await account(store, { protect: 5 });
+      const used = async () => (await store.quotaState(id, 'protect')).used;
+      const a = await store.reserve(id, 'protect');
+      const b = await store.reserve(id, 'protect');
+      const c = await store.reserve(id, 'protect');
+      if (!a.ok || !b.ok || !c.ok) throw new Error('reserve failed');
+      expect(await used()).toBe(3);
+      await store.refund(a.reservation);
+      await store.refund(a.reservation);
+      await store.commit(a.reservation);
+      expect(await used()).toBe(2);
+      await store.commit(b.reservation);
+      await store.commit(b.reservation);
+      expect(await used()).toBe(2);
+      // A success that could not be delivered after its commit: given back, once.
+      await store.refund(b.reservation);
+      await store.refund(b.reservation);
+      await store.commit(b.reservation);
+      expect(await used()).toBe(1);
+      await store.commit(c.reservation);
+      expect(await used()).toBe(1);
+      expect((await store.usage((await store.listAccounts()).find((x) => x.id === id)!.name)).held).toEqual({ protect: 0, verify: 0 });
+    });
+
+    it('a refund returns the unit to the month it was taken from', async () => {
+      const store = await openStore();
+      const id = await account(store, { verify: 1 });
+      const jan = new Date('2026-01-31T23:59:59.500Z');
+      const feb = new Date('2026-02-01T00:00:00.000Z');
+      const r = await store.reserve(id, 'verify', jan);
+      if (!r.ok) throw new Error('reserve failed');
+      expect(r.reservation.month).toBe('2026-01');
+      expect(r.state.resetSeconds).toBe(1);
+      expect((await store.reserve(id, 'verify', jan)).ok).toBe(false);
+      expect((await store.reserve(id, 'verify', feb)).ok).toBe(true);
+      await store.refund(r.reservation, feb);
+      const name = (await store.listAccounts()).find((a) => a.id === id)!.name;
+      expect((await store.usage(name, '2026-01')).verify.used).toBe(0);
+      expect((await store.quotaState(id, 'verify', feb)).used).toBe(1);
+    });
+
+    it('a limit of 0 allows nothing; new limits apply to the next reserve', async () => {
+      const store = await openStore();
+      const id = await account(store, { protect: 0 });
+      const name = (await store.listAccounts()).find((a) => a.id === id)!.name;
+      expect(await store.reserve(id, 'protect')).toMatchObject({ ok: false, state: { limit: 0, used: 0, remaining: 0 } });
+      await store.setLimits(name, { protect: 1 });
+      expect((await store.reserve(id, 'protect')).ok).toBe(true);
+      expect((await store.reserve(id, 'protect')).ok).toBe(false);
+      await store.setLimits(name, { protect: null });
+      expect((await store.reserve(id, 'protect')).state.limit).toBe(10_000);
+    });
+
+    it('keeps committed counts across a close and reopen, and gives back what was held at close', async () => {
+      const dir = h.tempDir();
+      const first = await openStore(dir);
+      const id = await account(first, { protect: 4 });
+      expect(await take(first, id, 'protect', 3)).toEqual([true, true, true]);
+      expect((await first.reserve(id, 'protect')).ok).toBe(true); // held, never answered
+      await first.close();
+      const second = await openStore(dir);
+      expect((await second.quotaState(id, 'protect')).used).toBe(3);
+      expect((await second.reserve(id, 'protect')).ok).toBe(true);
+      expect((await second.reserve(id, 'protect')).ok).toBe(false);
+    });
+
+    it('reserving for an unknown account id throws unknown_account', async () => {
+      const store = await openStore();
+      expect(await storeErrorCode(() => store.reserve(999, 'protect'))).toBe('unknown_account');
+    });
   });
 
-  it('lists accounts and keys without the keys themselves', () => {
-    const store = openStore(undefined, { protect: 3, verify: 4 });
-    store.createAccount('b', 'free');
-    store.createAccount('a', 'pro');
-    store.setLimits('a', { verify: 40 });
-    expect(store.listAccounts().map((a) => [a.name, a.plan, a.protectLimit, a.verifyLimit])).toEqual([
-      ['a', 'pro', 3, 40],
-      ['b', 'free', 3, 4],
-    ]);
-    const { key, prefix } = store.issueKey('a');
-    const listed = store.listKeys('a');
-    expect(listed).toHaveLength(1);
-    expect(listed[0]).toMatchObject({ prefix, lastUsedAt: null, revokedAt: null });
-    expect(JSON.stringify(listed)).not.toContain(key.slice(prefix.length));
+  describe('reservations of dead instances', () => {
+    it('units held by an instance whose lease ran out are given back once; its commit then fails, its refund gives nothing twice', async () => {
+      const dir = h.tempDir();
+      const stalled = await openStore(dir);
+      const other = await openStore(dir);
+      const { id, name } = await stalled.createAccount('acme', 'pro');
+      await stalled.setLimits(name, { protect: 10 });
+      const held = [await stalled.reserve(id, 'protect'), await stalled.reserve(id, 'protect'), await stalled.reserve(id, 'protect')];
+      const done = await stalled.reserve(id, 'protect');
+      if (!done.ok) throw new Error('reserve failed');
+      await stalled.commit(done.reservation);
+      expect((await other.usage(name)).held.protect).toBe(3);
+      expect((await other.quotaState(id, 'protect')).used).toBe(4);
+      // Nothing is given back while the lease runs.
+      expect(await other.reconcile()).toBe(0);
+      const later = new Date(Date.now() + LEASE_MS + 1000);
+      expect(await other.reconcile(later)).toBe(3);
+      expect(await other.reconcile(later)).toBe(0);
+      expect((await other.quotaState(id, 'protect')).used).toBe(1);
+      const [a, b] = held;
+      if (!a?.ok || !b?.ok) throw new Error('reserve failed');
+      expect(await storeErrorCode(() => stalled.commit(a.reservation))).toBe('reservation_lost');
+      await stalled.refund(b.reservation);
+      expect((await other.quotaState(id, 'protect')).used).toBe(1);
+    });
+
+    it('units held by a process of this host that died are given back at once', async () => {
+      const dir = h.tempDir();
+      const store = await openStore(dir);
+      const { id, name } = await store.createAccount('acme', 'pro');
+      // A process that ran and is gone: its pid and start time as an owner row would carry them.
+      const child = spawnSync(process.execPath, ['-e', "process.stdout.write(require('fs').readFileSync('/proc/self/stat','utf8'))"], { encoding: 'utf8' });
+      const stat = child.stdout;
+      const pid = Number(stat.split(' ')[0]);
+      const started = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!;
+      const host = `${(await import('node:os')).hostname()}/${readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()}`;
+      const month = monthOf(new Date());
+      await h.raw(store, 'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5)', ['dead-owner', host, pid, started, Date.now() + LEASE_MS]);
+      await h.raw(store, 'INSERT INTO usage_counters (account_id, month, operation, used) VALUES ($1, $2, $3, $4)', [id, month, 'protect', 7]);
+      await h.raw(store, 'INSERT INTO holds (owner, account_id, month, operation, n) VALUES ($1, $2, $3, $4, $5)', ['dead-owner', id, month, 'protect', 5]);
+      // A live process of this host (this one) keeps what it holds.
+      await h.raw(store, 'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5)', ['live-owner', host, process.pid, readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ')[19]!, Date.now() + LEASE_MS]);
+      await h.raw(store, 'INSERT INTO holds (owner, account_id, month, operation, n) VALUES ($1, $2, $3, $4, $5)', ['live-owner', id, month, 'protect', 1]);
+      expect((await store.usage(name)).held.protect).toBe(6);
+      expect(await store.reconcile()).toBe(5);
+      expect((await store.usage(name)).protect.used).toBe(2);
+      expect((await store.usage(name)).held.protect).toBe(1);
+    });
   });
 
-  it('bootstraps one pro account with one working key, only on an empty store', () => {
-    const dir = tempDir();
-    const store = openStore(dir);
-    const boot = store.bootstrapIfEmpty();
-    expect(boot?.account).toMatchObject({ name: 'default', plan: 'pro' });
-    expect(store.authenticate(`Bearer ${boot!.key}`).ok).toBe(true);
-    expect(store.bootstrapIfEmpty()).toBeUndefined();
-    expect(openStore(dir).bootstrapIfEmpty()).toBeUndefined();
-    const other = openStore();
-    other.createAccount('someone', 'free');
-    expect(other.bootstrapIfEmpty()).toBeUndefined();
+  describe('operator side', () => {
+    it('raises typed errors for operator mistakes', async () => {
+      const store = await openStore();
+      await store.createAccount('acme', 'pro');
+      const cases: Array<[string, () => unknown, StoreErrorCode]> = [
+        ['duplicate name', () => store.createAccount('acme', 'pro'), 'duplicate_account'],
+        ['duplicate name, other case', () => store.createAccount('ACME', 'free'), 'duplicate_account'],
+        ['bad name', () => store.createAccount('has space', 'pro'), 'invalid_account_name'],
+        ['empty name', () => store.createAccount('', 'pro'), 'invalid_account_name'],
+        ['bad plan', () => store.createAccount('other', 'gold' as 'pro'), 'invalid_plan'],
+        ['bad plan change', () => store.setPlan('acme', 'gold' as 'pro'), 'invalid_plan'],
+        ['unknown account', () => store.setPlan('nobody', 'pro'), 'unknown_account'],
+        ['unknown account keys', () => store.issueKey('nobody'), 'unknown_account'],
+        ['negative limit', () => store.setLimits('acme', { protect: -1 }), 'invalid_limit'],
+        ['fractional limit', () => store.setLimits('acme', { verify: 1.5 }), 'invalid_limit'],
+        ['bad month', () => store.usage('acme', '2026-5'), 'invalid_month'],
+        ['short prefix', () => store.revokeKey('om_live_ab'), 'key_prefix_too_short'],
+        ['not a key prefix', () => store.revokeKey('sk_live_abcdefgh'), 'unknown_key'],
+        ['unknown prefix', () => store.revokeKey('om_live_ZZZZZZZZ'), 'unknown_key'],
+        ['unknown whole key', () => store.revokeKey(generateKey()), 'unknown_key'],
+      ];
+      for (const [name, fn, code] of cases) expect(await storeErrorCode(fn), name).toBe(code);
+    });
+
+    it('finds accounts by name ignoring case', async () => {
+      const store = await openStore();
+      await store.createAccount('Acme', 'pro');
+      expect((await store.getAccount('aCME')).name).toBe('Acme');
+      expect((await store.setPlan('ACME', 'free')).plan).toBe('free');
+    });
+
+    it('revokes by 12-character prefix, display prefix or whole key, and refuses an ambiguous prefix', async () => {
+      const store = await openStore();
+      await store.createAccount('acme', 'pro');
+      const a = await store.issueKey('acme');
+      const b = await store.issueKey('acme');
+      expect((await store.revokeKey(a.key.slice(0, 12))).prefix).toBe(a.prefix);
+      expect((await store.revokeKey(b.key)).prefix).toBe(b.prefix);
+      // Two live keys sharing a 12-character prefix: forge the second row's prefix to force the collision.
+      const c = await store.issueKey('acme');
+      const d = await store.issueKey('acme');
+      await h.raw(store, 'UPDATE api_keys SET prefix = $1 WHERE id = $2', [`${c.prefix.slice(0, 12)}zzzz`, d.id]);
+      expect(await storeErrorCode(() => store.revokeKey(c.prefix.slice(0, 12)))).toBe('ambiguous_key_prefix');
+      expect((await store.revokeKey(c.prefix)).prefix).toBe(c.prefix);
+      // With one of the two revoked, the shorter prefix names the live one unambiguously.
+      expect((await store.revokeKey(c.prefix.slice(0, 12))).prefix).toBe(`${c.prefix.slice(0, 12)}zzzz`);
+    });
+
+    it('lists accounts and keys without the keys themselves', async () => {
+      const store = await openStore(undefined, { protect: 3, verify: 4 });
+      await store.createAccount('b', 'free');
+      await store.createAccount('a', 'pro');
+      await store.setLimits('a', { verify: 40 });
+      expect((await store.listAccounts()).map((a) => [a.name, a.plan, a.protectLimit, a.verifyLimit])).toEqual([
+        ['a', 'pro', 3, 40],
+        ['b', 'free', 3, 4],
+      ]);
+      const { key, prefix } = await store.issueKey('a');
+      const listed = await store.listKeys('a');
+      expect(listed).toHaveLength(1);
+      expect(listed[0]).toMatchObject({ prefix, lastUsedAt: null, revokedAt: null });
+      expect(JSON.stringify(listed)).not.toContain(key.slice(prefix.length));
+    });
+
+    it('bootstraps one pro account with one working key, only on an empty store', async () => {
+      const dir = h.tempDir();
+      const store = await openStore(dir);
+      const boot = await store.bootstrapIfEmpty();
+      expect(boot?.account).toMatchObject({ name: 'default', plan: 'pro' });
+      expect((await store.authenticate(`Bearer ${boot!.key}`)).ok).toBe(true);
+      expect(await store.bootstrapIfEmpty()).toBeUndefined();
+      expect(await (await openStore(dir)).bootstrapIfEmpty()).toBeUndefined();
+      const other = await openStore();
+      await other.createAccount('someone', 'free');
+      expect(await other.bootstrapIfEmpty()).toBeUndefined();
+    });
+
+    it('snapshots and restores accounts, key hashes and committed counters', async () => {
+      const source = await openStore();
+      const { id } = await source.createAccount('acme', 'pro');
+      await source.setLimits('acme', { protect: 50 });
+      await source.createAccount('other', 'free');
+      const { key, prefix } = await source.issueKey('acme');
+      const revoked = await source.issueKey('acme');
+      await source.revokeKey(revoked.prefix);
+      for (let i = 0; i < 3; i++) {
+        const r = await source.reserve(id, 'protect');
+        if (r.ok) await source.commit(r.reservation);
+      }
+      expect((await source.reserve(id, 'protect')).ok).toBe(true); // held: not copied
+      const month = monthOf(new Date());
+      const snap = await source.snapshot([month]);
+      const target = await openStore();
+      expect(await target.isEmpty()).toBe(true);
+      await target.restore(snap);
+      expect(await target.isEmpty()).toBe(false);
+      expect((await target.listAccounts()).map((a) => [a.name, a.plan, a.protectLimit])).toEqual([
+        ['acme', 'pro', 50],
+        ['other', 'free', 10_000],
+      ]);
+      expect((await target.authenticate(`Bearer ${key}`)).ok).toBe(true);
+      expect((await target.authenticate(`Bearer ${revoked.key}`)).ok).toBe(false);
+      expect((await target.listKeys('acme')).map((k) => k.prefix)).toEqual([prefix, revoked.prefix]);
+      expect((await target.usage('acme')).protect.used).toBe(3);
+    });
   });
 });
 
-describe('database file', () => {
-  it('is ${dataDir}/optmark.db in WAL mode with the current schema version', () => {
-    const dir = tempDir();
-    openStore(dir);
+describe('database file (SQLite)', () => {
+  const h = new StoreHarness('sqlite');
+  afterEach(() => h.closeAll());
+  const openStore = (dataDir?: string, limits?: { protect: number; verify: number }) => h.open(dataDir, limits);
+
+  it('is ${dataDir}/optmark.db in WAL mode with the current schema version', async () => {
+    const dir = h.tempDir();
+    await openStore(dir);
     const db = new Database(join(dir, 'optmark.db'), { readonly: true });
     expect(db.pragma('journal_mode', { simple: true })).toBe('wal');
     expect(db.pragma('user_version', { simple: true })).toBe(SCHEMA_VERSION);
     db.close();
   });
 
-  it('regression: reservations checkpoint and rewind the WAL, which stays near 1000 pages however many there are', () => {
+  it('regression: reservations checkpoint and rewind the WAL, which stays near 1000 pages however many there are', async () => {
     // Reservations were read with .get(), whose commit skips SQLite's WAL hook: the WAL grew by a page
     // per request, without bound, until some other write checkpointed all of it at once.
-    const dir = tempDir();
-    const store = openStore(dir, { protect: 1_000_000, verify: 0 });
-    const { id } = store.createAccount('acme', 'pro');
+    const dir = h.tempDir();
+    const store = await openStore(dir, { protect: 1_000_000, verify: 0 });
+    const { id } = await store.createAccount('acme', 'pro');
     for (let i = 0; i < 4000; i++) {
-      const r = store.reserve(id, 'protect');
+      const r = await store.reserve(id, 'protect');
       if (!r.ok) throw new Error('refused');
-      store.commit(r.reservation);
+      await store.commit(r.reservation);
     }
     const wal = readFileSync(join(dir, 'optmark.db-wal'));
     const pageSize = wal.readUInt32BE(8);
     expect(wal.length).toBeLessThanOrEqual(32 + 1100 * (pageSize + 24));
     expect(wal.readUInt32BE(12)).toBeGreaterThanOrEqual(3); // rewound at least 3 times
-    expect(store.usage('acme').protect.used).toBe(4000);
+    expect((await store.usage('acme')).protect.used).toBe(4000);
   });
 
-  it('stores no plain key, only its SHA-256', () => {
-    const dir = tempDir();
-    const store = openStore(dir);
-    store.createAccount('acme', 'pro');
-    const keys = Array.from({ length: 5 }, () => store.issueKey('acme').key);
-    store.authenticate(`Bearer ${keys[0]}`);
+  it('stores no plain key, only its SHA-256', async () => {
+    const dir = h.tempDir();
+    const store = await openStore(dir);
+    await store.createAccount('acme', 'pro');
+    const keys: string[] = [];
+    for (let i = 0; i < 5; i++) keys.push((await store.issueKey('acme')).key);
+    await store.authenticate(`Bearer ${keys[0]}`);
     const read = () => Buffer.concat(readdirSync(dir).map((f) => readFileSync(join(dir, f))));
     const bytes = read();
     for (const key of keys) {
@@ -405,17 +563,17 @@ describe('database file', () => {
       expect(bytes.includes(key.slice(16))).toBe(false);
     }
     expect(bytes.includes(hashKey(keys[0]!))).toBe(true);
-    store.close();
+    await store.close();
     const checkpointed = read();
     for (const key of keys) expect(checkpointed.includes(key)).toBe(false);
   });
 
-  it('refuses a database from a newer optmark', () => {
-    const dir = tempDir();
-    openStore(dir).close();
+  it('refuses a database from a newer optmark', async () => {
+    const dir = h.tempDir();
+    await (await openStore(dir)).close();
     const db = new Database(join(dir, 'optmark.db'));
     db.pragma(`user_version = ${SCHEMA_VERSION + 1}`);
     db.close();
-    expect(storeErrorCode(() => openStore(dir))).toBe('schema_too_new');
+    expect(await storeErrorCode(() => openStore(dir))).toBe('schema_too_new');
   });
 });

@@ -11,7 +11,7 @@ import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { MAX_LIMIT, Store } from '../store/index.js';
+import { MAX_LIMIT, StoreError, openStore } from '../store/index.js';
 import type { Target } from './client.js';
 import { removeScratch, scratchDir, trackChild } from './scratch.js';
 
@@ -115,21 +115,25 @@ export async function startOptmark(opts: OptmarkStart): Promise<Running> {
 
 async function startOptmarkIn(dir: string, opts: OptmarkStart): Promise<Running> {
   const dataDir = join(dir, 'data');
-  const store = Store.open({ dataDir, defaultProtectLimit: MAX_LIMIT, defaultVerifyLimit: MAX_LIMIT });
-  let key: string;
-  try {
-    store.createAccount('bench', 'pro');
-    store.setLimits('bench', { protect: MAX_LIMIT, verify: MAX_LIMIT });
-    key = store.issueKey('bench').key;
-  } finally {
-    store.close();
-  }
   const port = await freePort();
   const config: Record<string, string> = {};
   if (opts.inheritConfig) {
     for (const [k, v] of Object.entries(process.env)) if (k.startsWith('OPTMARK_') && v !== undefined) config[k] = v;
   }
   Object.assign(config, opts.env);
+  // The account lives in the store the server will use: its data directory's SQLite file, or the
+  // PostgreSQL database it is given (shared by every instance started on it: created once).
+  const store = await openStore({ dataDir, defaultProtectLimit: MAX_LIMIT, defaultVerifyLimit: MAX_LIMIT, databaseUrl: config.OPTMARK_DATABASE_URL });
+  let key: string;
+  try {
+    await store.createAccount('bench', 'pro').catch((err: unknown) => {
+      if (!(err instanceof StoreError && err.code === 'duplicate_account')) throw err;
+    });
+    await store.setLimits('bench', { protect: MAX_LIMIT, verify: MAX_LIMIT });
+    key = (await store.issueKey('bench')).key;
+  } finally {
+    await store.close();
+  }
   if (opts.logLevel) config.OPTMARK_LOG_LEVEL = opts.logLevel;
   for (const k of ['OPTMARK_HOST', 'OPTMARK_PORT', 'OPTMARK_DATA_DIR', 'OPTMARK_BOOTSTRAP']) delete config[k];
   const env: Record<string, string> = {};

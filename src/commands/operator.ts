@@ -4,16 +4,19 @@
  */
 import { loadConfig } from '../config.js';
 import { StoreError } from '../store/errors.js';
-import { Store } from '../store/index.js';
+import { openStore, type Store } from '../store/index.js';
 
 /** Work to do with the opened store; returns the exit status. */
 export type StoreAction = (store: Store) => number | Promise<number>;
 
-/** Opens the configured store, runs `action`, closes it; a StoreError becomes one stderr line and status 1. */
+/**
+ * Opens the configured store (PostgreSQL when OPTMARK_DATABASE_URL is set, else the data directory's
+ * SQLite file), runs `action`, closes it; a StoreError becomes one stderr line and status 1.
+ */
 export async function withStore(command: string, action: StoreAction): Promise<number> {
   let store: Store | undefined;
   try {
-    store = Store.open(loadConfig());
+    store = await openStore(loadConfig());
     return await action(store);
   } catch (err) {
     if (err instanceof StoreError) {
@@ -22,7 +25,7 @@ export async function withStore(command: string, action: StoreAction): Promise<n
     }
     throw err;
   } finally {
-    store?.close();
+    await store?.close();
   }
 }
 

@@ -22,6 +22,9 @@ export function register(program: Command): void {
     .action(async (account: string, opts: { month?: string; json?: boolean }) => {
       exitWith(
         await withStore('usage', async (store) => {
+          // Units held by an instance that died are given back first (a process of this host that is
+          // gone, or an expired lease), so the report never counts a request that was never answered.
+          await store.reconcile();
           const u = await store.usage(account, opts.month);
           if (opts.json) {
             printJson({ account, ...u });
@@ -34,6 +37,8 @@ export function register(program: Command): void {
               ? `resets at ${utcMinuteText(new Date(monthBounds(u.month).end))} (in ${duration(u.protect.resetSeconds)})`
               : 'month over, limits as set now';
           process.stdout.write(`account ${account}, ${u.month} (UTC), ${reset}\n${table([['OPERATION', 'USED', 'LIMIT', 'REMAINING'], ...rows])}`);
+          const held = u.held.protect + u.held.verify;
+          if (held > 0) process.stdout.write(`${held} of the used units are held by requests in progress (kept if they succeed, given back if they fail)\n`);
           return 0;
         }),
       );

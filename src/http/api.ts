@@ -7,8 +7,11 @@
  *   process  a worker parses the form and builds the answer (for protect, into the lease)
  *   respond  the answer, with backpressure
  *
- * and one place, `finish`, that settles the quota unit (kept when the answer was delivered, given back
- * otherwise) and releases the lease, whatever happened.
+ * and one place, `finish`, that releases the lease whatever happened. The store is asynchronous (SQLite or
+ * PostgreSQL, src/store/): body bytes that arrive while the request is being admitted are held (the
+ * socket is paused, at most MAX_EARLY_BYTES are kept). The quota unit is committed, durably, before a
+ * 200 goes out (a crash after that keeps it; a crash before gives it back: its reservation is held by
+ * this instance and reconciled), and given back when the answer was not delivered or anything failed.
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
@@ -18,7 +21,18 @@ import type { Logger } from '../log.js';
 import { checkContentType } from '../pipeline/form-type.js';
 import { PoolOverloadedError, type ImagePool } from '../pool/pool.js';
 import type { AnswerResult, Task } from '../pool/tasks.js';
-import { rateLimitHeaders, resetTimeOf, utcMinuteText, wwwAuthenticate, type Account, type Operation, type Reservation, type Store } from '../store/index.js';
+import {
+  isStoreUnavailable,
+  rateLimitHeaders,
+  resetTimeOf,
+  utcMinuteText,
+  wwwAuthenticate,
+  type Account,
+  type Operation,
+  type QuotaState,
+  type Reservation,
+  type Store,
+} from '../store/index.js';
 import type { BytesRef, Lease, Transfer } from '../transfer/index.js';
 import { requestId } from './filename.js';
 import type { Metrics } from './metrics.js';
@@ -52,8 +66,8 @@ export interface ApiDeps {
 export interface ApiExtension {
   /** The route's name in metrics and logs. */
   route: string;
-  /** Called once the key is known good, before the quota unit is taken; throws an OptmarkError to refuse. */
-  admit(auth: { account: Account; keyId: number }): ExtensionRequest;
+  /** Called once the key is known good, before the quota unit is taken; rejects with an OptmarkError to refuse. */
+  admit(auth: { account: Account; keyId: number }): Promise<ExtensionRequest>;
 }
 
 export interface ExtensionRequest {
@@ -61,11 +75,11 @@ export interface ExtensionRequest {
   task?(input: BytesRef, contentType: string): Task;
   /**
    * The worker's answer, before it is sent: store what must exist when the client reads it, and return
-   * the body to send (`body`, or one with fields added). Throw to fail the request.
+   * the body to send (`body`, or one with fields added). Reject to fail the request.
    */
-  answered(result: AnswerResult, body: Uint8Array): Uint8Array;
+  answered(result: AnswerResult, body: Uint8Array): Promise<Uint8Array>;
   /** Called once when the request ends: true when the answer reached the client. */
-  settle(delivered: boolean): void;
+  settle(delivered: boolean): Promise<void>;
 }
 
 /** What the handler reads from the request's headers (uWS's HttpRequest lives only during the handler call). */
@@ -100,21 +114,28 @@ function parseLength(raw: string): number | undefined | 'invalid' {
 }
 
 /**
- * A store call that timed out waiting for SQLite's write lock (busy_timeout) means the server is
- * overloaded (503 + Retry-After), not broken (500).
+ * A store call that timed out waiting for SQLite's write lock (busy_timeout), or a PostgreSQL store that
+ * cannot answer (down, slower than its statement timeout, out of connections) or that reclaimed this
+ * instance's hold, means the server cannot serve now (503 + Retry-After), not that it is broken (500).
+ * No unit is ever granted without its reservation written.
  */
 function busyAsOverload(err: unknown): unknown {
   const code = (err as { code?: unknown } | null)?.code;
   if (typeof code === 'string' && /^SQLITE_(BUSY|LOCKED)/.test(code))
     return new OptmarkError('overloaded', 'The account store is busy; retry shortly.', { cause: err });
+  if (isStoreUnavailable(err)) return new OptmarkError('overloaded', 'The account store is unavailable; retry shortly.', { cause: err });
   return err;
 }
+
+/** Body bytes kept while a request is being admitted (the socket is paused; one receive buffer at most, normally). */
+const MAX_EARLY_BYTES = 4 * 1024 * 1024;
 
 /** 429: the account's monthly units are used up until the month turns (Retry-After, in seconds). */
 class QuotaExceededError extends OptmarkError {
   constructor(
     message: string,
     readonly retryAfter: number,
+    readonly state: QuotaState,
   ) {
     super('quota_exceeded', message);
   }
@@ -143,13 +164,20 @@ class ApiRequest {
   readonly #route: string;
   readonly #ex: Exchange;
   readonly #phases: Phases;
-  readonly #extension: ApiExtension | undefined;
-  #extra: ExtensionRequest | undefined;
   #accountId: number | undefined;
   #reservation: Reservation | undefined;
   #lease: Lease | undefined;
+  /** Chunks that arrived before #receive took over (copied: uWS reuses its buffer), or undefined once it did. */
+  #early: Array<{ bytes: Uint8Array; isLast: boolean }> | undefined = [];
+  #earlyBytes = 0;
+  #sink: ((chunk: ArrayBuffer, isLast: boolean) => void) | undefined;
+  #paused = false;
   /** Ends the watch of the arriving body (its share of the client's room); set while the body arrives. */
   #arrived: (() => void) | undefined;
+
+  readonly #extension: ApiExtension | undefined;
+  #extra: ExtensionRequest | undefined;
+  #delivered = false;
 
   constructor(deps: ApiDeps, operation: Operation, res: HttpResponse, head: Head, extension: ApiExtension | undefined) {
     this.#deps = deps;
@@ -160,27 +188,55 @@ class ApiRequest {
     // Registers the abort callback uWS requires before the handler returns.
     this.#ex = new Exchange(res, head.id, this.#route, process.hrtime.bigint());
     this.#phases = new Phases(this.#ex.started);
+    // The body handler too must be there before the handler returns; until the request is admitted
+    // the socket is paused and what uWS already read is kept.
+    res.onData((chunk, isLast) => {
+      if (this.#sink) return this.#sink(chunk, isLast);
+      if (!this.#early) return;
+      this.#earlyBytes += chunk.byteLength;
+      if (this.#earlyBytes > MAX_EARLY_BYTES) this.#early = undefined;
+      else this.#early.push({ bytes: new Uint8Array(chunk.slice(0)), isLast });
+    });
+    try {
+      res.pause();
+      this.#paused = true;
+    } catch {
+      // uWS's JS fallback has no pause: the early chunks are kept up to MAX_EARLY_BYTES anyway.
+    }
   }
 
   async run(): Promise<void> {
     this.#deps.inflight.begin();
-    let delivered = false;
     try {
-      const lease = this.#admit();
+      const lease = await this.#admit();
       await this.#receive(lease);
       const answer = await this.#process(lease);
-      delivered = await this.#ex.json(200, answer, { ...this.#rateLimitHeaders(), ...this.#phases.headers() });
+      // The unit is made durable before the answer goes out (see the top of this file). If this
+      // instance's hold was reclaimed meanwhile (it missed its lease), commit throws: 503, uncounted.
+      const state = await this.#commit();
+      const delivered = await this.#ex.json(200, answer, { ...(await this.#rateLimitHeaders(state)), ...this.#phases.headers() });
+      this.#delivered = delivered;
+      if (!delivered) await this.#giveBack();
+      this.#reservation = undefined; // kept
     } catch (err) {
       if (!this.#ex.aborted) await this.#refuse(err);
     } finally {
-      this.#finish(delivered);
+      this.#finish();
     }
   }
 
+  /** uWS forbids touching `res` after an abort or a finished answer. */
+  #resume(): void {
+    if (!this.#paused) return;
+    this.#paused = false;
+    if (!this.#ex.aborted && !this.#ex.answered) this.#ex.res.resume();
+  }
+
   /** Everything here reads headers only. Throws the refusal. */
-  #admit(): Lease {
+  async #admit(): Promise<Lease> {
     const { store, pool, transfer, maxUploadBytes } = this.#deps;
-    const auth = store.authenticate(this.#head.authorization || undefined); // may write (last use): can be busy
+    const auth = await store.authenticate(this.#head.authorization || undefined);
+    if (this.#ex.aborted) throw new ClientGoneError();
     if (!auth.ok) throw new OptmarkError(auth.code, auth.message);
     this.#accountId = auth.account.id;
     if (this.#head.fingerprint !== '' && this.#head.fingerprint !== 'skip') {
@@ -194,15 +250,16 @@ class ApiRequest {
       throw new OptmarkError('payload_too_large', `The upload is ${declared} bytes; the limit is ${maxUploadBytes}.`);
     }
     if (pool.saturated) throw new PoolOverloadedError();
-    if (this.#extension) this.#extra = this.#extension.admit({ account: auth.account, keyId: auth.keyId });
-    const reserved = store.reserve(auth.account.id, this.#operation);
+    if (this.#extension) this.#extra = await this.#extension.admit({ account: auth.account, keyId: auth.keyId });
+    const reserved = await store.reserve(auth.account.id, this.#operation);
     if (!reserved.ok) {
       const s = reserved.state;
       // The reset instant from the counter's own seconds (Retry-After), so the two always agree.
       const resetsAt = utcMinuteText(resetTimeOf(new Date(Date.now() + (s.resetSeconds - 1) * 1000)));
-      throw new QuotaExceededError(`The monthly ${this.#operation} limit of ${s.limit} is used up; it resets at ${resetsAt}.`, s.resetSeconds);
+      throw new QuotaExceededError(`The monthly ${this.#operation} limit of ${s.limit} is used up; it resets at ${resetsAt}.`, s.resetSeconds, s);
     }
     this.#reservation = reserved.reservation;
+    if (this.#ex.aborted) throw new ClientGoneError();
     // Room for the body: the declared length bounds it; without one, the limit does. A protect's lease
     // holds room for its answer too, so that an admitted request never needs memory from elsewhere.
     const room = declared === undefined ? maxBody : Math.max(1, declared);
@@ -237,7 +294,7 @@ class ApiRequest {
       };
       this.#ex.onAbort(() => settled || end(new ClientGoneError()));
       this.#tooSlow = (err) => settled || end(err);
-      this.#ex.res.onData((chunk, isLast) => {
+      const onData = (chunk: ArrayBuffer, isLast: boolean): void => {
         if (settled) return; // refused already: uWS drains the rest of the body
         if (lease.received + chunk.byteLength > maxBody) {
           return end(new OptmarkError('payload_too_large', `The upload is larger than the ${this.#deps.maxUploadBytes}-byte limit.`));
@@ -250,7 +307,14 @@ class ApiRequest {
         // Arrived: the body no longer counts against its client's share of arriving room.
         this.#arrived?.();
         end();
-      });
+      };
+      // What arrived while the request was admitted goes first, in order; then the socket reads again.
+      const early = this.#early;
+      this.#early = undefined;
+      this.#sink = onData;
+      if (!early) end(new PoolOverloadedError('The upload arrived faster than it could be admitted; retry shortly.'));
+      else for (const c of early) onData(c.bytes.buffer as ArrayBuffer, c.isLast);
+      this.#resume();
     });
   }
 
@@ -277,26 +341,26 @@ class ApiRequest {
   /** Sends the `{error, code}` answer a failure deserves. */
   async #refuse(err: unknown): Promise<void> {
     // Refund before the RateLimit headers are read, so they show the unit given back.
-    this.#settle(false);
+    const given = await this.#giveBack();
     const shape = toErrorShape(busyAsOverload(err));
     if (shape.code === 'internal_error') this.#deps.log.error({ reqId: this.#head.id, err }, 'unexpected failure');
-    const headers: Headers = { ...this.#rateLimitHeaders(), ...this.#phases.headers() };
+    // A store that cannot answer is not asked again for the headers.
+    const state = err instanceof QuotaExceededError ? err.state : given;
+    const headers: Headers = { ...(isStoreUnavailable(err) ? {} : await this.#rateLimitHeaders(state)), ...this.#phases.headers() };
     if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
     if (err instanceof QuotaExceededError) headers['Retry-After'] = String(err.retryAfter);
+    this.#resume();
     // A client too slow to send its body is not read any further: the answer closes the connection.
     await this.#ex.error(shape.code, shape.message, headers, { closeConnection: err instanceof UploadTooSlowError });
   }
 
-  /** The one end of every request: quota unit, memory, metrics, log line. */
-  #finish(delivered: boolean): void {
+  /** The one end of every request: quota unit (given back if still held), memory, metrics, log line. */
+  #finish(): void {
     this.#arrived?.();
     this.#tooSlow = undefined;
-    this.#settle(delivered);
-    try {
-      this.#extra?.settle(delivered);
-    } catch (err) {
-      this.#deps.log.error({ reqId: this.#head.id, err }, 'settling the request failed');
-    }
+    if (this.#reservation) void this.#giveBack();
+    this.#extra?.settle(this.#delivered).catch((err: unknown) => this.#deps.log.error({ reqId: this.#head.id, err }, 'settling the request failed'));
+    this.#early = undefined;
     const received = this.#lease?.received ?? 0;
     this.#lease?.release();
     this.#lease = undefined;
@@ -320,24 +384,32 @@ class ApiRequest {
     this.#deps.inflight.end();
   }
 
-  /** Keeps (ok) or gives back the reserved unit, once. */
-  #settle(ok: boolean): void {
+  /** Keeps the reserved unit, durably; the counter after it. The reservation stays for #giveBack. */
+  async #commit(): Promise<QuotaState | undefined> {
+    const r = this.#reservation;
+    return r ? this.#deps.store.commit(r) : undefined;
+  }
+
+  /** Gives back the reserved unit (also after its commit, for an answer that never reached the client), once. */
+  async #giveBack(): Promise<QuotaState | undefined> {
     const r = this.#reservation;
     this.#reservation = undefined;
-    if (!r) return;
+    if (!r) return undefined;
     try {
-      if (ok) this.#deps.store.commit(r);
-      else this.#deps.store.refund(r);
+      return await this.#deps.store.refund(r);
     } catch (err) {
-      this.#deps.log.error({ reqId: this.#head.id, err }, 'quota update failed');
+      // The store retries it (PostgreSQL) or the unit stays held until this instance's hold is reconciled.
+      this.#deps.log.error({ reqId: this.#head.id, err }, 'quota refund failed');
+      return undefined;
     }
   }
 
   /** RateLimit headers are a courtesy: a store that cannot be read must not turn an answer into a crash. */
-  #rateLimitHeaders(): Headers {
+  async #rateLimitHeaders(known?: QuotaState): Promise<Headers> {
+    if (known) return rateLimitHeaders(known);
     if (this.#accountId === undefined) return {};
     try {
-      return rateLimitHeaders(this.#deps.store.quotaState(this.#accountId, this.#operation));
+      return rateLimitHeaders(await this.#deps.store.quotaState(this.#accountId, this.#operation));
     } catch (err) {
       this.#deps.log.error({ reqId: this.#head.id, err }, 'quota state unavailable');
       return {};

@@ -110,14 +110,13 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
   // The page's API.
   json(app, deps, 'get', '/api/v1/dashboard/account', async (caller) => {
     const now = new Date();
-    const protect = store.quotaState(caller.account.id, 'protect', now);
-    const verify = store.quotaState(caller.account.id, 'verify', now);
+    const [protect, verify] = await Promise.all([store.quotaState(caller.account.id, 'protect', now), store.quotaState(caller.account.id, 'verify', now)]);
     const month = now.toISOString().slice(0, 7);
     const resetsAt = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString();
     const counter = (s: typeof protect) => ({ used: s.used, limit: s.limit, remaining: s.remaining });
     return ok({
       account: { name: caller.account.name, plan: caller.account.plan },
-      key: { prefix: records.keyPrefix(caller.keyId) },
+      key: { prefix: await records.keyPrefix(caller.keyId) },
       usage: { month, resetsAt, protect: counter(protect), verify: counter(verify) },
       limits: {
         batchSize: MAX_BATCH_SIZE,
@@ -129,20 +128,20 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
 
   json(app, deps, 'post', '/api/v1/dashboard/batches', async (caller, _req, body) => {
     const spec = parseBatchSpec(body);
-    const batch = records.openBatch(caller.account.id, records.keyPrefix(caller.keyId), spec);
+    const batch = await records.openBatch(caller.account.id, await records.keyPrefix(caller.keyId), spec);
     return { status: 201, body: JSON.stringify(batchView(batch, [])) };
   });
 
   json(app, deps, 'get', '/api/v1/dashboard/batches/:id', async (caller, req) => {
-    const batch = findBatch(caller, req.param);
-    return ok(batchView(batch, records.batchRecords(caller.account.id, batch.id)));
+    const batch = await findBatch(caller, req.param);
+    return ok(batchView(batch, await records.batchRecords(caller.account.id, batch.id)));
   });
 
   json(app, deps, 'get', '/api/v1/dashboard/batches/:id/receipt', async (caller, req) => {
-    const batch = findBatch(caller, req.param);
+    const batch = await findBatch(caller, req.param);
     const pdf = await buildReceipt({
       batch,
-      records: records.batchRecords(caller.account.id, batch.id),
+      records: await records.batchRecords(caller.account.id, batch.id),
       account: caller.account.name,
       issuer: req.host || 'optmark',
       now: new Date(),
@@ -160,7 +159,7 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
     if (before !== undefined && Number.isNaN(Date.parse(before))) throw new OptmarkError('invalid_request', '"before" must be an ISO date-time.');
     const limit = Number(req.query.get('limit') ?? 50);
     if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new OptmarkError('invalid_request', '"limit" must be a whole number from 1 to 500.');
-    const list = records.records(caller.account.id, { q, before, limit: limit + 1 });
+    const list = await records.records(caller.account.id, { q, before, limit: limit + 1 });
     const more = list.length > limit;
     const page = list.slice(0, limit);
     return ok({ records: page, next: more ? page[page.length - 1]!.markedAt : null });
@@ -173,7 +172,7 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
     const all: MarkRecord[] = [];
     let before: string | undefined;
     while (all.length < MAX_EXPORT) {
-      const page = records.records(caller.account.id, { q, before, limit: 500 });
+      const page = await records.records(caller.account.id, { q, before, limit: 500 });
       all.push(...page);
       if (page.length < 500) break;
       before = page[page.length - 1]!.markedAt;
@@ -195,9 +194,9 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
     const batchId = req.getParameter(0) ?? '';
     const extension: ApiExtension = {
       route: '/api/v1/dashboard/batches/:id/images',
-      admit: ({ account, keyId }) => {
+      admit: async ({ account, keyId }) => {
         if (!UUID.test(batchId)) throw new OptmarkError('not_found', 'No open batch with that id.');
-        const slot = records.takeSlot(account.id, batchId);
+        const slot = await records.takeSlot(account.id, batchId);
         if (!slot.ok) {
           if (slot.reason === 'full')
             throw new OptmarkError('batch_full', 'This batch already holds all the images it was opened for (at most 25); open a new batch.');
@@ -219,10 +218,10 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
             batchId,
             recordId,
           }),
-          answered: (result, body) => {
+          answered: async (result, body) => {
             const m = result.mark;
             if (!m) throw new Error('the dashboard mark came back without its record');
-            records.addRecord(account.id, {
+            await records.addRecord(account.id, {
               id: recordId,
               batchId,
               sha256: m.sha256,
@@ -231,17 +230,17 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
               mimeType: m.mimeType,
               bytes: m.bytes,
               layers: m.layers,
-              keyPrefix: batch.keyPrefix || records.keyPrefix(keyId),
+              keyPrefix: batch.keyPrefix || (await records.keyPrefix(keyId)),
               provenanceKeyId: m.provenanceKeyId,
               markedAt: m.markedAt,
             });
             recorded = true;
             return body;
           },
-          settle: (delivered) => {
+          settle: async (delivered) => {
             if (delivered) return;
-            if (recorded) records.removeRecord(recordId);
-            records.giveSlot(batchId);
+            if (recorded) await records.removeRecord(recordId);
+            await records.giveSlot(batchId);
           },
         };
       },
@@ -264,8 +263,8 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
     });
   }
 
-  function findBatch(caller: Caller, id: string) {
-    const batch = UUID.test(id) ? records.batch(caller.account.id, id) : undefined;
+  async function findBatch(caller: Caller, id: string) {
+    const batch = UUID.test(id) ? await records.batch(caller.account.id, id) : undefined;
     if (!batch) throw new OptmarkError('not_found', 'No batch with that id for this account.');
     return batch;
   }
@@ -279,18 +278,18 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
 export function verifyWithRecords(store: Store): ApiExtension {
   return {
     route: '/api/v1/verify',
-    admit: ({ account }) => ({
-      answered: (_result, body) => withRecord(body, recordField(store, account.id, body)),
-      settle: () => {},
+    admit: async ({ account }) => ({
+      answered: async (_result, body) => withRecord(body, await recordField(store, account.id, body)),
+      settle: async () => {},
     }),
   };
 }
 
 /** The `record` field for a verify body: the newest record whose SHA-256 is the body's `sha256`. */
-function recordField(store: Store, accountId: number, body: Uint8Array): unknown {
+async function recordField(store: Store, accountId: number, body: Uint8Array): Promise<unknown> {
   const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
   const sha = /"sha256":"([0-9a-f]{64})"/.exec(text)?.[1];
-  const r = sha ? store.dashboard.recordBySha256(accountId, sha) : undefined;
+  const r = sha ? await store.dashboard.recordBySha256(accountId, sha) : undefined;
   if (!r) return null;
   return {
     id: r.id,
@@ -385,7 +384,7 @@ function json(
     const bodyRead = method === 'post' ? readBody(res, ex, MAX_JSON_BODY) : undefined;
     bodyRead?.catch(() => {}); // an early refusal (bad key) leaves it unread
     const run = async (): Promise<void> => {
-      const auth = deps.store.authenticate(request.authorization || undefined);
+      const auth = await deps.store.authenticate(request.authorization || undefined);
       if (!auth.ok) throw new OptmarkError(auth.code, auth.message);
       let body: Buffer | undefined;
       if (bodyRead) {

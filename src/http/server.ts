@@ -90,7 +90,7 @@ export class HttpServer {
     this.#uploads = new Uploads(options.uploads ?? { perAccountBytes: 0, perAddressBytes: 0, minBytesPerSecond: 0 });
     this.metrics = new Metrics(
       () => options.pool.stats,
-      () => options.store.checkpointStats,
+      () => options.store.stats.checkpoints,
       () => options.transfer.used,
     );
     this.#openapi = readFileSync(OPENAPI_PATH);

@@ -66,7 +66,7 @@ export class BackgroundCheckpoints {
   readonly #stats: CheckpointStats = { running: true, runs: 0, lastMs: 0, maxMs: 0, walFrames: 0, failures: 0 };
 
   /** Starts checkpointing `file`, whose connection on this thread is `db`; `onError` hears of a failure. */
-  constructor(db: Db, file: string, options: { intervalMs?: number; onError?: (err: Error) => void } = {}) {
+  constructor(db: Db, file: string, options: { intervalMs?: number | undefined; onError?: ((err: Error) => void) | undefined } = {}) {
     this.#db = db;
     const pageSize = db.pragma('page_size', { simple: true }) as number;
     db.pragma(`wal_autocheckpoint = ${BOUND_AUTOCHECKPOINT_PAGES}`);

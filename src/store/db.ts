@@ -53,8 +53,29 @@ const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (account_id, month, operation)
   ) STRICT, WITHOUT ROWID;
   `,
-  // 2: the dashboard's batches (at most 25 images each, enforced by the slot counter) and the dated
-  // records of what it marked (src/store/records.ts).
+  // 2: reservations carry their owner. usage_counters.used keeps counting every unit taken (held or
+  // committed), so the limit check stays one row; holds says how many of them each instance holds, and
+  // owners when its lease ends and which process it is, so the units of a dead instance are given back.
+  `
+  CREATE TABLE owners (
+    id         TEXT PRIMARY KEY,
+    host       TEXT NOT NULL,
+    pid        INTEGER NOT NULL,
+    started    TEXT NOT NULL,
+    expires_at INTEGER NOT NULL
+  ) STRICT;
+
+  CREATE TABLE holds (
+    owner      TEXT NOT NULL,
+    account_id INTEGER NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    month      TEXT NOT NULL,
+    operation  TEXT NOT NULL CHECK (operation IN ('protect', 'verify')),
+    n          INTEGER NOT NULL CHECK (n >= 0),
+    PRIMARY KEY (owner, account_id, month, operation)
+  ) STRICT, WITHOUT ROWID;
+  `,
+  // 3: the dashboard's batches (at most 25 images each, enforced by the slot counter) and the dated
+  // records of what it marked (src/store/sqlite/records.ts).
   `
   CREATE TABLE dashboard_batches (
     id          TEXT PRIMARY KEY,

@@ -1,0 +1,812 @@
+/**
+ * The shared engine: PostgreSQL through the `pg` client and a bounded pool, for any number of optmark
+ * instances behind a load balancer (OPTMARK_DATABASE_URL=postgres://...).
+ *
+ * - Quotas: `reserve` is one statement. The counter row of (account, month, operation) is where every
+ *   instance's reservations meet: `INSERT ... ON CONFLICT DO UPDATE SET used = used + 1 WHERE used <
+ *   limit` locks that row and evaluates the WHERE on its latest version (also under Read Committed), so
+ *   no number of instances can take more than the limit. The same statement adds the unit to this
+ *   instance's row in `holds`. `commit` takes it off the hold (the unit stays counted); `refund` takes it
+ *   off both. A unit is given back exactly once: by the refund, or by a reconciliation that deletes a
+ *   dead instance's holds and subtracts them from the counters in one statement (row locks order them).
+ * - Keys: authentication results are cached for at most `authCacheMs` (2 s), bounded in size; last-used
+ *   times are written in batches every 10 s.
+ * - Unavailability: a query that fails for want of the database (connection refused or lost, timeouts,
+ *   admin shutdown, too many connections) becomes StoreError `store_unavailable`; the API answers 503
+ *   with Retry-After, and no unit is ever granted without its reservation having been written.
+ */
+import pg from 'pg';
+import { StoreError } from '../errors.js';
+import { displayPrefix, generateKey, hashKey, isWellFormedKey } from '../keys.js';
+import { parseAuthorization } from '../auth.js';
+import { monthOf, parseMonth, quotaStateOf, type Operation, type QuotaState } from '../quota.js';
+import {
+  API_PLANS,
+  AuthCache,
+  BOOTSTRAP_ACCOUNT,
+  DEFAULT_AUTH_CACHE_MS,
+  LAST_USED_FLUSH_MS,
+  LEASE_MS,
+  LEASE_RENEW_MS,
+  LastUsed,
+  RECONCILE_INTERVAL_MS,
+  Reservations,
+  authFailure,
+  checkAccountName,
+  checkDefaults,
+  checkLimits,
+  checkPlan,
+  isDead,
+  keyLookup,
+  newOwner,
+  pickByPrefix,
+  reservationLost,
+  unknownAccount,
+  type AuthRow,
+  type OwnerIdentity,
+} from '../common.js';
+import type {
+  Account,
+  AuthResult,
+  BackgroundOptions,
+  KeyInfo,
+  Plan,
+  Reservation,
+  ReserveResult,
+  Store,
+  StoreSnapshot,
+  StoreStats,
+  StoredPublicKey,
+  Usage,
+} from '../types.js';
+import type { DashboardRecords } from '../records.js';
+import { PgDashboardRecords } from './records.js';
+import { migrate } from './schema.js';
+
+export interface PostgresStoreOptions {
+  /** postgres://user:password@host:port/database[?schema=name][&pool=N]. */
+  url: string;
+  defaultProtectLimit: number;
+  defaultVerifyLimit: number;
+  /** Connections at most (default 10, or `pool` in the URL). */
+  poolSize?: number;
+  /** Upper bound on how long an authentication result is reused (default 2000 ms; 0 = never). */
+  authCacheMs?: number;
+  /** Statement timeout and connection timeout (default 5000 ms). */
+  timeoutMs?: number;
+  /**
+   * Wait for the WAL flush at each commit (PostgreSQL's synchronous_commit). The operator commands keep
+   * it on (an issued or revoked key is on disk when the command returns). The server turns it off for
+   * its own writes (counters, holds, leases): a commit is then acknowledged before its WAL reaches the
+   * disk, and only a crash of the PostgreSQL host itself (not of optmark) can lose the last ~0.6 s of
+   * counter updates. With it on, every reservation waits for an fsync while it holds the account's
+   * counter row: measured here, 46 reserve+commit per second instead of thousands (bench/quota.bench.ts).
+   */
+  synchronousCommit?: boolean;
+}
+
+export const DEFAULT_POOL_SIZE = 10;
+export const DEFAULT_TIMEOUT_MS = 5000;
+const KEYS_CHANNEL = 'optmark_signing_keys';
+
+// int8 (counters and limits up to 2^31, lease times in ms) as numbers: every value stays below 2^53.
+const TYPES = {
+  getTypeParser: ((oid: number, format?: string) => (oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text'))) as typeof pg.types.getTypeParser,
+};
+
+/** Connection settings from the URL: our own parameters (schema, pool) are taken out of it. */
+export function parseDatabaseUrl(url: string): { connectionString: string; schema: string | undefined; pool: number | undefined; display: string } {
+  let u: URL;
+  try {
+    u = new URL(url);
+  } catch {
+    throw new StoreError('invalid_database_url', 'OPTMARK_DATABASE_URL is not a URL (postgres://user:password@host:5432/database)');
+  }
+  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') {
+    throw new StoreError('invalid_database_url', `OPTMARK_DATABASE_URL must start with postgres://, got ${u.protocol}//`);
+  }
+  const schema = u.searchParams.get('schema') ?? undefined;
+  if (schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
+    throw new StoreError('invalid_database_url', `schema must be a lower-case SQL identifier, got ${JSON.stringify(schema)}`);
+  }
+  const poolArg = u.searchParams.get('pool');
+  const pool = poolArg === null ? undefined : Number(poolArg);
+  if (pool !== undefined && (!Number.isInteger(pool) || pool < 1 || pool > 1000)) throw new StoreError('invalid_database_url', `pool must be 1..1000, got ${poolArg}`);
+  u.searchParams.delete('schema');
+  u.searchParams.delete('pool');
+  const display = new URL(u.href);
+  if (display.password) display.password = '***';
+  return { connectionString: u.href, schema, pool, display: display.href };
+}
+
+/** SQLSTATE classes that mean "the database cannot answer now", not "the statement is wrong". */
+function isUnavailable(err: unknown): boolean {
+  const code = (err as { code?: unknown } | null)?.code;
+  if (typeof code !== 'string') return true; // network errors (ECONNREFUSED...), pool and query timeouts
+  if (/^E[A-Z]+$/.test(code)) return true;
+  return /^(08|53|57|58|40|55)/.test(code);
+}
+
+interface AccountRow {
+  id: number;
+  name: string;
+  plan: Plan;
+  protect_limit: number | null;
+  verify_limit: number | null;
+  created_at: Date;
+}
+
+interface KeyRow {
+  id: number;
+  prefix: string;
+  created_at: Date;
+  last_used_at: Date | null;
+  revoked_at: Date | null;
+  account: string;
+}
+
+const ACCOUNT_COLUMNS = 'a.id, a.name, a.plan, a.protect_limit, a.verify_limit, a.created_at';
+const KEY_COLUMNS = 'k.id, k.prefix, k.created_at, k.last_used_at, k.revoked_at, a.name AS account';
+/** The effective limit of operation $op for account `a`, with $fallback the configured default. */
+const limitOf = (op: string, fallback: string) => `coalesce(CASE ${op}::text WHEN 'protect' THEN a.protect_limit ELSE a.verify_limit END, ${fallback}::bigint)`;
+
+const RESERVE = `
+  WITH lim AS (SELECT a.id, ${limitOf('$3', '$4')} AS lim FROM accounts a WHERE a.id = $1),
+  c AS (
+    INSERT INTO usage_counters AS u (account_id, month, operation, used)
+      SELECT id, $2::text, $3::text, 1 FROM lim WHERE lim.lim > 0
+    ON CONFLICT (account_id, month, operation) DO UPDATE SET used = u.used + 1
+      WHERE u.used < (SELECT lim FROM lim)
+    RETURNING u.used
+  ),
+  h AS (
+    INSERT INTO holds AS h (owner, account_id, month, operation, n)
+      SELECT $5::text, $1, $2::text, $3::text, 1 FROM c
+    ON CONFLICT (owner, account_id, month, operation) DO UPDATE SET n = h.n + 1
+    RETURNING h.n
+  )
+  SELECT c.used, (SELECT lim FROM lim) AS lim, (SELECT count(*) FROM h)::int AS held FROM c`;
+
+const STATE_OF = (month: string) => `
+  SELECT ${limitOf('$4', '$6')} AS lim,
+         coalesce((SELECT used FROM usage_counters u WHERE u.account_id = a.id AND u.month = ${month}::text AND u.operation = $4::text), 0) AS used
+    FROM accounts a WHERE a.id = $2`;
+
+const COMMIT = `
+  WITH h AS (
+    UPDATE holds SET n = n - 1 WHERE owner = $1::text AND account_id = $2 AND month = $3::text AND operation = $4::text AND n > 0 RETURNING 1
+  ),
+  s AS (${STATE_OF('$5')})
+  SELECT (SELECT count(*) FROM h)::int AS released, s.lim, s.used FROM s`;
+
+// $7: the unit is still held (take it off the hold, and off the counter only if the hold had it);
+// false: it was committed (off the counter only).
+const REFUND = `
+  WITH h AS (
+    UPDATE holds SET n = n - 1
+     WHERE $7::boolean AND owner = $1::text AND account_id = $2 AND month = $3::text AND operation = $4::text AND n > 0 RETURNING 1
+  ),
+  c AS (
+    UPDATE usage_counters SET used = used - 1
+     WHERE account_id = $2 AND month = $3::text AND operation = $4::text AND used > 0
+       AND (NOT $7::boolean OR EXISTS (SELECT 1 FROM h)) RETURNING used
+  ),
+  s AS (${STATE_OF('$5')})
+  SELECT s.lim, s.used, (SELECT used FROM c) AS after, ($3::text = $5::text) AS same_month FROM s`;
+
+// Everything a dead owner held goes back to its counters and its rows go, in one statement. Two
+// reconcilers racing on one owner: the second waits on the row locks and then finds nothing to delete.
+const RELEASE_OWNER = `
+  WITH o AS (DELETE FROM owners WHERE id = $1),
+  h AS (DELETE FROM holds WHERE owner = $1 RETURNING account_id, month, operation, n),
+  u AS (
+    UPDATE usage_counters c SET used = greatest(0, c.used - h.n) FROM h
+     WHERE c.account_id = h.account_id AND c.month = h.month AND c.operation = h.operation RETURNING h.n
+  )
+  SELECT coalesce(sum(n), 0)::bigint AS units FROM u`;
+
+export class PostgresStore implements Store {
+  readonly engine = 'postgres' as const;
+  readonly sharesSecrets = true;
+  readonly location: string;
+  readonly #pool: pg.Pool;
+  readonly dashboard: DashboardRecords;
+  readonly #config: pg.PoolConfig;
+  readonly #defaults: Record<Operation, number>;
+  readonly #reservations = new Reservations();
+  readonly #owner: OwnerIdentity = newOwner();
+  readonly #lastUsed = new LastUsed();
+  readonly #cache: AuthCache;
+  #registered: Promise<void> | undefined;
+  #timers: NodeJS.Timeout[] = [];
+  #reconciled = 0;
+  #closed = false;
+  #listeners: pg.Client[] = [];
+  /** Refunds the database could not take when asked: retried with each reconciliation. */
+  readonly #retry = new Set<Reservation>();
+
+  private constructor(pool: pg.Pool, config: pg.PoolConfig, location: string, defaults: Record<Operation, number>, authCacheMs: number) {
+    this.#pool = pool;
+    this.#config = config;
+    this.location = location;
+    this.#defaults = defaults;
+    this.#cache = new AuthCache(authCacheMs);
+    this.dashboard = new PgDashboardRecords((text, values, name) => this.#q(text, values, name));
+  }
+
+  /** Connects, creates the schema named in the URL if needed, and migrates it (once across instances). */
+  static async open(opts: PostgresStoreOptions): Promise<PostgresStore> {
+    checkDefaults(opts);
+    const url = parseDatabaseUrl(opts.url);
+    const timeout = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
+    const settings = [`-c statement_timeout=${timeout}`, `-c idle_in_transaction_session_timeout=${4 * timeout}`];
+    if (opts.synchronousCommit === false) settings.push('-c synchronous_commit=off');
+    if (url.schema) settings.push(`-c search_path=${url.schema}`);
+    const config: pg.PoolConfig = {
+      connectionString: url.connectionString,
+      max: opts.poolSize ?? url.pool ?? DEFAULT_POOL_SIZE,
+      connectionTimeoutMillis: timeout,
+      idleTimeoutMillis: 30_000,
+      query_timeout: timeout + 1000,
+      options: settings.join(' '),
+      application_name: 'optmark',
+      types: TYPES,
+    };
+    const pool = new pg.Pool(config);
+    // An idle connection that breaks (server restart) is dropped by the pool; without a listener the
+    // 'error' event would end the process.
+    pool.on('error', () => undefined);
+    const store = new PostgresStore(pool, config, url.display, { protect: opts.defaultProtectLimit, verify: opts.defaultVerifyLimit }, opts.authCacheMs ?? DEFAULT_AUTH_CACHE_MS);
+    try {
+      const client = await pool.connect().catch((err: unknown) => {
+        throw unavailable(err, url.display);
+      });
+      try {
+        if (url.schema) await client.query(`CREATE SCHEMA IF NOT EXISTS ${url.schema}`).catch(() => undefined);
+        await migrate(client);
+      } finally {
+        client.release();
+      }
+    } catch (err) {
+      await pool.end().catch(() => undefined);
+      throw err;
+    }
+    return store;
+  }
+
+  get instanceId(): string {
+    return this.#owner.id;
+  }
+
+  async #q<R extends pg.QueryResultRow>(text: string, values: unknown[] = [], name?: string): Promise<pg.QueryResult<R>> {
+    try {
+      return await this.#pool.query<R>(name ? { name, text, values } : { text, values });
+    } catch (err) {
+      if (isUnavailable(err)) throw unavailable(err, this.location);
+      throw err;
+    }
+  }
+
+  /** Runs `fn` in a transaction on one connection. */
+  async #tx<T>(fn: (c: pg.PoolClient) => Promise<T>): Promise<T> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (err) {
+      throw unavailable(err, this.location);
+    }
+    try {
+      await client.query('BEGIN');
+      const out = await fn(client);
+      await client.query('COMMIT');
+      return out;
+    } catch (err) {
+      await client.query('ROLLBACK').catch(() => undefined);
+      if (!(err instanceof StoreError) && isUnavailable(err)) throw unavailable(err, this.location);
+      throw err;
+    } finally {
+      client.release();
+    }
+  }
+
+  // ── request path ──────────────────────────────────────────────────────────────────────────────
+
+  async authenticate(authorization: string | undefined, now: Date = new Date()): Promise<AuthResult> {
+    const parsed = parseAuthorization(authorization);
+    if (parsed.kind === 'missing') return authFailure('missing_api_key');
+    if (parsed.kind === 'other_scheme') return authFailure('invalid_api_key', 'Send the API key as "Authorization: Bearer <key>".');
+    if (!isWellFormedKey(parsed.token)) return authFailure('invalid_api_key');
+    const hash = hashKey(parsed.token);
+    const cacheKey = hash.toString('base64');
+    const t = Date.now();
+    let row = this.#cache.get(cacheKey, t);
+    if (!row) {
+      const r = await this.#q<AccountRow & { key_id: number; last_used_at: Date | null; revoked_at: Date | null }>(
+        `SELECT ${ACCOUNT_COLUMNS}, k.id AS key_id, k.last_used_at, k.revoked_at FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = $1`,
+        [hash],
+        'optmark_auth',
+      );
+      const db = r.rows[0];
+      if (!db) return authFailure('invalid_api_key'); // unknown keys are not cached: a new key works at once
+      row = {
+        keyId: db.key_id,
+        accountId: db.id,
+        name: db.name,
+        plan: db.plan,
+        protectLimit: db.protect_limit,
+        verifyLimit: db.verify_limit,
+        createdAt: db.created_at.toISOString(),
+        lastUsedAt: db.last_used_at?.toISOString() ?? null,
+        revoked: db.revoked_at !== null,
+      } satisfies AuthRow;
+      this.#cache.set(cacheKey, row, t);
+    }
+    if (row.revoked) return authFailure('invalid_api_key', 'The API key has been revoked.');
+    this.#lastUsed.note(row.keyId, row.lastUsedAt, now);
+    if (!API_PLANS.has(row.plan)) {
+      return authFailure('plan_required', `The account's plan (${row.plan}) does not include API access; the pro and lifetime plans do.`);
+    }
+    const account: Account = {
+      id: row.accountId,
+      name: row.name,
+      plan: row.plan,
+      protectLimit: row.protectLimit ?? this.#defaults.protect,
+      verifyLimit: row.verifyLimit ?? this.#defaults.verify,
+      createdAt: row.createdAt,
+    };
+    return { ok: true, account, keyId: row.keyId };
+  }
+
+  async reserve(accountId: number, op: Operation, now: Date = new Date()): Promise<ReserveResult> {
+    await (this.#registered ??= this.#register().catch((err: unknown) => {
+      this.#registered = undefined;
+      throw err;
+    }));
+    const month = monthOf(now);
+    const r = await this.#q<{ used: number; lim: number; held: number }>(RESERVE, [accountId, month, op, this.#defaults[op], this.#owner.id], 'optmark_reserve');
+    const taken = r.rows[0];
+    if (!taken) return { ok: false, state: await this.#state(accountId, op, month, now) };
+    return { ok: true, reservation: this.#reservations.create(accountId, op, month), state: quotaStateOf(op, taken.lim, taken.used, month, now) };
+  }
+
+  commit(res: Reservation, now: Date = new Date()): Promise<QuotaState | undefined> {
+    return this.#reservations.serial(res, () => this.#commit(res, now));
+  }
+
+  async #commit(res: Reservation, now: Date): Promise<QuotaState | undefined> {
+    if (this.#reservations.state(res) !== 'held') return undefined;
+    const m = monthOf(now);
+    const r = await this.#q<{ released: number; lim: number; used: number }>(
+      COMMIT,
+      [this.#owner.id, res.accountId, res.month, res.operation, m, this.#defaults[res.operation]],
+      'optmark_commit',
+    );
+    const row = r.rows[0];
+    if (!row || row.released !== 1) {
+      this.#reservations.set(res, undefined);
+      throw reservationLost();
+    }
+    this.#reservations.set(res, 'committed');
+    return quotaStateOf(res.operation, row.lim, row.used, m, now);
+  }
+
+  refund(res: Reservation, now: Date = new Date()): Promise<QuotaState | undefined> {
+    return this.#reservations.serial(res, () => this.#refund(res, now));
+  }
+
+  async #refund(res: Reservation, now: Date): Promise<QuotaState | undefined> {
+    const state = this.#reservations.state(res);
+    if (state === undefined) return undefined;
+    const m = monthOf(now);
+    let r;
+    try {
+      r = await this.#q<{ lim: number; used: number; after: number | null; same_month: boolean }>(
+        REFUND,
+        [this.#owner.id, res.accountId, res.month, res.operation, m, this.#defaults[res.operation], state === 'held'],
+        'optmark_refund',
+      );
+    } catch (err) {
+      // The database could not take it now: retried by the background work until it can (a held unit
+      // of a live instance is never reclaimed by anyone else).
+      this.#retry.add(res);
+      throw err;
+    }
+    this.#retry.delete(res);
+    this.#reservations.set(res, undefined);
+    const row = r.rows[0];
+    if (!row) return undefined;
+    // The state read in the statement predates its own update: show the unit given back.
+    const used = row.same_month && row.after !== null ? row.after : row.used;
+    return quotaStateOf(res.operation, row.lim, used, m, now);
+  }
+
+  async quotaState(accountId: number, op: Operation, now: Date = new Date()): Promise<QuotaState> {
+    return this.#state(accountId, op, monthOf(now), now);
+  }
+
+  async reconcile(now: Date = new Date()): Promise<number> {
+    const t = now.getTime();
+    const owners = await this.#q<{ id: string; host: string; pid: number; started: string; expires_at: number }>('SELECT id, host, pid, started, expires_at FROM owners');
+    const dead = owners.rows.filter((o) => isDead({ id: o.id, host: o.host, pid: o.pid, started: o.started, expiresAt: o.expires_at }, this.#owner, t)).map((o) => o.id);
+    const orphans = await this.#q<{ owner: string }>('SELECT DISTINCT owner FROM holds WHERE owner NOT IN (SELECT id FROM owners)');
+    for (const { owner } of orphans.rows) if (owner !== this.#owner.id) dead.push(owner);
+    let units = 0;
+    for (const id of dead) units += (await this.#q<{ units: number }>(RELEASE_OWNER, [id])).rows[0]!.units;
+    this.#reconciled += units;
+    return units;
+  }
+
+  // ── operator side ─────────────────────────────────────────────────────────────────────────────
+
+  async bootstrapIfEmpty(): Promise<{ account: Account; key: string } | undefined> {
+    return this.#tx(async (c) => {
+      // Two instances starting on an empty database: the lock makes the second see the first's account.
+      await c.query('LOCK TABLE accounts IN SHARE ROW EXCLUSIVE MODE');
+      const n = await c.query<{ n: number }>('SELECT count(*)::int AS n FROM accounts');
+      if (n.rows[0]!.n > 0) return undefined;
+      const account = await this.#insertAccount(c, BOOTSTRAP_ACCOUNT, 'pro', new Date());
+      const { key } = await this.#insertKey(c, account.id, new Date());
+      return { account, key };
+    });
+  }
+
+  async createAccount(name: string, plan: Plan, now: Date = new Date()): Promise<Account> {
+    checkAccountName(name);
+    checkPlan(plan);
+    return this.#insertAccount(undefined, name, plan, now);
+  }
+
+  async #insertAccount(c: pg.PoolClient | undefined, name: string, plan: Plan, now: Date): Promise<Account> {
+    const text = 'INSERT INTO accounts (name, plan, created_at) VALUES ($1, $2, $3) RETURNING id, name, plan, protect_limit, verify_limit, created_at';
+    try {
+      const r = c ? await c.query<AccountRow>(text, [name, plan, now]) : await this.#q<AccountRow>(text, [name, plan, now]);
+      return this.#toAccount(r.rows[0]!);
+    } catch (err) {
+      if ((err as { code?: unknown }).code === '23505') throw new StoreError('duplicate_account', `an account named "${name}" already exists (names ignore case)`);
+      throw err;
+    }
+  }
+
+  async listAccounts(): Promise<Account[]> {
+    const r = await this.#q<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a ORDER BY lower(a.name), a.name`);
+    return r.rows.map((row) => this.#toAccount(row));
+  }
+
+  async getAccount(name: string): Promise<Account> {
+    return this.#toAccount(await this.#row(name));
+  }
+
+  async setPlan(name: string, plan: Plan): Promise<Account> {
+    checkPlan(plan);
+    const r = await this.#q<AccountRow>(`UPDATE accounts a SET plan = $2 WHERE lower(a.name) = lower($1) RETURNING ${ACCOUNT_COLUMNS}`, [name, plan]);
+    if (!r.rows[0]) throw unknownAccount(name);
+    this.#cache.clear();
+    return this.#toAccount(r.rows[0]);
+  }
+
+  async setLimits(name: string, limits: { protect?: number | null; verify?: number | null }): Promise<Account> {
+    checkLimits(limits);
+    const r = await this.#q<AccountRow>(
+      `UPDATE accounts a SET protect_limit = CASE WHEN $2 THEN $3::bigint ELSE a.protect_limit END,
+                             verify_limit = CASE WHEN $4 THEN $5::bigint ELSE a.verify_limit END
+        WHERE lower(a.name) = lower($1) RETURNING ${ACCOUNT_COLUMNS}`,
+      [name, limits.protect !== undefined, limits.protect ?? null, limits.verify !== undefined, limits.verify ?? null],
+    );
+    if (!r.rows[0]) throw unknownAccount(name);
+    this.#cache.clear();
+    return this.#toAccount(r.rows[0]);
+  }
+
+  async issueKey(accountName: string, now: Date = new Date()): Promise<{ key: string; prefix: string; id: number }> {
+    const row = await this.#row(accountName);
+    return this.#insertKey(undefined, row.id, now);
+  }
+
+  async #insertKey(c: pg.PoolClient | undefined, accountId: number, now: Date): Promise<{ key: string; prefix: string; id: number }> {
+    const key = generateKey();
+    const prefix = displayPrefix(key);
+    const text = 'INSERT INTO api_keys (account_id, hash, prefix, created_at) VALUES ($1, $2, $3, $4) RETURNING id';
+    const values = [accountId, hashKey(key), prefix, now];
+    const r = c ? await c.query<{ id: number }>(text, values) : await this.#q<{ id: number }>(text, values);
+    return { key, prefix, id: r.rows[0]!.id };
+  }
+
+  async listKeys(accountName: string): Promise<KeyInfo[]> {
+    await this.#flushLastUsed();
+    const row = await this.#row(accountName);
+    const r = await this.#q<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.account_id = $1 ORDER BY k.id`, [row.id]);
+    return r.rows.map(toKeyInfo);
+  }
+
+  async revokeKey(prefix: string, now: Date = new Date()): Promise<{ prefix: string; account: string; alreadyRevoked: boolean }> {
+    const lookup = keyLookup(prefix.trim());
+    let key: KeyRow;
+    if (lookup.kind === 'whole') {
+      const r = await this.#q<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = $1`, [hashKey(lookup.key)]);
+      if (!r.rows[0]) throw new StoreError('unknown_key', 'no key matches that key');
+      key = r.rows[0];
+    } else {
+      const r = await this.#q<KeyRow>(
+        `SELECT ${KEY_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.prefix >= $1 AND k.prefix < $2 ORDER BY k.id`,
+        [lookup.prefix, `${lookup.prefix}~`],
+      );
+      key = pickByPrefix(
+        r.rows.map((k) => ({ ...k, revoked: k.revoked_at !== null })),
+        lookup.shown,
+      );
+    }
+    const u = await this.#q('UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL', [now, key.id]);
+    this.#cache.clear();
+    return { prefix: key.prefix, account: key.account, alreadyRevoked: u.rowCount !== 1 };
+  }
+
+  async usage(accountName: string, month?: string, now: Date = new Date()): Promise<Usage> {
+    const m = month === undefined ? monthOf(now) : parseMonth(month);
+    const { id } = await this.#row(accountName);
+    const held = { protect: 0, verify: 0 };
+    const h = await this.#q<{ operation: Operation; n: number }>('SELECT operation, sum(n)::bigint AS n FROM holds WHERE account_id = $1 AND month = $2 GROUP BY operation', [id, m]);
+    for (const r of h.rows) held[r.operation] = r.n;
+    const [protect, verify] = await Promise.all([this.#state(id, 'protect', m, now), this.#state(id, 'verify', m, now)]);
+    return { month: m, protect, verify, held };
+  }
+
+  // ── shared secrets ────────────────────────────────────────────────────────────────────────────
+
+  async recordPublicKey(keyId: string, pem: string, now: Date = new Date()): Promise<boolean> {
+    // Durable whatever the session's setting, and announced to every instance when the transaction commits.
+    return this.#tx(async (c) => {
+      await c.query('SET LOCAL synchronous_commit = on');
+      const r = await c.query('INSERT INTO signing_keys (key_id, public_pem, recorded_at) VALUES ($1, $2, $3) ON CONFLICT (key_id) DO NOTHING', [keyId, pem, now]);
+      if (r.rowCount === 1) await c.query('SELECT pg_notify($1, $2)', [KEYS_CHANNEL, keyId]);
+      return r.rowCount === 1;
+    });
+  }
+
+  async listPublicKeys(): Promise<StoredPublicKey[]> {
+    const r = await this.#q<{ key_id: string; public_pem: string; recorded_at: Date }>('SELECT key_id, public_pem, recorded_at FROM signing_keys ORDER BY recorded_at, key_id LIMIT 10000');
+    return r.rows.map((k) => ({ keyId: k.key_id, pem: k.public_pem, recordedAt: k.recorded_at.toISOString() }));
+  }
+
+  async sharedSecret(name: string, create: () => Buffer): Promise<Buffer> {
+    await this.#tx(async (c) => {
+      await c.query('SET LOCAL synchronous_commit = on');
+      await c.query('INSERT INTO secrets (name, value, created_at) VALUES ($1, $2, now()) ON CONFLICT (name) DO NOTHING', [name, create()]);
+    });
+    const r = await this.#q<{ value: Buffer }>('SELECT value FROM secrets WHERE name = $1', [name]);
+    return r.rows[0]!.value;
+  }
+
+  /** LISTENs on its own connection (reconnecting after a failure); `listener` also runs after each reconnect. */
+  async onPublicKeysChanged(listener: () => void): Promise<() => Promise<void>> {
+    let stopped = false;
+    let client: pg.Client | undefined;
+    const connect = async (): Promise<void> => {
+      if (stopped || this.#closed) return;
+      const c = new pg.Client({ ...this.#config, query_timeout: undefined });
+      client = c;
+      this.#listeners.push(c);
+      c.on('notification', () => listener());
+      c.on('error', () => undefined);
+      c.on('end', () => {
+        this.#listeners = this.#listeners.filter((x) => x !== c);
+        if (!stopped && !this.#closed) setTimeout(() => void connect(), 1000).unref();
+      });
+      try {
+        await c.connect();
+        await c.query(`LISTEN ${KEYS_CHANNEL}`);
+        listener(); // anything recorded while not listening
+      } catch {
+        await c.end().catch(() => undefined);
+      }
+    };
+    await connect();
+    return async () => {
+      stopped = true;
+      await client?.end().catch(() => undefined);
+    };
+  }
+
+  // ── migration ─────────────────────────────────────────────────────────────────────────────────
+
+  async isEmpty(): Promise<boolean> {
+    const r = await this.#q<{ n: number }>(
+      'SELECT (SELECT count(*) FROM accounts) + (SELECT count(*) FROM api_keys) + (SELECT count(*) FROM usage_counters) + (SELECT count(*) FROM signing_keys) AS n',
+    );
+    return r.rows[0]!.n === 0;
+  }
+
+  async snapshot(months: string[]): Promise<StoreSnapshot> {
+    return this.#tx(async (c) => {
+      await c.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
+      const a = await c.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a ORDER BY a.id`);
+      const k = await c.query<{ account: string; hash: Buffer; prefix: string; created_at: Date; last_used_at: Date | null; revoked_at: Date | null }>(
+        'SELECT a.name AS account, k.hash, k.prefix, k.created_at, k.last_used_at, k.revoked_at FROM api_keys k JOIN accounts a ON a.id = k.account_id ORDER BY k.id',
+      );
+      const u = await c.query<{ account: string; month: string; operation: Operation; used: number }>(
+        `SELECT a.name AS account, u.month, u.operation,
+                greatest(0, u.used - coalesce((SELECT sum(n) FROM holds h WHERE h.account_id = u.account_id AND h.month = u.month AND h.operation = u.operation), 0))::bigint AS used
+           FROM usage_counters u JOIN accounts a ON a.id = u.account_id WHERE u.month = ANY($1)`,
+        [months],
+      );
+      return {
+        accounts: a.rows.map((r) => ({ name: r.name, plan: r.plan, protectLimit: r.protect_limit, verifyLimit: r.verify_limit, createdAt: r.created_at.toISOString() })),
+        keys: k.rows.map((r) => ({
+          account: r.account,
+          hash: r.hash,
+          prefix: r.prefix,
+          createdAt: r.created_at.toISOString(),
+          lastUsedAt: r.last_used_at?.toISOString() ?? null,
+          revokedAt: r.revoked_at?.toISOString() ?? null,
+        })),
+        counters: u.rows,
+      };
+    });
+  }
+
+  async restore(s: StoreSnapshot): Promise<void> {
+    await this.#tx(async (c) => {
+      // The dashboard's batches and records belong to the accounts replaced here (they are not in a snapshot).
+      await c.query('TRUNCATE dashboard_records, dashboard_batches, holds, usage_counters, api_keys, accounts RESTART IDENTITY');
+      const ids = new Map<string, number>();
+      for (const a of s.accounts) {
+        const r = await c.query<{ id: number }>('INSERT INTO accounts (name, plan, protect_limit, verify_limit, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id', [
+          a.name,
+          a.plan,
+          a.protectLimit,
+          a.verifyLimit,
+          a.createdAt,
+        ]);
+        ids.set(a.name.toLowerCase(), r.rows[0]!.id);
+      }
+      for (const k of s.keys) {
+        await c.query('INSERT INTO api_keys (account_id, hash, prefix, created_at, last_used_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6)', [
+          ids.get(k.account.toLowerCase()),
+          k.hash,
+          k.prefix,
+          k.createdAt,
+          k.lastUsedAt,
+          k.revokedAt,
+        ]);
+      }
+      for (const u of s.counters) {
+        await c.query('INSERT INTO usage_counters (account_id, month, operation, used) VALUES ($1, $2, $3, $4)', [ids.get(u.account.toLowerCase()), u.month, u.operation, u.used]);
+      }
+    });
+    this.#cache.clear();
+  }
+
+  // ── lifecycle ─────────────────────────────────────────────────────────────────────────────────
+
+  async startBackground(options: BackgroundOptions = {}): Promise<void> {
+    if (this.#timers.length > 0) return;
+    const report = (what: string) => (err: unknown) => options.onError?.(err instanceof Error ? err : new Error(String(err)), what);
+    await (this.#registered ??= this.#register());
+    const reconcile = async () => {
+      try {
+        for (const r of [...this.#retry]) await this.refund(r);
+        const units = await this.reconcile();
+        if (units > 0) options.onReconciled?.(units);
+      } catch (err) {
+        report('reconcile')(err);
+      }
+    };
+    await reconcile();
+    const every = (ms: number, fn: () => Promise<void>) => {
+      let running = false;
+      const t = setInterval(() => {
+        if (running) return; // a slow database: never pile up
+        running = true;
+        void fn().finally(() => (running = false));
+      }, ms);
+      t.unref();
+      this.#timers.push(t);
+    };
+    every(RECONCILE_INTERVAL_MS, reconcile);
+    every(LEASE_RENEW_MS, () => this.#renew().catch(report('lease')));
+    every(LAST_USED_FLUSH_MS, () => this.#flushLastUsed().catch(report('last-used')));
+  }
+
+  async stopBackground(): Promise<void> {
+    for (const t of this.#timers.splice(0)) clearInterval(t);
+  }
+
+  get stats(): StoreStats {
+    return {
+      engine: 'postgres',
+      reconciledUnits: this.#reconciled,
+      pool: { total: this.#pool.totalCount, idle: this.#pool.idleCount, waiting: this.#pool.waitingCount },
+    };
+  }
+
+  get checkpointStats(): undefined {
+    return undefined;
+  }
+
+  async close(): Promise<void> {
+    if (this.#closed) return;
+    this.#closed = true;
+    for (const t of this.#timers.splice(0)) clearInterval(t);
+    try {
+      await this.#flushLastUsed();
+      // Whatever this instance still holds was never answered: give it back now rather than at expiry.
+      if (this.#registered) await this.#q(RELEASE_OWNER, [this.#owner.id]);
+    } catch {
+      // The database is gone: the lease expires and another instance gives the units back.
+    } finally {
+      await Promise.all(this.#listeners.map((c) => c.end().catch(() => undefined)));
+      await this.#pool.end().catch(() => undefined);
+    }
+  }
+
+  // ── helpers ───────────────────────────────────────────────────────────────────────────────────
+
+  async #register(): Promise<void> {
+    const o = this.#owner;
+    await this.#q(
+      'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at',
+      [o.id, o.host, o.pid, o.started, Date.now() + LEASE_MS],
+    );
+  }
+
+  async #renew(): Promise<void> {
+    // A missing row means another instance took this one for dead and gave its units back: register
+    // again; the reservations it held fail at commit (reservation_lost).
+    const r = await this.#q('UPDATE owners SET expires_at = $1 WHERE id = $2', [Date.now() + LEASE_MS, this.#owner.id]);
+    if (r.rowCount === 0) await this.#register();
+  }
+
+  async #flushLastUsed(): Promise<void> {
+    if (this.#lastUsed.size === 0) return;
+    const rows = this.#lastUsed.take();
+    await this.#q(
+      `UPDATE api_keys k SET last_used_at = v.at FROM unnest($1::int[], $2::timestamptz[]) AS v(id, at)
+        WHERE k.id = v.id AND (k.last_used_at IS NULL OR k.last_used_at < v.at)`,
+      [rows.map((r) => r.id), rows.map((r) => r.at)],
+    );
+  }
+
+  async #row(name: string): Promise<AccountRow> {
+    const r = await this.#q<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a WHERE lower(a.name) = lower($1)`, [name]);
+    if (!r.rows[0]) throw unknownAccount(name);
+    return r.rows[0];
+  }
+
+  async #state(accountId: number, op: Operation, month: string, now: Date): Promise<QuotaState> {
+    const r = await this.#q<{ lim: number; used: number }>(
+      `SELECT ${limitOf('$2', '$3')} AS lim,
+              coalesce((SELECT used FROM usage_counters u WHERE u.account_id = a.id AND u.month = $4 AND u.operation = $2::text), 0) AS used
+         FROM accounts a WHERE a.id = $1`,
+      [accountId, op, this.#defaults[op], month],
+      'optmark_state',
+    );
+    const row = r.rows[0];
+    if (!row) throw new StoreError('unknown_account', `no account with id ${accountId}`);
+    return quotaStateOf(op, row.lim, row.used, month, now);
+  }
+
+  #toAccount(row: AccountRow): Account {
+    return {
+      id: row.id,
+      name: row.name,
+      plan: row.plan,
+      protectLimit: row.protect_limit ?? this.#defaults.protect,
+      verifyLimit: row.verify_limit ?? this.#defaults.verify,
+      createdAt: row.created_at.toISOString(),
+    };
+  }
+}
+
+function toKeyInfo(row: KeyRow): KeyInfo {
+  return {
+    id: row.id,
+    prefix: row.prefix,
+    createdAt: row.created_at.toISOString(),
+    lastUsedAt: row.last_used_at?.toISOString() ?? null,
+    revokedAt: row.revoked_at?.toISOString() ?? null,
+  };
+}
+
+function unavailable(err: unknown, where: string): StoreError {
+  const reason = err instanceof Error ? err.message : String(err);
+  return new StoreError('store_unavailable', `the PostgreSQL store at ${where} is unavailable: ${reason || (err as { code?: string }).code || 'no answer'}`, { cause: err });
+}

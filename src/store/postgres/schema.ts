@@ -1,0 +1,164 @@
+/**
+ * The PostgreSQL schema as versioned, append-only migrations, applied at start under an advisory lock so
+ * that N instances starting together migrate once. An instance refuses a schema newer than it knows.
+ */
+import type { PoolClient } from 'pg';
+import { StoreError } from '../errors.js';
+
+/**
+ * Entry i takes the schema from version i to i + 1. Append only: never edit a shipped entry. Each runs in
+ * a transaction of its own together with the row that records it.
+ */
+export const PG_MIGRATIONS: readonly string[] = [
+  `
+  CREATE TABLE accounts (
+    id            integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    name          text NOT NULL,
+    plan          text NOT NULL CHECK (plan IN ('free', 'pro', 'lifetime')),
+    protect_limit bigint CHECK (protect_limit >= 0),
+    verify_limit  bigint CHECK (verify_limit >= 0),
+    created_at    timestamptz NOT NULL
+  );
+  -- names ignore case, as in SQLite's COLLATE NOCASE
+  CREATE UNIQUE INDEX accounts_name ON accounts (lower(name));
+
+  CREATE TABLE api_keys (
+    id           integer GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+    account_id   integer NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    hash         bytea NOT NULL UNIQUE CHECK (length(hash) = 32),
+    prefix       text NOT NULL COLLATE "C",
+    created_at   timestamptz NOT NULL,
+    last_used_at timestamptz,
+    revoked_at   timestamptz
+  );
+  CREATE INDEX api_keys_account ON api_keys (account_id);
+  CREATE INDEX api_keys_prefix ON api_keys (prefix);
+
+  -- used counts every unit taken this month, held or committed: the limit check is this one row.
+  CREATE TABLE usage_counters (
+    account_id integer NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    month      text NOT NULL,
+    operation  text NOT NULL CHECK (operation IN ('protect', 'verify')),
+    used       bigint NOT NULL CHECK (used >= 0),
+    PRIMARY KEY (account_id, month, operation)
+  );
+
+  -- The instances that hold units, with their lease and (for same-host liveness checks) their process.
+  CREATE TABLE owners (
+    id         text PRIMARY KEY,
+    host       text NOT NULL,
+    pid        integer NOT NULL,
+    started    text NOT NULL,
+    expires_at bigint NOT NULL
+  );
+
+  -- How many of a counter's units each instance holds (taken, not yet committed or refunded).
+  CREATE TABLE holds (
+    owner      text NOT NULL,
+    account_id integer NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    month      text NOT NULL,
+    operation  text NOT NULL,
+    n          bigint NOT NULL CHECK (n >= 0),
+    PRIMARY KEY (owner, account_id, month, operation)
+  );
+  CREATE INDEX holds_counter ON holds (account_id, month, operation);
+
+  -- Provenance public keys of every instance (the private keys stay with the operator).
+  CREATE TABLE signing_keys (
+    key_id      text PRIMARY KEY,
+    public_pem  text NOT NULL,
+    recorded_at timestamptz NOT NULL
+  );
+
+  -- Secrets every instance must share (the fingerprint key).
+  CREATE TABLE secrets (
+    name       text PRIMARY KEY,
+    value      bytea NOT NULL,
+    created_at timestamptz NOT NULL
+  );
+  `,
+  // 2: the dashboard's batches and records (./records.ts). Times are ISO-8601 UTC text, as in SQLite.
+  `
+  CREATE TABLE dashboard_batches (
+    id          text PRIMARY KEY,
+    account_id  integer NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    key_prefix  text NOT NULL,
+    size        integer NOT NULL CHECK (size BETWEEN 1 AND 25),
+    provenance  boolean NOT NULL,
+    fingerprint boolean NOT NULL,
+    used        integer NOT NULL DEFAULT 0 CHECK (used >= 0 AND used <= size),
+    created_at  text NOT NULL COLLATE "C"
+  );
+  CREATE INDEX dashboard_batches_account ON dashboard_batches (account_id, created_at);
+
+  CREATE TABLE dashboard_records (
+    id                text PRIMARY KEY,
+    account_id        integer NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    batch_id          text NOT NULL,
+    sha256            text NOT NULL COLLATE "C" CHECK (length(sha256) = 64),
+    original_name     text NOT NULL,
+    produced_name     text NOT NULL,
+    mime_type         text NOT NULL,
+    bytes             bigint NOT NULL,
+    layers            text NOT NULL,
+    key_prefix        text NOT NULL,
+    provenance_key_id text,
+    marked_at         text NOT NULL COLLATE "C"
+  );
+  CREATE INDEX dashboard_records_account ON dashboard_records (account_id, marked_at);
+  CREATE INDEX dashboard_records_sha256 ON dashboard_records (sha256);
+  CREATE INDEX dashboard_records_batch ON dashboard_records (batch_id);
+  `,
+];
+
+export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;
+
+/** Advisory lock key (first half): "optm". The second half is the schema's name hashed by PostgreSQL. */
+const LOCK_CLASS = 0x6f70746d;
+
+async function appliedVersion(client: PoolClient): Promise<number> {
+  const t = await client.query<{ exists: boolean }>(
+    `SELECT EXISTS (SELECT 1 FROM pg_tables WHERE schemaname = current_schema() AND tablename = 'optmark_schema') AS exists`,
+  );
+  if (!t.rows[0]!.exists) return 0;
+  const r = await client.query<{ v: number | null }>('SELECT max(version) AS v FROM optmark_schema');
+  return Number(r.rows[0]!.v ?? 0);
+}
+
+function tooNew(seen: number): StoreError {
+  return new StoreError(
+    'schema_too_new',
+    `the PostgreSQL schema is at version ${seen}, newer than this optmark understands (${PG_SCHEMA_VERSION}); upgrade optmark on this instance`,
+  );
+}
+
+/** Brings the current schema to PG_SCHEMA_VERSION; returns the versions applied (none when another instance did it). */
+export async function migrate(client: PoolClient, migrations: readonly string[] = PG_MIGRATIONS): Promise<number[]> {
+  const known = migrations.length;
+  const seen = await appliedVersion(client);
+  if (seen > known) throw tooNew(seen);
+  if (seen === known) return [];
+  await client.query('SELECT pg_advisory_lock($1, hashtext(current_schema()))', [LOCK_CLASS]);
+  try {
+    // Read again under the lock: an instance that waited finds the work done.
+    const base = await appliedVersion(client);
+    if (base > known) throw tooNew(base);
+    const applied: number[] = [];
+    if (base === 0) await client.query('CREATE TABLE IF NOT EXISTS optmark_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
+    for (let v = base; v < known; v++) {
+      await client.query('BEGIN');
+      try {
+        await client.query(migrations[v]!);
+        await client.query('INSERT INTO optmark_schema (version) VALUES ($1)', [v + 1]);
+        await client.query('COMMIT');
+      } catch (err) {
+        await client.query('ROLLBACK');
+        throw err;
+      }
+      applied.push(v + 1);
+    }
+    return applied;
+  } finally {
+    await client.query('SELECT pg_advisory_unlock($1, hashtext(current_schema()))', [LOCK_CLASS]);
+  }
+}
