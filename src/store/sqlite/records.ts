@@ -42,12 +42,6 @@ interface RecordRow {
 
 const RECORD_COLUMNS = 'id, batch_id, sha256, original_name, produced_name, mime_type, bytes, layers, key_prefix, provenance_key_id, marked_at';
 const BATCH_COLUMNS = 'id, size, provenance, fingerprint, used, key_prefix, created_at';
-const HEX = /^[0-9a-f]{4,64}$/;
-
-/** Escapes LIKE's wildcards ('\' is the ESCAPE character below). */
-function likePattern(text: string): string {
-  return `%${text.replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
-}
 
 export class SqliteDashboardRecords implements DashboardRecords {
   readonly #keyPrefix;
