@@ -6,9 +6,10 @@
  * Writes nothing to disk; the photographs are read in place.
  *
  *   npm run build && node dist/bench/fingerprint-robustness.js [folder ...] [--keys N] [--images N]
- *        [--engine native|reference] [--only REGEX] [--v1]      (--v1: mark with the first version instead)
+ *        [--range FIRST:END] [--json FILE] [--engine native|reference] [--only REGEX] [--v1]
+ * (--v1: mark with the first version instead; --range/--json split a long run over processes.)
  */
-import { existsSync, readdirSync, readFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
@@ -86,6 +87,8 @@ async function main(): Promise<void> {
   const args = process.argv.slice(2);
   let keys = 3;
   let images = Infinity;
+  let first = 0;
+  let json: string | undefined;
   let only: RegExp | undefined;
   let engine: Engine = fingerprintEngine();
   let scheme: 1 | 2 = 2;
@@ -93,6 +96,8 @@ async function main(): Promise<void> {
   for (let i = 0; i < args.length; i++) {
     if (args[i] === '--keys') keys = Number(args[++i]);
     else if (args[i] === '--images') images = Number(args[++i]);
+    else if (args[i] === '--range') [first, images] = args[++i]!.split(':').map(Number) as [number, number];
+    else if (args[i] === '--json') json = args[++i];
     else if (args[i] === '--only') only = new RegExp(args[++i]!);
     else if (args[i] === '--engine') engine = args[++i] as Engine;
     else if (args[i] === '--v1') scheme = 1;
@@ -101,8 +106,13 @@ async function main(): Promise<void> {
   if (existsSync(NATURAL)) folders.unshift(NATURAL);
   else console.log(`note: ${NATURAL} is missing; only the folders given on the command line are used.`);
   const files = folders
-    .flatMap((d) => readdirSync(d).filter((f) => /\.(png|jpe?g|webp)$/i.test(f)).sort().map((f) => join(d, f)))
-    .slice(0, images);
+    .flatMap((d) =>
+      readdirSync(d)
+        .filter((f) => /\.(png|jpe?g|webp)$/i.test(f))
+        .sort()
+        .map((f) => join(d, f)),
+    )
+    .slice(first, images);
   if (!files.length) {
     console.log('no images: pass a folder of PNG/JPEG/WebP photographs.');
     process.exitCode = 1;
@@ -178,6 +188,10 @@ async function main(): Promise<void> {
   );
   out.push(`elapsed ${((performance.now() - t0) / 1000).toFixed(0)} s`);
   console.log(out.join('\n'));
+  if (json) {
+    const rowsOut = Object.fromEntries([...rows].map(([f, r]) => [f, { ...r, attacks: [...r.attacks] }]));
+    writeFileSync(json, JSON.stringify({ files: files.length, psnrs, embedMsPerMp, rows: rowsOut }));
+  }
 }
 
 await main();

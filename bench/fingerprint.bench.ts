@@ -12,9 +12,12 @@ import sharp from 'sharp';
 import { compare } from './lib/report.js';
 import { decodeBase, probe } from '../src/fingerprint/decode.js';
 import { embedFingerprint } from '../src/fingerprint/embed.js';
-import { fingerprintEngine, nativeSimd, runCore } from '../src/fingerprint/native.js';
+import { detectFingerprint } from '../src/fingerprint/detect.js';
+import { fingerprintEngine, nativeSimd, runCore, runCore2 } from '../src/fingerprint/native.js';
+import { keyTileV2For } from '../src/fingerprint/pattern-v2.js';
+import type { Core2Input } from '../src/fingerprint/reference-v2.js';
 import { keyTileFor } from '../src/fingerprint/pattern.js';
-import { CORE_PARAMS } from '../src/fingerprint/params.js';
+import { CORE2_PARAMS, CORE_PARAMS, WORK_SHORT_SIDE } from '../src/fingerprint/params.js';
 import type { CoreInput } from '../src/fingerprint/core-types.js';
 
 sharp.concurrency(1);
@@ -29,7 +32,10 @@ async function source(): Promise<Buffer> {
   const px = Buffer.alloc(768 * 512 * 3);
   let a = 1;
   for (let i = 0; i < px.length; i++) px[i] = ((a = (a * 1103515245 + 12345) >>> 0) >>> 24) & 255;
-  return sharp(px, { raw: { width: 768, height: 512, channels: 3 } }).blur(2).png().toBuffer();
+  return sharp(px, { raw: { width: 768, height: 512, channels: 3 } })
+    .blur(2)
+    .png()
+    .toBuffer();
 }
 
 async function main(): Promise<void> {
@@ -41,11 +47,32 @@ async function main(): Promise<void> {
   const key = keyTileFor(SECRET);
   console.log(`engine by default: ${fingerprintEngine()}${nativeSimd() ? ` (${nativeSimd()})` : ''}; 12 MP JPEG q92, ${(big.length / 1e6).toFixed(1)} MB`);
 
+  const key2 = keyTileV2For(SECRET);
   const inputs: Record<string, CoreInput> = {};
-  for (const [name, buf] of [['unmarked', big], ['marked', bigMarked]] as const) {
+  const inputs2: Record<string, Core2Input> = {};
+  for (const [name, buf] of [
+    ['unmarked', big],
+    ['marked', bigMarked],
+  ] as const) {
     const head = (await probe(buf))!;
     const base = await decodeBase(buf, head.width, head.height);
     inputs[name] = { ...base, sync: key.sync, count: key.count, params: CORE_PARAMS };
+    inputs2[name] = { ...base, workShort: WORK_SHORT_SIDE, native: 0, a: key2.a, harmonics: key2.harmonics, b: key2.b, c: key2.c, params: CORE2_PARAMS };
+  }
+  const opts = { maxPixels: 1e8 };
+  for (const [name, buf] of [
+    ['unmarked', big],
+    ['marked (v2)', bigMarked],
+  ] as const) {
+    await compare(
+      `verify's fingerprint part on a 12 MP JPEG, ${name}: probe + decode + v2 core (+ v1 core when v2 finds nothing)`,
+      { name: 'floor: sharp 1/8-scale decode (500x375 raw)', fn: () => sharp(big).resize({ width: 500 }).raw().toBuffer() },
+      [
+        { name: 'floor: resize to 1024 wide, raw', fn: () => sharp(big).resize({ width: 1024 }).raw().toBuffer() },
+        { name: 'detectFingerprint', fn: () => detectFingerprint(buf, SECRET, opts) },
+      ],
+      { note: 'The issue holds verify to 1.3x the bare decode it needs (ratio column, against the first row).' },
+    );
   }
 
   await compare(
@@ -55,15 +82,35 @@ async function main(): Promise<void> {
     { note: 'The perf check holds verify (hash + metadata + this decode + the core) to 1.5x the floor.' },
   );
   for (const name of ['unmarked', 'marked'] as const) {
+    const input = inputs2[name]!;
+    const others = fingerprintEngine() === 'native' ? [{ name: 'native', fn: () => runCore2(input, 'native') }] : [];
+    await compare(
+      `fingerprint v2 detection core, ${name} (${name === 'unmarked' ? 'lattice search' : 'no-geometry fast path'}), per image`,
+      { name: 'typescript reference', fn: () => runCore2(input, 'reference') },
+      others,
+      { note: others.length ? undefined : 'native addon unavailable: only the reference ran.' },
+    );
+  }
+  for (const name of ['unmarked', 'marked'] as const) {
     const input = inputs[name]!;
     const others = fingerprintEngine() === 'native' ? [{ name: 'native', fn: () => runCore(input, 'native') }] : [];
     await compare(
-      `fingerprint detection core, ${name} (${name === 'unmarked' ? 'full scale search' : 'scale-1 fast path'}), per image`,
+      `fingerprint v1 detection core, ${name} (${name === 'unmarked' ? 'full scale search' : 'scale-1 fast path'}), per image`,
       { name: 'typescript reference', fn: () => runCore(input, 'reference') },
       others,
       { note: others.length ? undefined : 'native addon unavailable: only the reference ran.' },
     );
   }
+  const png12 = await sharp(src).resize(4000, 3000).png({ compressionLevel: 1 }).toBuffer();
+  await compare(
+    'embedding (layer path) per 12 MP image: decode + mark + re-encode in the input format',
+    { name: 'floor: decode + re-encode JPEG q92, no mark', fn: () => sharp(big).jpeg({ quality: 92 }).toBuffer() },
+    [
+      { name: 'embed v2, 12 MP JPEG', fn: () => embedFingerprint(big, SECRET, opts) },
+      { name: 'embed v2, 12 MP PNG', fn: () => embedFingerprint(png12, SECRET, opts) },
+    ],
+    { iterations: 3, time: 200, note: 'Divide by 12 for the time per megapixel.' },
+  );
 }
 
 await main();

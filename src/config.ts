@@ -133,16 +133,19 @@ const path: Parser<string> = (raw) => resolve(raw);
 
 const cores = (): number => Math.max(1, availableParallelism());
 
-/** One client's bodies still arriving hold at most half the in-flight memory by default, and never less than one largest body. */
+/**
+ * What one client's requests whose body is still arriving may hold (their body's and answer's room): half
+ * the in-flight memory by default, and never less than one largest protect.
+ */
 function arrivingShare(c: Earlier): number {
-  return Math.max(pages(c.maxUploadBytes! + MULTIPART_SLACK_BYTES), Math.floor(c.maxInflightBytes! / 2));
+  return Math.max(inflightBytesFor(c.maxUploadBytes! + MULTIPART_SLACK_BYTES, true), Math.floor(c.maxInflightBytes! / 2));
 }
 
 const arrivingShareParser: Parser<number> = (raw, c) => {
   const n = wholeNumber(0, 64 * 1024 ** 3)(raw, c);
-  const largest = pages(c.maxUploadBytes! + MULTIPART_SLACK_BYTES);
-  // A share below one largest body would keep that client from ever sending one.
-  if (n !== 0 && n < largest) throw new Invalid(`must be 0 (no limit) or at least ${largest}: one largest upload`);
+  const largest = inflightBytesFor(c.maxUploadBytes! + MULTIPART_SLACK_BYTES, true);
+  // A share below one largest protect would keep that client from ever sending one.
+  if (n !== 0 && n < largest) throw new Invalid(`must be 0 (no limit) or at least ${largest}: one largest upload plus its answer`);
   return n;
 };
 
@@ -255,7 +258,7 @@ export const SETTINGS: readonly Setting[] = [
     shown: 'half the in-flight memory',
     fallback: (c) => arrivingShare(c),
     parse: arrivingShareParser,
-    doc: 'Of that memory, what bodies still arriving of one account (all its keys) may hold; beyond it 503 for that account (0: no limit).',
+    doc: 'Of that memory, what requests of one account (all its keys) whose body is still arriving may hold (body and answer room); beyond it 503 for that account (0: no limit).',
   }),
   setting({
     variable: 'OPTMARK_MAX_ARRIVING_BYTES_PER_ADDRESS',

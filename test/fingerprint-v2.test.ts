@@ -56,7 +56,9 @@ async function texturedImage(width: number, height: number, seed: number): Promi
       px[p + 2] = Math.max(0, Math.min(255, base - 25 * (y / height)));
     }
   }
-  return sharp(px, { raw: { width, height, channels: 3 } }).png().toBuffer();
+  return sharp(px, { raw: { width, height, channels: 3 } })
+    .png()
+    .toBuffer();
 }
 
 async function psnr(a: Uint8Array, b: Uint8Array): Promise<number> {

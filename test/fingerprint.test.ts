@@ -54,7 +54,9 @@ async function texturedImage(width: number, height: number, seed: number): Promi
       px[p + 2] = Math.max(0, Math.min(255, base - 25 * (y / height)));
     }
   }
-  return sharp(px, { raw: { width, height, channels: 3 } }).png().toBuffer();
+  return sharp(px, { raw: { width, height, channels: 3 } })
+    .png()
+    .toBuffer();
 }
 
 async function psnr(a: Uint8Array, b: Uint8Array): Promise<number> {
@@ -66,13 +68,20 @@ async function psnr(a: Uint8Array, b: Uint8Array): Promise<number> {
 
 const attacks: Record<string, (b: Buffer) => Promise<Buffer>> = {
   jpeg50: (b) => sharp(b).jpeg({ quality: 50 }).toBuffer(),
-  resize50: async (b) => sharp(b).resize(Math.round((await sharp(b).metadata()).width! / 2)).png().toBuffer(),
+  resize50: async (b) =>
+    sharp(b)
+      .resize(Math.round((await sharp(b).metadata()).width! / 2))
+      .png()
+      .toBuffer(),
   crop90: async (b) => {
     const m = await sharp(b).metadata();
     const k = Math.sqrt(0.9);
     const cw = Math.round(m.width! * k);
     const ch = Math.round(m.height! * k);
-    return sharp(b).extract({ left: Math.round((m.width! - cw) * 0.3), top: Math.round((m.height! - ch) * 0.7), width: cw, height: ch }).png().toBuffer();
+    return sharp(b)
+      .extract({ left: Math.round((m.width! - cw) * 0.3), top: Math.round((m.height! - ch) * 0.7), width: cw, height: ch })
+      .png()
+      .toBuffer();
   },
   brightness13: (b) => sharp(b).modulate({ brightness: 1.3 }).png().toBuffer(),
 };
@@ -121,9 +130,14 @@ describe('fingerprint on synthetic images', async () => {
   });
 
   it('keeps the input XMP and EXIF', async () => {
-    const xmp = '<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"><rdf:Description xmlns:dc="http://purl.org/dc/elements/1.1/" dc:format="fixture-xmp"/></rdf:RDF></x:xmpmeta>';
+    const xmp =
+      '<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="http://www.w3.org/1999/02/22-rdf-syntax-ns#"><rdf:Description xmlns:dc="http://purl.org/dc/elements/1.1/" dc:format="fixture-xmp"/></rdf:RDF></x:xmpmeta>';
     for (const fmt of ['jpeg', 'png', 'webp'] as const) {
-      const input = await sharp(orig).withExif({ IFD0: { Copyright: 'fixture-exif' } }).withXmp(xmp).toFormat(fmt).toBuffer();
+      const input = await sharp(orig)
+        .withExif({ IFD0: { Copyright: 'fixture-exif' } })
+        .withXmp(xmp)
+        .toFormat(fmt)
+        .toBuffer();
       const out = await embedFingerprint(input, SECRET, { maxPixels: MAX_PIXELS });
       const m = await sharp(out).metadata();
       expect(m.xmp?.toString(), fmt).toContain('fixture-xmp');
@@ -158,18 +172,25 @@ describe('fingerprint on synthetic images', async () => {
 
 describe('fingerprint limits', () => {
   it('reports blocks 0 for tiny, over-budget and undecodable input, and never throws', async () => {
-    const tiny = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#808080' } }).png().toBuffer();
+    const tiny = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#808080' } })
+      .png()
+      .toBuffer();
     expect(await detectFingerprint(tiny, SECRET, { maxPixels: MAX_PIXELS })).toMatchObject({ present: false, confidence: 0, blocks: 0 });
     const big = await texturedImage(400, 300, 5);
     expect(await detectFingerprint(big, SECRET, { maxPixels: 100_000 })).toMatchObject({ present: false, blocks: 0 });
-    expect(await detectFingerprint(new Uint8Array([0xff, 0xd8, 0xff, 0xe0, 1, 2]), SECRET, { maxPixels: MAX_PIXELS })).toMatchObject({ present: false, blocks: 0 });
+    expect(await detectFingerprint(new Uint8Array([0xff, 0xd8, 0xff, 0xe0, 1, 2]), SECRET, { maxPixels: MAX_PIXELS })).toMatchObject({
+      present: false,
+      blocks: 0,
+    });
   });
 
   it('refuses to embed with typed errors', async () => {
     const big = await texturedImage(400, 300, 5);
     await expect(embedFingerprint(big, SECRET, { maxPixels: 100_000 })).rejects.toMatchObject({ code: 'limit_exceeded' });
     await expect(embedFingerprint(new Uint8Array([1, 2, 3, 4]), SECRET, { maxPixels: MAX_PIXELS })).rejects.toMatchObject({ code: 'damaged_image' });
-    const tiny = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#808080' } }).png().toBuffer();
+    const tiny = await sharp({ create: { width: 64, height: 48, channels: 3, background: '#808080' } })
+      .png()
+      .toBuffer();
     await expect(embedFingerprint(tiny, SECRET, { maxPixels: MAX_PIXELS })).rejects.toMatchObject({ code: 'limit_exceeded' });
   });
 });
@@ -209,7 +230,10 @@ describe('fingerprint statistics', () => {
 
 describe.skipIf(!existsSync(NATURAL))('fingerprint on ../shared/natural', () => {
   it('keeps PSNR >= 40 dB and detects after JPEG 50 on every image', async () => {
-    const files = readdirSync(NATURAL).filter((f) => f.endsWith('.png')).sort().slice(0, 6);
+    const files = readdirSync(NATURAL)
+      .filter((f) => f.endsWith('.png'))
+      .sort()
+      .slice(0, 6);
     for (const f of files) {
       const orig = readFileSync(join(NATURAL, f));
       const marked = Buffer.from(await embedFingerprint(orig, SECRET, { maxPixels: MAX_PIXELS }));

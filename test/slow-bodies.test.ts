@@ -6,6 +6,7 @@
  */
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { inflightBytesFor } from '../src/config.js';
 import { UPLOAD_RATE_GRACE_MS, type UploadTooSlowError, Uploads } from '../src/http/uploads.js';
 import { smallImage } from './helpers/images.js';
 import { TestServer, api, imageForm, waitFor } from './helpers/server.js';
@@ -84,7 +85,12 @@ describe('slow bodies over HTTP', () => {
   let b: { name: string; key: string };
   beforeAll(async () => {
     server = await TestServer.start({
-      env: { OPTMARK_POOL_SIZE: '1', OPTMARK_MAX_ARRIVING_BYTES_PER_ACCOUNT: String(40 * MiB), OPTMARK_MIN_UPLOAD_BYTES_PER_SECOND: String(MiB) },
+      // Room for two held 20 MiB protects (body and answer) and not one more small one.
+      env: {
+        OPTMARK_POOL_SIZE: '1',
+        OPTMARK_MAX_ARRIVING_BYTES_PER_ACCOUNT: String(2 * inflightBytesFor(20 * MiB, true) + 4096),
+        OPTMARK_MIN_UPLOAD_BYTES_PER_SECOND: String(MiB),
+      },
     });
     a = await server.account();
     b = await server.account();

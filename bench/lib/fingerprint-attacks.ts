@@ -22,63 +22,82 @@ async function dims(buf: Buffer): Promise<{ w: number; h: number }> {
 export const png = (s: Sharp): Promise<Buffer> => s.png({ compressionLevel: 1 }).toBuffer();
 
 /** Crop keeping `area` of the area, same aspect, at a random (or given) position. */
-export const crop = (area: number, at?: { x: number; y: number }): AttackFn => async (buf, rng) => {
-  const { w, h } = await dims(buf);
-  const k = Math.sqrt(area);
-  const cw = Math.round(w * k);
-  const ch = Math.round(h * k);
-  const fx = at ? at.x : rng();
-  const fy = at ? at.y : rng();
-  return png(sharp(buf).extract({ left: Math.round((w - cw) * fx), top: Math.round((h - ch) * fy), width: cw, height: ch }));
-};
+export const crop =
+  (area: number, at?: { x: number; y: number }): AttackFn =>
+  async (buf, rng) => {
+    const { w, h } = await dims(buf);
+    const k = Math.sqrt(area);
+    const cw = Math.round(w * k);
+    const ch = Math.round(h * k);
+    const fx = at ? at.x : rng();
+    const fy = at ? at.y : rng();
+    return png(sharp(buf).extract({ left: Math.round((w - cw) * fx), top: Math.round((h - ch) * fy), width: cw, height: ch }));
+  };
 
 /** Resize keeping `area` of the area (aspect kept). */
-export const resizeArea = (area: number): AttackFn => async (buf) => {
-  const { w } = await dims(buf);
-  return png(sharp(buf).resize(Math.round(w * Math.sqrt(area))));
-};
+export const resizeArea =
+  (area: number): AttackFn =>
+  async (buf) => {
+    const { w } = await dims(buf);
+    return png(sharp(buf).resize(Math.round(w * Math.sqrt(area))));
+  };
 
 /** Change of aspect: width times fx, height kept. */
-export const aspect = (fx: number): AttackFn => async (buf) => {
-  const { w, h } = await dims(buf);
-  return png(sharp(buf).resize(Math.round(w * fx), h, { fit: 'fill' }));
-};
+export const aspect =
+  (fx: number): AttackFn =>
+  async (buf) => {
+    const { w, h } = await dims(buf);
+    return png(sharp(buf).resize(Math.round(w * fx), h, { fit: 'fill' }));
+  };
 
-export const jpeg = (q: number, chroma: '4:2:0' | '4:4:4' = '4:2:0'): AttackFn => async (buf) =>
-  sharp(buf).jpeg({ quality: q, chromaSubsampling: chroma }).toBuffer();
+export const jpeg =
+  (q: number, chroma: '4:2:0' | '4:4:4' = '4:2:0'): AttackFn =>
+  async (buf) =>
+    sharp(buf).jpeg({ quality: q, chromaSubsampling: chroma }).toBuffer();
 
 /** Rotation on a background (the canvas grows to hold the whole picture). */
-export const rotateBg = (deg: number, background = '#000000'): AttackFn => async (buf) => png(sharp(buf).rotate(deg, { background }));
+export const rotateBg =
+  (deg: number, background = '#000000'): AttackFn =>
+  async (buf) =>
+    png(sharp(buf).rotate(deg, { background }));
 
 /** Rotation, then the largest centred axis-aligned rectangle of the picture with its aspect (no background). */
-export const rotateCrop = (deg: number): AttackFn => async (buf) => {
-  const { w, h } = await dims(buf);
-  const rotated = await png(sharp(buf).rotate(deg, { background: '#808080' }));
-  const { w: rw, h: rh } = await dims(rotated);
-  const a = (Math.abs(deg) * Math.PI) / 180;
-  // A w x h rectangle scaled by k fits inside the rotated picture when k (w cos + h sin) <= w and k (w sin + h cos) <= h.
-  const k = Math.min(w / (w * Math.cos(a) + h * Math.sin(a)), h / (w * Math.sin(a) + h * Math.cos(a))) * 0.98;
-  const cw = Math.floor(w * k);
-  const ch = Math.floor(h * k);
-  return png(sharp(rotated).extract({ left: Math.floor((rw - cw) / 2), top: Math.floor((rh - ch) / 2), width: cw, height: ch }));
-};
+export const rotateCrop =
+  (deg: number): AttackFn =>
+  async (buf) => {
+    const { w, h } = await dims(buf);
+    const rotated = await png(sharp(buf).rotate(deg, { background: '#808080' }));
+    const { w: rw, h: rh } = await dims(rotated);
+    const a = (Math.abs(deg) * Math.PI) / 180;
+    // A w x h rectangle scaled by k fits inside the rotated picture when k (w cos + h sin) <= w and k (w sin + h cos) <= h.
+    const k = Math.min(w / (w * Math.cos(a) + h * Math.sin(a)), h / (w * Math.sin(a) + h * Math.cos(a))) * 0.98;
+    const cw = Math.floor(w * k);
+    const ch = Math.floor(h * k);
+    return png(sharp(rotated).extract({ left: Math.floor((rw - cw) / 2), top: Math.floor((rh - ch) / 2), width: cw, height: ch }));
+  };
 
 /** Border of `frac` of the side on every side (padding with a flat colour). */
-export const border = (frac: number, background = '#ffffff'): AttackFn => async (buf) => {
-  const { w, h } = await dims(buf);
-  const bx = Math.round(w * frac);
-  const by = Math.round(h * frac);
-  return png(sharp(buf).extend({ left: bx, right: bx, top: by, bottom: by, background }));
-};
+export const border =
+  (frac: number, background = '#ffffff'): AttackFn =>
+  async (buf) => {
+    const { w, h } = await dims(buf);
+    const bx = Math.round(w * frac);
+    const by = Math.round(h * frac);
+    return png(sharp(buf).extend({ left: bx, right: bx, top: by, bottom: by, background }));
+  };
 
-export const borderPx = (px: number, background = '#000000'): AttackFn => async (buf) =>
-  png(sharp(buf).extend({ left: px, right: px, top: px, bottom: px, background }));
+export const borderPx =
+  (px: number, background = '#000000'): AttackFn =>
+  async (buf) =>
+    png(sharp(buf).extend({ left: px, right: px, top: px, bottom: px, background }));
 
-export const chain = (...steps: AttackFn[]): AttackFn => async (buf, rng) => {
-  let b = buf;
-  for (const s of steps) b = await s(b, rng);
-  return b;
-};
+export const chain =
+  (...steps: AttackFn[]): AttackFn =>
+  async (buf, rng) => {
+    let b = buf;
+    for (const s of steps) b = await s(b, rng);
+    return b;
+  };
 
 const banner: AttackFn = async (buf) => {
   const { w, h } = await dims(buf);

@@ -3,11 +3,12 @@
 // compiled twice (AVX2+FMA and baseline) and picked at load time by the CPU (target_clones), so the
 // binary stays portable.
 #include "core.h"
-#include "core2.h"
 
 #include <algorithm>
 #include <cmath>
 #include <vector>
+
+#include "core2.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define OPTMARK_CLONES __attribute__((target_clones("avx2", "default")))
@@ -229,8 +230,7 @@ double SubPixel(double m, double c, double p) {
 struct Sync {
   const Fft& fft;
   std::vector<double> specRe, specIm, re, im, tre, tim;
-  explicit Sync(const Fft& f, const float* sync)
-      : fft(f), specRe(kTile2), specIm(kTile2), re(kTile2), im(kTile2), tre(kTile2), tim(kTile2) {
+  explicit Sync(const Fft& f, const float* sync) : fft(f), specRe(kTile2), specIm(kTile2), re(kTile2), im(kTile2), tre(kTile2), tim(kTile2) {
     for (int i = 0; i < kTile2; i++) specRe[i] = sync[i];
     fft.TwoD(specRe.data(), specIm.data(), -1, tre.data(), tim.data());
   }

@@ -18,9 +18,9 @@ constexpr int kT2 = kTile * kTile;
 constexpr int kTM = kTile - 1;
 constexpr double kSpecClip = 6;
 constexpr int kWhitenBox = 17;
+const double kCropStep = std::log(1.005);
 
-const int kDihedral[8][4] = {{1, 0, 0, 1}, {0, -1, 1, 0}, {-1, 0, 0, -1}, {0, 1, -1, 0},
-                             {-1, 0, 0, 1}, {1, 0, 0, -1}, {0, 1, 1, 0},  {0, -1, -1, 0}};
+const int kDihedral[8][4] = {{1, 0, 0, 1}, {0, -1, 1, 0}, {-1, 0, 0, -1}, {0, 1, -1, 0}, {-1, 0, 0, 1}, {1, 0, 0, -1}, {0, 1, 1, 0}, {0, -1, -1, 0}};
 
 inline double JsRound(double x) { return std::floor(x + 0.5); }
 
@@ -297,6 +297,19 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
       if (std::abs(c.theta - hy.theta) < 2.5 * thStep && std::abs(std::log(c.sx / hy.sx)) < 0.05 && std::abs(std::log(c.sy / hy.sy)) < 0.05) dup = true;
     if (!dup) chosen.push_back(hy);
   }
+  // Crops alone change only the scale: the best hypothesis on that line competes with far fewer others.
+  Hypo crop{0, 1, 1, -INFINITY};
+  for (double a = std::log(sMin); a <= std::log(sMax) + 1e-9; a += kCropStep) {
+    const double sc = std::exp(a);
+    const double score = CombScore(sp, sp.coarse, harm, nh, period, 0, sc, sc);
+    if (score > crop.score) crop = {0, sc, sc, score};
+  }
+  if (crop.score > -INFINITY) {
+    bool dup = false;
+    for (const Hypo& c : chosen)
+      if (std::abs(c.theta) < 2.5 * thStep && std::abs(std::log(c.sx / crop.sx)) < 0.05 && std::abs(std::log(c.sy / crop.sy)) < 0.05) dup = true;
+    if (!dup) chosen.push_back(crop);
+  }
   std::vector<std::vector<double>> out;
   for (const Hypo& hy : chosen) {
     double theta = hy.theta, sx = hy.sx, sy = hy.sy;
@@ -530,8 +543,8 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
           double ex[4] = {0, 0, 0, 0};
           ex[row * 2 + col] = k;
           const double* bv = best.v;
-          const double cand[4] = {bv[0] + ex[0] * bv[0] + ex[1] * bv[1], bv[1] + ex[2] * bv[0] + ex[3] * bv[1],
-                                  bv[2] + ex[0] * bv[2] + ex[1] * bv[3], bv[3] + ex[2] * bv[2] + ex[3] * bv[3]};
+          const double cand[4] = {bv[0] + ex[0] * bv[0] + ex[1] * bv[1], bv[1] + ex[2] * bv[0] + ex[3] * bv[1], bv[2] + ex[0] * bv[2] + ex[1] * bv[3],
+                                  bv[3] + ex[2] * bv[2] + ex[3] * bv[3]};
           tried++;
           Tried r2 = trySync(cand, best.hit.d);
           if (r2.hit.z > best.hit.z) {

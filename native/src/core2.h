@@ -6,12 +6,12 @@
 namespace optmark {
 
 struct Core2Params {
-  int period;          // lattice period of the sync part, work pixels (divides kTile, power of two)
-  int cell;            // count cell side
-  double fastZ;        // sync z of the no-geometry hypothesis that skips the lattice search
-  double pMin, pMax;   // period range searched, base pixels
-  double angle;        // rotation window, degrees
-  int candidates;      // lattice candidates kept
+  int period;                                    // lattice period of the sync part, work pixels (divides kTile, power of two)
+  int cell;                                      // count cell side
+  double fastZ;                                  // sync z of the no-geometry hypothesis that skips the lattice search
+  double pMin, pMax;                             // period range searched, base pixels
+  double angle;                                  // rotation window, degrees
+  int candidates;                                // lattice candidates kept
   double sigmaHighpass, sigmaLocal, localFloor;  // prefilter
 };
 
@@ -20,11 +20,11 @@ struct Core2In {
   int width, height, channels;
   int workShort;
   int native;
-  const float* a;            // period^2
-  const double* harmonics;   // nHarmonics pairs (m1, m2)
+  const float* a;           // period^2
+  const double* harmonics;  // nHarmonics pairs (m1, m2)
   int nHarmonics;
-  const float* b;            // kTile^2
-  const float* c;            // kTile^2
+  const float* b;  // kTile^2
+  const float* c;  // kTile^2
 };
 
 struct Core2Out {

@@ -65,7 +65,16 @@ export function detectOnBase(
 ): Omit<FingerprintDetail, 'decodeMs' | 'detectMs'> {
   const k2 = keyTileV2For(secret);
   const r2 = runCore2(
-    { ...base, workShort: WORK_SHORT_SIDE, native: inputShort === WORK_SHORT_SIDE ? 1 : 0, a: k2.a, harmonics: k2.harmonics, b: k2.b, c: k2.c, params: CORE2_PARAMS },
+    {
+      ...base,
+      workShort: WORK_SHORT_SIDE,
+      native: inputShort === WORK_SHORT_SIDE ? 1 : 0,
+      a: k2.a,
+      harmonics: k2.harmonics,
+      b: k2.b,
+      c: k2.c,
+      params: CORE2_PARAMS,
+    },
     engine,
   );
   const t2 = cellTest(r2.out.cells);
@@ -107,11 +116,7 @@ export function detectOnBase(
 }
 
 /** Detects the mark in encoded image bytes (JPEG/PNG/WebP). Never throws for undecodable or over-budget input. */
-export async function detectFingerprint(
-  bytes: Uint8Array,
-  secret: Uint8Array,
-  opts: { maxPixels: number; engine?: Engine },
-): Promise<FingerprintDetail> {
+export async function detectFingerprint(bytes: Uint8Array, secret: Uint8Array, opts: { maxPixels: number; engine?: Engine }): Promise<FingerprintDetail> {
   const engine = opts.engine ?? fingerprintEngine();
   const t0 = performance.now();
   // The decoder gets only what our own parser has bounded: no text chunks, comments or EXIF for

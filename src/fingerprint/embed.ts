@@ -67,7 +67,8 @@ function textureMask(y: Float32Array, w: number, h: number): Float32Array {
 /**
  * The work-resolution residual for a luma plane, scaled down if needed so that the residual as it lands
  * on the full-size image (bilinearly resampled, then rounded) keeps PSNR >= floorDb. The landed mean square
- * is measured on every 4th row of the resampled residual (rounding adds about 1/12).
+ * is measured on every row of the resampled residual (every 3rd above 4 MP: 3 is coprime with the usual
+ * 2x and 4x scale factors, so the rows do not all sit at one interpolation phase); rounding adds about 1/12.
  */
 export function workResidual(
   yWork: Float32Array,
@@ -98,13 +99,14 @@ export function workResidual(
   return r;
 }
 
-/** Mean square of the residual bilinearly resampled to w x h (as addUpsampled does), on every 4th row. */
+/** Mean square of the residual bilinearly resampled to w x h (as addUpsampled does), on a set of rows. */
 function landedMse(r: Float32Array, rw: number, rh: number, w: number, h: number): number {
   const sx = rw / w;
   const sy = rh / h;
   let sq = 0;
   let n = 0;
-  for (let y = 0; y < h; y += 4) {
+  const stride = w * h > 4_000_000 ? 3 : 1;
+  for (let y = 0; y < h; y += stride) {
     const b = Math.min(rh - 1, Math.max(0, (y + 0.5) * sy - 0.5));
     const j = Math.max(0, Math.min(rh - 2, Math.floor(b)));
     const fy = rh > 1 ? b - j : 0;
@@ -156,7 +158,6 @@ function addUpsampled(px: Uint8Array, w: number, h: number, ch: number, colour: 
     }
   }
 }
-
 
 /** Whether a WebP file's image data is lossless (VP8L), found by walking its RIFF chunks. */
 function webpIsLossless(b: Uint8Array): boolean {

@@ -71,7 +71,7 @@ export const V2_MIN_PSNR_DB = 40.5;
 /** Each scheme is tested at half the budget, so that testing both keeps the union bound at FPR. */
 export const FPR_PER_SCHEME = FPR / 2;
 /** Sync z of the no-geometry hypothesis above which the lattice search is skipped. */
-export const V2_FAST_Z = 7;
+export const V2_FAST_Z = 5.5;
 /** Lattice search: period range in pixels of each pyramid level, angle window (degrees) about each axis. */
 export const V2_PMIN = 14;
 export const V2_PMAX = 96;

@@ -155,6 +155,8 @@ export interface Spectrum {
 }
 
 const SPEC_CLIP = 6;
+/** Log step of the crop-only scale line of the lattice search. */
+const CROP_STEP = Math.log(1.005);
 const WHITEN_BOX = 17;
 
 export function whitenedSpectrum(x: Float32Array, w: number, h: number, notchGrid: boolean): Spectrum {
@@ -337,6 +339,20 @@ export function latticeCandidates(x: Float32Array, w: number, h: number, notchGr
     );
     if (!dup) chosen.push(hy);
   }
+  // Crops alone change only the scale: the best hypothesis on that line (theta 0, same scale both ways)
+  // competes with far fewer hypotheses than the whole grid, so a weaker lattice still stands out there.
+  let crop: Hypo = { theta: 0, sx: 1, sy: 1, score: -Infinity };
+  for (let a = Math.log(sMin); a <= Math.log(sMax) + 1e-9; a += CROP_STEP) {
+    const sc = Math.exp(a);
+    const score = combScore(sp, sp.coarse, coarseM, period, 0, sc, sc);
+    if (score > crop.score) crop = { theta: 0, sx: sc, sy: sc, score };
+  }
+  if (
+    crop.score > -Infinity &&
+    !chosen.some((c) => Math.abs(c.theta) < 2.5 * thStep && Math.abs(Math.log(c.sx / crop.sx)) < 0.05 && Math.abs(Math.log(c.sy / crop.sy)) < 0.05)
+  ) {
+    chosen.push(crop);
+  }
   return chosen.map((hy) => {
     let { theta, sx, sy } = hy;
     let best = combScore(sp, sp.fine, fineM, period, theta, sx, sy);
@@ -345,7 +361,14 @@ export function latticeCandidates(x: Float32Array, w: number, h: number, notchGr
       const ds = 0.015 * k;
       for (let iter = 0; iter < 12; iter++) {
         let moved = false;
-        for (const [a, b, c] of [[dt, 0, 0], [-dt, 0, 0], [0, ds, 0], [0, -ds, 0], [0, 0, ds], [0, 0, -ds]] as const) {
+        for (const [a, b, c] of [
+          [dt, 0, 0],
+          [-dt, 0, 0],
+          [0, ds, 0],
+          [0, -ds, 0],
+          [0, 0, ds],
+          [0, 0, -ds],
+        ] as const) {
           const t2 = theta + a;
           const x2 = sx * Math.exp(b);
           const y2 = sy * Math.exp(c);
@@ -375,12 +398,23 @@ export function foldLattice(x: Float32Array, fw: number, fh: number, v: number[]
   out.fill(0);
   const cx = (fw - 1) / 2;
   const cy = (fh - 1) / 2;
-  const ax = v[0]! / period, ay = v[1]! / period, bx = v[2]! / period, by = v[3]! / period;
+  const ax = v[0]! / period,
+    ay = v[1]! / period,
+    bx = v[2]! / period,
+    by = v[3]! / period;
   const det = ax * by - bx * ay;
   if (!(Math.abs(det) > 1e-9)) return 0;
   // Frame coordinates of the image corners give the range of (i, j).
-  let imin = Infinity, imax = -Infinity, jmin = Infinity, jmax = -Infinity;
-  for (const [px, py] of [[0, 0], [fw - 1, 0], [0, fh - 1], [fw - 1, fh - 1]] as const) {
+  let imin = Infinity,
+    imax = -Infinity,
+    jmin = Infinity,
+    jmax = -Infinity;
+  for (const [px, py] of [
+    [0, 0],
+    [fw - 1, 0],
+    [0, fh - 1],
+    [fw - 1, fh - 1],
+  ] as const) {
     const dx = px - cx;
     const dy = py - cy;
     const fi = (by * dx - bx * dy) / det - ox;
@@ -595,12 +629,7 @@ export function detectCore2(input: Core2Input): Core2Output {
           // (I + E) V, V's columns (v0, v1) and (v2, v3).
           const ex = [0, 0, 0, 0];
           ex[row * 2 + col] = k;
-          const cand = [
-            v0 + ex[0]! * v0 + ex[1]! * v1,
-            v1 + ex[2]! * v0 + ex[3]! * v1,
-            v2 + ex[0]! * v2 + ex[1]! * v3,
-            v3 + ex[2]! * v2 + ex[3]! * v3,
-          ];
+          const cand = [v0 + ex[0]! * v0 + ex[1]! * v1, v1 + ex[2]! * v0 + ex[3]! * v1, v2 + ex[0]! * v2 + ex[1]! * v3, v3 + ex[2]! * v2 + ex[3]! * v3];
           tried++;
           const r2 = trySync(cand, best.hit.d);
           if (r2.hit.z > best.hit.z) {

@@ -15,7 +15,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import { MULTIPART_SLACK_BYTES } from '../config.js';
+import { MULTIPART_SLACK_BYTES, inflightBytesFor } from '../config.js';
 import { OptmarkError, toErrorShape } from '../errors.js';
 import type { Logger } from '../log.js';
 import { checkContentType } from '../pipeline/form-type.js';
@@ -144,11 +144,20 @@ class QuotaExceededError extends OptmarkError {
 /** The client went away before its body arrived. */
 class ClientGoneError extends Error {}
 
+/** The client's address as text; the uWS JS fallback has no address (it throws "Not implemented"), so all its clients share one. */
+function remoteAddress(res: HttpResponse): string {
+  try {
+    return Buffer.from(res.getRemoteAddressAsText()).toString('latin1');
+  } catch {
+    return 'unknown';
+  }
+}
+
 /** Handles one API request; the uWS handler returns right after this sets up its callbacks. */
 export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse, req: HttpRequest, extension?: ApiExtension): void {
   const head: Head = {
     id: requestId(req.getHeader('x-request-id'), randomUUID),
-    address: Buffer.from(res.getRemoteAddressAsText()).toString('latin1'),
+    address: remoteAddress(res),
     authorization: req.getHeader('authorization'),
     contentType: req.getHeader('content-type'),
     contentLength: req.getHeader('content-length'),
@@ -267,11 +276,12 @@ class ApiRequest {
     const lease = transfer.admit(room, this.#operation === 'protect' && !this.#extra);
     if (!lease) throw new PoolOverloadedError('The server is holding as many uploads as it can; retry shortly.');
     this.#lease = lease;
-    // The client's share of the room held by bodies still arriving (throws 503 past it); the rate floor.
+    // The client's share of the memory held by requests whose body is still arriving (their body's and
+    // answer's room: throws 503 past it); the rate floor.
     this.#arrived = this.#deps.uploads.arrive({
       account: auth.account.id,
       address: this.#head.address,
-      bytes: room,
+      bytes: inflightBytesFor(room, this.#operation === 'protect'),
       startedMs: this.#deps.uploads.now(),
       received: () => lease.received,
       tooSlow: (err) => this.#tooSlow?.(err),
