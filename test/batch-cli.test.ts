@@ -13,6 +13,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { protect } from '../src/marking/engine.js';
 import { expectConforms, expectError } from './helpers/assert.js';
+import { optmarkHere } from './helpers/cli.js';
 import { api, imageForm, request, TestServer, waitFor, type Answer } from './helpers/server.js';
 
 const ROOT = resolve(import.meta.dirname, '..');
@@ -242,20 +243,20 @@ describe('optmark mark as a batch tool', () => {
     [['mark', 'x', '--out', 'o', '--skip-existing=size'], /'time' .* or 'hash'/],
     [['verify'], /at least one file or folder/],
     [['verify', 'x', '--jobs', 'many'], /whole number of 1 or more/],
-  ])('usage error %j exits 2', (args, message) => {
-    const r = optmark(args as string[]);
+  ])('usage error %j exits 2', async (args, message) => {
+    const r = await optmarkHere(args as string[]); // the same program as the binary, in this process
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(message);
   });
 
-  it('every batch command answers --help with its options', () => {
+  it('every batch command answers --help with its options', async () => {
     for (const cmd of ['mark', 'verify']) {
-      const r = optmark([cmd, '--help']);
+      const r = await optmarkHere([cmd, '--help']);
       expect(r.status).toBe(0);
       for (const opt of ['--files-from', '--null', '--jobs', '--report']) expect(r.stdout).toContain(opt);
     }
-    expect(optmark(['mark', '--help']).stdout).toContain('--skip-existing');
-    expect(optmark(['verify', '--help']).stdout).toContain('--skip-fingerprint');
+    expect((await optmarkHere(['mark', '--help'])).stdout).toContain('--skip-existing');
+    expect((await optmarkHere(['verify', '--help'])).stdout).toContain('--skip-fingerprint');
   });
 
   it('SIGINT: files under way finish, no temporary or partial file is left, the report has every output, exit 130 with how far it got', async () => {

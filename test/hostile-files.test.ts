@@ -210,4 +210,16 @@ describe('the decoder gets only what our parser bounded (#20.2)', () => {
     expect(found.present).toBe(true);
     expect(found.blocks).toBe(clean.blocks);
   });
+
+  it('the embed path bounds compressed text under any keyword before the decoder reads the whole file', async () => {
+    const { checkCompressedText } = await import('../src/formats/png.js');
+    const { runMark } = await import('../src/pipeline/mark.js');
+    const comment = (n: number): Buffer =>
+      pngChunk('iTXt', Buffer.concat([Buffer.from('Comment\0\x01\x00\0\0', 'latin1'), deflateSync(Buffer.alloc(n, 0x41), { level: 9 })]));
+    const hostile = pngWith(png, [comment(MAX_INFLATED_XMP_BYTES / 2 + 1), comment(MAX_INFLATED_XMP_BYTES / 2 + 1)], 'beforeIdat', false);
+    expect(codeOf(() => checkCompressedText(hostile))).toBe('limit_exceeded');
+    expect(codeOf(() => checkCompressedText(pngWith(png, [comment(MiB)], 'beforeIdat', false)))).toBeUndefined();
+    const ctx = { maxPixels: 1e8, fingerprintSecret: async () => new Uint8Array(32).fill(7), signingKey: async () => Promise.reject(new Error('unused')) };
+    await expect(runMark(hostile, { fingerprint: true, provenance: false }, ctx as never)).rejects.toMatchObject({ code: 'limit_exceeded' });
+  });
 });

@@ -161,10 +161,23 @@ describe('verify', () => {
       fingerprint: { present: expect.any(Boolean), confidence: expect.any(Number), blocks: expect.any(Number) },
       sha256: sha256(images[format]), // of the upload
       warnings: [],
+      c2pa: { present: false, valid: false, trainingMining: null },
+      otherSignals: [],
     });
     expect(a.json.provenance.present).toBe(false);
     expect(Number.isInteger(a.json.fingerprint.blocks)).toBe(true);
   });
+
+  it('Content Credentials (corpus CAWG file): c2pa and otherSignals reported by the workers, optedOut still the IPTC rule', async () => {
+    const file = readFileSync(join(__dirname, '..', '..', 'shared', 'corpus', 'c2pa_C_with_CAWG_data.jpg'));
+    const a = await verify(imageForm(file, 'cawg.jpg', 'image/jpeg'));
+    expect(a.status, a.body.toString()).toBe(200);
+    expectConforms(a, 'post', '/api/v1/verify');
+    expect(a.json.c2pa).toEqual({ present: true, valid: true, trainingMining: 'notAllowed' });
+    expect(a.json.otherSignals).toEqual(['c2pa.trainingMining']);
+    expect(a.json.optedOut).toBe(false);
+    expect(a.json.signals).toEqual([]);
+  }, 60_000);
 });
 
 describe('error matrix', () => {

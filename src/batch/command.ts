@@ -62,9 +62,13 @@ export function defaultJobs(): number {
   return Math.max(1, availableParallelism());
 }
 
-function entries(cmd: BatchCommand): AsyncIterable<Entry> {
+function entries(cmd: BatchCommand, lists?: NodeJS.ReadableStream[]): AsyncIterable<Entry> {
   const opts = { skipDir: cmd.skipDir };
-  if (cmd.filesFrom !== undefined) return fromList(openList(cmd.filesFrom), cmd.nul ? '\0' : '\n', opts);
+  if (cmd.filesFrom !== undefined) {
+    const stream = openList(cmd.filesFrom);
+    lists?.push(stream);
+    return fromList(stream, cmd.nul ? '\0' : '\n', opts);
+  }
   return fromArguments(cmd.inputs, opts);
 }
 
@@ -79,8 +83,12 @@ export async function runCommand(cmd: BatchCommand): Promise<BatchSummary> {
       () => undefined,
     );
   }
+  const lists: NodeJS.ReadableStream[] = [];
   const hooks: BatchHooks = {
     plan: cmd.plan,
+    interrupt() {
+      for (const l of lists) (l as NodeJS.ReadableStream & { destroy(): void }).destroy();
+    },
     record(o) {
       tally.add(o);
       report?.write(reportLine(o));
@@ -90,7 +98,7 @@ export async function runCommand(cmd: BatchCommand): Promise<BatchSummary> {
   };
   let result;
   try {
-    result = await runBatch(entries(cmd), cmd.setup, cmd.jobs ?? defaultJobs(), hooks);
+    result = await runBatch(entries(cmd, lists), cmd.setup, cmd.jobs ?? defaultJobs(), hooks);
   } finally {
     progress.end();
     report?.close();

@@ -256,8 +256,9 @@ export class Lane {
   async #metadataReport(bytes: Uint8Array): Promise<Omit<VerifyReport, 'sha256'>> {
     const reading = read(bytes); // typed errors for unsupported or damaged containers, as verifyReport
     const layers = await this.#verifyLayers();
-    const [provenance, fingerprint] = await Promise.all([layers.verifyProvenance(bytes), layers.detectFingerprint(bytes)]);
-    return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint, warnings: reading.warnings };
+    const { otherDeclarations } = await this.#verifier();
+    const [provenance, fingerprint, others] = await Promise.all([layers.verifyProvenance(bytes), layers.detectFingerprint(bytes), otherDeclarations(reading, bytes)]);
+    return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint, ...others };
   }
 
   #key(): Promise<SigningKey> {

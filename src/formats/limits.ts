@@ -56,7 +56,7 @@ export class InflateBudget {
 
   #over(): LimitExceededError {
     this.remaining = 0;
-    return new LimitExceededError(`The image's compressed XMP inflates to more than ${MAX_INFLATED_XMP_BYTES} bytes, the processing limit.`);
+    return new LimitExceededError(`The image's compressed metadata inflates to more than ${MAX_INFLATED_XMP_BYTES} bytes, the processing limit.`);
   }
 }
 

@@ -250,6 +250,28 @@ function decoderInput(bytes: Uint8Array): Uint8Array {
   return assemble(out.done());
 }
 
+/**
+ * Inflates, within one file's budget (MAX_INFLATED_XMP_BYTES), every compressed text chunk a decoder
+ * would inflate when it reads the file's metadata (zTXt, compressed iTXt, under any keyword), and throws
+ * LimitExceededError past it. For paths that hand the whole file to a decoder (the fingerprint embed,
+ * which keeps the metadata): libvips inflated four 16 MiB iTXt comments in 8 s.
+ */
+export function checkCompressedText(bytes: Uint8Array): void {
+  const { chunks } = parse(bytes);
+  const budget = new InflateBudget();
+  for (const c of chunks) {
+    const data = bytes.subarray(c.data, c.data + c.length);
+    const z = data.indexOf(0);
+    if (z < 0) continue;
+    if (c.type === 'zTXt' && data[z + 1] === 0) budget.inflate(data.subarray(z + 2));
+    else if (c.type === 'iTXt' && data[z + 1] === 1 && data[z + 2] === 0) {
+      let at = z + 3;
+      for (let nulls = 0; nulls < 2 && at > 0; nulls++) at = data.indexOf(0, at) + 1;
+      if (at > 0) budget.inflate(data.subarray(at));
+    }
+  }
+}
+
 export const png: ContainerFormat = {
   name: 'png',
   mimeType: 'image/png',

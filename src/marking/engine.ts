@@ -18,7 +18,9 @@ import {
   mergedDocument,
   openPayload,
   readOptOut,
+  readTdmRep,
   setDataMining,
+  type TdmRepReading,
   type XmpView,
 } from '../xmp/index.js';
 
@@ -49,6 +51,8 @@ export interface ReadResult {
   token: DataMiningToken | undefined;
   /** What a pipeline should know about the input (e.g. truncated_image_data); empty when nothing. */
   warnings: Warning[];
+  /** W3C TDMRep in the XMP (tdm:reservation, tdm:policy): reported beside the IPTC field, never in `optedOut`. */
+  tdmrep: TdmRepReading;
 }
 
 export interface ProtectOptions {
@@ -131,7 +135,8 @@ function holdsAlready(payload: XmpPayload, xmp: XmpToWrite): boolean {
 /** Reads the opt-out state of an image: opted out exactly when a prohibiting DataMining value is present. */
 export function read(input: Uint8Array): ReadResult {
   const format = requireFormat(input);
-  const reading = readOptOut(openPayload(format.readXmp(input)));
+  const view = openPayload(format.readXmp(input));
+  const reading = readOptOut(view);
   return {
     format: format.name,
     mimeType: format.mimeType,
@@ -140,5 +145,6 @@ export function read(input: Uint8Array): ReadResult {
     values: reading.values,
     token: reading.token,
     warnings: imageDataWarnings(format.name, input),
+    tdmrep: readTdmRep(view),
   };
 }

@@ -5,6 +5,7 @@
  */
 import { embedFingerprint } from '../fingerprint/index.js';
 import { requireFormat } from '../formats/index.js';
+import { checkCompressedText } from '../formats/png.js';
 import { protect } from '../marking/engine.js';
 import { protectSigned, type SigningKey } from '../provenance/index.js';
 
@@ -42,6 +43,8 @@ export async function runMark(image: Uint8Array, options: MarkOptions, ctx: Mark
   let bytes = image;
   const layers: string[] = [];
   if (options.fingerprint) {
+    // The embed hands the whole file, metadata kept, to the decoder: its compressed text is bounded first.
+    if (requireFormat(bytes).name === 'png') checkCompressedText(bytes);
     bytes = await embedFingerprint(bytes, await ctx.fingerprintSecret(), { maxPixels: ctx.maxPixels });
     layers.push(LAYER_FINGERPRINT);
   }

@@ -1,6 +1,7 @@
 /** The verify pipeline: the opt-out field, the provenance tag and the fingerprint detector, as one JSON body. */
 import type { Warning } from '../formats/complete.js';
-import { read } from '../marking/engine.js';
+import { type C2paReport, readC2pa, SIGNAL_C2PA_TRAINING } from '../c2pa/reader.js';
+import { type ReadResult, read } from '../marking/engine.js';
 import { jsonBody, sha256Hex } from './body.js';
 import type { Layers } from './layers.js';
 
@@ -12,14 +13,33 @@ export interface VerifyReport {
   sha256: string;
   /** What a pipeline should know about the input (shared shape: `{code, message}`); empty when nothing. */
   warnings: Warning[];
+  /** Content Credentials (C2PA manifest store): additive, never part of `optedOut`. */
+  c2pa: C2paReport;
+  /** Reservations found besides the IPTC field: `c2pa.trainingMining`, `tdmrep.reservation`. */
+  otherSignals: string[];
 }
+
+export const SIGNAL_TDMREP = 'tdmrep.reservation';
 
 /** Everything verify reports about the bytes (also used by the CLI and tests). */
 export async function verifyReport(input: Uint8Array, layers: Layers): Promise<VerifyReport> {
   const sha256 = sha256Hex(input);
   const reading = read(input); // typed errors for unsupported or damaged containers
-  const [provenance, fingerprint] = await Promise.all([layers.verifyProvenance(input), layers.detectFingerprint(input)]);
-  return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint, sha256, warnings: reading.warnings };
+  const [provenance, fingerprint, others] = await Promise.all([layers.verifyProvenance(input), layers.detectFingerprint(input), otherDeclarations(reading, input)]);
+  return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint, sha256, ...others };
+}
+
+/**
+ * The declarations besides the IPTC field (Content Credentials, TDMRep) and the warnings of the read:
+ * verify's `c2pa`, `otherSignals` and `warnings`. The C2PA reader runs only when a manifest store is present.
+ */
+export async function otherDeclarations(reading: ReadResult, input: Uint8Array): Promise<Pick<VerifyReport, 'c2pa' | 'otherSignals' | 'warnings'>> {
+  const credentials = await readC2pa(reading.format, input);
+  const { c2pa } = credentials;
+  const otherSignals: string[] = [];
+  if (c2pa.trainingMining === 'notAllowed' || c2pa.trainingMining === 'constrained') otherSignals.push(SIGNAL_C2PA_TRAINING);
+  if (reading.tdmrep.reserved) otherSignals.push(SIGNAL_TDMREP);
+  return { c2pa, otherSignals, warnings: [...reading.warnings, ...credentials.warnings] };
 }
 
 /** Verifies `image` and returns the answer's body (UTF-8 JSON). */

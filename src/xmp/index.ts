@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import { LimitExceededError } from '../errors.js';
 import { MAX_XMP_PACKETS, OutputTooLargeError } from '../formats/limits.js';
 import type { XmpPayload, XmpToWrite } from '../formats/types.js';
-import { NS_PLUS, NS_PLUS_HTTPS, NS_RDF, NS_X, NS_XMP_NOTE } from './namespaces.js';
+import { NS_PLUS, NS_PLUS_HTTPS, NS_RDF, NS_TDMREP, NS_X, NS_XMP_NOTE } from './namespaces.js';
 import { type Document, MAX_MARKUP_PER_FILE, MAX_PACKET_BYTES, emptyPacket, markupBudget, markupOf, parsePacket, serializeBare, serializeNode, serializePacket } from './packet.js';
 import { type PropertyRef, attrAsElement, findProperties, mergeProperties, nodeElements, removeProperties, removePropertyRefs, setSimpleProperty, valuesOf } from './properties.js';
 import { type DataMiningToken, isOptOut, tokenOf, tokenUri } from './vocab.js';
@@ -87,6 +87,27 @@ export function readOptOut(view: XmpView): OptOutReading {
   const prohibiting = values.find(isOptOut);
   const token = tokenOf(prohibiting ?? values.find((v) => tokenOf(v) !== undefined) ?? '');
   return { optedOut, values, token };
+}
+
+export interface TdmRepReading {
+  /** tdm:reservation = 1 in any packet (text and data mining rights reserved). */
+  reserved: boolean;
+  /** The first tdm:policy value (a URL of the policy), if any. */
+  policy: string | undefined;
+}
+
+/** W3C TDMRep in XMP: `tdm:reservation` (1 = reserved, 0 = not) and `tdm:policy`, across all packets. */
+export function readTdmRep(view: XmpView): TdmRepReading {
+  let reserved = false;
+  let policy: string | undefined;
+  for (const doc of allDocs(view)) {
+    for (const ref of findProperties(doc, (ns, local) => ns === NS_TDMREP && (local === 'reservation' || local === 'policy'))) {
+      const values = valuesOf(ref);
+      if (ref.localName === 'reservation') reserved ||= values.some((v) => v === '1');
+      else policy ??= values.find((v) => v !== '');
+    }
+  }
+  return { reserved, policy };
 }
 
 /**

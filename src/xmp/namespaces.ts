@@ -8,3 +8,5 @@ export const NS_PLUS = 'http://ns.useplus.org/ldf/xmp/1.0/';
 /** Seen in the wild: the same namespace written with https. Read, never written. */
 export const NS_PLUS_HTTPS = 'https://ns.useplus.org/ldf/xmp/1.0/';
 export const NS_XMP_NOTE = 'http://ns.adobe.com/xmp/note/';
+/** W3C TDMRep (Text and Data Mining Reservation Protocol): tdm:reservation, tdm:policy. */
+export const NS_TDMREP = 'http://www.w3.org/ns/tdmrep/';
