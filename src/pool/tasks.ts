@@ -16,6 +16,8 @@ export interface ProtectTask {
   contentType: string;
   /** Room for the answer. */
   output: BytesRef | undefined;
+  /** Answer the marked bytes themselves (`Accept: image/*`), their description in `headers`, instead of JSON. */
+  raw?: boolean;
 }
 
 export interface VerifyTask {
@@ -55,6 +57,8 @@ export interface AnswerResult {
   ok: true;
   kind: 'answer';
   answer: AnswerRef;
+  /** A raw protect answer's own headers (Content-Type, Content-Disposition, Repr-Digest, Optmark-Signals). */
+  headers?: Record<string, string>;
 }
 
 export interface MarkResult extends Marked {
