@@ -93,6 +93,8 @@ beforeAll(async () => {
   images.set('jpg', await base.clone().jpeg().toBuffer());
   images.set('png', await base.clone().png().toBuffer());
   images.set('webp', await base.clone().webp().toBuffer());
+  // Larger than the 64 KiB a metadata-only verify reads first.
+  images.set('bigjpg', await sharp({ create: { width: 1024, height: 768, channels: 3, noise: { type: 'gaussian', mean: 110, sigma: 35 } } }).jpeg({ quality: 95 }).toBuffer());
 });
 
 afterAll(() => {
@@ -357,6 +359,23 @@ describe('optmark verify', () => {
     const b = await verifyWithQuery(server, 'fingerprint=skip', k, images.get('jpg')!);
     expect(b.status).toBe(200);
     expect((await server.usage(name)).verify.used).toBe(1);
+  });
+
+  it('--skip-fingerprint reads a large JPEG\'s head and end only, and says what a whole read says (a cut file is truncated)', () => {
+    const big = images.get('bigjpg')!;
+    expect(big.length).toBeGreaterThan(2 * 64 * 1024);
+    const input = folder({ 'whole.jpg': big, 'cut.jpg': big.subarray(0, big.length - 1000) });
+    const parse = (r: Run) =>
+      r.stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, any>)
+        .sort((a, b) => (a.input < b.input ? -1 : 1));
+    const meta = parse(optmark(['verify', input, '--skip-fingerprint', '--report', '-']));
+    const whole = parse(optmark(['verify', input, '--skip-fingerprint', '--sha256', '--report', '-']));
+    expect(meta.map((l) => ({ ...l, sha256: null }))).toEqual(whole.map((l) => ({ ...l, sha256: null })));
+    expect(meta.find((l) => l.input.endsWith('whole.jpg'))!.warnings).toEqual([]);
+    expect(meta.find((l) => l.input.endsWith('cut.jpg'))!.warnings.map((w: { code: string }) => w.code)).toEqual(['truncated_image_data']);
   });
 
   it('a folder and a NUL-separated list give the same answers; an unreadable file is a failure (exit 1)', () => {

@@ -1,12 +1,13 @@
-// Quotas through the real server: racing clients, refunds of failures, restarts, kill -9 under load,
-// revocation between requests, a busy store, and keys kept out of the log and the database.
+// Quotas through the real server: racing clients, refunds of failures, restarts, revocation between
+// requests, a busy store, and keys kept out of the log and the database. Stopping the server under load
+// (kill -9, SIGTERM) is in test/long/http-quota-stop.test.ts (npm run test:long).
 import Database from 'better-sqlite3';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectConforms, expectError, remaining } from './helpers/assert.js';
 import { GIF, smallImage } from './helpers/images.js';
-import { TestServer, api, imageForm, multipart, rawRequest, waitFor, type Answer } from './helpers/server.js';
+import { TestServer, api, imageForm, multipart, rawRequest, type Answer } from './helpers/server.js';
 
 let server: TestServer;
 let image: Buffer;
@@ -98,61 +99,6 @@ describe('counting', () => {
     await server.restart();
     expectError(await api(server, 'protect', key, image), 429, 'quota_exceeded');
     expect((await server.usage(name)).protect.used).toBe(3);
-  });
-});
-
-/** `loops` clients calling protect back to back until stop() is called; counts the 200s they saw. */
-function hammer(key: string, loops: number): { successes: () => number; stop: () => Promise<void> } {
-  let successes = 0;
-  let stopped = false;
-  const runs = Array.from({ length: loops }, async () => {
-    while (!stopped) {
-      try {
-        if ((await api(server, 'protect', key, image)).status === 200) successes++;
-      } catch {
-        return; // the server went away
-      }
-    }
-  });
-  return {
-    successes: () => successes,
-    stop: async () => {
-      stopped = true;
-      await Promise.all(runs);
-    },
-  };
-}
-
-describe('stopping under load', () => {
-  it('kill -9: the count after restart is the successes clients saw, plus at most one per client in flight', async () => {
-    const loops = 8;
-    const { name, key } = await account();
-    const load = hammer(key, loops);
-    await waitFor('some successes under load', () => (load.successes() >= 40 ? true : undefined));
-    server.proc!.kill('SIGKILL');
-    expect((await server.exited).signal).toBe('SIGKILL');
-    await load.stop();
-    const seen = load.successes();
-    await server.restart();
-    const used = (await server.usage(name)).protect.used;
-    expect(used).toBeGreaterThanOrEqual(seen);
-    expect(used).toBeLessThanOrEqual(seen + loops);
-    // The restarted server goes on counting from there.
-    const next = await api(server, 'protect', key, image);
-    expect(next.status).toBe(200);
-    expect((await server.usage(name)).protect.used).toBe(used + 1);
-  });
-
-  it('SIGTERM under load: the count is exactly the successes clients saw', async () => {
-    const { name, key } = await account();
-    const load = hammer(key, 8);
-    await waitFor('some successes under load', () => (load.successes() >= 40 ? true : undefined));
-    server.proc!.kill('SIGTERM');
-    expect(await server.exited).toEqual({ code: 0, signal: null });
-    await load.stop();
-    const seen = load.successes();
-    await server.restart();
-    expect((await server.usage(name)).protect.used).toBe(seen);
   });
 });
 

@@ -341,8 +341,10 @@ describe('regressions', () => {
   });
 
   // Hang detectors: each of these took minutes before (O(n²) in xmldom's child re-indexing and
-  // attribute scans); linear now, they take well under a second. The bound only catches a relapse.
-  const HANG = 10_000;
+  // attribute scans); linear now. The bound only catches a relapse: the slowest of them (15k properties)
+  // took 8-10 s of wall time on the shared 2-core machine under load and once crossed a 10 s bound, so the
+  // bound sits far from the linear cost and far below the quadratic one (272 s).
+  const HANG = 60_000;
   /**
    * CPU milliseconds this thread spent in `work` (user + system), not wall time: on a busy machine the
    * wall clock also counts the time spent waiting for a core (10.4 s measured for a 2 s job), which is

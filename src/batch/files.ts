@@ -91,6 +91,23 @@ export class ReadBuffer {
     }
   }
 
+  /** `length` bytes of the file from `offset` (fewer at its end). */
+  readRange(path: string, offset: number, length: number): Buffer {
+    const fd = openSync(path, constants.O_RDONLY);
+    try {
+      if (this.#buf.length < length) this.#buf = Buffer.allocUnsafeSlow(length);
+      let n = 0;
+      while (n < length) {
+        const r = readSync(fd, this.#buf, n, length - n, offset + n);
+        if (r === 0) break;
+        n += r;
+      }
+      return this.#buf.subarray(0, n);
+    } finally {
+      closeSync(fd);
+    }
+  }
+
   /** The first `headBytes` of the file (one read), and whether that is all of it. */
   readHead(path: string, maxBytes: number, headBytes: number): Head {
     const fd = openSync(path, constants.O_RDONLY);

@@ -7,6 +7,7 @@
 import type { Stats } from 'node:fs';
 import { toErrorShape } from '../errors.js';
 import { extname, join, parse } from 'node:path';
+import { TRUNCATED_IMAGE_DATA } from '../formats/complete.js';
 import { detectFormat, type ContainerFormat } from '../formats/index.js';
 import { protect, read, type ProtectResult } from '../marking/engine.js';
 import type { Layers } from '../pipeline/layers.js';
@@ -223,9 +224,13 @@ export class Lane {
       }
       const format = detectFormat(head.bytes);
       if (!format) return { ...base, format: null, bytes: head.size, status: 'skipped', code: 'unsupported_format', message: 'not a JPEG, PNG or WebP image' };
-      if (head.whole || format.name === 'jpeg') {
+      // A JPEG's end marker (EOI) says whether the file is whole: looked for in its last bytes.
+      const ended = !head.whole && format.name === 'jpeg' && this.#endsWithEoi(job.source, head.size, head.bytes.length);
+      if (head.whole || ended) {
         try {
           const report = await this.#metadataReport(head.bytes);
+          // The head alone ends without EOI: the warning is about the cut, not the file (whose end has one).
+          if (!head.whole) report.warnings = report.warnings.filter((w) => w.code !== TRUNCATED_IMAGE_DATA);
           // A provenance tag's digest covers the whole file: then it is read whole (below).
           if (head.whole || !report.provenance.present) return { ...base, format: format.name, bytes: head.size, sha256: null, status: 'done', code: null, report };
         } catch (err) {
@@ -249,6 +254,21 @@ export class Lane {
       return { ...base, format: format.name, bytes: bytes.length, sha256, status: 'done', code: null, report };
     } catch (err) {
       return verifyFailure(base, format.name, bytes.length, err);
+    }
+  }
+
+  /**
+   * True when the file's last bytes hold a JPEG end marker (FF D9) past the head (so not a thumbnail's in
+   * the metadata); false sends the file to a whole read, which tells a cut file from a whole one.
+   */
+  #endsWithEoi(path: string, size: number, headLength: number): boolean {
+    try {
+      const from = Math.max(0, size - TAIL_BYTES);
+      const tail = (this.#second ??= new ReadBuffer()).readRange(path, from, Math.min(TAIL_BYTES, size));
+      const at = tail.lastIndexOf(EOI);
+      return at >= 0 && from + at >= headLength;
+    } catch {
+      return false;
     }
   }
 
@@ -306,6 +326,9 @@ export class Lane {
 
 /** Bytes read first for a metadata-only verify: a JPEG's segments before its image data fit in them. */
 const HEAD_BYTES = 64 * 1024;
+/** ...and its last bytes, for the end marker (after it come at most trailers such as MPF images, ending in one too). */
+const TAIL_BYTES = 64 * 1024;
+const EOI = Buffer.from([0xff, 0xd9]);
 
 function verifyFailure(base: { input: string }, format: string, size: number, err: unknown): FileOutcome {
   const shape = toErrorShape(err);
