@@ -11,6 +11,8 @@ import { BOOTSTRAP_KEY_FILE, secureDataDir, writePrivateFile } from './datadir.j
 import { createLogger } from './log.js';
 import { nativeState, setNativeLog } from './native/index.js';
 import { ImagePool, workerInitFrom } from './pool/pool.js';
+import { PublicKeySync } from './provenance/shared.js';
+import { withSharedSecrets } from './shared-secrets.js';
 import { openStore } from './store/index.js';
 import { Transfer } from './transfer/index.js';
 
@@ -55,6 +57,11 @@ export async function startService(config: Config, announce: ((text: string) => 
       log.error({ err, what }, what === 'checkpoints' ? 'store checkpointer failed; the event loop checkpoints again' : 'store background work failed'),
     onReconciled: (units) => log.warn({ units }, 'gave back units held by an instance that is gone'),
   });
+  // PostgreSQL: every instance embeds and detects with the store's fingerprint key, and verifies the
+  // provenance tags of every instance (public keys kept in step through the store).
+  const layers = await withSharedSecrets(config, store);
+  const keySync = new PublicKeySync(store, config.dataDir, (err) => log.error({ err }, 'provenance public keys: sync with the store failed'));
+  await keySync.start();
   if (config.bootstrap) {
     const boot = await store.bootstrapIfEmpty();
     if (boot) {
@@ -78,7 +85,7 @@ export async function startService(config: Config, announce: ((text: string) => 
     size: config.poolSize,
     queueLength: config.queueLength,
     taskTimeoutMs: config.taskTimeoutMs,
-    init: workerInitFrom(config, transfer.share),
+    init: workerInitFrom(layers, transfer.share),
   });
 
   const warmed = await pool.warmUp();
@@ -108,6 +115,7 @@ export async function startService(config: Config, announce: ((text: string) => 
     // Taken since the check (or refused): leave nothing running, so the process can exit.
     await pool.close();
     transfer.stop();
+    await keySync.stop();
     await store.stopBackground();
     await store.close();
     throw err;
@@ -124,7 +132,8 @@ export async function startService(config: Config, announce: ((text: string) => 
         if (unfinished > 0) log.warn({ unfinished }, 'shutdown deadline passed with requests in flight');
         await pool.close();
         transfer.stop();
-        await store.stopBackground();
+        await keySync.stop();
+    await store.stopBackground();
         await store.close();
         log.info('stopped');
         log.flush();

@@ -53,7 +53,7 @@ export function skipExistingMode(raw: string): 'time' | 'hash' {
 export async function runMark(opts: MarkOptions): Promise<number> {
   // Loaded here, not at the top: `optmark mark --help` and the other commands do not pay for them.
   const [{ laneInit, runCommand }, { errnoText }] = await Promise.all([import('../batch/command.js'), import('../batch/files.js')]);
-  const config = loadConfig();
+  let config = loadConfig();
   const applied = ['opt-out field'];
   if (opts.fingerprint) applied.unshift('fingerprint');
   let outDir: string | undefined;
@@ -77,6 +77,16 @@ export async function runMark(opts: MarkOptions): Promise<number> {
       process.stderr.write(`optmark mark: ${err.message}\n`);
       return 1;
     }
+  }
+  if (config.databaseUrl !== undefined) {
+    // Several instances on one PostgreSQL store (docs/scaling.md): mark with the fingerprint key they
+    // share, and publish this data directory's signing key so that every instance verifies its tags.
+    const shared = await shareWithInstances(config);
+    if (typeof shared === 'string') {
+      process.stderr.write(`optmark mark: ${shared}\n`);
+      return 1;
+    }
+    config = shared;
   }
   const plan = (found: Found): FileJob | FileOutcome => {
     if (opts.inPlace) {
@@ -193,4 +203,25 @@ export function register(program: Command): void {
       });
       exitWith(await runMark(opts));
     });
+}
+
+/** The shared secrets of a PostgreSQL store (src/shared-secrets.ts); a message when the store cannot be used. */
+async function shareWithInstances(config: ReturnType<typeof loadConfig>): Promise<ReturnType<typeof loadConfig> | string> {
+  const [{ openStore, StoreError }, { withSharedSecrets }, { syncPublicKeys }] = await Promise.all([
+    import('../store/index.js'),
+    import('../shared-secrets.js'),
+    import('../provenance/shared.js'),
+  ]);
+  let store;
+  try {
+    store = await openStore(config);
+    const shared = await withSharedSecrets(config, store);
+    await syncPublicKeys(store, config.dataDir);
+    return shared;
+  } catch (err) {
+    if (err instanceof StoreError) return err.message;
+    throw err;
+  } finally {
+    await store?.close();
+  }
 }

@@ -13,6 +13,29 @@ function location(): KeyLocation {
   return { dataDir: config.dataDir, file: config.signingKeyFile };
 }
 
+/**
+ * With a PostgreSQL store (OPTMARK_DATABASE_URL), the public keys of every instance live in the store:
+ * this data directory's keys are published there and the others' written here, before a listing and
+ * after a rotation, so that every instance verifies the new key (running servers hear of it at once).
+ */
+async function shareKeys(command: string): Promise<number> {
+  const config = loadConfig();
+  if (config.databaseUrl === undefined) return 0;
+  const [{ openStore, StoreError }, { syncPublicKeys }] = await Promise.all([import('../store/index.js'), import('../provenance/shared.js')]);
+  let store;
+  try {
+    store = await openStore(config);
+    await syncPublicKeys(store, config.dataDir);
+    return 0;
+  } catch (err) {
+    if (!(err instanceof StoreError)) throw err;
+    process.stderr.write(`optmark signing-key ${command}: ${err.message}\n`);
+    return 1;
+  } finally {
+    await store?.close();
+  }
+}
+
 /** Runs `work` with the provenance module (loaded only here); a SigningKeyError becomes one stderr line and status 1. */
 async function withKeys(command: string, work: (p: typeof import('../provenance/index.js')) => Promise<number>): Promise<number> {
   const provenance = await import('../provenance/index.js');
@@ -41,6 +64,7 @@ export function register(program: Command): void {
       exitWith(
         await withKeys('rotate', async ({ rotateSigningKey }) => {
           const r = await rotateSigningKey(location());
+          if ((await shareKeys('rotate')) !== 0) return 1;
           const kept = r.previousKeyId ? `; ${r.previousKeyId} and every earlier public key stay for verification` : '';
           process.stdout.write(`signing key ${r.keyId} is now current${kept}\n`);
           return 0;
@@ -56,6 +80,7 @@ export function register(program: Command): void {
     .action(async (opts: { json?: boolean }) => {
       exitWith(
         await withKeys('list', async ({ listSigningKeys }) => {
+          if ((await shareKeys('list')) !== 0) return 1;
           const listing = await listSigningKeys(location());
           printListing(listing.keys, {
             json: opts.json,

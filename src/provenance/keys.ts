@@ -405,3 +405,30 @@ async function stampOf(path: string): Promise<string | undefined> {
     throw err;
   }
 }
+
+/** The public keys in this data directory's public/ (key id to SPKI PEM). */
+export async function localPublicKeys(dataDir: string): Promise<Map<string, string>> {
+  const { keys } = await readPublicDir(storePaths(dataDir).publicDir);
+  const out = new Map<string, string>();
+  for (const [id, { key }] of keys) out.set(id, key.export({ type: 'spki', format: 'pem' }).toString());
+  return out;
+}
+
+/**
+ * Adds a public key from elsewhere (the shared store) to public/, so that this data directory verifies
+ * its tags. The key id is derived from the key again: a PEM whose key does not match its claimed id, or
+ * that is not Ed25519, is refused (returns undefined).
+ */
+export async function addPublicKey(dataDir: string, pem: string, claimedId?: string): Promise<string | undefined> {
+  let publicKey: KeyObject;
+  try {
+    publicKey = createPublicKey({ key: pem, format: 'pem' });
+  } catch {
+    return undefined;
+  }
+  if (publicKey.asymmetricKeyType !== 'ed25519') return undefined;
+  const keyId = keyIdOf(publicKey);
+  if (claimedId !== undefined && claimedId !== keyId) return undefined;
+  await recordPublicKey(storePaths(dataDir), { keyId, publicKey, privateKey: publicKey });
+  return keyId;
+}

@@ -1,0 +1,57 @@
+/**
+ * The secrets every instance must share when they share a PostgreSQL store (docs/scaling.md):
+ *
+ * - The fingerprint key. Unless the operator names a file (OPTMARK_FINGERPRINT_SECRET_FILE: then every
+ *   instance must be given the same file), the store holds it: the first instance seeds it with its data
+ *   directory's fingerprint.key when it has one (marks made before the move stay detectable), else with
+ *   32 random bytes; every instance writes the store's value to `fingerprint-shared.key` (0600) in its
+ *   data directory and its workers embed and detect with that file.
+ * - The provenance public keys (src/provenance/shared.ts). Private signing keys stay the operator's files.
+ *
+ * With the SQLite store nothing changes: the data directory is the one place for both.
+ */
+import { randomBytes } from 'node:crypto';
+import { chmod, mkdir, open, readFile, rename } from 'node:fs/promises';
+import { join } from 'node:path';
+import type { Config } from './config.js';
+import { SECRET_BYTES, SECRET_FILE_NAME } from './fingerprint/secret.js';
+import type { Store } from './store/index.js';
+
+export const SHARED_FINGERPRINT_FILE = 'fingerprint-shared.key';
+const FINGERPRINT_SECRET = 'fingerprint';
+
+async function readIfThere(path: string): Promise<Buffer | undefined> {
+  try {
+    return await readFile(path);
+  } catch (err) {
+    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
+    throw err;
+  }
+}
+
+/** Writes `data` to `path` (0600) unless it holds exactly that already; atomic (rename). */
+async function writeSecretFile(path: string, data: Buffer): Promise<void> {
+  const existing = await readIfThere(path);
+  if (existing?.equals(data)) return;
+  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  const fh = await open(tmp, 'wx', 0o600);
+  try {
+    await fh.writeFile(data);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  await chmod(tmp, 0o600);
+  await rename(tmp, path);
+}
+
+/** The configuration with the fingerprint secret every instance shares (unchanged for SQLite or a configured file). */
+export async function withSharedSecrets(config: Config, store: Store): Promise<Config> {
+  if (!store.sharesSecrets || config.fingerprintSecretFile !== undefined) return config;
+  const local = await readIfThere(join(config.dataDir, SECRET_FILE_NAME));
+  const secret = await store.sharedSecret(FINGERPRINT_SECRET, () => (local && local.length >= 16 ? local : randomBytes(SECRET_BYTES)));
+  const file = join(config.dataDir, SHARED_FINGERPRINT_FILE);
+  await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
+  await writeSecretFile(file, secret);
+  return { ...config, fingerprintSecretFile: file };
+}
