@@ -23,6 +23,10 @@ export const ERROR_CODES = [
   'invalid_api_key',
   'plan_required',
   'quota_exceeded',
+  // the dashboard's batches
+  'invalid_request',
+  'batch_too_large',
+  'batch_full',
   // routing
   'not_found',
   'method_not_allowed',
@@ -52,6 +56,9 @@ const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
   invalid_api_key: 'The API key is not valid.',
   plan_required: 'This account\'s plan does not include API access.',
   quota_exceeded: 'The monthly limit for this operation is used up.',
+  invalid_request: 'The request is not valid.',
+  batch_too_large: 'A dashboard batch holds at most 25 images.',
+  batch_full: 'This batch already holds all the images it was opened for.',
   not_found: 'No such route.',
   method_not_allowed: 'This route does not accept that method.',
   overloaded: 'The server is busy; retry shortly.',

@@ -102,6 +102,7 @@ export async function startService(config: Config, announce: ((text: string) => 
     port: config.port,
     reusePort: config.reusePort,
     maxUploadBytes: config.maxUploadBytes,
+    poolSize: config.poolSize,
     uploads: {
       perAccountBytes: config.maxArrivingBytesPerAccount,
       perAddressBytes: config.maxArrivingBytesPerAddress,

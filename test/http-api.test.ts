@@ -197,6 +197,7 @@ describe('verify', () => {
       warnings: [],
       c2pa: { present: false, valid: false, trainingMining: null },
       otherSignals: [],
+      record: null, // additive: no dashboard record of these bytes (test/dashboard.test.ts)
     });
     expect(a.json.provenance.present).toBe(false);
     expect(Number.isInteger(a.json.fingerprint.blocks)).toBe(true);
@@ -319,7 +320,7 @@ describe('error matrix', () => {
   it.each([
     ['GET', '/api/v1/nothing-here', 404, 'not_found'],
     ['POST', '/api/v2/protect', 404, 'not_found'],
-    ['GET', '/', 404, 'not_found'],
+    ['GET', '/nothing/here', 404, 'not_found'], // '/' is the dashboard (test/dashboard.test.ts)
     ['GET', '/api/v1/protect', 405, 'method_not_allowed'],
     ['PUT', '/api/v1/verify', 405, 'method_not_allowed'],
     ['DELETE', '/api/v1/protect', 405, 'method_not_allowed'],

@@ -11,6 +11,7 @@ import { toErrorShape } from '../src/errors.js';
 import { createLogger } from '../src/log.js';
 import { setNativeLog } from '../src/native/index.js';
 import { LiveLayers } from '../src/pipeline/layers-live.js';
+import { runDashboardMark } from '../src/pipeline/dashboard.js';
 import { runMark } from '../src/pipeline/mark.js';
 import { runProtect, runProtectRaw } from '../src/pipeline/protect.js';
 import { parseUpload, safeBasename } from '../src/pipeline/upload.js';
@@ -86,6 +87,10 @@ async function perform(task: Posted): Promise<TaskResult> {
       }
       case 'mark':
         return { ok: true, kind: 'marked', ...(await runMark(task.input, task, layers)) };
+      case 'dashboard-mark': {
+        const { body, mark } = await runDashboardMark(memory.view(task.input), task, layers, init.maxUploadBytes);
+        return { ok: true, kind: 'answer', answer: { bytes: body }, mark };
+      }
       case 'warmup':
         await Promise.all([warmUp(), layers.warm()]);
         return { ok: true, kind: 'warm', threadId };

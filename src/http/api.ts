@@ -20,19 +20,20 @@ import { OptmarkError, toErrorShape } from '../errors.js';
 import type { Logger } from '../log.js';
 import { checkContentType } from '../pipeline/form-type.js';
 import { PoolOverloadedError, type ImagePool } from '../pool/pool.js';
-import type { Task } from '../pool/tasks.js';
+import type { AnswerResult, Task } from '../pool/tasks.js';
 import {
   isStoreUnavailable,
   rateLimitHeaders,
   resetTimeOf,
   utcMinuteText,
   wwwAuthenticate,
+  type Account,
   type Operation,
   type QuotaState,
   type Reservation,
   type Store,
 } from '../store/index.js';
-import type { Lease, Transfer } from '../transfer/index.js';
+import type { BytesRef, Lease, Transfer } from '../transfer/index.js';
 import { requestId } from './filename.js';
 import type { Metrics } from './metrics.js';
 import { Exchange, type Headers } from './respond.js';
@@ -55,6 +56,30 @@ export interface ApiDeps {
   inflight: InFlight;
   /** Arriving bodies: per-client shares and the rate floor. */
   uploads: Uploads;
+}
+
+/**
+ * What a route built on this flow adds to it (the dashboard's mark, src/http/dashboard.ts): a check after
+ * authentication, its own worker task, and what to do with the answer. The flow stays this one: the same
+ * admission, limits, quota unit, request memory, error codes and settling.
+ */
+export interface ApiExtension {
+  /** The route's name in metrics and logs. */
+  route: string;
+  /** Called once the key is known good, before the quota unit is taken; rejects with an OptmarkError to refuse. */
+  admit(auth: { account: Account; keyId: number }): Promise<ExtensionRequest>;
+}
+
+export interface ExtensionRequest {
+  /** The worker task for the received body (the operation's own task when absent). */
+  task?(input: BytesRef, contentType: string): Task;
+  /**
+   * The worker's answer, before it is sent: store what must exist when the client reads it, and return
+   * the body to send (`body`, or one with fields added). Reject to fail the request.
+   */
+  answered(result: AnswerResult, body: Uint8Array): Promise<Uint8Array>;
+  /** Called once when the request ends: true when the answer reached the client. */
+  settle(delivered: boolean): Promise<void>;
 }
 
 /** What the handler reads from the request's headers (uWS's HttpRequest lives only during the handler call). */
@@ -153,7 +178,7 @@ function remoteAddress(res: HttpResponse): string {
 }
 
 /** Handles one API request; the uWS handler returns right after this sets up its callbacks. */
-export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse, req: HttpRequest): void {
+export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse, req: HttpRequest, extension?: ApiExtension): void {
   const head: Head = {
     id: requestId(req.getHeader('x-request-id'), randomUUID),
     address: remoteAddress(res),
@@ -163,7 +188,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     fingerprint: operation === 'verify' ? queryParam(req, 'fingerprint') : '',
     raw: operation === 'protect' && prefersImage(req.getHeader('accept')),
   };
-  void new ApiRequest(deps, operation, res, head).run();
+  void new ApiRequest(deps, operation, res, head, extension).run();
 }
 
 class ApiRequest {
@@ -184,11 +209,16 @@ class ApiRequest {
   /** Ends the watch of the arriving body (its share of the client's room); set while the body arrives. */
   #arrived: (() => void) | undefined;
 
-  constructor(deps: ApiDeps, operation: Operation, res: HttpResponse, head: Head) {
+  readonly #extension: ApiExtension | undefined;
+  #extra: ExtensionRequest | undefined;
+  #delivered = false;
+
+  constructor(deps: ApiDeps, operation: Operation, res: HttpResponse, head: Head, extension: ApiExtension | undefined) {
     this.#deps = deps;
     this.#operation = operation;
     this.#head = head;
-    this.#route = `/api/v1/${operation}`;
+    this.#extension = extension;
+    this.#route = extension?.route ?? `/api/v1/${operation}`;
     // Registers the abort callback uWS requires before the handler returns.
     this.#ex = new Exchange(res, head.id, this.#route, process.hrtime.bigint());
     this.#phases = new Phases(this.#ex.started);
@@ -222,6 +252,7 @@ class ApiRequest {
       const delivered = answer.headers
         ? await this.#ex.send(200, { ...answer.headers, 'Cache-Control': 'no-store', ...headers }, answer.bytes)
         : await this.#ex.json(200, answer.bytes, headers);
+      this.#delivered = delivered;
       if (!delivered) await this.#giveBack();
       this.#reservation = undefined; // kept
     } catch (err) {
@@ -256,6 +287,7 @@ class ApiRequest {
       throw new OptmarkError('payload_too_large', `The upload is ${declared} bytes; the limit is ${maxUploadBytes}.`);
     }
     if (pool.saturated) throw new PoolOverloadedError();
+    if (this.#extension) this.#extra = await this.#extension.admit({ account: auth.account, keyId: auth.keyId });
     const reserved = await store.reserve(auth.account.id, this.#operation);
     if (!reserved.ok) {
       const s = reserved.state;
@@ -268,7 +300,8 @@ class ApiRequest {
     // Room for the body: the declared length bounds it; without one, the limit does. A protect's lease
     // holds room for its answer too, so that an admitted request never needs memory from elsewhere.
     const room = declared === undefined ? maxBody : Math.max(1, declared);
-    const lease = transfer.admit(room, this.#operation === 'protect');
+    // An extension's worker answers with bytes of its own (its layers may grow the image).
+    const lease = transfer.admit(room, this.#operation === 'protect' && !this.#extra);
     if (!lease) throw new PoolOverloadedError('The server is holding as many uploads as it can; retry shortly.');
     this.#lease = lease;
     // The client's share of the memory held by requests whose body is still arriving (their body's and
@@ -328,7 +361,10 @@ class ApiRequest {
     const { input, output } = lease.seal();
     const contentType = this.#head.contentType;
     const task: Task =
-      this.#operation === 'protect' ? { kind: 'protect', input, output, contentType, ...(this.#head.raw ? { raw: true } : {}) } : { kind: 'verify', input, contentType, skipFingerprint: this.#head.fingerprint === 'skip' };
+      this.#extra?.task?.(input, contentType) ??
+      (this.#operation === 'protect'
+        ? { kind: 'protect', input, output, contentType, ...(this.#head.raw ? { raw: true } : {}) }
+        : { kind: 'verify', input, contentType, skipFingerprint: this.#head.fingerprint === 'skip' });
     const result = await this.#deps.pool.run(task);
     this.#phases.worked(result.workMs);
     if (!result.ok) {
@@ -336,7 +372,9 @@ class ApiRequest {
       throw new OptmarkError(result.error.code, result.error.message);
     }
     if (result.kind !== 'answer') throw new Error(`worker answered a ${this.#operation} with a ${result.kind} result`);
-    return { bytes: lease.answer(result.answer), headers: result.headers };
+    const body = lease.answer(result.answer);
+    if (this.#extra) return { bytes: await this.#extra.answered(result, body) };
+    return { bytes: body, headers: result.headers };
   }
 
   /** Sends the `{error, code}` answer a failure deserves. */
@@ -360,6 +398,7 @@ class ApiRequest {
     this.#arrived?.();
     this.#tooSlow = undefined;
     if (this.#reservation) void this.#giveBack();
+    this.#extra?.settle(this.#delivered).catch((err: unknown) => this.#deps.log.error({ reqId: this.#head.id, err }, 'settling the request failed'));
     this.#early = undefined;
     const received = this.#lease?.received ?? 0;
     this.#lease?.release();

@@ -10,7 +10,9 @@ import { nativeState } from '../native/index.js';
 import type { ImagePool } from '../pool/pool.js';
 import type { Store } from '../store/index.js';
 import type { Transfer } from '../transfer/index.js';
+import { Assets } from '../dashboard/assets.js';
 import { handleApi, type ApiDeps, type InFlight } from './api.js';
+import { registerDashboard, verifyWithRecords } from './dashboard.js';
 import { requestId } from './filename.js';
 import { Metrics } from './metrics.js';
 import { LISTEN_DEFAULT, LISTEN_EXCLUSIVE_PORT, listenFailure } from './port.js';
@@ -30,6 +32,8 @@ export interface ServerOptions {
   /** Share the port with other processes (SO_REUSEPORT) instead of refusing a port in use. */
   reusePort?: boolean;
   maxUploadBytes: number;
+  /** Worker threads (the dashboard sizes its upload concurrency from it). */
+  poolSize?: number;
   /** Per-client shares of arriving bodies and the upload rate floor (none when absent). */
   uploads?: UploadLimits;
 }
@@ -102,7 +106,8 @@ export class HttpServer {
     };
     const app = options.uws.App();
     app.post('/api/v1/protect', (res, req) => handleApi(deps, 'protect', res, req));
-    app.post('/api/v1/verify', (res, req) => handleApi(deps, 'verify', res, req));
+    const verify = verifyWithRecords(options.store);
+    app.post('/api/v1/verify', (res, req) => handleApi(deps, 'verify', res, req, verify));
     for (const path of ['/api/v1/protect', '/api/v1/verify']) {
       app.any(path, (res, req) => this.#simple(res, req, path, (ex) => ex.error('method_not_allowed', `${path} accepts POST only.`, { Allow: 'POST' })));
     }
@@ -116,6 +121,7 @@ export class HttpServer {
         () => ex.error('internal_error'),
       );
     });
+    registerDashboard(app, { ...deps, assets: Assets.load(), poolSize: options.poolSize ?? options.pool.stats.threads });
     app.get('/api/v1/openapi.json', (res, req) =>
       this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })),
     );

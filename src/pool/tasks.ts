@@ -5,6 +5,7 @@
  */
 import type { ErrorShape } from '../errors.js';
 import type { LayerSettings } from '../pipeline/layers-live.js';
+import type { DashboardMarkOptions, MarkedImage } from '../pipeline/dashboard.js';
 import type { MarkOptions, Marked } from '../pipeline/mark.js';
 import type { AnswerRef, BytesRef, TransferShare } from '../transfer/index.js';
 
@@ -36,12 +37,21 @@ export interface MarkTask extends MarkOptions {
   input: Uint8Array;
 }
 
+/**
+ * The dashboard's mark (src/pipeline/dashboard.ts): the multipart body, the batch's layers, and the id
+ * the event-loop thread gave the record it will store on success.
+ */
+export interface DashboardMarkTask extends DashboardMarkOptions {
+  kind: 'dashboard-mark';
+  input: BytesRef;
+}
+
 /** Runs the hot paths once so the first real requests find them compiled. */
 export interface WarmupTask {
   kind: 'warmup';
 }
 
-export type Task = ProtectTask | VerifyTask | MarkTask | WarmupTask;
+export type Task = ProtectTask | VerifyTask | MarkTask | DashboardMarkTask | WarmupTask;
 
 /** A task as posted: the pool numbers it, and the worker reports when it starts (the deadline counts from then). */
 export type Posted = Task & { token?: number };
@@ -59,6 +69,8 @@ export interface AnswerResult {
   answer: AnswerRef;
   /** A raw protect answer's own headers (Content-Type, Content-Disposition, Repr-Digest, Optmark-Signals). */
   headers?: Record<string, string>;
+  /** Set by the dashboard's mark: what its record needs. */
+  mark?: MarkedImage;
 }
 
 export interface MarkResult extends Marked {

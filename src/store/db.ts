@@ -74,6 +74,39 @@ const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (owner, account_id, month, operation)
   ) STRICT, WITHOUT ROWID;
   `,
+  // 3: the dashboard's batches (at most 25 images each, enforced by the slot counter) and the dated
+  // records of what it marked (src/store/sqlite/records.ts).
+  `
+  CREATE TABLE dashboard_batches (
+    id          TEXT PRIMARY KEY,
+    account_id  INTEGER NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    key_prefix  TEXT NOT NULL,
+    size        INTEGER NOT NULL CHECK (size BETWEEN 1 AND 25),
+    provenance  INTEGER NOT NULL CHECK (provenance IN (0, 1)),
+    fingerprint INTEGER NOT NULL CHECK (fingerprint IN (0, 1)),
+    used        INTEGER NOT NULL DEFAULT 0 CHECK (used >= 0 AND used <= size),
+    created_at  TEXT NOT NULL
+  ) STRICT;
+  CREATE INDEX dashboard_batches_account ON dashboard_batches (account_id, created_at);
+
+  CREATE TABLE dashboard_records (
+    id                TEXT PRIMARY KEY,
+    account_id        INTEGER NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    batch_id          TEXT NOT NULL,
+    sha256            TEXT NOT NULL CHECK (length(sha256) = 64),
+    original_name     TEXT NOT NULL,
+    produced_name     TEXT NOT NULL,
+    mime_type         TEXT NOT NULL,
+    bytes             INTEGER NOT NULL,
+    layers            TEXT NOT NULL,
+    key_prefix        TEXT NOT NULL,
+    provenance_key_id TEXT,
+    marked_at         TEXT NOT NULL
+  ) STRICT;
+  CREATE INDEX dashboard_records_account ON dashboard_records (account_id, marked_at);
+  CREATE INDEX dashboard_records_sha256 ON dashboard_records (sha256);
+  CREATE INDEX dashboard_records_batch ON dashboard_records (batch_id);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -6,6 +6,7 @@
 import type { AuthFailureCode } from './auth.js';
 import type { CheckpointStats } from './checkpoints.js';
 import type { Operation, QuotaState } from './quota.js';
+import type { DashboardRecords } from './records.js';
 
 export type Plan = 'free' | 'pro' | 'lifetime';
 export const PLANS: readonly Plan[] = ['free', 'pro', 'lifetime'];
@@ -129,6 +130,9 @@ export interface Store {
   listKeys(accountName: string): Promise<KeyInfo[]>;
   revokeKey(prefix: string, now?: Date): Promise<{ prefix: string; account: string; alreadyRevoked: boolean }>;
   usage(accountName: string, month?: string, now?: Date): Promise<Usage>;
+
+  // ── the dashboard's batches and records (src/store/records.ts) ──
+  readonly dashboard: DashboardRecords;
 
   // ── shared secrets (PostgreSQL: shared by every instance; SQLite: the data directory's files do it) ──
   readonly sharesSecrets: boolean;

@@ -59,6 +59,8 @@ import type {
   StoredPublicKey,
   Usage,
 } from '../types.js';
+import type { DashboardRecords } from '../records.js';
+import { PgDashboardRecords } from './records.js';
 import { migrate } from './schema.js';
 
 export interface PostgresStoreOptions {
@@ -208,6 +210,7 @@ export class PostgresStore implements Store {
   readonly sharesSecrets = true;
   readonly location: string;
   readonly #pool: pg.Pool;
+  readonly dashboard: DashboardRecords;
   readonly #config: pg.PoolConfig;
   readonly #defaults: Record<Operation, number>;
   readonly #reservations = new Reservations();
@@ -228,6 +231,7 @@ export class PostgresStore implements Store {
     this.location = location;
     this.#defaults = defaults;
     this.#cache = new AuthCache(authCacheMs);
+    this.dashboard = new PgDashboardRecords((text, values, name) => this.#q(text, values, name));
   }
 
   /** Connects, creates the schema named in the URL if needed, and migrates it (once across instances). */
@@ -641,7 +645,8 @@ export class PostgresStore implements Store {
 
   async restore(s: StoreSnapshot): Promise<void> {
     await this.#tx(async (c) => {
-      await c.query('TRUNCATE holds, usage_counters, api_keys, accounts RESTART IDENTITY');
+      // The dashboard's batches and records belong to the accounts replaced here (they are not in a snapshot).
+      await c.query('TRUNCATE dashboard_records, dashboard_batches, holds, usage_counters, api_keys, accounts RESTART IDENTITY');
       const ids = new Map<string, number>();
       for (const a of s.accounts) {
         const r = await c.query<{ id: number }>('INSERT INTO accounts (name, plan, protect_limit, verify_limit, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id', [

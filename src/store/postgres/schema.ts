@@ -77,6 +77,38 @@ export const PG_MIGRATIONS: readonly string[] = [
     created_at timestamptz NOT NULL
   );
   `,
+  // 2: the dashboard's batches and records (./records.ts). Times are ISO-8601 UTC text, as in SQLite.
+  `
+  CREATE TABLE dashboard_batches (
+    id          text PRIMARY KEY,
+    account_id  integer NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    key_prefix  text NOT NULL,
+    size        integer NOT NULL CHECK (size BETWEEN 1 AND 25),
+    provenance  boolean NOT NULL,
+    fingerprint boolean NOT NULL,
+    used        integer NOT NULL DEFAULT 0 CHECK (used >= 0 AND used <= size),
+    created_at  text NOT NULL COLLATE "C"
+  );
+  CREATE INDEX dashboard_batches_account ON dashboard_batches (account_id, created_at);
+
+  CREATE TABLE dashboard_records (
+    id                text PRIMARY KEY,
+    account_id        integer NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    batch_id          text NOT NULL,
+    sha256            text NOT NULL COLLATE "C" CHECK (length(sha256) = 64),
+    original_name     text NOT NULL,
+    produced_name     text NOT NULL,
+    mime_type         text NOT NULL,
+    bytes             bigint NOT NULL,
+    layers            text NOT NULL,
+    key_prefix        text NOT NULL,
+    provenance_key_id text,
+    marked_at         text NOT NULL COLLATE "C"
+  );
+  CREATE INDEX dashboard_records_account ON dashboard_records (account_id, marked_at);
+  CREATE INDEX dashboard_records_sha256 ON dashboard_records (sha256);
+  CREATE INDEX dashboard_records_batch ON dashboard_records (batch_id);
+  `,
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

@@ -52,6 +52,8 @@ import type {
   StoredPublicKey,
   Usage,
 } from '../types.js';
+import type { DashboardRecords } from '../records.js';
+import { SqliteDashboardRecords } from './records.js';
 
 export interface SqliteStoreOptions {
   dataDir: string;
@@ -114,6 +116,7 @@ export class SqliteStore implements Store {
   readonly #lastUsed = new LastUsed();
   #registered = false;
   #checkpoints: BackgroundCheckpoints | undefined;
+  readonly dashboard: DashboardRecords;
   #timers: NodeJS.Timeout[] = [];
   #reconciled = 0;
 
@@ -147,6 +150,7 @@ export class SqliteStore implements Store {
     this.#db = db;
     this.file = file;
     this.#defaults = defaults;
+    this.dashboard = new SqliteDashboardRecords(db);
     this.#authByHash = db.prepare<[Buffer], AuthRow>(
       `SELECT ${ACCOUNT_COLUMNS}, k.id AS key_id, k.last_used_at, k.revoked_at
          FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?`,
@@ -497,7 +501,8 @@ export class SqliteStore implements Store {
   async restore(s: StoreSnapshot): Promise<void> {
     const db = this.#db;
     db.transaction(() => {
-      db.exec('DELETE FROM holds; DELETE FROM usage_counters; DELETE FROM api_keys; DELETE FROM accounts;');
+      // The dashboard's batches and records belong to the accounts replaced here (they are not in a snapshot).
+      db.exec('DELETE FROM dashboard_records; DELETE FROM dashboard_batches; DELETE FROM holds; DELETE FROM usage_counters; DELETE FROM api_keys; DELETE FROM accounts;');
       const ids = new Map<string, number>();
       const insA = db.prepare<[string, Plan, number | null, number | null, string], { id: number }>(
         'INSERT INTO accounts (name, plan, protect_limit, verify_limit, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id',

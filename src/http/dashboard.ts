@@ -1,0 +1,429 @@
+/**
+ * The web dashboard's routes: the page itself (GET / and its hashed assets, with a strict
+ * Content-Security-Policy, long caching and precompressed transfer) and its API under
+ * /api/v1/dashboard/ (docs/openapi.json, tag "dashboard"). Every API route takes the same bearer key
+ * as the public API and refuses the same plans; the image route runs the API's own request flow
+ * (handleApi, with an extension for the batch slot and the record) and the layer path of `optmark mark`.
+ */
+import { randomUUID } from 'node:crypto';
+import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
+import { type Assets, chooseEncoding } from '../dashboard/assets.js';
+import { recordsCsv, recordsJson } from '../dashboard/export.js';
+import { buildReceipt } from '../dashboard/receipt.js';
+import { OptmarkError, toErrorShape } from '../errors.js';
+import { MAX_BATCH_SIZE, wwwAuthenticate, type Account, type MarkRecord, type Store } from '../store/index.js';
+import { handleApi, type ApiDeps, type ApiExtension } from './api.js';
+import { requestId } from './filename.js';
+import { Exchange, type Headers } from './respond.js';
+
+export interface DashboardDeps extends ApiDeps {
+  assets: Assets;
+  /** Worker threads: the page runs a few more uploads than this at once, so no worker waits for bytes. */
+  poolSize: number;
+}
+
+/**
+ * The page's policy: scripts and styles from this origin only (no inline code of either kind), images
+ * from this origin and the page's own blob: URLs (thumbnails), requests to this origin only.
+ */
+export const CONTENT_SECURITY_POLICY = [
+  "default-src 'none'",
+  "script-src 'self'",
+  "style-src 'self'",
+  "img-src 'self' blob: data:",
+  "connect-src 'self'",
+  "font-src 'self'",
+  "manifest-src 'self'",
+  "base-uri 'none'",
+  "form-action 'self'",
+  "frame-ancestors 'none'",
+].join('; ');
+
+const PAGE_HEADERS: Headers = {
+  'Content-Security-Policy': CONTENT_SECURITY_POLICY,
+  'X-Content-Type-Options': 'nosniff',
+  'Referrer-Policy': 'no-referrer',
+  'X-Frame-Options': 'DENY',
+  'Cross-Origin-Opener-Policy': 'same-origin',
+  'Cross-Origin-Resource-Policy': 'same-origin',
+};
+
+/** Largest JSON body a dashboard route reads (a batch request is a few dozen bytes). */
+const MAX_JSON_BODY = 4096;
+/** Most records one export holds. */
+const MAX_EXPORT = 100_000;
+/** Uploads the page runs at once at most, whatever the pool size. */
+const MAX_PAGE_CONCURRENCY = 8;
+const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
+
+interface Caller {
+  account: Account;
+  keyId: number;
+}
+
+interface Request {
+  authorization: string;
+  query: URLSearchParams;
+  host: string;
+  param: string;
+}
+
+type Answer = { status: number; body: string | Uint8Array; headers?: Headers };
+
+/** Adds the dashboard's routes to the app (before its catch-all route). */
+export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void {
+  const { store } = deps;
+  const records = store.dashboard;
+
+  // The page.
+  const page = (res: HttpResponse, req: HttpRequest, path: string): void => {
+    const ex = exchange(res, req, path === '/' ? '/' : '/assets');
+    const accept = req.getHeader('accept-encoding');
+    const match = req.getHeader('if-none-match');
+    const asset = deps.assets.get(path);
+    let sent: Promise<boolean>;
+    if (!asset) {
+      sent = deps.assets.built
+        ? ex.error('not_found', `No dashboard file ${path}.`)
+        : ex.send(503, { 'Content-Type': 'text/plain; charset=utf-8', 'Retry-After': '60' }, 'The dashboard was not built: run npm run build.\n');
+    } else {
+      const headers: Headers = {
+        ...PAGE_HEADERS,
+        'Content-Type': asset.type,
+        ETag: asset.etag,
+        Vary: 'Accept-Encoding',
+        'Cache-Control': asset.immutable ? 'public, max-age=31536000, immutable' : 'no-cache',
+      };
+      if (match && match === asset.etag) sent = ex.send(304, headers, '');
+      else {
+        const encoding = chooseEncoding(asset, accept);
+        if (encoding !== 'identity') headers['Content-Encoding'] = encoding;
+        sent = ex.send(200, headers, asset.bodies[encoding]!);
+      }
+    }
+    void sent.then(() => observe(deps, ex));
+  };
+  app.get('/', (res, req) => page(res, req, '/'));
+  app.get('/index.html', (res, req) => page(res, req, '/'));
+  app.get('/assets/*', (res, req) => page(res, req, req.getUrl()));
+
+  // The page's API.
+  json(app, deps, 'get', '/api/v1/dashboard/account', async (caller) => {
+    const now = new Date();
+    const [protect, verify] = await Promise.all([store.quotaState(caller.account.id, 'protect', now), store.quotaState(caller.account.id, 'verify', now)]);
+    const month = now.toISOString().slice(0, 7);
+    const resetsAt = new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1)).toISOString();
+    const counter = (s: typeof protect) => ({ used: s.used, limit: s.limit, remaining: s.remaining });
+    return ok({
+      account: { name: caller.account.name, plan: caller.account.plan },
+      key: { prefix: await records.keyPrefix(caller.keyId) },
+      usage: { month, resetsAt, protect: counter(protect), verify: counter(verify) },
+      limits: {
+        batchSize: MAX_BATCH_SIZE,
+        maxUploadBytes: deps.maxUploadBytes,
+        concurrency: Math.min(MAX_PAGE_CONCURRENCY, deps.poolSize + 1),
+      },
+    });
+  });
+
+  json(app, deps, 'post', '/api/v1/dashboard/batches', async (caller, _req, body) => {
+    const spec = parseBatchSpec(body);
+    const batch = await records.openBatch(caller.account.id, await records.keyPrefix(caller.keyId), spec);
+    return { status: 201, body: JSON.stringify(batchView(batch, [])) };
+  });
+
+  json(app, deps, 'get', '/api/v1/dashboard/batches/:id', async (caller, req) => {
+    const batch = await findBatch(caller, req.param);
+    return ok(batchView(batch, await records.batchRecords(caller.account.id, batch.id)));
+  });
+
+  json(app, deps, 'get', '/api/v1/dashboard/batches/:id/receipt', async (caller, req) => {
+    const batch = await findBatch(caller, req.param);
+    const pdf = await buildReceipt({
+      batch,
+      records: await records.batchRecords(caller.account.id, batch.id),
+      account: caller.account.name,
+      issuer: req.host || 'optmark',
+      now: new Date(),
+    });
+    return {
+      status: 200,
+      body: pdf,
+      headers: { 'Content-Type': 'application/pdf', 'Content-Disposition': `attachment; filename="optmark-receipt-${batch.id}.pdf"` },
+    };
+  });
+
+  json(app, deps, 'get', '/api/v1/dashboard/records', async (caller, req) => {
+    const q = req.query.get('q') ?? undefined;
+    const before = req.query.get('before') ?? undefined;
+    if (before !== undefined && Number.isNaN(Date.parse(before))) throw new OptmarkError('invalid_request', '"before" must be an ISO date-time.');
+    const limit = Number(req.query.get('limit') ?? 50);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new OptmarkError('invalid_request', '"limit" must be a whole number from 1 to 500.');
+    const list = await records.records(caller.account.id, { q, before, limit: limit + 1 });
+    const more = list.length > limit;
+    const page = list.slice(0, limit);
+    return ok({ records: page, next: more ? page[page.length - 1]!.markedAt : null });
+  });
+
+  json(app, deps, 'get', '/api/v1/dashboard/records/export', async (caller, req) => {
+    const format = req.query.get('format') ?? 'csv';
+    if (format !== 'csv' && format !== 'json') throw new OptmarkError('invalid_request', '"format" must be csv or json.');
+    const q = req.query.get('q') ?? undefined;
+    const all: MarkRecord[] = [];
+    let before: string | undefined;
+    while (all.length < MAX_EXPORT) {
+      const page = await records.records(caller.account.id, { q, before, limit: 500 });
+      all.push(...page);
+      if (page.length < 500) break;
+      before = page[page.length - 1]!.markedAt;
+    }
+    const day = new Date().toISOString().slice(0, 10);
+    return {
+      status: 200,
+      body: format === 'csv' ? recordsCsv(all) : recordsJson(all),
+      headers: {
+        'Content-Type': format === 'csv' ? 'text/csv; charset=utf-8' : 'application/json',
+        'Content-Disposition': `attachment; filename="optmark-records-${day}.${format}"`,
+      },
+    };
+  });
+
+  // One image of a batch: the API's flow, with the batch slot taken after authentication and the record
+  // stored before the answer goes out (and removed again when the answer never reaches the client).
+  app.post('/api/v1/dashboard/batches/:id/images', (res, req) => {
+    const batchId = req.getParameter(0) ?? '';
+    const extension: ApiExtension = {
+      route: '/api/v1/dashboard/batches/:id/images',
+      admit: async ({ account, keyId }) => {
+        if (!UUID.test(batchId)) throw new OptmarkError('not_found', 'No open batch with that id.');
+        const slot = await records.takeSlot(account.id, batchId);
+        if (!slot.ok) {
+          if (slot.reason === 'full')
+            throw new OptmarkError('batch_full', 'This batch already holds all the images it was opened for (at most 25); open a new batch.');
+          throw new OptmarkError(
+            'not_found',
+            slot.reason === 'expired' ? 'This batch has expired (batches take images for 24 hours); open a new one.' : 'No open batch with that id.',
+          );
+        }
+        const batch = slot.batch;
+        const recordId = randomUUID();
+        let recorded = false;
+        return {
+          task: (input, contentType) => ({
+            kind: 'dashboard-mark',
+            input,
+            contentType,
+            provenance: batch.provenance,
+            fingerprint: batch.fingerprint,
+            batchId,
+            recordId,
+          }),
+          answered: async (result, body) => {
+            const m = result.mark;
+            if (!m) throw new Error('the dashboard mark came back without its record');
+            await records.addRecord(account.id, {
+              id: recordId,
+              batchId,
+              sha256: m.sha256,
+              originalName: m.originalName,
+              producedName: m.filename,
+              mimeType: m.mimeType,
+              bytes: m.bytes,
+              layers: m.layers,
+              keyPrefix: batch.keyPrefix || (await records.keyPrefix(keyId)),
+              provenanceKeyId: m.provenanceKeyId,
+              markedAt: m.markedAt,
+            });
+            recorded = true;
+            return body;
+          },
+          settle: async (delivered) => {
+            if (delivered) return;
+            if (recorded) await records.removeRecord(recordId);
+            await records.giveSlot(batchId);
+          },
+        };
+      },
+    };
+    handleApi(deps, 'protect', res, req, extension);
+  });
+
+  for (const [path, allow] of [
+    ['/api/v1/dashboard/account', 'GET'],
+    ['/api/v1/dashboard/batches', 'POST'],
+    ['/api/v1/dashboard/batches/:id', 'GET'],
+    ['/api/v1/dashboard/batches/:id/images', 'POST'],
+    ['/api/v1/dashboard/batches/:id/receipt', 'GET'],
+    ['/api/v1/dashboard/records', 'GET'],
+    ['/api/v1/dashboard/records/export', 'GET'],
+  ] as const) {
+    app.any(path, (res, req) => {
+      const ex = exchange(res, req, path);
+      void ex.error('method_not_allowed', `${path} accepts ${allow} only.`, { Allow: allow }).then(() => observe(deps, ex));
+    });
+  }
+
+  async function findBatch(caller: Caller, id: string) {
+    const batch = UUID.test(id) ? await records.batch(caller.account.id, id) : undefined;
+    if (!batch) throw new OptmarkError('not_found', 'No batch with that id for this account.');
+    return batch;
+  }
+}
+
+/**
+ * /api/v1/verify with the dashboard's records: when the uploaded bytes are exactly an image the
+ * dashboard marked for this account, the answer gains `record` (when, from which file, which layers,
+ * which key); otherwise `record` is null. An additive field; the contract's fields stay as they are.
+ */
+export function verifyWithRecords(store: Store): ApiExtension {
+  return {
+    route: '/api/v1/verify',
+    admit: async ({ account }) => ({
+      answered: async (_result, body) => withRecord(body, await recordField(store, account.id, body)),
+      settle: async () => {},
+    }),
+  };
+}
+
+/** The `record` field for a verify body: the newest record whose SHA-256 is the body's `sha256`. */
+async function recordField(store: Store, accountId: number, body: Uint8Array): Promise<unknown> {
+  const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
+  const sha = /"sha256":"([0-9a-f]{64})"/.exec(text)?.[1];
+  const r = sha ? await store.dashboard.recordBySha256(accountId, sha) : undefined;
+  if (!r) return null;
+  return {
+    id: r.id,
+    batchId: r.batchId,
+    markedAt: r.markedAt,
+    originalName: r.originalName,
+    producedName: r.producedName,
+    layers: r.layers,
+    keyPrefix: r.keyPrefix,
+    provenanceKeyId: r.provenanceKeyId,
+  };
+}
+
+/** The JSON object in `body` with `"record": value` added before its closing brace. */
+function withRecord(body: Uint8Array, value: unknown): Uint8Array {
+  let end = body.length - 1;
+  while (end > 0 && body[end] !== 0x7d) end--; // '}'
+  if (end <= 0) return body;
+  const tail = Buffer.from(`,"record":${JSON.stringify(value)}}`, 'utf8');
+  return Buffer.concat([body.subarray(0, end), tail]);
+}
+
+function ok(value: unknown): Answer {
+  return { status: 200, body: JSON.stringify(value) };
+}
+
+function batchView(batch: { id: string; size: number; provenance: boolean; fingerprint: boolean; used: number; createdAt: string }, recs: MarkRecord[]) {
+  return {
+    id: batch.id,
+    size: batch.size,
+    layers: { provenance: batch.provenance, fingerprint: batch.fingerprint },
+    used: batch.used,
+    createdAt: batch.createdAt,
+    records: recs,
+  };
+}
+
+/** `{"size": 1..25, "provenance": bool, "fingerprint": bool}` */
+function parseBatchSpec(body: Buffer | undefined): { size: number; provenance: boolean; fingerprint: boolean } {
+  let value: unknown;
+  try {
+    value = JSON.parse(body?.toString('utf8') || 'null');
+  } catch {
+    throw new OptmarkError('invalid_request', 'The body must be JSON: {"size": 1-25, "provenance": true|false, "fingerprint": true|false}.');
+  }
+  if (typeof value !== 'object' || value === null || Array.isArray(value)) {
+    throw new OptmarkError('invalid_request', 'The body must be a JSON object: {"size": 1-25, "provenance": true|false, "fingerprint": true|false}.');
+  }
+  const v = value as Record<string, unknown>;
+  for (const key of Object.keys(v)) {
+    if (!['size', 'provenance', 'fingerprint'].includes(key)) throw new OptmarkError('invalid_request', `Unknown field "${key}".`);
+  }
+  const { size, provenance = false, fingerprint = false } = v;
+  if (typeof size !== 'number' || !Number.isInteger(size) || size < 1)
+    throw new OptmarkError('invalid_request', '"size" must be a whole number of images from 1 to 25.');
+  if (size > MAX_BATCH_SIZE) throw new OptmarkError('batch_too_large', `A batch holds at most ${MAX_BATCH_SIZE} images; this one asked for ${size}.`);
+  if (typeof provenance !== 'boolean' || typeof fingerprint !== 'boolean')
+    throw new OptmarkError('invalid_request', '"provenance" and "fingerprint" must be true or false.');
+  return { size, provenance, fingerprint };
+}
+
+function exchange(res: HttpResponse, req: HttpRequest, route: string): Exchange {
+  return new Exchange(res, requestId(req.getHeader('x-request-id'), randomUUID), route, process.hrtime.bigint());
+}
+
+function observe(deps: ApiDeps, ex: Exchange, received = 0): void {
+  deps.metrics.observe(ex.route, ex.status, Number(process.hrtime.bigint() - ex.started) / 1e9, received, ex.sent);
+}
+
+/**
+ * A dashboard JSON route: authenticates with the bearer key (the API's refusals: 401 with
+ * WWW-Authenticate, 403 for plans without API access), reads a small JSON body for POST, and answers
+ * what `handler` returns, or its error as `{error, code}`.
+ */
+function json(
+  app: TemplatedApp,
+  deps: ApiDeps,
+  method: 'get' | 'post',
+  path: string,
+  handler: (caller: Caller, req: Request, body: Buffer | undefined) => Promise<Answer>,
+): void {
+  app[method](path, (res, req) => {
+    const ex = exchange(res, req, path);
+    const request: Request = {
+      authorization: req.getHeader('authorization'),
+      query: new URLSearchParams(req.getQuery() ?? ''),
+      host: req.getHeader('host'),
+      param: path.includes(':') ? (req.getParameter(0) ?? '') : '',
+    };
+    let received = 0;
+    // uWS hands the body only to a reader attached before this handler returns.
+    const bodyRead = method === 'post' ? readBody(res, ex, MAX_JSON_BODY) : undefined;
+    bodyRead?.catch(() => {}); // an early refusal (bad key) leaves it unread
+    const run = async (): Promise<void> => {
+      const auth = await deps.store.authenticate(request.authorization || undefined);
+      if (!auth.ok) throw new OptmarkError(auth.code, auth.message);
+      let body: Buffer | undefined;
+      if (bodyRead) {
+        body = await bodyRead;
+        received = body.length;
+      }
+      const answer = await handler({ account: auth.account, keyId: auth.keyId }, request, body);
+      const type: Headers = typeof answer.body === 'string' ? { 'Content-Type': 'application/json' } : {};
+      await ex.send(answer.status, { 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff', ...type, ...answer.headers }, answer.body);
+    };
+    run()
+      .catch((err: unknown) => {
+        const shape = toErrorShape(err);
+        if (shape.code === 'internal_error') deps.log.error({ reqId: ex.id, err }, 'dashboard route failed');
+        const headers: Headers = {};
+        if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
+        return ex.error(shape.code, shape.message, headers);
+      })
+      .finally(() => observe(deps, ex, received));
+  });
+}
+
+/** Reads a whole small body (copying each chunk: uWS reuses them); refuses one over `max` bytes. */
+function readBody(res: HttpResponse, ex: Exchange, max: number): Promise<Buffer> {
+  return new Promise((resolve, reject) => {
+    const chunks: Buffer[] = [];
+    let size = 0;
+    let refused = false;
+    ex.onAbort(() => reject(new OptmarkError('invalid_request', 'client went away')));
+    res.onData((chunk, isLast) => {
+      if (refused) return;
+      size += chunk.byteLength;
+      if (size > max) {
+        refused = true;
+        reject(new OptmarkError('payload_too_large', `A dashboard request body may be at most ${max} bytes.`));
+        return;
+      }
+      chunks.push(Buffer.from(chunk.slice(0)));
+      if (isLast) resolve(Buffer.concat(chunks));
+    });
+  });
+}

@@ -1,0 +1,96 @@
+/**
+ * The dashboard's mark: one uploaded image through the layer path (the same runMark as `optmark mark`),
+ * with what verify reports about it before and after, as one JSON body built in the worker:
+ * `{imageBase64, mimeType, filename, sha256, signals, layers, bytes, originalName, record, before, after,
+ * warnings}`. The base64 is written straight into the body, as protect's is.
+ */
+import { base64Into, base64Length } from './base64.js';
+import type { LiveLayers } from './layers-live.js';
+import { LAYER_PROVENANCE, runMark, type MarkOptions } from './mark.js';
+import { safeBasename, parseUpload } from './upload.js';
+import { verifyReport } from './verify.js';
+
+// biome-ignore lint/suspicious/noControlCharactersInRegex: removing control characters is the point.
+const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f]/g;
+
+/** Longest original file name kept in a record (code points). */
+const MAX_ORIGINAL_NAME = 255;
+
+/** The batch's layers, the form's Content-Type, and the ids the record will carry. */
+export interface DashboardMarkOptions extends MarkOptions {
+  contentType: string;
+  batchId: string;
+  recordId: string;
+}
+
+/** What the event-loop thread needs to record a dashboard mark (the answer carries the same). */
+export interface MarkedImage {
+  sha256: string;
+  filename: string;
+  mimeType: string;
+  bytes: number;
+  layers: string[];
+  originalName: string;
+  provenanceKeyId: string | null;
+  markedAt: string;
+}
+
+/** Runs a dashboard mark over the multipart body in `body` (a view of request memory); the answer's body and its record. */
+export async function runDashboardMark(
+  body: Uint8Array,
+  task: DashboardMarkOptions,
+  layers: LiveLayers,
+  maxUploadBytes: number,
+): Promise<{ body: Uint8Array; mark: MarkedImage }> {
+  const upload = await parseUpload(body, task.contentType, maxUploadBytes);
+  const input = upload.bytes;
+  const before = await verifyReport(input, layers);
+  const marked = await runMark(input, { provenance: task.provenance, fingerprint: task.fingerprint }, layers);
+  const after = await verifyReport(marked.bytes, layers);
+  const originalName = originalNameOf(upload.filename);
+  const mark: MarkedImage = {
+    sha256: after.sha256,
+    filename: `${safeBasename(upload.filename)}.${marked.extension}`,
+    mimeType: marked.mimeType,
+    bytes: marked.bytes.length,
+    layers: marked.layers,
+    originalName,
+    provenanceKeyId: marked.layers.includes(LAYER_PROVENANCE) ? (await layers.signingKey()).keyId : null,
+    markedAt: new Date().toISOString(),
+  };
+  const fields = {
+    mimeType: mark.mimeType,
+    filename: mark.filename,
+    sha256: mark.sha256,
+    signals: after.signals,
+    layers: mark.layers,
+    bytes: mark.bytes,
+    originalName,
+    record: { id: task.recordId, batchId: task.batchId, markedAt: mark.markedAt, provenanceKeyId: mark.provenanceKeyId },
+    before,
+    after,
+    // What the input's reading found (a truncated file, ...), in verify's shape.
+    warnings: before.warnings,
+  };
+  return { body: base64Body(marked.bytes, fields), mark };
+}
+
+/** `{"imageBase64":"<base64 of image>", ...fields}` as UTF-8 bytes in one standalone buffer. */
+function base64Body(image: Uint8Array, fields: Record<string, unknown>): Buffer {
+  const head = Buffer.from('{"imageBase64":"', 'latin1');
+  const tail = Buffer.from(`",${JSON.stringify(fields).slice(1)}`, 'utf8');
+  const b64 = base64Length(image.length);
+  const out = Buffer.allocUnsafeSlow(head.length + b64 + tail.length);
+  head.copy(out, 0);
+  const written = base64Into([image], out, head.length);
+  if (written !== b64) throw new Error(`base64 length ${written} != ${b64}`);
+  tail.copy(out, head.length + b64);
+  return out;
+}
+
+/** The name the client gave, cleaned of control characters and bounded; "image" when there was none. */
+function originalNameOf(filename: string | undefined): string {
+  const last = (filename ?? '').split(/[/\\]/).pop() ?? '';
+  const name = last.replace(CONTROL_CHARACTERS, '').trim();
+  return Array.from(name).slice(0, MAX_ORIGINAL_NAME).join('') || 'image';
+}

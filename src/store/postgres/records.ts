@@ -1,0 +1,183 @@
+/**
+ * The dashboard's batches and records in PostgreSQL (schema version 2, ./schema.ts), shared by every
+ * instance. Times are ISO-8601 UTC text, as in the SQLite engine, so both sort and page the same way and
+ * a record's `markedAt` comes back exactly as it was written. The slot counter is one UPDATE: under Read
+ * Committed a row another instance just changed is re-checked against `used < size`, so no number of
+ * instances can put a 26th image in a batch.
+ */
+import { randomUUID } from 'node:crypto';
+import type pg from 'pg';
+import {
+  BATCH_LIFETIME_MS,
+  checkBatchSize,
+  searchTerms,
+  type Batch,
+  type BatchSpec,
+  type DashboardRecords,
+  type MarkRecord,
+  type RecordQuery,
+  type SlotResult,
+} from '../records.js';
+
+/** The engine's query function (its errors already mapped to store_unavailable). */
+export type Query = <R extends pg.QueryResultRow>(text: string, values?: unknown[], name?: string) => Promise<pg.QueryResult<R>>;
+
+interface BatchRow {
+  id: string;
+  size: number;
+  provenance: boolean;
+  fingerprint: boolean;
+  used: number;
+  key_prefix: string;
+  created_at: string;
+}
+
+interface RecordRow {
+  id: string;
+  batch_id: string;
+  sha256: string;
+  original_name: string;
+  produced_name: string;
+  mime_type: string;
+  bytes: number | string;
+  layers: string;
+  key_prefix: string;
+  provenance_key_id: string | null;
+  marked_at: string;
+}
+
+const RECORD_COLUMNS = 'id, batch_id, sha256, original_name, produced_name, mime_type, bytes, layers, key_prefix, provenance_key_id, marked_at';
+const BATCH_COLUMNS = 'id, size, provenance, fingerprint, used, key_prefix, created_at';
+
+export class PgDashboardRecords implements DashboardRecords {
+  readonly #q: Query;
+
+  constructor(query: Query) {
+    this.#q = query;
+  }
+
+  async keyPrefix(keyId: number): Promise<string> {
+    const r = await this.#q<{ prefix: string }>('SELECT prefix FROM api_keys WHERE id = $1', [keyId], 'dash_key_prefix');
+    return r.rows[0]?.prefix ?? '';
+  }
+
+  async openBatch(accountId: number, keyPrefix: string, spec: BatchSpec, now: Date = new Date()): Promise<Batch> {
+    checkBatchSize(spec.size);
+    const id = randomUUID();
+    const createdAt = now.toISOString();
+    await this.#q(
+      'INSERT INTO dashboard_batches (id, account_id, key_prefix, size, provenance, fingerprint, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+      [id, accountId, keyPrefix, spec.size, spec.provenance, spec.fingerprint, createdAt],
+      'dash_open_batch',
+    );
+    return { id, size: spec.size, provenance: spec.provenance, fingerprint: spec.fingerprint, used: 0, keyPrefix, createdAt };
+  }
+
+  async batch(accountId: number, id: string): Promise<Batch | undefined> {
+    const r = await this.#q<BatchRow>(`SELECT ${BATCH_COLUMNS} FROM dashboard_batches WHERE id = $1 AND account_id = $2`, [id, accountId], 'dash_batch');
+    return r.rows[0] && toBatch(r.rows[0]);
+  }
+
+  async takeSlot(accountId: number, batchId: string, now: Date = new Date()): Promise<SlotResult> {
+    const r = await this.#q<BatchRow>(
+      `UPDATE dashboard_batches SET used = used + 1
+        WHERE id = $1 AND account_id = $2 AND used < size AND created_at >= $3
+        RETURNING ${BATCH_COLUMNS}`,
+      [batchId, accountId, new Date(now.getTime() - BATCH_LIFETIME_MS).toISOString()],
+      'dash_take_slot',
+    );
+    if (r.rows[0]) return { ok: true, batch: toBatch(r.rows[0]) };
+    const batch = await this.batch(accountId, batchId);
+    if (!batch) return { ok: false, reason: 'unknown' };
+    return { ok: false, reason: batch.used >= batch.size ? 'full' : 'expired' };
+  }
+
+  async giveSlot(batchId: string): Promise<void> {
+    await this.#q('UPDATE dashboard_batches SET used = used - 1 WHERE id = $1 AND used > 0', [batchId], 'dash_give_slot');
+  }
+
+  async addRecord(accountId: number, r: MarkRecord): Promise<void> {
+    await this.#q(
+      `INSERT INTO dashboard_records (id, account_id, ${RECORD_COLUMNS.slice(4)}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
+      [
+        r.id,
+        accountId,
+        r.batchId,
+        r.sha256,
+        r.originalName,
+        r.producedName,
+        r.mimeType,
+        r.bytes,
+        r.layers.join(','),
+        r.keyPrefix,
+        r.provenanceKeyId,
+        r.markedAt,
+      ],
+      'dash_add_record',
+    );
+  }
+
+  async removeRecord(id: string): Promise<void> {
+    await this.#q('DELETE FROM dashboard_records WHERE id = $1', [id], 'dash_remove_record');
+  }
+
+  async records(accountId: number, query: RecordQuery = {}): Promise<MarkRecord[]> {
+    const t = searchTerms(query);
+    const r = await this.#q<RecordRow>(
+      `SELECT ${RECORD_COLUMNS} FROM dashboard_records
+        WHERE account_id = $1 AND marked_at < $2
+          AND ($3::text IS NULL OR original_name ILIKE $3 ESCAPE '\\' OR produced_name ILIKE $3 ESCAPE '\\'
+               OR ($4::text IS NOT NULL AND sha256 >= $4 AND sha256 < $5))
+        ORDER BY marked_at DESC, id DESC LIMIT $6`,
+      [accountId, query.before ?? '9999', t.like, t.lo, t.hi, t.limit],
+      'dash_records',
+    );
+    return r.rows.map(toRecord);
+  }
+
+  async batchRecords(accountId: number, batchId: string): Promise<MarkRecord[]> {
+    const r = await this.#q<RecordRow>(
+      `SELECT ${RECORD_COLUMNS} FROM dashboard_records WHERE batch_id = $1 AND account_id = $2 ORDER BY marked_at, id`,
+      [batchId, accountId],
+      'dash_batch_records',
+    );
+    return r.rows.map(toRecord);
+  }
+
+  async recordBySha256(accountId: number, sha256: string): Promise<MarkRecord | undefined> {
+    const r = await this.#q<RecordRow>(
+      `SELECT ${RECORD_COLUMNS} FROM dashboard_records WHERE sha256 = $1 AND account_id = $2 ORDER BY marked_at DESC LIMIT 1`,
+      [sha256, accountId],
+      'dash_record_by_sha',
+    );
+    return r.rows[0] && toRecord(r.rows[0]);
+  }
+}
+
+function toBatch(row: BatchRow): Batch {
+  return {
+    id: row.id,
+    size: Number(row.size),
+    provenance: row.provenance,
+    fingerprint: row.fingerprint,
+    used: Number(row.used),
+    keyPrefix: row.key_prefix,
+    createdAt: row.created_at,
+  };
+}
+
+function toRecord(row: RecordRow): MarkRecord {
+  return {
+    id: row.id,
+    batchId: row.batch_id,
+    sha256: row.sha256,
+    originalName: row.original_name,
+    producedName: row.produced_name,
+    mimeType: row.mime_type,
+    bytes: Number(row.bytes),
+    layers: row.layers ? row.layers.split(',') : [],
+    keyPrefix: row.key_prefix,
+    provenanceKeyId: row.provenance_key_id,
+    markedAt: row.marked_at,
+  };
+}

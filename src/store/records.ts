@@ -1,0 +1,98 @@
+/**
+ * The dashboard's part of the store: batches (a slot counter that caps a batch at its declared size, at
+ * most 25 images, atomically across connections and instances) and the dated records of each image the
+ * dashboard marked (SHA-256 of the produced bytes, original name, layers, time, key prefix). Records
+ * belong to an account; every read is scoped to one. Both engines implement it (sqlite/records.ts,
+ * postgres/records.ts).
+ */
+
+/** The most images one dashboard batch may hold (the contract's browser batch size). */
+export const MAX_BATCH_SIZE = 25;
+/** A batch takes new images for this long after it was opened. */
+export const BATCH_LIFETIME_MS = 24 * 3600 * 1000;
+/** The most records one page of history returns. */
+export const MAX_PAGE = 500;
+
+export interface Batch {
+  id: string;
+  size: number;
+  provenance: boolean;
+  fingerprint: boolean;
+  /** Slots taken: images marked plus images in progress. */
+  used: number;
+  keyPrefix: string;
+  createdAt: string;
+}
+
+export interface MarkRecord {
+  id: string;
+  batchId: string;
+  sha256: string;
+  originalName: string;
+  producedName: string;
+  mimeType: string;
+  bytes: number;
+  layers: string[];
+  keyPrefix: string;
+  provenanceKeyId: string | null;
+  markedAt: string;
+}
+
+export type SlotResult = { ok: true; batch: Batch } | { ok: false; reason: 'unknown' | 'full' | 'expired' };
+
+export interface RecordQuery {
+  /** Part of an original or produced file name, or the start of a SHA-256 (hex, at least 4 characters). */
+  q?: string | undefined;
+  /** Only records marked before this ISO time (the previous page's last `markedAt`). */
+  before?: string | undefined;
+  limit?: number | undefined;
+}
+
+export interface BatchSpec {
+  size: number;
+  provenance: boolean;
+  fingerprint: boolean;
+}
+
+export interface DashboardRecords {
+  /** The display prefix of an API key (what records show of the key that marked an image). */
+  keyPrefix(keyId: number): Promise<string>;
+  /** Opens a batch for `size` images (1..25) with the layers every image in it gets. */
+  openBatch(accountId: number, keyPrefix: string, spec: BatchSpec, now?: Date): Promise<Batch>;
+  /** One of the account's batches, or undefined. */
+  batch(accountId: number, id: string): Promise<Batch | undefined>;
+  /** Takes one image slot of the batch in one statement (give it back with giveSlot when the image fails). */
+  takeSlot(accountId: number, batchId: string, now?: Date): Promise<SlotResult>;
+  giveSlot(batchId: string): Promise<void>;
+  /** Stores the record of one marked image. */
+  addRecord(accountId: number, record: MarkRecord): Promise<void>;
+  /** Removes a record whose image never reached its client. */
+  removeRecord(id: string): Promise<void>;
+  /** The account's records, newest first, optionally filtered by name or SHA-256 prefix. */
+  records(accountId: number, query?: RecordQuery): Promise<MarkRecord[]>;
+  /** Every record of one batch, in the order they were marked. */
+  batchRecords(accountId: number, batchId: string): Promise<MarkRecord[]>;
+  /** The newest record of the account whose produced bytes have this SHA-256, if any. */
+  recordBySha256(accountId: number, sha256: string): Promise<MarkRecord | undefined>;
+}
+
+const HEX = /^[0-9a-f]{4,64}$/;
+
+/** The search's parameters, the same for both engines: a LIKE pattern for names, a range for a SHA-256 prefix. */
+export function searchTerms(query: RecordQuery): { like: string | null; lo: string | null; hi: string | null; limit: number } {
+  const q = query.q?.trim() ?? '';
+  const hex = q.toLowerCase();
+  const isHex = HEX.test(hex);
+  return {
+    // A backslash is the ESCAPE character of both engines' LIKE: a '%' or '_' typed is a character, not a wildcard.
+    like: q ? `%${q.replace(/[\\%_]/g, (c) => `\\${c}`)}%` : null,
+    lo: isHex ? hex : null,
+    // '~' sorts after every hex digit: [hex, hex~) is "starts with hex" and uses the index.
+    hi: isHex ? `${hex}~` : null,
+    limit: Math.max(1, Math.min(MAX_PAGE, Math.floor(query.limit ?? 100))),
+  };
+}
+
+export function checkBatchSize(size: number): void {
+  if (!Number.isSafeInteger(size) || size < 1 || size > MAX_BATCH_SIZE) throw new RangeError(`batch size must be 1..${MAX_BATCH_SIZE}`);
+}

@@ -1,0 +1,108 @@
+// The dashboard's batches and records on both store engines (SQLite file, PostgreSQL): the slot counter
+// that caps a batch under concurrency, expiry, giving a slot back, records scoped to their account,
+// search by name (LIKE wildcards typed are characters) and by SHA-256 prefix, paging, and restore.
+import { createHash } from 'node:crypto';
+import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import type { MarkRecord, Store } from '../src/store/index.js';
+import { ENGINES, StoreHarness } from './helpers/stores.js';
+
+const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
+
+function record(batchId: string, name: string, markedAt: string, keyPrefix = 'om_live_AAAAAAAA'): MarkRecord {
+  return {
+    id: `r-${name}-${markedAt}`,
+    batchId,
+    sha256: sha(name),
+    originalName: name,
+    producedName: name,
+    mimeType: 'image/jpeg',
+    bytes: 1234,
+    layers: ['fingerprint', 'provenance'],
+    keyPrefix,
+    provenanceKeyId: 'abcdef0123456789',
+    markedAt,
+  };
+}
+
+describe.each(ENGINES)('dashboard records on %s', (engine) => {
+  const h = new StoreHarness(engine);
+  beforeAll(() => h.setup());
+  afterEach(() => h.closeAll());
+  afterAll(() => h.teardown());
+
+  async function accountWithKey(store: Store, name: string): Promise<{ id: number; keyId: number; prefix: string }> {
+    await store.createAccount(name, 'pro');
+    const k = await store.issueKey(name);
+    const auth = await store.authenticate(`Bearer ${k.key}`);
+    if (!auth.ok) throw new Error('no auth');
+    return { id: auth.account.id, keyId: auth.keyId, prefix: k.prefix };
+  }
+
+  it('a batch takes at most its size, even when every image asks at once, and gives a failed slot back', async () => {
+    const store = await h.open();
+    const a = await accountWithKey(store, 'alice');
+    expect(await store.dashboard.keyPrefix(a.keyId)).toBe(a.prefix);
+    await expect(store.dashboard.openBatch(a.id, a.prefix, { size: 26, provenance: true, fingerprint: true })).rejects.toThrow(RangeError);
+    const batch = await store.dashboard.openBatch(a.id, a.prefix, { size: 25, provenance: true, fingerprint: false });
+    const results = await Promise.all(Array.from({ length: 40 }, () => store.dashboard.takeSlot(a.id, batch.id)));
+    expect(results.filter((r) => r.ok)).toHaveLength(25);
+    expect(results.filter((r) => !r.ok).map((r) => (r.ok ? '' : r.reason))).toEqual(Array(15).fill('full'));
+    await store.dashboard.giveSlot(batch.id);
+    expect((await store.dashboard.takeSlot(a.id, batch.id)).ok).toBe(true);
+    expect(await store.dashboard.takeSlot(a.id, batch.id)).toEqual({ ok: false, reason: 'full' });
+    // Another account cannot use it; an unknown id is unknown; an old batch has expired.
+    const b = await accountWithKey(store, 'bob');
+    expect(await store.dashboard.takeSlot(b.id, batch.id)).toEqual({ ok: false, reason: 'unknown' });
+    expect(await store.dashboard.batch(b.id, batch.id)).toBeUndefined();
+    const old = await store.dashboard.openBatch(a.id, a.prefix, { size: 1, provenance: false, fingerprint: false }, new Date(Date.now() - 25 * 3600 * 1000));
+    expect(await store.dashboard.takeSlot(a.id, old.id)).toEqual({ ok: false, reason: 'expired' });
+    expect(await store.dashboard.batch(a.id, batch.id)).toMatchObject({
+      id: batch.id,
+      size: 25,
+      used: 25,
+      provenance: true,
+      fingerprint: false,
+      keyPrefix: a.prefix,
+    });
+  });
+
+  it('records: scoped to the account, newest first, searched by name or SHA-256 prefix, paged, matched by SHA-256', async () => {
+    const store = await h.open();
+    const a = await accountWithKey(store, 'carol');
+    const b = await accountWithKey(store, 'dave');
+    const batch = await store.dashboard.openBatch(a.id, a.prefix, { size: 3, provenance: true, fingerprint: true });
+    const names = ['beach.jpg', '100%_done.png', 'portrait.webp'];
+    for (const [i, n] of names.entries()) await store.dashboard.addRecord(a.id, record(batch.id, n, `2026-11-24T08:00:0${i}.000Z`));
+    await store.dashboard.addRecord(b.id, record('other', 'beach.jpg', '2026-11-24T09:00:00.000Z'));
+
+    const all = await store.dashboard.records(a.id);
+    expect(all.map((r) => r.originalName)).toEqual([...names].reverse());
+    expect(all[0]).toEqual(record(batch.id, 'portrait.webp', '2026-11-24T08:00:02.000Z'));
+    expect((await store.dashboard.records(a.id, { q: 'BEACH' })).map((r) => r.originalName)).toEqual(['beach.jpg']); // names match ignoring case on both engines (ILIKE)
+    expect((await store.dashboard.records(a.id, { q: 'beach' })).map((r) => r.originalName)).toEqual(['beach.jpg']);
+    expect((await store.dashboard.records(a.id, { q: '%_' })).map((r) => r.originalName)).toEqual(['100%_done.png']);
+    expect((await store.dashboard.records(a.id, { q: '%' })).map((r) => r.originalName)).toEqual(['100%_done.png']);
+    expect((await store.dashboard.records(a.id, { q: sha('portrait.webp').slice(0, 8) })).map((r) => r.originalName)).toEqual(['portrait.webp']);
+    const page = await store.dashboard.records(a.id, { limit: 2 });
+    expect(page).toHaveLength(2);
+    expect((await store.dashboard.records(a.id, { before: page[1]!.markedAt })).map((r) => r.originalName)).toEqual(['beach.jpg']);
+    expect((await store.dashboard.batchRecords(a.id, batch.id)).map((r) => r.originalName)).toEqual(names);
+    expect(await store.dashboard.batchRecords(b.id, batch.id)).toEqual([]);
+    expect((await store.dashboard.recordBySha256(a.id, sha('beach.jpg')))?.batchId).toBe(batch.id);
+    expect((await store.dashboard.recordBySha256(b.id, sha('beach.jpg')))?.batchId).toBe('other');
+    expect(await store.dashboard.recordBySha256(b.id, sha('portrait.webp'))).toBeUndefined();
+    await store.dashboard.removeRecord(all[0]!.id);
+    expect(await store.dashboard.records(a.id)).toHaveLength(2);
+  });
+
+  it('a restore that replaces the accounts takes their batches and records with them', async () => {
+    const store = await h.open();
+    const a = await accountWithKey(store, 'erin');
+    const batch = await store.dashboard.openBatch(a.id, a.prefix, { size: 1, provenance: false, fingerprint: false });
+    await store.dashboard.addRecord(a.id, record(batch.id, 'x.jpg', '2026-11-24T08:00:00.000Z'));
+    const snapshot = await store.snapshot([]);
+    await store.restore(snapshot);
+    const restored = await store.getAccount('erin');
+    expect(await store.dashboard.records(restored.id)).toEqual([]);
+  });
+});

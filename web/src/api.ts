@@ -1,0 +1,158 @@
+/**
+ * The dashboard's calls to the server. The key travels only in the Authorization header of
+ * same-origin requests; it is never put in a URL.
+ */
+
+export interface Counter {
+  used: number;
+  limit: number;
+  remaining: number;
+}
+
+export interface AccountInfo {
+  account: { name: string; plan: string };
+  key: { prefix: string };
+  usage: { month: string; resetsAt: string; protect: Counter; verify: Counter };
+  limits: { batchSize: number; maxUploadBytes: number; concurrency: number };
+}
+
+export interface VerifyReport {
+  optedOut: boolean;
+  signals: string[];
+  provenance: { present: boolean; valid: boolean; verifiable: boolean };
+  fingerprint: { present: boolean; confidence: number; blocks: number };
+  sha256: string;
+  record?: RecordMatch | null;
+  warnings?: Array<{ code: string; message: string }>;
+}
+
+export interface RecordMatch {
+  markedAt: string;
+  originalName: string;
+  producedName: string;
+  layers: string[];
+  keyPrefix: string;
+  batchId: string;
+}
+
+export interface MarkRecord {
+  id: string;
+  batchId: string;
+  sha256: string;
+  originalName: string;
+  producedName: string;
+  mimeType: string;
+  bytes: number;
+  layers: string[];
+  keyPrefix: string;
+  provenanceKeyId: string | null;
+  markedAt: string;
+}
+
+export interface Batch {
+  id: string;
+  size: number;
+  layers: { provenance: boolean; fingerprint: boolean };
+}
+
+export interface MarkAnswer {
+  imageBase64: string;
+  mimeType: string;
+  filename: string;
+  sha256: string;
+  signals: string[];
+  layers: string[];
+  bytes: number;
+  originalName: string;
+  record: { id: string; batchId: string; markedAt: string; provenanceKeyId: string | null };
+  before: VerifyReport;
+  after: VerifyReport;
+  warnings: Array<{ code: string; message: string }>;
+}
+
+/** A refusal from the server (its `code` and plain message) or a failed connection (code "network"). */
+export class ApiError extends Error {
+  constructor(
+    readonly status: number,
+    readonly code: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+const NETWORK = 'The connection to the server failed. Check that it is running and try again.';
+
+async function errorOf(res: Response): Promise<ApiError> {
+  const body = (await res.json().catch(() => null)) as { error?: unknown; code?: unknown } | null;
+  const message = typeof body?.error === 'string' ? body.error : `The server answered ${res.status}.`;
+  return new ApiError(res.status, typeof body?.code === 'string' ? body.code : `http_${res.status}`, message);
+}
+
+async function request(key: string, path: string, init: RequestInit = {}): Promise<Response> {
+  let res: Response;
+  try {
+    res = await fetch(path, { ...init, headers: { ...(init.headers as Record<string, string>), Authorization: `Bearer ${key}` }, cache: 'no-store' });
+  } catch {
+    throw new ApiError(0, 'network', NETWORK);
+  }
+  if (!res.ok) throw await errorOf(res);
+  return res;
+}
+
+export async function getJson<T>(key: string, path: string): Promise<T> {
+  return (await request(key, path)).json() as Promise<T>;
+}
+
+export async function postJson<T>(key: string, path: string, body: unknown): Promise<T> {
+  const res = await request(key, path, { method: 'POST', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  return res.json() as Promise<T>;
+}
+
+export async function getBlob(key: string, path: string): Promise<Blob> {
+  return (await request(key, path)).blob();
+}
+
+/** POSTs one image as multipart/form-data (part "image") and returns the JSON answer. */
+export async function postImage<T>(key: string, path: string, file: File): Promise<T> {
+  const form = new FormData();
+  form.append('image', file, file.name);
+  return (await request(key, path, { method: 'POST', body: form })).json() as Promise<T>;
+}
+
+export interface UploadHandlers {
+  /** Fraction of the upload sent (0..1). */
+  progress(fraction: number): void;
+  /** The last byte went out: the server is working on it. */
+  uploaded(): void;
+}
+
+/**
+ * Uploads one image with XMLHttpRequest (fetch reports no upload progress) and resolves with the
+ * parsed JSON answer; rejects with ApiError.
+ */
+export function uploadImage<T>(key: string, path: string, file: File, on: UploadHandlers): Promise<T> {
+  return new Promise((resolve, reject) => {
+    const xhr = new XMLHttpRequest();
+    xhr.open('POST', path);
+    xhr.setRequestHeader('Authorization', `Bearer ${key}`);
+    xhr.responseType = 'json';
+    xhr.upload.onprogress = (e) => {
+      if (e.lengthComputable && e.total > 0) on.progress(e.loaded / e.total);
+    };
+    xhr.upload.onload = () => on.uploaded();
+    xhr.onload = () => {
+      const body = xhr.response as { error?: unknown; code?: unknown } | null;
+      if (xhr.status >= 200 && xhr.status < 300 && body) resolve(body as T);
+      else {
+        const message = typeof body?.error === 'string' ? body.error : `The server answered ${xhr.status}.`;
+        reject(new ApiError(xhr.status, typeof body?.code === 'string' ? body.code : `http_${xhr.status}`, message));
+      }
+    };
+    xhr.onerror = () => reject(new ApiError(0, 'network', NETWORK));
+    xhr.onabort = () => reject(new ApiError(0, 'aborted', 'The upload was cancelled.'));
+    const form = new FormData();
+    form.append('image', file, file.name);
+    xhr.send(form);
+  });
+}
