@@ -191,9 +191,10 @@ describe('the dashboard in Chromium', () => {
     const [firstName, firstBytes] = [...downloaded.entries()][0]!;
     const inspected = join(dir, `inspect-${firstName}`);
     writeFileSync(inspected, firstBytes);
-    await page.locator('input[type=file]').first().setInputFiles([inspected]);
+    // The Protect panel stays mounted (hidden) to keep its batch: pick the Inspect panel's own input.
+    await page.locator('#inspect-files').setInputFiles([inspected]);
     await page.getByText(/Marked here on/).waitFor();
-    expect(await page.locator('.facts').first().textContent()).toMatch(/Valid[\s\S]*Present \(confidence/);
+    expect(await page.locator('#panel-inspect .facts').first().textContent()).toMatch(/Valid[\s\S]*Present \(confidence/);
     await shot(page, '04-inspect');
 
     // Usage: 24 protections and 1 image check this month.

@@ -1,0 +1,114 @@
+/**
+ * Fingerprint version 2, the long part (npm run test:long): every geometric attack of the issue on a
+ * synthetic photo, the lattice's readings, and the chains on a Kodak photograph when ../shared/natural is
+ * present. The quick part is test/fingerprint-v2.test.ts; the full attack list with 2,000+ unmarked
+ * trials is the bench, bench/fingerprint-robustness.ts.
+ */
+import { existsSync, readFileSync } from 'node:fs';
+import { fileURLToPath } from 'node:url';
+import sharp from 'sharp';
+import { describe, expect, it } from 'vitest';
+import { ATTACKS, type AttackFn, crop } from '../../bench/lib/fingerprint-attacks.js';
+import { detectFingerprint, embedFingerprint } from '../../src/fingerprint/index.js';
+
+const MAX_PIXELS = 40_000_000;
+const SECRET = new Uint8Array(32).fill(3);
+const NATURAL = fileURLToPath(new URL('../../../shared/natural', import.meta.url));
+const rng = (): number => 0.5;
+
+/** Deterministic photo-like fixture: gradients plus multi-scale value noise, RGB. */
+async function texturedImage(width: number, height: number, seed: number): Promise<Buffer> {
+  let a = seed >>> 0;
+  const rnd = (): number => {
+    a = (a + 0x6d2b79f5) >>> 0;
+    let t = Math.imul(a ^ (a >>> 15), a | 1);
+    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
+    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
+  };
+  const octaves = [4, 16, 64].map((g) => ({ g, v: Float32Array.from({ length: (g + 2) * (g + 2) }, rnd) }));
+  const px = Buffer.alloc(width * height * 3);
+  for (let y = 0; y < height; y++) {
+    for (let x = 0; x < width; x++) {
+      let n = 0;
+      let amp = 1;
+      for (const { g, v } of octaves) {
+        const fx = (x / width) * g;
+        const fy = (y / height) * g;
+        const i = Math.floor(fx);
+        const j = Math.floor(fy);
+        const u = fx - i;
+        const w = fy - j;
+        const at = (ii: number, jj: number): number => v[jj * (g + 2) + ii]!;
+        n += amp * ((1 - w) * ((1 - u) * at(i, j) + u * at(i + 1, j)) + w * ((1 - u) * at(i, j + 1) + u * at(i + 1, j + 1)));
+        amp *= 0.6;
+      }
+      const base = 40 + 120 * (x / width) + 60 * n;
+      const p = (y * width + x) * 3;
+      px[p] = Math.max(0, Math.min(255, base + 20 * Math.sin(y / 37)));
+      px[p + 1] = Math.max(0, Math.min(255, base));
+      px[p + 2] = Math.max(0, Math.min(255, base - 25 * (y / height)));
+    }
+  }
+  return sharp(px, { raw: { width, height, channels: 3 } })
+    .png()
+    .toBuffer();
+}
+
+async function psnr(a: Uint8Array, b: Uint8Array): Promise<number> {
+  const [x, y] = await Promise.all([a, b].map((v) => sharp(v).removeAlpha().raw().toBuffer()));
+  let se = 0;
+  for (let i = 0; i < x!.length; i++) se += (x![i]! - y![i]!) ** 2;
+  return 10 * Math.log10((255 * 255) / (se / x!.length));
+}
+
+const attack = (name: string): AttackFn => ATTACKS.find((a) => a.name === name)!.fn;
+
+describe('fingerprint v2 geometry on a synthetic photo', async () => {
+  const orig = await texturedImage(768, 512, 21);
+  const marked = Buffer.from(await embedFingerprint(orig, SECRET, { maxPixels: MAX_PIXELS }));
+
+  const geometric: [string, AttackFn][] = [
+    ['rot90', attack('rot90')],
+    ['hflip', attack('hflip')],
+    ['aspect0.75', attack('aspect0.75')],
+    ['border10%', attack('border10%')],
+    ['rotate10 bg', attack('rotate10 bg')],
+    ['crop25 at the top-left corner', crop(0.25, { x: 0, y: 0 })],
+  ];
+  for (const [name, fn] of geometric) {
+    it(`finds the lattice after ${name}; the unmarked image stays absent`, async () => {
+      const hit = await detectFingerprint(await fn(marked, rng), SECRET, { maxPixels: MAX_PIXELS });
+      expect(hit.present, `z=${hit.z} sync=${hit.syncZ} lattice=${hit.lattice.join(',')}`).toBe(true);
+      expect(hit.scheme).toBe(2);
+      const miss = await detectFingerprint(await fn(orig, rng), SECRET, { maxPixels: MAX_PIXELS });
+      expect(miss.present).toBe(false);
+      expect(miss.blocks).toBe(256);
+    });
+  }
+
+  it('reads the rotation and the change of aspect off the lattice', async () => {
+    const d = await detectFingerprint(await attack('aspect0.75')(marked, rng), SECRET, { maxPixels: MAX_PIXELS });
+    // 768x512 -> 576x512 -> base 288x256: the period (32 work px) becomes 24 x 32 base px.
+    const [ax, ay, bx, by] = d.lattice as [number, number, number, number];
+    const lengths = [Math.hypot(ax, ay), Math.hypot(bx, by)].sort((a, b) => a - b);
+    expect(lengths[0]).toBeCloseTo(24, 0);
+    expect(lengths[1]).toBeCloseTo(32, 0);
+    const r = await detectFingerprint(await attack('rotate10 bg')(marked, rng), SECRET, { maxPixels: MAX_PIXELS });
+    const angle = (Math.atan2(r.lattice[1]!, r.lattice[0]!) * 180) / Math.PI;
+    expect(Math.abs(Math.abs(((angle + 45) % 90) - 45) - 10)).toBeLessThan(0.5);
+  });
+});
+
+describe.skipIf(!existsSync(NATURAL))('fingerprint v2 on ../shared/natural', () => {
+  it('survives the chains of the issue on a photograph', async () => {
+    const orig = readFileSync(`${NATURAL}/kodim03.png`);
+    const marked = Buffer.from(await embedFingerprint(orig, SECRET, { maxPixels: MAX_PIXELS }));
+    expect(await psnr(orig, marked)).toBeGreaterThanOrEqual(40);
+    for (const name of ['crop50+bright1.5+jpeg80', 'resize1080w+jpeg80', 'screenshot', 'rotate-10 crop', 'crop25 corner', 'resize0.1area']) {
+      const d = await detectFingerprint(await attack(name)(marked, rng), SECRET, { maxPixels: MAX_PIXELS });
+      expect(d.present, `${name}: z=${d.z} sync=${d.syncZ}`).toBe(true);
+      const u = await detectFingerprint(await attack(name)(orig, rng), SECRET, { maxPixels: MAX_PIXELS });
+      expect(u.present, `${name} unmarked`).toBe(false);
+    }
+  });
+});

@@ -1,0 +1,182 @@
+// Tested as deployed (issue #22 item 7): three optmark processes on one PostgreSQL behind a real load
+// balancer (HAProxy from Debian, on loopback), 16 clients racing for an account's 500 protects, one
+// instance killed with -9 in the middle and started again. Exactly the limit is granted, and `usage`
+// (the CLI, on another instance) says so. Then a key revoked through one instance's CLI is refused by
+// every instance, and the fingerprint key and provenance keys are the same everywhere.
+import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
+import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { createServer } from 'node:net';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { smallImage } from '../helpers/images.js';
+import { TestServer, api, waitFor, type Answer } from '../helpers/server.js';
+import { createTestDatabase } from '../helpers/stores.js';
+
+const LIMIT = 500;
+const CLIENTS = 16;
+
+function haproxyBinary(): string {
+  for (const p of ['/usr/sbin/haproxy', '/usr/bin/haproxy', '/usr/local/sbin/haproxy']) if (existsSync(p)) return p;
+  const which = spawnSync('sh', ['-c', 'command -v haproxy'], { encoding: 'utf8' }).stdout.trim();
+  if (which) return which;
+  throw new Error('HAProxy is not installed (apt-get install -y haproxy; .ci/run installs it)');
+}
+
+function freePort(): Promise<number> {
+  return new Promise((resolve, reject) => {
+    const s = createServer();
+    s.once('error', reject);
+    s.listen(0, '127.0.0.1', () => {
+      const { port } = s.address() as { port: number };
+      s.close(() => resolve(port));
+    });
+  });
+}
+
+/** HAProxy round-robin over the instances, health-checked on /readyz every 200 ms. */
+class Balancer {
+  proc: ChildProcess | undefined;
+  readonly dir = mkdtempSync(join(tmpdir(), 'optmark-lb-'));
+  port = 0;
+
+  async start(backends: number[]): Promise<void> {
+    this.port = await freePort();
+    const cfg = [
+      'global',
+      '  maxconn 1024',
+      'defaults',
+      '  mode http',
+      '  timeout connect 2s',
+      '  timeout client 60s',
+      '  timeout server 60s',
+      '  timeout check 5s',
+      // A connection the killed instance refuses is tried again on another (nothing was sent yet).
+      '  retries 2',
+      '  option redispatch',
+      'frontend api',
+      `  bind 127.0.0.1:${this.port}`,
+      '  default_backend optmark',
+      'backend optmark',
+      '  balance roundrobin',
+      // HTTP/1.1 with a Host header: uWS does not answer HAProxy's default HTTP/1.0 check without one.
+      '  option httpchk',
+      '  http-check send meth GET uri /readyz ver HTTP/1.1 hdr Host localhost',
+      '  http-check expect status 200',
+      '  default-server inter 300ms fall 2 rise 1',
+      ...backends.map((p, i) => `  server s${i} 127.0.0.1:${p} check`),
+      '',
+    ].join('\n');
+    writeFileSync(join(this.dir, 'haproxy.cfg'), cfg);
+    this.proc = spawn(haproxyBinary(), ['-db', '-f', join(this.dir, 'haproxy.cfg')], { stdio: ['ignore', 'ignore', 'pipe'] });
+    let err = '';
+    this.proc.stderr!.setEncoding('utf8').on('data', (s: string) => (err += s));
+    await waitFor('HAProxy to answer', async () => {
+      if (this.proc!.exitCode !== null) throw new Error(`haproxy exited: ${err}`);
+      try {
+        const r = await fetch(`http://127.0.0.1:${this.port}/readyz`);
+        return r.status === 200 ? true : undefined;
+      } catch {
+        return undefined;
+      }
+    });
+  }
+
+  stop(): void {
+    this.proc?.kill('SIGKILL');
+  }
+
+  dispose(): void {
+    this.stop();
+    rmSync(this.dir, { recursive: true, force: true });
+  }
+}
+
+let db: { url: string; drop: () => Promise<void> };
+const servers: TestServer[] = [];
+const lb = new Balancer();
+
+beforeAll(async () => {
+  db = await createTestDatabase();
+  const env = { OPTMARK_DATABASE_URL: db.url, OPTMARK_POOL_SIZE: '1', OPTMARK_QUEUE_LENGTH: '64' };
+  // Started together: the schema is migrated once (advisory lock), whoever comes first.
+  servers.push(...(await Promise.all([0, 1, 2].map(() => TestServer.start({ env })))));
+  await lb.start(servers.map((s) => s.port));
+});
+
+afterAll(async () => {
+  lb.dispose();
+  for (const s of servers) await s.dispose();
+  await db?.drop();
+});
+
+let lastError: unknown;
+
+/** POST through the balancer. */
+function viaBalancer(endpoint: 'protect' | 'verify', key: string, image: Buffer): Promise<Answer> {
+  const front = { port: lb.port, url: (path: string) => `http://127.0.0.1:${lb.port}${path}` } as unknown as TestServer;
+  return api(front, endpoint, key, image).catch((err: unknown) => {
+    lastError = err;
+    return { status: 0 } as Answer;
+  });
+}
+
+describe('three instances on one PostgreSQL behind HAProxy', () => {
+  it(`16 racing clients and a kill -9 of one instance: exactly ${LIMIT} protects granted, and usage says ${LIMIT}`, async () => {
+    const { name, key } = await servers[0]!.account({ protect: LIMIT, verify: 100_000 });
+    const image = await smallImage('jpeg');
+    let granted = 0;
+    let restarted = false;
+    const seen = new Map<number, number>();
+    const deadline = Date.now() + 240_000;
+    const client = async (): Promise<void> => {
+      let refusedAfterRestart = 0;
+      while (Date.now() < deadline) {
+        const a = await viaBalancer('protect', key, image);
+        seen.set(a.status, (seen.get(a.status) ?? 0) + 1);
+        if (a.status === 200) granted++;
+        else if (a.status === 429) {
+          // Refused while every instance is up: the month is used up (two in a row, to be sure).
+          if (restarted && ++refusedAfterRestart >= 2) return;
+        } else if (a.status !== 503 && a.status !== 502 && a.status !== 0) {
+          throw new Error(`unexpected answer ${a.status}: ${JSON.stringify(a.json)}`);
+        }
+        if (a.status !== 200 && a.status !== 429) await new Promise((r) => setTimeout(r, 20));
+      }
+    };
+    const killer = (async () => {
+      await waitFor('a fifth of the limit granted', () => (granted >= LIMIT / 5 ? true : undefined), 120_000).catch((err: Error) => {
+        throw new Error(`${err.message}; answers so far ${JSON.stringify([...seen])}; last error ${String(lastError)} ${String((lastError as Error)?.stack).slice(0, 300)}`);
+      });
+      const victim = servers[1]!;
+      victim.proc!.kill('SIGKILL');
+      await victim.exited;
+      await victim.restart(); // same data directory, a new port: the balancer's config is rewritten
+      lb.stop();
+      await lb.start(servers.map((s) => s.port));
+      restarted = true;
+    })();
+    await Promise.all([Promise.all(Array.from({ length: CLIENTS }, client)), killer]);
+    expect(restarted).toBe(true);
+    expect(granted).toBe(LIMIT);
+    const usage = await servers[2]!.usage(name);
+    expect(usage.protect).toMatchObject({ used: LIMIT, limit: LIMIT });
+    expect(servers[1]!.output).toMatch(/"engine":"postgres"/);
+  });
+
+  it('a key revoked through one instance\'s CLI is refused by every instance within 5 s', async () => {
+    const { key } = await servers[0]!.account();
+    const image = await smallImage('jpeg');
+    for (const s of servers) expect((await api(s, 'verify', key, image)).status).toBe(200);
+    await servers[0]!.cliOk('key', 'revoke', key.slice(0, 16));
+    // The promise is "within 5 s" (each instance caches a key for at most 2 s): after 5 s, every one refuses.
+    await new Promise((r) => setTimeout(r, 5000));
+    for (const s of servers) expect((await api(s, 'verify', key, image)).status).toBe(401);
+  });
+
+  it('every instance embeds and detects with the same fingerprint key, from the store', () => {
+    const secrets = servers.map((s) => readFileSync(join(s.dataDir, 'fingerprint-shared.key')));
+    expect(secrets[0]!.length).toBeGreaterThanOrEqual(16);
+    for (const s of secrets) expect(s.equals(secrets[0]!)).toBe(true);
+  });
+});
