@@ -1,6 +1,7 @@
 // The API over real HTTP: every field of both endpoints, file names, the error matrix with its headers,
 // request ids, and many requests at once; every answer is also checked against docs/openapi.json.
 import Database from 'better-sqlite3';
+import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import { join } from 'node:path';
 import sharp from 'sharp';
@@ -56,6 +57,39 @@ describe('images cut off in their pixel data (../shared/corpus)', () => {
     const v = await verify(imageForm(images.jpeg));
     expectConforms(v, 'post', '/api/v1/verify');
     expect(v.json.warnings).toEqual([]);
+  });
+});
+
+describe('protect: raw answers (Accept: image/*)', () => {
+  it.each(FORMATS)('%s: the marked bytes themselves, with Content-Type, Content-Disposition, Repr-Digest and Optmark-Signals', async (format) => {
+    const form = () => imageForm(images[format], `photo.${EXT[format]}`, MIME[format]);
+    const raw = await protect(form(), key, { Accept: 'image/*' });
+    expect(raw.status, raw.body.toString()).toBe(200);
+    expect(raw.headers['content-type']).toBe(MIME[format]);
+    expect(raw.headers['content-disposition']).toBe(`attachment; filename="photo.${EXT[format]}"`);
+    expect(raw.headers['repr-digest']).toBe(`sha-256=:${createHash('sha256').update(raw.body).digest('base64')}:`);
+    expect(raw.headers['optmark-signals']).toBe('iptc.dataMining');
+    expect(sniff(raw.body)).toBe(format);
+    // The same bytes the JSON answer carries in base64.
+    const json = await protect(form(), key, { Accept: 'application/json' });
+    expect(json.headers['content-type']).toBe('application/json');
+    expect(Buffer.from(json.json.imageBase64, 'base64').equals(raw.body)).toBe(true);
+  });
+
+  it('the produced type too; JSON stays the default for */*, no Accept, and ties', async () => {
+    const form = () => imageForm(images.png, 'p.png', 'image/png');
+    expect((await protect(form(), key, { Accept: 'image/png' })).headers['content-type']).toBe('image/png');
+    expect((await protect(form(), key, { Accept: '*/*' })).headers['content-type']).toBe('application/json');
+    expect((await protect(form())).headers['content-type']).toBe('application/json');
+    expect((await protect(form(), key, { Accept: 'application/json, image/*' })).headers['content-type']).toBe('application/json');
+    expect((await protect(form(), key, { Accept: 'application/json;q=0.5, image/*' })).headers['content-type']).toBe('image/png');
+  });
+
+  it('errors stay JSON {error, code}', async () => {
+    const a = await protect(imageForm(GIF, 'x.gif', 'image/gif'), key, { Accept: 'image/*' });
+    expect(a.status).toBe(415);
+    expect(a.headers['content-type']).toBe('application/json');
+    expect(a.json.code).toBe('unsupported_format');
   });
 });
 

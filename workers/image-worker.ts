@@ -13,7 +13,7 @@ import { setNativeLog } from '../src/native/index.js';
 import { LiveLayers } from '../src/pipeline/layers-live.js';
 import { runDashboardMark } from '../src/pipeline/dashboard.js';
 import { runMark } from '../src/pipeline/mark.js';
-import { runProtect } from '../src/pipeline/protect.js';
+import { runProtect, runProtectRaw } from '../src/pipeline/protect.js';
 import { parseUpload, safeBasename } from '../src/pipeline/upload.js';
 import { withoutFingerprint } from '../src/pipeline/layers.js';
 import { runVerify } from '../src/pipeline/verify.js';
@@ -74,6 +74,10 @@ async function perform(task: Posted): Promise<TaskResult> {
       case 'protect': {
         const upload = await parseUpload(memory.view(task.input), task.contentType, init.maxUploadBytes);
         const room = task.output && memory.view(task.output);
+        if (task.raw) {
+          const raw = runProtectRaw(upload.bytes, safeBasename(upload.filename), room, init.maxUploadBytes);
+          return { ok: true, kind: 'answer', answer: memory.answer(raw.body, room), headers: raw.headers };
+        }
         const body = runProtect(upload.bytes, safeBasename(upload.filename), room, init.maxUploadBytes);
         return { ok: true, kind: 'answer', answer: memory.answer(body, room) };
       }

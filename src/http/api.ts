@@ -92,6 +92,30 @@ interface Head {
   contentLength: string;
   /** verify's `?fingerprint=` ('' when absent; `skip` leaves the pixel detector out). */
   fingerprint: string;
+  /** protect: answer the marked bytes themselves (the Accept header prefers an image type to JSON). */
+  raw: boolean;
+}
+
+const JSON_RANGES = new Set(['application/json', 'application/*', '*/*']);
+const IMAGE_RANGES = new Set(['image/*', 'image/jpeg', 'image/png', 'image/webp']);
+
+/**
+ * True when an Accept header prefers the image itself to JSON: an image range (`image/*` or the
+ * JPEG/PNG/WebP types) with a higher q than any JSON range (`application/json`, `application/*`,
+ * `*\/*`). No header, or a tie, keeps JSON, the contract's default.
+ */
+export function prefersImage(accept: string): boolean {
+  let image = 0;
+  let json = 0;
+  for (const part of accept.slice(0, 1024).split(',')) {
+    const [range, ...params] = part.split(';').map((s) => s.trim().toLowerCase());
+    if (!range) continue;
+    let q = 1;
+    for (const p of params) if (p.startsWith('q=')) q = Number.parseFloat(p.slice(2)) || 0;
+    if (IMAGE_RANGES.has(range)) image = Math.max(image, q);
+    else if (JSON_RANGES.has(range)) json = Math.max(json, q);
+  }
+  return image > 0 && image > json;
 }
 
 /**
@@ -162,6 +186,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     contentType: req.getHeader('content-type'),
     contentLength: req.getHeader('content-length'),
     fingerprint: operation === 'verify' ? queryParam(req, 'fingerprint') : '',
+    raw: operation === 'protect' && prefersImage(req.getHeader('accept')),
   };
   void new ApiRequest(deps, operation, res, head, extension).run();
 }
@@ -223,7 +248,10 @@ class ApiRequest {
       // The unit is made durable before the answer goes out (see the top of this file). If this
       // instance's hold was reclaimed meanwhile (it missed its lease), commit throws: 503, uncounted.
       const state = await this.#commit();
-      const delivered = await this.#ex.json(200, answer, { ...(await this.#rateLimitHeaders(state)), ...this.#phases.headers() });
+      const headers = { ...(await this.#rateLimitHeaders(state)), ...this.#phases.headers() };
+      const delivered = answer.headers
+        ? await this.#ex.send(200, { ...answer.headers, 'Cache-Control': 'no-store', ...headers }, answer.bytes)
+        : await this.#ex.json(200, answer.bytes, headers);
       this.#delivered = delivered;
       if (!delivered) await this.#giveBack();
       this.#reservation = undefined; // kept
@@ -329,13 +357,13 @@ class ApiRequest {
   }
 
   /** A worker parses the form and builds the answer; the answer's bytes (in the lease, for protect). */
-  async #process(lease: Lease): Promise<Uint8Array> {
+  async #process(lease: Lease): Promise<{ bytes: Uint8Array; headers?: Record<string, string> | undefined }> {
     const { input, output } = lease.seal();
     const contentType = this.#head.contentType;
     const task: Task =
       this.#extra?.task?.(input, contentType) ??
       (this.#operation === 'protect'
-        ? { kind: 'protect', input, output, contentType }
+        ? { kind: 'protect', input, output, contentType, ...(this.#head.raw ? { raw: true } : {}) }
         : { kind: 'verify', input, contentType, skipFingerprint: this.#head.fingerprint === 'skip' });
     const result = await this.#deps.pool.run(task);
     this.#phases.worked(result.workMs);
@@ -345,7 +373,8 @@ class ApiRequest {
     }
     if (result.kind !== 'answer') throw new Error(`worker answered a ${this.#operation} with a ${result.kind} result`);
     const body = lease.answer(result.answer);
-    return this.#extra ? this.#extra.answered(result, body) : body;
+    if (this.#extra) return { bytes: await this.#extra.answered(result, body) };
+    return { bytes: body, headers: result.headers };
   }
 
   /** Sends the `{error, code}` answer a failure deserves. */

@@ -1,4 +1,5 @@
 /** The protect pipeline: the opt-out field in, the JSON answer with the produced bytes out. */
+import { createHash } from 'node:crypto';
 import { protect } from '../marking/engine.js';
 import { protectBody } from './body.js';
 
@@ -11,4 +12,45 @@ import { protectBody } from './body.js';
 export function runProtect(image: Uint8Array, basename: string, into?: Uint8Array, maxOutputBytes?: number): Uint8Array {
   const result = protect(image, maxOutputBytes === undefined ? {} : { maxOutputBytes });
   return protectBody(result.pieces, { mimeType: result.mimeType, filename: `${basename}.${result.extension}`, signals: result.signals, warnings: result.warnings }, into);
+}
+
+/** A raw protect answer: the marked image's bytes and the headers that describe them. */
+export interface RawProtectAnswer {
+  body: Uint8Array;
+  headers: Record<string, string>;
+}
+
+/** `attachment` with an ASCII fallback name and the exact UTF-8 name (RFC 6266, RFC 8187). */
+export function contentDisposition(filename: string): string {
+  const ascii = filename.replace(/[^\x20-\x7e]|["\\%]/g, '_');
+  const exact = encodeURIComponent(filename).replace(/['()*]/g, (c) => `%${c.charCodeAt(0).toString(16).toUpperCase()}`);
+  return ascii === filename ? `attachment; filename="${ascii}"` : `attachment; filename="${ascii}"; filename*=UTF-8''${exact}`;
+}
+
+/**
+ * Protects `image` and returns the marked bytes themselves (for `Accept: image/*`), written into `into`
+ * when they fit (the returned array is then a view of its memory), with their Content-Type,
+ * Content-Disposition, SHA-256 as `Repr-Digest` (RFC 9530), the signals (`Optmark-Signals`) and the
+ * warning codes (`Optmark-Warnings`, only when there are any).
+ */
+export function runProtectRaw(image: Uint8Array, basename: string, into?: Uint8Array, maxOutputBytes?: number): RawProtectAnswer {
+  const result = protect(image, maxOutputBytes === undefined ? {} : { maxOutputBytes });
+  let size = 0;
+  for (const p of result.pieces) size += p.length;
+  const body = into && into.length >= size ? into.subarray(0, size) : Buffer.allocUnsafeSlow(size);
+  const hash = createHash('sha256');
+  let at = 0;
+  for (const p of result.pieces) {
+    body.set(p, at);
+    at += p.length;
+    hash.update(p);
+  }
+  const headers: Record<string, string> = {
+    'Content-Type': result.mimeType,
+    'Content-Disposition': contentDisposition(`${basename}.${result.extension}`),
+    'Repr-Digest': `sha-256=:${hash.digest('base64')}:`,
+    'Optmark-Signals': result.signals.join(', '),
+  };
+  if (result.warnings.length > 0) headers['Optmark-Warnings'] = result.warnings.map((w) => w.code).join(', ');
+  return { body, headers };
 }

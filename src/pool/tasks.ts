@@ -17,6 +17,8 @@ export interface ProtectTask {
   contentType: string;
   /** Room for the answer. */
   output: BytesRef | undefined;
+  /** Answer the marked bytes themselves (`Accept: image/*`), their description in `headers`, instead of JSON. */
+  raw?: boolean;
 }
 
 export interface VerifyTask {
@@ -65,6 +67,8 @@ export interface AnswerResult {
   ok: true;
   kind: 'answer';
   answer: AnswerRef;
+  /** A raw protect answer's own headers (Content-Type, Content-Disposition, Repr-Digest, Optmark-Signals). */
+  headers?: Record<string, string>;
   /** Set by the dashboard's mark: what its record needs. */
   mark?: MarkedImage;
 }

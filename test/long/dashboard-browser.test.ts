@@ -197,10 +197,10 @@ describe('the dashboard in Chromium', () => {
     expect(await page.locator('#panel-inspect .facts').first().textContent()).toMatch(/Valid[\s\S]*Present \(confidence/);
     await shot(page, '04-inspect');
 
-    // Usage: 24 protections and 1 image check this month.
+    // Usage: 24 protections; 25 image checks (the 24 verify calls above, with the same key, and one Inspect).
     await page.getByRole('tab', { name: 'Usage' }).click();
     await page.getByText(/24 of 10,000 protections used/).waitFor();
-    await page.getByText(/1 of 50,000 image checks used/).waitFor();
+    await page.getByText(/25 of 50,000 image checks used/).waitFor();
     const usage = await server.usage(account);
     expect(usage.protect.used).toBe(24);
     await shot(page, '05-usage');
