@@ -243,7 +243,14 @@ function peakRss(args: string[]): Promise<{ wall: number; peakMb: number; code: 
 
 /** Memory against the number of files: the same small JPEG, 10,000 and 100,000 times, 1,000 a folder. */
 async function hugeFolders(): Promise<void> {
-  const small = await sharp(join(NATURAL, readdirSync(NATURAL).filter((f) => f.endsWith('.png')).sort()[0]!))
+  const small = await sharp(
+    join(
+      NATURAL,
+      readdirSync(NATURAL)
+        .filter((f) => f.endsWith('.png'))
+        .sort()[0]!,
+    ),
+  )
     .resize(96, 64)
     .jpeg({ quality: 80 })
     .toBuffer();
@@ -264,7 +271,9 @@ async function hugeFolders(): Promise<void> {
     rmSync(out, { recursive: true, force: true });
     const r = await peakRss(['mark', dir, '--out', out, '--report', report]);
     const lines = readFileSync(report, 'utf8').split('\n').filter(Boolean).length;
-    console.log(`  ${n.toLocaleString('en-US')} files: ${r.wall.toFixed(1)} s, peak RSS ${r.peakMb.toFixed(0)} MB, ${lines.toLocaleString('en-US')} report lines, exit ${r.code}`);
+    console.log(
+      `  ${n.toLocaleString('en-US')} files: ${r.wall.toFixed(1)} s, peak RSS ${r.peakMb.toFixed(0)} MB, ${lines.toLocaleString('en-US')} report lines, exit ${r.code}`,
+    );
     rmSync(out, { recursive: true, force: true });
   }
 }

@@ -23,7 +23,9 @@ function time(label: string, n: number, fn: () => unknown): number {
   return per;
 }
 
-const plain = await sharp({ create: { width: 4000, height: 3000, channels: 3, background: '#777' } }).jpeg().toBuffer();
+const plain = await sharp({ create: { width: 4000, height: 3000, channels: 3, background: '#777' } })
+  .jpeg()
+  .toBuffer();
 console.log(`12 MP JPEG without credentials: ${plain.length} bytes`);
 const xmpRead = time('read() (XMP, what verify already does)', 200, () => read(plain));
 const detect = time('hasManifestStore (detection only)', 200, () => hasManifestStore('jpeg', plain));
@@ -41,5 +43,7 @@ for (const name of ['c2pa_CA.jpg', 'c2pa_C_with_CAWG_data.jpg']) {
   rss = process.memoryUsage().rss;
   t = performance.now();
   for (let i = 0; i < N; i++) await readC2pa('jpeg', bytes);
-  console.log(`${name} (${bytes.length} B): first ${first.toFixed(0)} ms, then ${((performance.now() - t) / N).toFixed(1)} ms/read over ${N}, RSS after ${mb(process.memoryUsage().rss)} MB (+${mb(process.memoryUsage().rss - rss)} MB over the ${N} reads)`);
+  console.log(
+    `${name} (${bytes.length} B): first ${first.toFixed(0)} ms, then ${((performance.now() - t) / N).toFixed(1)} ms/read over ${N}, RSS after ${mb(process.memoryUsage().rss)} MB (+${mb(process.memoryUsage().rss - rss)} MB over the ${N} reads)`,
+  );
 }

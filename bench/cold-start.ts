@@ -32,7 +32,7 @@ const first = Number(values.first);
 for (const [name, v] of Object.entries({ rounds, idle: idleMs, rate, burst, first })) {
   if (!(v > 0) || !Number.isFinite(v)) throw new Error(`--${name} expects a positive number`);
 }
-if (idleMs <= 2000) throw new Error('--idle must exceed the server\'s 2 s quiet time before it releases idle pages');
+if (idleMs <= 2000) throw new Error("--idle must exceed the server's 2 s quiet time before it releases idle pages");
 
 const median = (xs: number[]): number => upperMedian(xs)!;
 const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms));
@@ -41,7 +41,15 @@ const sleep = (ms: number): Promise<void> => new Promise((r) => setTimeout(r, ms
 async function burstLatencies(target: Target, req: PreparedRequest): Promise<number[]> {
   const client = new Client(target, 128);
   try {
-    const run = await openLoop(client, [req], () => 0, { rate, durationMs: (burst * 1000) / rate, arrivals: 'uniform', drainMs: 30_000, seed: 1, timeoutMs: 30_000, warmupMs: 0 });
+    const run = await openLoop(client, [req], () => 0, {
+      rate,
+      durationMs: (burst * 1000) / rate,
+      arrivals: 'uniform',
+      drainMs: 30_000,
+      seed: 1,
+      timeoutMs: 30_000,
+      warmupMs: 0,
+    });
     const failed = run.outcomes.filter((o) => o.status !== 200);
     if (failed.length) throw new Error(`${target.name}: ${failed.length} of ${run.outcomes.length} requests failed (status ${failed[0]!.status})`);
     return run.outcomes.map((o) => o.latencyMs);
@@ -83,7 +91,9 @@ async function main(): Promise<void> {
         s.firstP50.push(median(cold.slice(0, first)));
         s.firstMax.push(Math.max(...cold.slice(0, first)));
         s.warmP50.push(median(warm));
-        console.log(`  round ${r + 1} ${s.name}: first ${first} after idle p50 ${s.firstP50.at(-1)!.toFixed(1)} ms, max ${s.firstMax.at(-1)!.toFixed(1)} ms; warm burst p50 ${s.warmP50.at(-1)!.toFixed(1)} ms`);
+        console.log(
+          `  round ${r + 1} ${s.name}: first ${first} after idle p50 ${s.firstP50.at(-1)!.toFixed(1)} ms, max ${s.firstMax.at(-1)!.toFixed(1)} ms; warm burst p50 ${s.warmP50.at(-1)!.toFixed(1)} ms`,
+        );
       }
     }
     const [test, base] = servers as [Series, Series];
@@ -94,7 +104,9 @@ async function main(): Promise<void> {
       console.log(`| ${s.label} | ${median(s.firstP50).toFixed(1)} ms | ${median(s.firstMax).toFixed(1)} ms | ${median(s.warmP50).toFixed(1)} ms |`);
     }
     console.log('');
-    console.log(`warm start / baseline: first-request p50 ${(median(test.firstP50) / median(base.firstP50)).toFixed(2)}x, max ${(median(test.firstMax) / median(base.firstMax)).toFixed(2)}x, warm p50 ${(median(test.warmP50) / median(base.warmP50)).toFixed(2)}x`);
+    console.log(
+      `warm start / baseline: first-request p50 ${(median(test.firstP50) / median(base.firstP50)).toFixed(2)}x, max ${(median(test.firstMax) / median(base.firstMax)).toFixed(2)}x, warm p50 ${(median(test.warmP50) / median(base.warmP50)).toFixed(2)}x`,
+    );
   } finally {
     for (const s of servers) await s.server.stop();
   }

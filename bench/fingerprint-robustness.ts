@@ -178,7 +178,7 @@ async function main(): Promise<void> {
   out.push(`minimum PSNR (RGB) ${Math.min(...psnrs).toFixed(2)} dB over ${psnrs.length} images (mean ${mean(psnrs).toFixed(2)})`);
   out.push(`false positives: ${fps} of ${trials} unmarked trials (every attack, ${keys} keys)`);
   out.push(`embedding: median ${embedMsPerMp.sort((a, b) => a - b)[embedMsPerMp.length >> 1]!.toFixed(0)} ms per megapixel (decode + mark + encode, PNG)`);
-  out.push('families: ' + [...rows].map(([f, r]) => `${f} = ${[...r.attacks].join(', ')}`).join('; '));
+  out.push(`families: ${[...rows].map(([f, r]) => `${f} = ${[...r.attacks].join(', ')}`).join('; ')}`);
   const missedBy = [...rows].filter(([, r]) => r.misses.length).map(([f, r]) => `${f}: ${r.misses.join(', ')}`);
   if (missedBy.length) out.push(`misses: ${missedBy.join('; ')}`);
   out.push(

@@ -152,7 +152,9 @@ async function main(): Promise<void> {
     }
     // A packet within the budget: read by our parser, no longer handed to the decoder.
     const within = await post(port, key, 'verify', withChunks(png, [xmpChunk(16 * MiB - 64)]));
-    console.log(`2. one compressed packet of 16 MiB - 64 (within the budget): verify ${within.status}, worker ${within.workMs?.toFixed(0)} ms, answer ${within.ms.toFixed(0)} ms`);
+    console.log(
+      `2. one compressed packet of 16 MiB - 64 (within the budget): verify ${within.status}, worker ${within.workMs?.toFixed(0)} ms, answer ${within.ms.toFixed(0)} ms`,
+    );
     // 3. Amplification: one 16 MiB compressed packet in a small upload.
     const amp = withChunks(png, [xmpChunk(16 * MiB - 64)]);
     const a = await post(port, key, 'protect', amp);

@@ -41,7 +41,10 @@ const MIN_EXIFTOOL_OVER_PROTECT = 10;
 
 async function photoLike(width: number, height: number): Promise<Buffer> {
   const corners = Buffer.from([200, 60, 40, 30, 90, 200, 240, 220, 120, 20, 140, 60]);
-  const gradient = await sharp(corners, { raw: { width: 2, height: 2, channels: 3 } }).resize(width, height, { kernel: 'linear', fit: 'fill' }).raw().toBuffer();
+  const gradient = await sharp(corners, { raw: { width: 2, height: 2, channels: 3 } })
+    .resize(width, height, { kernel: 'linear', fit: 'fill' })
+    .raw()
+    .toBuffer();
   const noise = await sharp({ create: { width, height, channels: 3, background: '#000', noise: { type: 'gaussian', mean: 128, sigma: 20 } } })
     .blur(0.6)
     .raw()

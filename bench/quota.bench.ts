@@ -84,7 +84,7 @@ export async function run(): Promise<number> {
       ],
       {
         note:
-          'reserve is one durable transaction (the counter +1 and this instance\'s hold +1; no fsync: survives kill -9, the checkpoint thread syncs the WAL every second); ' +
+          "reserve is one durable transaction (the counter +1 and this instance's hold +1; no fsync: survives kill -9, the checkpoint thread syncs the WAL every second); " +
           'commit takes the unit off the hold (one write) and reads the counter for the RateLimit headers.',
       },
     );
@@ -132,8 +132,8 @@ export async function runPostgres(): Promise<number> {
       ],
       {
         note:
-          'reserve is one statement (counter row +1 while under the limit, and this instance\'s hold +1), commit one statement (hold -1, counter read); ' +
-          'the server\'s sessions run with synchronous_commit off (the last row: each commit waits for an fsync while it holds the counter row).',
+          "reserve is one statement (counter row +1 while under the limit, and this instance's hold +1), commit one statement (hold -1, counter read); " +
+          "the server's sessions run with synchronous_commit off (the last row: each commit waits for an fsync while it holds the counter row).",
       },
     );
     const one = rows.find((r) => r.name === 'reserve+commit')!;
@@ -155,5 +155,7 @@ export async function runPostgres(): Promise<number> {
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const sqlite = await run();
   const postgres = await runPostgres();
-  console.log(`reserve+commit per second: SQLite ${Math.round(sqlite)} (one at a time), PostgreSQL ${Math.round(postgres)} (16 in flight): ${(postgres / sqlite).toFixed(2)}x`);
+  console.log(
+    `reserve+commit per second: SQLite ${Math.round(sqlite)} (one at a time), PostgreSQL ${Math.round(postgres)} (16 in flight): ${(postgres / sqlite).toFixed(2)}x`,
+  );
 }

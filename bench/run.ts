@@ -45,7 +45,8 @@ async function main(args: string[]): Promise<number> {
     results.push({ name, ...(await run(join(HERE, f))) });
   }
   console.log('\n# summary');
-  for (const r of results) console.log(`${r.code === 0 ? 'ok    ' : 'FAILED'} ${r.name.padEnd(24)} ${r.seconds.toFixed(1)} s${r.code === 0 ? '' : ` (exit ${r.code})`}`);
+  for (const r of results)
+    console.log(`${r.code === 0 ? 'ok    ' : 'FAILED'} ${r.name.padEnd(24)} ${r.seconds.toFixed(1)} s${r.code === 0 ? '' : ` (exit ${r.code})`}`);
   return results.every((r) => r.code === 0) ? 0 : 1;
 }
 

@@ -9,5 +9,7 @@ const here = dirname(fileURLToPath(import.meta.url));
 if (!existsSync(join(here, 'binding.gyp'))) process.exit(0);
 const r = spawnSync('node-gyp', ['rebuild', '-C', here], { stdio: 'inherit', shell: process.platform === 'win32' });
 if (r.status !== 0) {
-  console.warn('optmark: the native addons did not build; optmark runs without them (slower). Build them later with: npx node-gyp rebuild -C native (needs python3, make and a C++ compiler).');
+  console.warn(
+    'optmark: the native addons did not build; optmark runs without them (slower). Build them later with: npx node-gyp rebuild -C native (needs python3, make and a C++ compiler).',
+  );
 }

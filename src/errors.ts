@@ -54,7 +54,7 @@ const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
   unsupported_media_type: 'The "image" part must have an image/* content type.',
   missing_api_key: 'An API key is required: send "Authorization: Bearer <key>".',
   invalid_api_key: 'The API key is not valid.',
-  plan_required: 'This account\'s plan does not include API access.',
+  plan_required: "This account's plan does not include API access.",
   quota_exceeded: 'The monthly limit for this operation is used up.',
   invalid_request: 'The request is not valid.',
   batch_too_large: 'A dashboard batch holds at most 25 images.',

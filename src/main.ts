@@ -134,7 +134,7 @@ export async function startService(config: Config, announce: ((text: string) => 
         await pool.close();
         transfer.stop();
         await keySync.stop();
-    await store.stopBackground();
+        await store.stopBackground();
         await store.close();
         log.info('stopped');
         log.flush();

@@ -84,7 +84,11 @@ function exiftoolDataMining(paths: string[]): Map<string, unknown> {
 /** POST /api/v1/verify with a query string. */
 function verifyWithQuery(server: TestServer, query: string, key: string, image: Buffer, type = 'image/jpeg'): Promise<Answer> {
   const form = imageForm(image, 'x', type);
-  return request(server, `/api/v1/verify?${query}`, { method: 'POST', headers: { 'Content-Type': form.contentType, Authorization: `Bearer ${key}` }, body: form.body });
+  return request(server, `/api/v1/verify?${query}`, {
+    method: 'POST',
+    headers: { 'Content-Type': form.contentType, Authorization: `Bearer ${key}` },
+    body: form.body,
+  });
 }
 
 beforeAll(async () => {
@@ -94,7 +98,12 @@ beforeAll(async () => {
   images.set('png', await base.clone().png().toBuffer());
   images.set('webp', await base.clone().webp().toBuffer());
   // Larger than the 64 KiB a metadata-only verify reads first.
-  images.set('bigjpg', await sharp({ create: { width: 1024, height: 768, channels: 3, noise: { type: 'gaussian', mean: 110, sigma: 35 } } }).jpeg({ quality: 95 }).toBuffer());
+  images.set(
+    'bigjpg',
+    await sharp({ create: { width: 1024, height: 768, channels: 3, noise: { type: 'gaussian', mean: 110, sigma: 35 } } })
+      .jpeg({ quality: 95 })
+      .toBuffer(),
+  );
 });
 
 afterAll(() => {
@@ -138,10 +147,13 @@ describe('optmark mark as a batch tool', () => {
   it('--files-from - with NUL-separated names (names with newlines and spaces), and a list file with relative names kept below --out', () => {
     const input = folder({ 'odd\nname.jpg': images.get('jpg')!, 'with space.png': images.get('png')!, 'sub/x.webp': images.get('webp')! });
     const out = tempDir();
-    const list = ['odd\nname.jpg', 'with space.png', 'sub/x.webp'].map((p) => join(input, p)).join('\0') + '\0';
+    const list = `${['odd\nname.jpg', 'with space.png', 'sub/x.webp'].map((p) => join(input, p)).join('\0')}\0`;
     const r = optmark(['mark', '--files-from', '-', '-0', '--out', out, '--report', '-'], { input: list });
     expect(r.status, r.stderr).toBe(0);
-    const rep = r.stdout.split('\n').filter(Boolean).map((l) => JSON.parse(l) as Record<string, any>);
+    const rep = r.stdout
+      .split('\n')
+      .filter(Boolean)
+      .map((l) => JSON.parse(l) as Record<string, any>);
     expect(rep.map((l) => l.status)).toEqual(['done', 'done', 'done']);
     // Absolute names are kept whole below --out (as rsync --files-from does).
     for (const l of rep) {
@@ -164,7 +176,7 @@ describe('optmark mark as a batch tool', () => {
     expect(r3.stdout).toMatch(/failed\s+\S*gone\.jpg: no such file or folder \(read_enoent\)/);
   });
 
-  it('--skip-existing: by size and time (outputs carry their input\'s time), and =hash by content', () => {
+  it("--skip-existing: by size and time (outputs carry their input's time), and =hash by content", () => {
     const input = folder({ 'a.jpg': images.get('jpg')!, 'b.png': images.get('png')! });
     const out = tempDir();
     expect(optmark(['mark', input, '--out', out]).status).toBe(0);
@@ -216,7 +228,7 @@ describe('optmark mark as a batch tool', () => {
     for (const l of lines(report)) expect(l).toMatchObject({ status: 'done', changed: false });
   });
 
-  it('the opt-out path loads neither the decoder, the fingerprint, the worker pool nor the server; the server\'s upload limit does not apply', () => {
+  it("the opt-out path loads neither the decoder, the fingerprint, the worker pool nor the server; the server's upload limit does not apply", () => {
     const input = folder({ 'a.png': images.get('png')!, 'b.jpg': images.get('jpg')! });
     const loaded = (r: Run): string[] => [...new Set(r.stderr.match(/node_modules\/(?:@[^/\s"]+\/)?[^/\s"]+|optmark_\w+\.node/g) ?? [])];
     const heavy = /sharp|@img|piscina|optmark_fingerprint|uWebSockets|better-sqlite3|pg\b/;
@@ -366,7 +378,7 @@ describe('optmark verify', () => {
     expect((await server.usage(name)).verify.used).toBe(1);
   });
 
-  it('--skip-fingerprint reads a large JPEG\'s head and end only, and says what a whole read says (a cut file is truncated)', () => {
+  it("--skip-fingerprint reads a large JPEG's head and end only, and says what a whole read says (a cut file is truncated)", () => {
     const big = images.get('bigjpg')!;
     expect(big.length).toBeGreaterThan(2 * 64 * 1024);
     const input = folder({ 'whole.jpg': big, 'cut.jpg': big.subarray(0, big.length - 1000) });

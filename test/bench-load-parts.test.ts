@@ -10,7 +10,7 @@ import { threadCpu, threadDelta, waitTotals, type ThreadCpu } from '../src/capac
 import { idealQueue } from '../src/capacity/queue.js';
 
 describe('medianFloors', () => {
-  it('takes each field\'s middle value across processes and keeps every protect reading', () => {
+  it("takes each field's middle value across processes and keeps every protect reading", () => {
     const f = (protect: number, decode: number, cpu: number) => ({ protect_ms: protect, decode_ms: decode, protect_cpu_ms: cpu, decode_cpu_ms: decode + 1 });
     const m = medianFloors([f(4.1, 47, 7.3), f(5.9, 46, 8.0), f(5.5, 48, 7.5)])!;
     expect(m).toEqual({ protect_ms: 5.5, decode_ms: 47, protect_cpu_ms: 7.5, decode_cpu_ms: 48, protect_ms_runs: [4.1, 5.9, 5.5] });
@@ -54,7 +54,14 @@ describe('idealQueue', () => {
 
 describe('threadDelta', () => {
   /** A reading; `wait` in seconds, stored as whole ns as schedstat gives it. */
-  const t = (tid: number, cpu: number, wait: number | undefined): ThreadCpu => ({ tid, comm: 'node', cpu, user: cpu, sys: 0, waitNs: wait === undefined ? undefined : wait * 1e9 });
+  const t = (tid: number, cpu: number, wait: number | undefined): ThreadCpu => ({
+    tid,
+    comm: 'node',
+    cpu,
+    user: cpu,
+    sys: 0,
+    waitNs: wait === undefined ? undefined : wait * 1e9,
+  });
 
   it('gives each thread its CPU and run-queue wait between two readings, the main thread named as the event loop', () => {
     const rows = threadDelta(100, [t(100, 1, 0.5), t(101, 2, 0.25)], [t(100, 1.5, 0.75), t(101, 3, 0.5), t(102, 0.25, 0.125)]);
@@ -78,7 +85,7 @@ describe('threadDelta', () => {
     expect(waitTotals(100, before, [t(100, 1, 0.75), t(101, 3, undefined)])).toBeUndefined();
   });
 
-  it.runIf(process.platform === 'linux')('reads this process\'s threads from /proc, the main thread with its run-queue wait', () => {
+  it.runIf(process.platform === 'linux')("reads this process's threads from /proc, the main thread with its run-queue wait", () => {
     const before = threadCpu(process.pid)!;
     const main = before.find((x) => x.tid === process.pid)!;
     expect(main.cpu).toBeGreaterThan(0);
@@ -164,7 +171,15 @@ describe('openLoop warm-up', () => {
   afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
   it('sends the warm-up requests, records only the measured window (rate x duration requests), and starts the meters once at its start', async () => {
-    const req = (n: number): PreparedRequest => ({ label: `r${n}`, operation: 'protect', path: '/', image: 'x', imageBytes: 1, body: Buffer.from(String(n)), contentType: 'text/plain' });
+    const req = (n: number): PreparedRequest => ({
+      label: `r${n}`,
+      operation: 'protect',
+      path: '/',
+      image: 'x',
+      imageBytes: 1,
+      body: Buffer.from(String(n)),
+      contentType: 'text/plain',
+    });
     const requests = [req(0), req(1)];
     // Counts only, none depending on the machine's speed: room for every request in flight at once (when
     // timers fire late the arrivals bunch up, and with a smaller bound some would be counted "not sent"
@@ -205,7 +220,15 @@ describe('openLoop warm-up', () => {
     const req: PreparedRequest = { label: 'p', operation: 'protect', path: '/', image: 'x', imageBytes: 1, body: Buffer.from('1'), contentType: 'text/plain' };
     const client = new Client({ name: 't', url: new URL(`http://127.0.0.1:${port}`), key: undefined, pid: undefined }, 1_000);
     for (const seed of [1, 2, 3]) {
-      const run = await openLoop(client, [req], () => 0, { rate: 150, durationMs: 200, warmupMs: 100, arrivals: 'poisson', drainMs: 120_000, seed, timeoutMs: 120_000 });
+      const run = await openLoop(client, [req], () => 0, {
+        rate: 150,
+        durationMs: 200,
+        warmupMs: 100,
+        arrivals: 'poisson',
+        drainMs: 120_000,
+        seed,
+        timeoutMs: 120_000,
+      });
       expect(run.outcomes).toHaveLength(30);
       expect(run.outcomes.every((o) => o.status === 200)).toBe(true);
     }

@@ -50,32 +50,44 @@ function webpWithChunk(img: Uint8Array, type: string, data: Uint8Array): Buffer 
 }
 
 describe('verify: Content Credentials on the corpus files (reference reader)', () => {
-  it.runIf(haveCorpus)('CAWG file: present, valid, trainingMining notAllowed, c2pa.trainingMining in otherSignals, optedOut false', async () => {
-    const r = await verifyReport(corpusFile('c2pa_C_with_CAWG_data.jpg'), noLayers);
-    expect(r.c2pa).toEqual({ present: true, valid: true, trainingMining: 'notAllowed' });
-    expect(r.otherSignals).toEqual(['c2pa.trainingMining']);
-    expect(r.optedOut).toBe(false);
-    expect(r.signals).toEqual([]);
-    expect(r.warnings).toEqual([]);
-  }, 60_000);
+  it.runIf(haveCorpus)(
+    'CAWG file: present, valid, trainingMining notAllowed, c2pa.trainingMining in otherSignals, optedOut false',
+    async () => {
+      const r = await verifyReport(corpusFile('c2pa_C_with_CAWG_data.jpg'), noLayers);
+      expect(r.c2pa).toEqual({ present: true, valid: true, trainingMining: 'notAllowed' });
+      expect(r.otherSignals).toEqual(['c2pa.trainingMining']);
+      expect(r.optedOut).toBe(false);
+      expect(r.signals).toEqual([]);
+      expect(r.warnings).toEqual([]);
+    },
+    60_000,
+  );
 
-  it.runIf(haveCorpus)('CA file: present, valid, trainingMining null, no other signal', async () => {
-    const r = await verifyReport(corpusFile('c2pa_CA.jpg'), noLayers);
-    expect(r.c2pa).toEqual({ present: true, valid: true, trainingMining: null });
-    expect(r.otherSignals).toEqual([]);
-    expect(r.optedOut).toBe(false);
-  }, 60_000);
+  it.runIf(haveCorpus)(
+    'CA file: present, valid, trainingMining null, no other signal',
+    async () => {
+      const r = await verifyReport(corpusFile('c2pa_CA.jpg'), noLayers);
+      expect(r.c2pa).toEqual({ present: true, valid: true, trainingMining: null });
+      expect(r.otherSignals).toEqual([]);
+      expect(r.optedOut).toBe(false);
+    },
+    60_000,
+  );
 
-  it.runIf(haveCorpus)('protecting the CAWG file makes optedOut true (IPTC rule) while the C2PA reading is reported on its own', async () => {
-    const marked = protect(corpusFile('c2pa_C_with_CAWG_data.jpg')).bytes;
-    const r = await verifyReport(marked, noLayers);
-    expect(r.optedOut).toBe(true);
-    expect(r.signals).toEqual(['iptc.dataMining']);
-    expect(r.c2pa.present).toBe(true);
-    // Writing XMP into the file breaks the data hash: the reader says so, and verify passes it on.
-    expect(r.c2pa.valid).toBe(false);
-    expect(r.warnings.map((w) => w.code)).toContain('content_credentials_invalid');
-  }, 60_000);
+  it.runIf(haveCorpus)(
+    'protecting the CAWG file makes optedOut true (IPTC rule) while the C2PA reading is reported on its own',
+    async () => {
+      const marked = protect(corpusFile('c2pa_C_with_CAWG_data.jpg')).bytes;
+      const r = await verifyReport(marked, noLayers);
+      expect(r.optedOut).toBe(true);
+      expect(r.signals).toEqual(['iptc.dataMining']);
+      expect(r.c2pa.present).toBe(true);
+      // Writing XMP into the file breaks the data hash: the reader says so, and verify passes it on.
+      expect(r.c2pa.valid).toBe(false);
+      expect(r.warnings.map((w) => w.code)).toContain('content_credentials_invalid');
+    },
+    60_000,
+  );
 });
 
 describe('verify: TDMRep in XMP', () => {
@@ -134,10 +146,17 @@ describe('manifest-store detection (no wasm for files without one)', () => {
 });
 
 describe('strictest training use', () => {
-  const store = (label: string, entries: Record<string, { use: string }>) => ({ active_manifest: 'm', manifests: { m: { assertions: [{ label, data: { entries } }] } } });
+  const store = (label: string, entries: Record<string, { use: string }>) => ({
+    active_manifest: 'm',
+    manifests: { m: { assertions: [{ label, data: { entries } }] } },
+  });
   it('orders notAllowed > constrained > allowed over training entries only (inference is not training)', () => {
-    expect(strictestTrainingUse(store('c2pa.training-mining', { 'c2pa.ai_training': { use: 'allowed' }, 'c2pa.data_mining': { use: 'constrained' } }))).toBe('constrained');
-    expect(strictestTrainingUse(store('cawg.training-mining', { 'cawg.ai_inference': { use: 'notAllowed' }, 'cawg.ai_training': { use: 'allowed' } }))).toBe('allowed');
+    expect(strictestTrainingUse(store('c2pa.training-mining', { 'c2pa.ai_training': { use: 'allowed' }, 'c2pa.data_mining': { use: 'constrained' } }))).toBe(
+      'constrained',
+    );
+    expect(strictestTrainingUse(store('cawg.training-mining', { 'cawg.ai_inference': { use: 'notAllowed' }, 'cawg.ai_training': { use: 'allowed' } }))).toBe(
+      'allowed',
+    );
     expect(strictestTrainingUse(store('cawg.training-mining', { 'cawg.ai_generative_training': { use: 'notAllowed' } }))).toBe('notAllowed');
     expect(strictestTrainingUse(store('c2pa.actions', { 'c2pa.ai_training': { use: 'notAllowed' } }))).toBe(null);
   });

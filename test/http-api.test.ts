@@ -158,7 +158,9 @@ describe('protect', () => {
     ['no filename', undefined],
     ['an empty filename', ''],
   ])('a file part with %s gets the default name', async (_case, filename) => {
-    const a = await protect(multipart([{ name: 'image', ...(filename === undefined ? {} : { filename }), type: 'application/octet-stream', data: images.webp }]));
+    const a = await protect(
+      multipart([{ name: 'image', ...(filename === undefined ? {} : { filename }), type: 'application/octet-stream', data: images.webp }]),
+    );
     expect(a.status, a.body.toString()).toBe(200);
     expect(a.json.filename).toBe('image.webp');
   });
@@ -263,7 +265,12 @@ describe('error matrix', () => {
     ['text bytes declared as PNG', () => imageForm(Buffer.from('hello, not an image '.repeat(20)), 'a.png', 'image/png'), 415, 'unsupported_format'],
     ['an empty image part', () => imageForm(Buffer.alloc(0)), 415, 'unsupported_format'],
     ['an image part of type text/plain', () => imageForm(images.jpeg, 'a.txt', 'text/plain'), 415, 'unsupported_media_type'],
-    ['an image part without a type (text/plain by RFC 7578)', () => multipart([{ name: 'image', filename: 'a.jpg', data: images.jpeg }]), 415, 'unsupported_media_type'],
+    [
+      'an image part without a type (text/plain by RFC 7578)',
+      () => multipart([{ name: 'image', filename: 'a.jpg', data: images.jpeg }]),
+      415,
+      'unsupported_media_type',
+    ],
     ['an empty body', () => ({ contentType: 'multipart/form-data; boundary=x', body: Buffer.alloc(0) }), 400, 'malformed_multipart'],
     ['a JSON body', () => ({ contentType: 'application/json', body: Buffer.from('{"image":1}') }), 415, 'unsupported_media_type'],
     ['a urlencoded body', () => ({ contentType: 'application/x-www-form-urlencoded', body: Buffer.from('image=1') }), 415, 'unsupported_media_type'],
@@ -272,17 +279,34 @@ describe('error matrix', () => {
     ['the image as a text field', () => multipart([{ name: 'image', data: 'not a file' }]), 400, 'missing_image'],
     [
       'two image parts',
-      () => multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: images.jpeg }, { name: 'image', filename: 'b.jpg', type: 'image/jpeg', data: images.jpeg }]),
+      () =>
+        multipart([
+          { name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: images.jpeg },
+          { name: 'image', filename: 'b.jpg', type: 'image/jpeg', data: images.jpeg },
+        ]),
       400,
       'too_many_parts',
     ],
     [
       'an extra file part',
-      () => multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: images.jpeg }, { name: 'thumb', filename: 'b.jpg', type: 'image/jpeg', data: images.jpeg }]),
+      () =>
+        multipart([
+          { name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: images.jpeg },
+          { name: 'thumb', filename: 'b.jpg', type: 'image/jpeg', data: images.jpeg },
+        ]),
       400,
       'unexpected_part',
     ],
-    ['an extra text field', () => multipart([{ name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: images.jpeg }, { name: 'note', data: 'hi' }]), 400, 'unexpected_part'],
+    [
+      'an extra text field',
+      () =>
+        multipart([
+          { name: 'image', filename: 'a.jpg', type: 'image/jpeg', data: images.jpeg },
+          { name: 'note', data: 'hi' },
+        ]),
+      400,
+      'unexpected_part',
+    ],
     ['multipart without a boundary', () => ({ contentType: 'multipart/form-data', body: imageForm(images.jpeg).body }), 400, 'malformed_multipart'],
     [
       'a body cut before its closing boundary',
@@ -417,7 +441,7 @@ describe('headers', () => {
     expect(anonymous.headers['server-timing']).toBeUndefined();
   });
 
-  it('regression: a failed call\'s RateLimit shows its unit already given back', async () => {
+  it("regression: a failed call's RateLimit shows its unit already given back", async () => {
     const { key: fresh } = await server.account({ protect: 10 });
     const failed = await protect(imageForm(GIF, 'a.gif', 'image/gif'), fresh);
     expect(failed.status).toBe(415);
@@ -435,7 +459,9 @@ describe('concurrency', () => {
       return { i, format, endpoint } as const;
     });
     const answers = await Promise.all(
-      jobs.map(({ i, format, endpoint }) => api(server, endpoint, key, imageForm(images[format], `job-${i}.${EXT[format]}`, MIME[format]), { 'X-Request-ID': `job-${i}` })),
+      jobs.map(({ i, format, endpoint }) =>
+        api(server, endpoint, key, imageForm(images[format], `job-${i}.${EXT[format]}`, MIME[format]), { 'X-Request-ID': `job-${i}` }),
+      ),
     );
     for (const [n, a] of answers.entries()) {
       const { i, format, endpoint } = jobs[n]!;

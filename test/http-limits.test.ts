@@ -161,7 +161,9 @@ describe('a server with a 1 MiB upload limit and room for one upload in memory',
     // 5 MiB of request memory: one 900 kB protect takes its upload and room for its answer (the base64 of
     // the upload plus 1 MiB of allowed growth: about 3.5 MB in all), so a second one does not fit while
     // the first is held.
-    tight = await TestServer.start({ env: { OPTMARK_POOL_SIZE: '1', OPTMARK_MAX_UPLOAD_BYTES: String(1024 * 1024), OPTMARK_MAX_INFLIGHT_BYTES: String(5 * 1024 * 1024) } });
+    tight = await TestServer.start({
+      env: { OPTMARK_POOL_SIZE: '1', OPTMARK_MAX_UPLOAD_BYTES: String(1024 * 1024), OPTMARK_MAX_INFLIGHT_BYTES: String(5 * 1024 * 1024) },
+    });
     ({ key: tightKey } = await tight.account());
   });
   afterAll(async () => {

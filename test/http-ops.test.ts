@@ -165,7 +165,9 @@ describe('a default server', () => {
     expect(metric(after, 'optmark_inflight_upload_bytes')).toBe(0);
     // The store's checkpoints run on their own thread, once a second.
     expect(metric(after, 'optmark_store_checkpointer_running')).toBe(1);
-    await waitFor('a background checkpoint', async () => (metric((await request(server, '/metrics')).body.toString(), 'optmark_store_checkpoints') >= 1 ? true : undefined));
+    await waitFor('a background checkpoint', async () =>
+      metric((await request(server, '/metrics')).body.toString(), 'optmark_store_checkpoints') >= 1 ? true : undefined,
+    );
     expect(after).toMatch(/^# TYPE optmark_http_request_duration_seconds histogram$/m);
     expect(metric(after, 'optmark_process_cpu_seconds_total')).toBeGreaterThan(0);
   });

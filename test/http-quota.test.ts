@@ -28,7 +28,9 @@ function secondsToNextMonth(): number {
 
 beforeAll(async () => {
   // trace: the most the server can log, and still no key may appear in it.
-  server = await TestServer.start({ env: { OPTMARK_POOL_SIZE: '2', OPTMARK_QUEUE_LENGTH: '64', OPTMARK_LOG_LEVEL: 'trace', OPTMARK_SHUTDOWN_TIMEOUT_MS: '3000' } });
+  server = await TestServer.start({
+    env: { OPTMARK_POOL_SIZE: '2', OPTMARK_QUEUE_LENGTH: '64', OPTMARK_LOG_LEVEL: 'trace', OPTMARK_SHUTDOWN_TIMEOUT_MS: '3000' },
+  });
   image = await smallImage('jpeg');
 });
 afterAll(async () => {

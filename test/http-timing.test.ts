@@ -7,7 +7,7 @@ import { Phases, parseServerTiming } from '../src/http/timing.js';
 const ms = (x: number): bigint => BigInt(Math.round(x * 1e6));
 
 describe('Phases', () => {
-  it('splits the time after the body into the wait and the worker\'s own time', () => {
+  it("splits the time after the body into the wait and the worker's own time", () => {
     const p = new Phases(ms(1000));
     expect(p.headers()).toEqual({});
     expect(p.fields()).toEqual({});

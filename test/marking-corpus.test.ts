@@ -16,7 +16,11 @@ import { exiftoolDataMining, exiftoolXmp, expectMarkedStructure, pixels } from '
 /** OPTMARK_TEST_CORPUS points the suite elsewhere (or nowhere, to see the skip). */
 const CORPUS = process.env.OPTMARK_TEST_CORPUS ?? fileURLToPath(new URL('../../shared/corpus', import.meta.url));
 const present = existsSync(join(CORPUS, 'README.md'));
-const files = present ? readdirSync(CORPUS).filter((f) => !f.endsWith('.md') && !f.endsWith('.tsv')).sort() : [];
+const files = present
+  ? readdirSync(CORPUS)
+      .filter((f) => !f.endsWith('.md') && !f.endsWith('.tsv'))
+      .sort()
+  : [];
 
 /** The README's groups. */
 const BOMBS = new Set(['sharp_giant-image.jpg', 'sharp_65536-uint32-limit.png']);

@@ -40,7 +40,13 @@ const INPUT_CODES = new Set(['unsupported_format', 'damaged_image', 'limit_excee
 const utf8 = (s: string): Buffer => Buffer.from(s, 'utf8');
 /** Small packets keep a case cheap; they still carry every form the reader looks at. */
 const smallPacket = (token: string): Buffer =>
-  utf8(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': vocab(token) }, body: '<dc:title><rdf:Alt><rdf:li xml:lang="x-default">t</rdf:li></rdf:Alt></dc:title>' }));
+  utf8(
+    packet({
+      ns: { plus: NS.plus },
+      attrs: { 'plus:DataMining': vocab(token) },
+      body: '<dc:title><rdf:Alt><rdf:li xml:lang="x-default">t</rdf:li></rdf:Alt></dc:title>',
+    }),
+  );
 
 interface Base {
   name: string;
@@ -66,7 +72,12 @@ function describeBase(name: string, format: Format, bytes: Buffer): Base {
     return { name, bytes, lengths: chunks.map((c) => [c.start, 4, false]), boundaries: chunks.map((c) => c.start) };
   }
   const { chunks } = webpChunks(bytes);
-  return { name, bytes, lengths: [[4, 4, true], ...chunks.map((c): [number, 4, boolean] => [c.sizeAt, 4, true])], boundaries: [...chunks.map((c) => c.start), bytes.length] };
+  return {
+    name,
+    bytes,
+    lengths: [[4, 4, true], ...chunks.map((c): [number, 4, boolean] => [c.sizeAt, 4, true])],
+    boundaries: [...chunks.map((c) => c.start), bytes.length],
+  };
 }
 
 type Mutation =
@@ -83,10 +94,20 @@ const EXTREMES = [0, 1, 2, 3, 7, 8, 0x7f, 0xff, 0x100, 0xfffe, 0xffff, 0x10000, 
 /** One mutation; positions are fractions of the file so one arbitrary serves every base. */
 const mutation: fc.Arbitrary<Mutation> = fc.oneof(
   fc.record({ kind: fc.constant('flip' as const), at: fc.nat(), bit: fc.integer({ min: 0, max: 7 }) }),
-  fc.record({ kind: fc.constant('store' as const), at: fc.nat(), value: fc.oneof(fc.constantFrom(0x00, 0xff, 0xd9, 0xda, 0xe1), fc.integer({ min: 0, max: 255 })) }),
+  fc.record({
+    kind: fc.constant('store' as const),
+    at: fc.nat(),
+    value: fc.oneof(fc.constantFrom(0x00, 0xff, 0xd9, 0xda, 0xe1), fc.integer({ min: 0, max: 255 })),
+  }),
   fc.record({ kind: fc.constant('truncate' as const), at: fc.nat() }),
   fc.record({ kind: fc.constant('length' as const), field: fc.nat(), value: fc.oneof(fc.constantFrom(...EXTREMES), fc.nat()) }),
-  fc.record({ kind: fc.constant('insert' as const), boundary: fc.nat(), chunk: fc.nat(), payload: fc.uint8Array({ maxLength: 64 }), size: fc.oneof(fc.constantFrom(...EXTREMES), fc.nat({ max: 128 })) }),
+  fc.record({
+    kind: fc.constant('insert' as const),
+    boundary: fc.nat(),
+    chunk: fc.nat(),
+    payload: fc.uint8Array({ maxLength: 64 }),
+    size: fc.oneof(fc.constantFrom(...EXTREMES), fc.nat({ max: 128 })),
+  }),
   fc.record({ kind: fc.constant('duplicate' as const), at: fc.nat(), length: fc.nat({ max: 256 }) }),
   fc.record({ kind: fc.constant('cut' as const), at: fc.nat(), length: fc.nat({ max: 64 }) }),
 );
@@ -189,7 +210,11 @@ beforeAll(async () => {
   const img = rawImage(8, 8, 3, 7);
   const jpg = await img.clone().jpeg({ quality: 50 }).toBuffer();
   // Extended XMP in two portions, the second before the main packet (readers must reorder).
-  const ext = extendedSegments(bareXmp(`<dc:description>${'e'.repeat(300)}</dc:description>`), { ns: { plus: NS.plus }, attrs: { 'plus:DataMining': vocab('DMI-ALLOWED') } }, 200);
+  const ext = extendedSegments(
+    bareXmp(`<dc:description>${'e'.repeat(300)}</dc:description>`),
+    { ns: { plus: NS.plus }, attrs: { 'plus:DataMining': vocab('DMI-ALLOWED') } },
+    200,
+  );
   const png = await img.clone().png().toBuffer();
   const lossy = await img.clone().webp({ quality: 50 }).toBuffer();
   const lossless = await rawImage(8, 8, 4, 8).webp({ lossless: true }).toBuffer();
@@ -235,7 +260,9 @@ describe.each(['jpeg', 'png', 'webp'] as const)('%s', (format) => {
       }),
       { numRuns: RUNS, seed: 20_240_601 + format.length },
     );
-    console.log(`fuzz ${format}: ${cases} cases, ${produced} protected, errors ${JSON.stringify(Object.fromEntries(tally))}, slowest case ${slowest.toFixed(1)} ms`);
+    console.log(
+      `fuzz ${format}: ${cases} cases, ${produced} protected, errors ${JSON.stringify(Object.fromEntries(tally))}, slowest case ${slowest.toFixed(1)} ms`,
+    );
     expect(cases).toBeGreaterThanOrEqual(RUNS);
     // Both outcomes must be common, or the mutations are not exercising the parsers.
     expect(produced).toBeGreaterThan(RUNS / 10);

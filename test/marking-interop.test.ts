@@ -39,25 +39,33 @@ describe('ExifTool reads what protect writes', () => {
     }
   });
 
-  it.each(['base.jpg', 'metadata.jpg', 'exiftool-extended.jpg', 'base.png', 'apng.png', 'icc-exif.png', 'base.webp', 'lossless-alpha.webp', 'animated.webp', 'icc-exif.webp'])(
-    'ExifTool -validate finds nothing wrong with the protected %s that it did not find in the original',
-    async (name) => {
-      const input = await fx.bytes(name);
-      const validate = async (bytes: Uint8Array): Promise<string[]> => {
-        const tags = (await et.readRaw(fx.write(name, bytes), { readArgs: ['-validate', '-warning', '-error', '-a'] })) as Record<string, unknown>;
-        return Object.entries(tags)
-          .filter(([k]) => /Warning|Error|Validate/.test(k))
-          .flatMap(([, v]) => (Array.isArray(v) ? v : [v]).map(String));
-      };
-      const before = await validate(input);
-      const after = await validate(protect(input).bytes);
-      // "Validate" is a count summary; compare the messages themselves. libvips puts PNG XMP in zTXt,
-      // which protect keeps byte for byte beside its iTXt (DESIGN §4: every other chunk as it is), so
-      // ExifTool notes a second packet there; it reads ours, the later one (see marking.test.ts).
-      const expected = name === 'icc-exif.png' ? ['Duplicate XMP at PNG-InternationalText-XMP'] : [];
-      expect(after.filter((w) => !/^\d+ (Warning|Error)/.test(w) && !before.includes(w))).toEqual(expected);
-    },
-  );
+  it.each([
+    'base.jpg',
+    'metadata.jpg',
+    'exiftool-extended.jpg',
+    'base.png',
+    'apng.png',
+    'icc-exif.png',
+    'base.webp',
+    'lossless-alpha.webp',
+    'animated.webp',
+    'icc-exif.webp',
+  ])('ExifTool -validate finds nothing wrong with the protected %s that it did not find in the original', async (name) => {
+    const input = await fx.bytes(name);
+    const validate = async (bytes: Uint8Array): Promise<string[]> => {
+      const tags = (await et.readRaw(fx.write(name, bytes), { readArgs: ['-validate', '-warning', '-error', '-a'] })) as Record<string, unknown>;
+      return Object.entries(tags)
+        .filter(([k]) => /Warning|Error|Validate/.test(k))
+        .flatMap(([, v]) => (Array.isArray(v) ? v : [v]).map(String));
+    };
+    const before = await validate(input);
+    const after = await validate(protect(input).bytes);
+    // "Validate" is a count summary; compare the messages themselves. libvips puts PNG XMP in zTXt,
+    // which protect keeps byte for byte beside its iTXt (DESIGN §4: every other chunk as it is), so
+    // ExifTool notes a second packet there; it reads ours, the later one (see marking.test.ts).
+    const expected = name === 'icc-exif.png' ? ['Duplicate XMP at PNG-InternationalText-XMP'] : [];
+    expect(after.filter((w) => !/^\d+ (Warning|Error)/.test(w) && !before.includes(w))).toEqual(expected);
+  });
 });
 
 describe('read() understands what ExifTool writes', () => {

@@ -195,7 +195,12 @@ const invalid: Array<{ name: string; code: string; bytes: () => Promise<Uint8Arr
   { name: 'JPEG: EOI before any scan', code: 'damaged_image', bytes: () => Buffer.from([0xff, 0xd8, 0xff, 0xfe, 0x00, 0x03, 0x41, 0xff, 0xd9]) },
   { name: 'JPEG: headers but no SOS', code: 'damaged_image', bytes: () => Buffer.from([0xff, 0xd8, 0xff, 0xfe, 0x00, 0x03, 0x41]) },
   { name: 'PNG: signature only', code: 'damaged_image', bytes: () => Buffer.from([0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a]) },
-  { name: 'PNG: first chunk is not IHDR', code: 'damaged_image', bytes: async () => Buffer.concat([(await fx.bytes('base.png')).subarray(0, 8), pngChunk('tEXt', Buffer.from('a\0b')), (await fx.bytes('base.png')).subarray(8)]) },
+  {
+    name: 'PNG: first chunk is not IHDR',
+    code: 'damaged_image',
+    bytes: async () =>
+      Buffer.concat([(await fx.bytes('base.png')).subarray(0, 8), pngChunk('tEXt', Buffer.from('a\0b')), (await fx.bytes('base.png')).subarray(8)]),
+  },
   { name: 'PNG: no IDAT', code: 'damaged_image', bytes: async () => pngWithout(await fx.bytes('base.png'), 'IDAT') },
   {
     name: 'PNG: a cut-short IDAT where IHDR should be (found by fuzzing; protect wrote a PNG without IHDR)',
@@ -209,11 +214,19 @@ const invalid: Array<{ name: string; code: string; bytes: () => Promise<Uint8Arr
   { name: 'WebP: chunk size beyond the RIFF', code: 'damaged_image', bytes: async () => withLe(await fx.bytes('base.webp'), 16, 0x7fffffff) },
   { name: 'WebP: simple VP8 with a bad start code', code: 'damaged_image', only: 'protect', bytes: async () => corruptAt(await fx.bytes('base.webp'), 20 + 3) },
   { name: 'WebP: simple VP8L with a bad signature', code: 'damaged_image', only: 'protect', bytes: async () => corruptAt(await fx.bytes('lossless.webp'), 20) },
-  { name: 'XMP: more markup than a file may hold (300k nodes)', code: 'limit_exceeded', bytes: async () => withXmp('png', await fx.bytes('base.png'), utf8(packet({ body: '<dc:x/>'.repeat(310_000) }))) },
+  {
+    name: 'XMP: more markup than a file may hold (300k nodes)',
+    code: 'limit_exceeded',
+    bytes: async () => withXmp('png', await fx.bytes('base.png'), utf8(packet({ body: '<dc:x/>'.repeat(310_000) }))),
+  },
   {
     name: 'XMP: more packets than a file may hold',
     code: 'limit_exceeded',
-    bytes: async () => jpegWith(await fx.bytes('base.jpg'), Array.from({ length: 65 }, () => app1Xmp(utf8(packet())))),
+    bytes: async () =>
+      jpegWith(
+        await fx.bytes('base.jpg'),
+        Array.from({ length: 65 }, () => app1Xmp(utf8(packet()))),
+      ),
   },
   {
     name: 'XMP: more properties to merge than protect copies (Extended XMP of 25k properties)',
@@ -229,7 +242,12 @@ const invalid: Array<{ name: string; code: string; bytes: () => Promise<Uint8Arr
 const smallProperties = (n: number): string => Array.from({ length: n }, (_, i) => `<dc:p${i}>v</dc:p${i}>`).join('');
 
 function pngWithout(b: Uint8Array, type: string): Buffer {
-  return Buffer.concat([Buffer.from(b).subarray(0, 8), ...pngChunks(b).chunks.filter((c) => c.type !== type).map((c) => pngChunk(c.type, c.data))]);
+  return Buffer.concat([
+    Buffer.from(b).subarray(0, 8),
+    ...pngChunks(b)
+      .chunks.filter((c) => c.type !== type)
+      .map((c) => pngChunk(c.type, c.data)),
+  ]);
 }
 function withLength(b: Uint8Array, at: number, v: number): Buffer {
   const out = Buffer.from(b);
@@ -398,7 +416,13 @@ describe('regressions', () => {
     // What the parser sees when a segment's length runs into the next one: the segment, the rest of
     // the next as junk, then the segments after it (here an Extended XMP segment, junk, main XMP).
     const base = await fx.bytes('base.jpg');
-    const input = Buffer.concat([base.subarray(0, 2), app1Ext('A'.repeat(32), 0, 0, Buffer.alloc(0)), Buffer.from('junk'), app1Xmp(utf8(packet())), base.subarray(2)]);
+    const input = Buffer.concat([
+      base.subarray(0, 2),
+      app1Ext('A'.repeat(32), 0, 0, Buffer.alloc(0)),
+      Buffer.from('junk'),
+      app1Xmp(utf8(packet())),
+      base.subarray(2),
+    ]);
     const out = protect(input).bytes;
     expect([...out.subarray(0, 4)]).toEqual([0xff, 0xd8, 0xff, 0xe1]);
     expect(read(out).optedOut).toBe(true);

@@ -169,7 +169,11 @@ describe('signing keys', () => {
   const INVALID_KEY_FILES: Array<[string, (path: string) => void, string]> = [
     ['missing', () => undefined, 'signing_key_missing'],
     ['not PEM', (p) => writeFileSync(p, 'not a key'), 'signing_key_invalid'],
-    ['an RSA key', (p) => writeFileSync(p, generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ type: 'pkcs8', format: 'pem' })), 'signing_key_invalid'],
+    [
+      'an RSA key',
+      (p) => writeFileSync(p, generateKeyPairSync('rsa', { modulusLength: 1024 }).privateKey.export({ type: 'pkcs8', format: 'pem' })),
+      'signing_key_invalid',
+    ],
     ['a public key', (p) => writeFileSync(p, generateKeyPairSync('ed25519').publicKey.export({ type: 'spki', format: 'pem' })), 'signing_key_invalid'],
     ['too large', (p) => writeFileSync(p, Buffer.alloc(100_000, 0x41)), 'signing_key_invalid'],
   ];
@@ -354,7 +358,12 @@ describe('verification', () => {
   });
 
   it('signs a domain-separated text of the fields in a fixed order', () => {
-    const text = signedMessage({ keyId: '0123456789abcdef', signedAt: '2026-01-01T00:00:00Z', dataMining: 'http://ns.useplus.org/ldf/vocab/DMI-PROHIBITED', contentDigest: `sha256:${'0'.repeat(64)}` }).toString();
+    const text = signedMessage({
+      keyId: '0123456789abcdef',
+      signedAt: '2026-01-01T00:00:00Z',
+      dataMining: 'http://ns.useplus.org/ldf/vocab/DMI-PROHIBITED',
+      contentDigest: `sha256:${'0'.repeat(64)}`,
+    }).toString();
     expect(text).toBe(
       `optmark provenance tag v1\nKeyId=0123456789abcdef\nSignedAt=2026-01-01T00:00:00Z\nDataMining=http://ns.useplus.org/ldf/vocab/DMI-PROHIBITED\nContentDigest=sha256:${'0'.repeat(64)}`,
     );
@@ -394,10 +403,14 @@ describe('garbage tags: present, not valid, never thrown, content never hashed',
       },
       { verifiable: true, reason: 'malformed' },
     ],
-    ['only an unknown property in the namespace', (d) => {
-      for (const p of findProperties(d, (ns) => ns === NS_PROVENANCE)) p.element!.parentNode!.removeChild(p.element!);
-      setTag(d, 'Comment', 'hello');
-    }, { verifiable: false, reason: 'malformed' }],
+    [
+      'only an unknown property in the namespace',
+      (d) => {
+        for (const p of findProperties(d, (ns) => ns === NS_PROVENANCE)) p.element!.parentNode!.removeChild(p.element!);
+        setTag(d, 'Comment', 'hello');
+      },
+      { verifiable: false, reason: 'malformed' },
+    ],
   ];
 
   it.each(GARBAGE)('%s', async (_, edit, expected) => {

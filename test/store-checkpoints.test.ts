@@ -17,7 +17,9 @@ afterEach(() => {
 
 async function openStore(): Promise<{ store: SqliteStore; dir: string; account: number }> {
   requireBuild(); // the checkpointer is a worker thread: it runs from the build
-  const { SqliteStore: BuiltStore } = (await import(pathToFileURL(join(ROOT, 'dist', 'src', 'store', 'index.js')).href)) as typeof import('../src/store/index.js');
+  const { SqliteStore: BuiltStore } = (await import(
+    pathToFileURL(join(ROOT, 'dist', 'src', 'store', 'index.js')).href
+  )) as typeof import('../src/store/index.js');
   const dir = mkdtempSync(join(tmpdir(), 'optmark-ckpt-'));
   dirs.push(dir);
   const store = BuiltStore.openSync({ dataDir: dir, defaultProtectLimit: 1_000_000, defaultVerifyLimit: 1_000_000 });
@@ -73,7 +75,7 @@ describe('background checkpoints', () => {
     }
   });
 
-  it('under writes that never pause, the connection\'s own bound rewinds the WAL at 16384 pages', async () => {
+  it("under writes that never pause, the connection's own bound rewinds the WAL at 16384 pages", async () => {
     const { store, dir, account } = await openStore();
     store.startBackgroundCheckpoints({ intervalMs: 60_000 });
     try {

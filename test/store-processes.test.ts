@@ -132,7 +132,10 @@ describe.each(ENGINES)('processes sharing the store on %s', (engine) => {
       await w.exited;
       expect(w.child.signalCode).toBe('SIGKILL');
       await store.reconcile();
-      const succeeded = w.output().split('\n').filter((l) => l === 'ok').length;
+      const succeeded = w
+        .output()
+        .split('\n')
+        .filter((l) => l === 'ok').length;
       const used = (await store.quotaState(accountId, 'protect')).used;
       // Nothing that succeeded is lost; held units came back; what is counted beyond the successes
       // are commits that went through but whose "ok" the kill cut off: at most one per loop.

@@ -56,7 +56,7 @@ describe('keys', () => {
     ['too long', `${generateKey()}x`],
     ['other prefix', `om_test_${'a'.repeat(43)}`],
     ['not base62', `om_live_${'a'.repeat(42)}-`],
-    ['the acceptance check\'s fake key', `om_live_${'x'.repeat(40)}`],
+    ["the acceptance check's fake key", `om_live_${'x'.repeat(40)}`],
   ])('reject a malformed key: %s', (_name, key) => {
     expect(isWellFormedKey(key)).toBe(false);
   });
@@ -272,7 +272,10 @@ describe.each(ENGINES)('store on %s', (engine) => {
       expect(first.state).toEqual({ operation: 'protect', limit: 2, used: 1, remaining: 1, resetSeconds: 2 * 86_400, windowSeconds: 28 * 86_400 });
       await store.reserve(id, 'protect', now);
       const over = await store.reserve(id, 'protect', now);
-      expect(over).toEqual({ ok: false, state: { operation: 'protect', limit: 2, used: 2, remaining: 0, resetSeconds: 2 * 86_400, windowSeconds: 28 * 86_400 } });
+      expect(over).toEqual({
+        ok: false,
+        state: { operation: 'protect', limit: 2, used: 2, remaining: 0, resetSeconds: 2 * 86_400, windowSeconds: 28 * 86_400 },
+      });
     });
 
     it('commit and refund answer the counter after them', async () => {
@@ -396,11 +399,23 @@ describe.each(ENGINES)('store on %s', (engine) => {
       const started = stat.slice(stat.lastIndexOf(')') + 2).split(' ')[19]!;
       const host = `${(await import('node:os')).hostname()}/${readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim()}`;
       const month = monthOf(new Date());
-      await h.raw(store, 'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5)', ['dead-owner', host, pid, started, Date.now() + LEASE_MS]);
+      await h.raw(store, 'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5)', [
+        'dead-owner',
+        host,
+        pid,
+        started,
+        Date.now() + LEASE_MS,
+      ]);
       await h.raw(store, 'INSERT INTO usage_counters (account_id, month, operation, used) VALUES ($1, $2, $3, $4)', [id, month, 'protect', 7]);
       await h.raw(store, 'INSERT INTO holds (owner, account_id, month, operation, n) VALUES ($1, $2, $3, $4, $5)', ['dead-owner', id, month, 'protect', 5]);
       // A live process of this host (this one) keeps what it holds.
-      await h.raw(store, 'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5)', ['live-owner', host, process.pid, readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ')[19]!, Date.now() + LEASE_MS]);
+      await h.raw(store, 'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5)', [
+        'live-owner',
+        host,
+        process.pid,
+        readFileSync('/proc/self/stat', 'utf8').split(') ')[1]!.split(' ')[19]!,
+        Date.now() + LEASE_MS,
+      ]);
       await h.raw(store, 'INSERT INTO holds (owner, account_id, month, operation, n) VALUES ($1, $2, $3, $4, $5)', ['live-owner', id, month, 'protect', 1]);
       expect((await store.usage(name)).held.protect).toBe(6);
       expect(await store.reconcile()).toBe(5);
@@ -522,6 +537,7 @@ describe('database file (SQLite)', () => {
   afterEach(() => h.closeAll());
   const openStore = (dataDir?: string, limits?: { protect: number; verify: number }) => h.open(dataDir, limits);
 
+  // biome-ignore lint/suspicious/noTemplateCurlyInString: the name shows the path literally.
   it('is ${dataDir}/optmark.db in WAL mode with the current schema version', async () => {
     const dir = h.tempDir();
     await openStore(dir);

@@ -63,11 +63,12 @@ export async function compare(title: string, baseline: Contender, others: Conten
 /** Formats a row table the same way for every benchmark. */
 export function printTable(title: string, rows: Row[], note?: string): void {
   const w = Math.max(8, ...rows.map((r) => r.name.length));
-  const out = [`\n## ${title}`, `${'contender'.padEnd(w)}  ${'p50 ms'.padStart(10)}  ${'mean ms'.padStart(10)}  ${'p99 ms'.padStart(10)}  ${'ops/s'.padStart(10)}  ${'x baseline'.padStart(10)}`];
+  const out = [
+    `\n## ${title}`,
+    `${'contender'.padEnd(w)}  ${'p50 ms'.padStart(10)}  ${'mean ms'.padStart(10)}  ${'p99 ms'.padStart(10)}  ${'ops/s'.padStart(10)}  ${'x baseline'.padStart(10)}`,
+  ];
   for (const r of rows) {
-    out.push(
-      `${r.name.padEnd(w)}  ${fmt(r.p50Ms)}  ${fmt(r.meanMs)}  ${fmt(r.p99Ms)}  ${fmt(r.opsPerSec)}  ${fmt(r.ratio)}`,
-    );
+    out.push(`${r.name.padEnd(w)}  ${fmt(r.p50Ms)}  ${fmt(r.meanMs)}  ${fmt(r.p99Ms)}  ${fmt(r.opsPerSec)}  ${fmt(r.ratio)}`);
   }
   if (note) out.push(note);
   console.log(out.join('\n'));

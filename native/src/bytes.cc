@@ -70,10 +70,9 @@ size_t EncodeScalar(const uint8_t* src, size_t n, uint8_t* dst) {
 // 24 input bytes -> 32 characters per step. Each step loads 32 bytes starting 4 before its input (the
 // first step from a padded copy), so the lane shuffle finds every 3-byte group inside its own lane.
 __attribute__((target("avx2"))) size_t EncodeAvx2(const uint8_t* src, size_t n, uint8_t* dst) {
-  const __m256i shuffle = _mm256_set_epi8(10, 11, 9, 10, 7, 8, 6, 7, 4, 5, 3, 4, 1, 2, 0, 1,
-                                          14, 15, 13, 14, 11, 12, 10, 11, 8, 9, 7, 8, 5, 6, 4, 5);
-  const __m256i lut = _mm256_setr_epi8(65, 71, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -19, -16, 0, 0,
-                                       65, 71, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -19, -16, 0, 0);
+  const __m256i shuffle = _mm256_set_epi8(10, 11, 9, 10, 7, 8, 6, 7, 4, 5, 3, 4, 1, 2, 0, 1, 14, 15, 13, 14, 11, 12, 10, 11, 8, 9, 7, 8, 5, 6, 4, 5);
+  const __m256i lut =
+      _mm256_setr_epi8(65, 71, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -19, -16, 0, 0, 65, 71, -4, -4, -4, -4, -4, -4, -4, -4, -4, -4, -19, -16, 0, 0);
   uint8_t* out = dst;
   size_t i = 0;
   while (i + 28 <= n) {

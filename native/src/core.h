@@ -10,10 +10,10 @@ constexpr int kTile2 = kTile * kTile;
 constexpr int kMask = kTile - 1;
 
 struct CoreParams {
-  int cell;            // count cell side (divides kTile)
-  double scaleMin;     // smallest scale searched
-  double scaleStep;    // coarse scale step
-  double tier1Z;       // sync z at scale 1 that skips the search
+  int cell;              // count cell side (divides kTile)
+  double scaleMin;       // smallest scale searched
+  double scaleStep;      // coarse scale step
+  double tier1Z;         // sync z at scale 1 that skips the search
   double sigmaHighpass;  // prefilter: subtract a Gaussian of this sigma
   double sigmaLocal;     // prefilter: divide by the local RMS over this sigma
   double localFloor;     // added to the local energy so flat areas stay quiet

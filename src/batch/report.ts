@@ -148,7 +148,8 @@ export class Tally {
     this.counts[o.status]++;
     if (o.status !== 'done') {
       const list = this.#listed[o.status];
-      if (list.length < SUMMARY_LIST_MAX) list.push(`${o.status.padEnd(7)}  ${o.input}: ${o.message ?? o.code ?? ''}${o.status === 'failed' && o.code ? ` (${o.code})` : ''}`);
+      if (list.length < SUMMARY_LIST_MAX)
+        list.push(`${o.status.padEnd(7)}  ${o.input}: ${o.message ?? o.code ?? ''}${o.status === 'failed' && o.code ? ` (${o.code})` : ''}`);
     }
   }
 

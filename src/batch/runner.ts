@@ -202,7 +202,15 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
     const sibling = join(dirname(job.source), basename(target));
     const other = renamed.get(target) ?? (isFile(sibling) ? sibling : undefined);
     if (other !== undefined) {
-      return { input: job.input, output: target, format: outcome.format, bytes: null, status: 'failed', code: 'output_collision', message: `output ${target} would also be written for ${other}` };
+      return {
+        input: job.input,
+        output: target,
+        format: outcome.format,
+        bytes: null,
+        status: 'failed',
+        code: 'output_collision',
+        message: `output ${target} would also be written for ${other}`,
+      };
     }
     renamed.set(target, job.input);
     return (slots[0] as MainSlot).run({ ...job, target });

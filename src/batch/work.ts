@@ -131,7 +131,16 @@ export class Lane {
       return readFailure({ input: job.input, output: null }, err);
     }
     const format = detectFormat(bytes);
-    if (!format) return { input: job.input, output: null, format: null, bytes: null, status: 'skipped', code: 'unsupported_format', message: 'not a JPEG, PNG or WebP image' };
+    if (!format)
+      return {
+        input: job.input,
+        output: null,
+        format: null,
+        bytes: null,
+        status: 'skipped',
+        code: 'unsupported_format',
+        message: 'not a JPEG, PNG or WebP image',
+      };
     let target = job.target;
     if (target === undefined) {
       const name = outputName(job.rel!, format);
@@ -143,7 +152,15 @@ export class Lane {
     if (s.skipExisting === 'time' && !job.inPlace) {
       existing = statFile(target);
       if (upToDate(stats, existing)) {
-        return { ...base, format: format.name, bytes: existing!.size, sha256: null, status: 'skipped', code: 'up_to_date', message: 'output up to date (size and time)' };
+        return {
+          ...base,
+          format: format.name,
+          bytes: existing!.size,
+          sha256: null,
+          status: 'skipped',
+          code: 'up_to_date',
+          message: 'output up to date (size and time)',
+        };
       }
     }
     let result: { pieces: Uint8Array[]; changed: boolean };
@@ -169,7 +186,7 @@ export class Lane {
     });
     if (job.inPlace && !result.changed) return done('done', null); // already carries the field exactly: nothing to write
     if (s.skipExisting === 'hash' && !job.inPlace) {
-      const there = this.#second ??= new ReadBuffer();
+      const there = (this.#second ??= new ReadBuffer());
       try {
         const old = there.read(target, init.maxUploadBytes + (8 << 20)).bytes;
         if (old.length === size && sha256Of([old]) === sha256) return done('skipped', 'up_to_date', 'output up to date (same content)');
@@ -184,7 +201,15 @@ export class Lane {
         fsync: s.fsync,
       });
     } catch (err) {
-      return { ...base, format: format.name, bytes: null, sha256: null, status: 'failed', code: `write_${errCode(err)}`, message: `writing ${target}: ${errnoText(err)}` };
+      return {
+        ...base,
+        format: format.name,
+        bytes: null,
+        sha256: null,
+        status: 'failed',
+        code: `write_${errCode(err)}`,
+        message: `writing ${target}: ${errnoText(err)}`,
+      };
     }
     return done('done', null);
   }
@@ -232,7 +257,8 @@ export class Lane {
           // The head alone ends without EOI: the warning is about the cut, not the file (whose end has one).
           if (!head.whole) report.warnings = report.warnings.filter((w) => w.code !== TRUNCATED_IMAGE_DATA);
           // A provenance tag's digest covers the whole file: then it is read whole (below).
-          if (head.whole || !report.provenance.present) return { ...base, format: format.name, bytes: head.size, sha256: null, status: 'done', code: null, report };
+          if (head.whole || !report.provenance.present)
+            return { ...base, format: format.name, bytes: head.size, sha256: null, status: 'done', code: null, report };
         } catch (err) {
           if (head.whole) return verifyFailure(base, format.name, head.size, err);
           // The segments before the image data go on past the first bytes (or are damaged): read it whole.
@@ -248,7 +274,8 @@ export class Lane {
     const format = detectFormat(bytes);
     if (!format) return { ...base, format: null, bytes: bytes.length, status: 'skipped', code: 'unsupported_format', message: 'not a JPEG, PNG or WebP image' };
     try {
-      if (metadataOnly) return { ...base, format: format.name, bytes: bytes.length, sha256: null, status: 'done', code: null, report: await this.#metadataReport(bytes) };
+      if (metadataOnly)
+        return { ...base, format: format.name, bytes: bytes.length, sha256: null, status: 'done', code: null, report: await this.#metadataReport(bytes) };
       const { verifyReport } = await this.#verifier();
       const { sha256, ...report } = await verifyReport(bytes, await this.#verifyLayers());
       return { ...base, format: format.name, bytes: bytes.length, sha256, status: 'done', code: null, report };
@@ -276,7 +303,11 @@ export class Lane {
   async #metadataReport(bytes: Uint8Array): Promise<Omit<VerifyReport, 'sha256'>> {
     const reading = read(bytes); // typed errors for unsupported or damaged containers, as verifyReport
     const [layers, { otherDeclarations }] = await Promise.all([this.#verifyLayers(), this.#verifier()]);
-    const [provenance, fingerprint, others] = await Promise.all([layers.verifyProvenance(bytes), layers.detectFingerprint(bytes), otherDeclarations(reading, bytes)]);
+    const [provenance, fingerprint, others] = await Promise.all([
+      layers.verifyProvenance(bytes),
+      layers.detectFingerprint(bytes),
+      otherDeclarations(reading, bytes),
+    ]);
     return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint, ...others };
   }
 

@@ -97,6 +97,8 @@ export async function readC2pa(format: C2paContainer, bytes: Uint8Array): Promis
   }
   const valid = store.validation_state === 'Valid' || store.validation_state === 'Trusted';
   const c2pa: C2paReport = { present: true, valid, trainingMining: strictestTrainingUse(store) };
-  const warnings = valid ? [] : [{ code: C2PA_INVALID, message: `The image's Content Credentials do not validate (state ${store.validation_state ?? 'unknown'}).` }];
+  const warnings = valid
+    ? []
+    : [{ code: C2PA_INVALID, message: `The image's Content Credentials do not validate (state ${store.validation_state ?? 'unknown'}).` }];
   return { c2pa, warnings };
 }

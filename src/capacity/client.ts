@@ -263,12 +263,7 @@ export class Client {
   #head(req: PreparedRequest): Buffer {
     let head = this.#heads.get(req);
     if (!head) {
-      const lines = [
-        `POST ${req.path} HTTP/1.1`,
-        `Host: ${this.target.url.host}`,
-        `Content-Type: ${req.contentType}`,
-        `Content-Length: ${req.body.length}`,
-      ];
+      const lines = [`POST ${req.path} HTTP/1.1`, `Host: ${this.target.url.host}`, `Content-Type: ${req.contentType}`, `Content-Length: ${req.body.length}`];
       if (this.target.key) lines.push(`Authorization: Bearer ${this.target.key}`);
       head = Buffer.from(`${lines.join('\r\n')}\r\n\r\n`, 'latin1');
       this.#heads.set(req, head);
@@ -423,7 +418,16 @@ export async function openLoop(client: Client, requests: readonly PreparedReques
     if (i === measuredFrom) plan.onMeasureStart?.();
     const kind = pick(i);
     if (outstanding >= client.maxOutstanding) {
-      settle(i, { status: -1, latencyMs: 0, lagMs: performance.now() - (t0 + starts[i]!), doneAt: starts[i]!, bytesOut: 0, bytesIn: 0, retryAfter: false, kind });
+      settle(i, {
+        status: -1,
+        latencyMs: 0,
+        lagMs: performance.now() - (t0 + starts[i]!),
+        doneAt: starts[i]!,
+        bytesOut: 0,
+        bytesIn: 0,
+        retryAfter: false,
+        kind,
+      });
       return;
     }
     outstanding++;
@@ -469,7 +473,14 @@ export async function openLoop(client: Client, requests: readonly PreparedReques
 }
 
 /** Closed loop: `concurrency` requests always in flight, `count` in all; returns completions per second. */
-export async function closedLoop(client: Client, requests: readonly PreparedRequest[], pick: (i: number) => number, count: number, concurrency: number, timeoutMs: number): Promise<{ perSecond: number; outcomes: Outcome[] }> {
+export async function closedLoop(
+  client: Client,
+  requests: readonly PreparedRequest[],
+  pick: (i: number) => number,
+  count: number,
+  concurrency: number,
+  timeoutMs: number,
+): Promise<{ perSecond: number; outcomes: Outcome[] }> {
   let next = 0;
   const outcomes: Outcome[] = [];
   const t0 = performance.now();

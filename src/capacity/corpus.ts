@@ -58,7 +58,10 @@ async function noiseLayer(width: number, height: number, divisor: number, channe
   const lh = Math.max(2, Math.ceil(height / divisor));
   const small = Buffer.allocUnsafe(lw * lh * channels);
   for (let i = 0; i < small.length; i++) small[i] = Math.floor(rand() * 256);
-  return sharp(small, { raw: { width: lw, height: lh, channels } }).resize(width, height, { kernel: 'cubic' }).raw().toBuffer();
+  return sharp(small, { raw: { width: lw, height: lh, channels } })
+    .resize(width, height, { kernel: 'cubic' })
+    .raw()
+    .toBuffer();
 }
 
 /** Raw RGB pixels of a photo-like image. */
@@ -84,7 +87,10 @@ async function encode(spec: Spec): Promise<Buffer> {
   switch (spec.format) {
     case 'jpeg':
       // Cameras write an Exif block; the edit has to step over it.
-      return img.withExif({ IFD0: { Make: 'optmark-bench', Model: 'synthetic photo', Software: 'optmark bench corpus' } }).jpeg({ quality: 90 }).toBuffer();
+      return img
+        .withExif({ IFD0: { Make: 'optmark-bench', Model: 'synthetic photo', Software: 'optmark bench corpus' } })
+        .jpeg({ quality: 90 })
+        .toBuffer();
     case 'png':
       return img.png().toBuffer();
     case 'webp':
@@ -162,7 +168,9 @@ function writeAtomic(path: string, bytes: Uint8Array): void {
 export async function generatedCorpus(names?: readonly string[], log: (s: string) => void = () => {}): Promise<CorpusImage[]> {
   const dir = corpusCacheDir();
   const specs = names ? DEFAULT_SPECS.filter((s) => names.includes(s.name)) : DEFAULT_SPECS;
-  if (names) for (const n of names) if (!specs.some((s) => s.name === n)) throw new Error(`no corpus image named ${n}; known: ${DEFAULT_SPECS.map((s) => s.name).join(', ')}`);
+  if (names)
+    for (const n of names)
+      if (!specs.some((s) => s.name === n)) throw new Error(`no corpus image named ${n}; known: ${DEFAULT_SPECS.map((s) => s.name).join(', ')}`);
   const out: CorpusImage[] = [];
   for (const spec of specs) {
     const path = join(dir, `${spec.name}.${EXT[spec.format]}`);
@@ -191,8 +199,13 @@ export async function folderCorpus(dir: string, maxBytes: number, log: (s: strin
     const bytes = readFileSync(path);
     const format = sniff(bytes);
     if (!format) continue;
-    const meta = await sharp(bytes).metadata().catch(() => undefined);
-    let name = basename(entry, extname(entry)).replace(/[^A-Za-z0-9._-]/g, '_').slice(0, 40) || 'image';
+    const meta = await sharp(bytes)
+      .metadata()
+      .catch(() => undefined);
+    let name =
+      basename(entry, extname(entry))
+        .replace(/[^A-Za-z0-9._-]/g, '_')
+        .slice(0, 40) || 'image';
     while (used.has(name)) name += '_';
     used.add(name);
     out.push({ name, format, mimeType: MIME[format], width: meta?.width ?? 0, height: meta?.height ?? 0, path, bytes });
@@ -225,7 +238,9 @@ export async function incompressiblePng(targetBytes: number): Promise<{ path: st
   const raw = Buffer.allocUnsafe(width * height * 3);
   const rand = prng(7);
   for (let i = 0; i < raw.length; i += 4) raw.writeUInt32LE((rand() * 4294967296) >>> 0, i);
-  const bytes = await sharp(raw, { raw: { width, height, channels: 3 } }).png({ compressionLevel: 0, adaptiveFiltering: false }).toBuffer();
+  const bytes = await sharp(raw, { raw: { width, height, channels: 3 } })
+    .png({ compressionLevel: 0, adaptiveFiltering: false })
+    .toBuffer();
   if (bytes.length > targetBytes) throw new Error(`memory-test PNG came out ${bytes.length} bytes, over ${targetBytes}`);
   writeAtomic(path, bytes);
   return { path, bytes };

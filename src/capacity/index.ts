@@ -186,7 +186,13 @@ function scenarios(opts: LoadOptions, corpus: CorpusImage[], headline: CorpusIma
 }
 
 /** Unloaded cost per image and operation: one request at a time, server CPU from /proc. */
-async function profile(target: Target, corpus: CorpusImage[], operations: Array<'protect' | 'verify'>, floors: Map<string, Floors | undefined>, smoke: boolean): Promise<ProfileRow[]> {
+async function profile(
+  target: Target,
+  corpus: CorpusImage[],
+  operations: Array<'protect' | 'verify'>,
+  floors: Map<string, Floors | undefined>,
+  smoke: boolean,
+): Promise<ProfileRow[]> {
   const rows: ProfileRow[] = [];
   const client = new Client(target, 1);
   try {
@@ -282,7 +288,12 @@ function logStep(what: string, rate: number, step: StepResult): void {
  * each baseline step is then offered the share of the baseline's capacity that optmark's step is of
  * optmark's. With --rates it gets the same rates as optmark.
  */
-async function baselineLane(baseline: { target: Target; threads: number }, optmark: Lane, sc: Scenario, opts: LoadOptions): Promise<{ lane: Lane; transportBaseline: NonNullable<ScenarioResult['transportBaseline']> }> {
+async function baselineLane(
+  baseline: { target: Target; threads: number },
+  optmark: Lane,
+  sc: Scenario,
+  opts: LoadOptions,
+): Promise<{ lane: Lane; transportBaseline: NonNullable<ScenarioResult['transportBaseline']> }> {
   const lane: Lane = { ...baseline, client: new Client(baseline.target, opts.maxOutstanding), rates: [], calibration: undefined, steps: [], done: false };
   await closedLoop(lane.client, sc.requests, sc.pick, Math.max(4, sc.requests.length), 2, 120_000);
   let optmarkRps: number | undefined;
@@ -292,13 +303,18 @@ async function baselineLane(baseline: { target: Target; threads: number }, optma
     // Seconds each took for its 2n requests.
     const seconds = { optmark: 0, baseline: 0 };
     for (let i = 0; i < 2; i++) {
-      for (const [who, client] of [['optmark', optmark.client], ['baseline', lane.client]] as const) {
+      for (const [who, client] of [
+        ['optmark', optmark.client],
+        ['baseline', lane.client],
+      ] as const) {
         seconds[who] += n / (await closedLoop(client, sc.requests, sc.pick, n, conc, 120_000)).perSecond;
       }
     }
     optmarkRps = (2 * n) / seconds.optmark;
     lane.calibration = (2 * n) / seconds.baseline;
-    log(`transport baseline ${sc.name}: closed loop with ${conc} in flight gives ${lane.calibration.toFixed(1)} req/s, optmark's right before and after ${optmarkRps.toFixed(1)}`);
+    log(
+      `transport baseline ${sc.name}: closed loop with ${conc} in flight gives ${lane.calibration.toFixed(1)} req/s, optmark's right before and after ${optmarkRps.toFixed(1)}`,
+    );
   }
   const rateScale = lane.calibration !== undefined && optmarkRps ? lane.calibration / optmarkRps : 1;
   return { lane, transportBaseline: { workers: baseline.threads, calibrationRps: lane.calibration, optmarkCalibrationRps: optmarkRps, rateScale, steps: [] } };
@@ -309,8 +325,21 @@ async function baselineLane(baseline: { target: Target; threads: number }, optma
  * each, ...), so that load from other processes on a shared machine falls on all of them alike rather
  * than on whichever ran during a busy minute. Each server has its own ladder from its own calibration.
  */
-async function runScenario(targets: Array<{ target: Target; threads: number }>, sc: Scenario, opts: LoadOptions, baseline?: { target: Target; threads: number }): Promise<ScenarioResult[]> {
-  const lanes: Lane[] = targets.map(({ target, threads }) => ({ target, threads, client: new Client(target, opts.maxOutstanding), rates: [], calibration: undefined, steps: [], done: false }));
+async function runScenario(
+  targets: Array<{ target: Target; threads: number }>,
+  sc: Scenario,
+  opts: LoadOptions,
+  baseline?: { target: Target; threads: number },
+): Promise<ScenarioResult[]> {
+  const lanes: Lane[] = targets.map(({ target, threads }) => ({
+    target,
+    threads,
+    client: new Client(target, opts.maxOutstanding),
+    rates: [],
+    calibration: undefined,
+    steps: [],
+    done: false,
+  }));
   try {
     for (const lane of lanes) {
       // Warm the connections and the server's paths for these exact requests.
@@ -396,7 +425,9 @@ export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
     floors.set(img.name, await floorsOf(img.path, opts.smoke ? 1 : 3));
     const f = floors.get(img.name);
     const runs = f?.protect_ms_runs && f.protect_ms_runs.length > 1 ? ` (median of ${f.protect_ms_runs.map((x) => x.toFixed(2)).join(', ')})` : '';
-    log(`floor ${img.name} (${(img.bytes.length / 1e6).toFixed(2)} MB): protect ${f?.protect_ms.toFixed(2) ?? 'n/a'} ms${runs}, decode ${f?.decode_ms.toFixed(1) ?? 'n/a'} ms`);
+    log(
+      `floor ${img.name} (${(img.bytes.length / 1e6).toFixed(2)} MB): protect ${f?.protect_ms.toFixed(2) ?? 'n/a'} ms${runs}, decode ${f?.decode_ms.toFixed(1) ?? 'n/a'} ms`,
+    );
   }
 
   const scs = scenarios(opts, corpus, headline);
@@ -451,7 +482,8 @@ export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
   let memory: MemoryResult | undefined;
   if (opts.memory) {
     if (opts.url) log('memory: skipped with --url (it needs a fresh server with the default configuration on this machine)');
-    else memory = await memoryTest({ uploads: opts.memoryUploads, bytes: opts.memoryBytes, log, settleS: opts.memorySettleS, lightTrafficS: opts.smoke ? 1 : 10 });
+    else
+      memory = await memoryTest({ uploads: opts.memoryUploads, bytes: opts.memoryBytes, log, settleS: opts.memorySettleS, lightTrafficS: opts.smoke ? 1 : 10 });
   }
 
   info.loadAverageAtEnd = loadavg();

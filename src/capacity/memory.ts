@@ -44,7 +44,13 @@ const MIB = 1024 * 1024;
 /** The issue's bound: 1.5 GB (decimal), in MiB. */
 export const MEMORY_LIMIT_MIB = 1.5e9 / MIB;
 
-export async function memoryTest(opts: { uploads: number; bytes: number; log: (s: string) => void; settleS?: number; lightTrafficS?: number }): Promise<MemoryResult> {
+export async function memoryTest(opts: {
+  uploads: number;
+  bytes: number;
+  log: (s: string) => void;
+  settleS?: number;
+  lightTrafficS?: number;
+}): Promise<MemoryResult> {
   const image = await incompressiblePng(opts.bytes);
   const server = await startOptmark({ inheritConfig: false });
   const pid = server.target.pid!;
@@ -79,7 +85,9 @@ export async function memoryTest(opts: { uploads: number; bytes: number; log: (s
       }
       peak = Math.max(peak, wavePeak);
       waves.push({ operation, uploads: opts.uploads, ok, overloadedWithRetryAfter: retry, bad, peakRssMiB: wavePeak / MIB, wallS });
-      opts.log(`memory: ${operation}: ${ok} ok, ${retry} x 503 + Retry-After, other ${JSON.stringify(bad)}, peak ${(wavePeak / MIB).toFixed(0)} MiB in ${wallS.toFixed(1)} s`);
+      opts.log(
+        `memory: ${operation}: ${ok} ok, ${retry} x 503 + Retry-After, other ${JSON.stringify(bad)}, peak ${(wavePeak / MIB).toFixed(0)} MiB in ${wallS.toFixed(1)} s`,
+      );
     }
     // Idle again: watch RSS for the whole settle time (no early stop: V8 frees big buffers only at its next GC).
     const settleS = opts.settleS ?? 30;
@@ -99,7 +107,14 @@ export async function memoryTest(opts: { uploads: number; bytes: number; log: (s
     const light = new Client(server.target, 16);
     const lightReq = prepare('protect', small!);
     const lightS = opts.lightTrafficS ?? 10;
-    const run = await openLoop(light, [lightReq], () => 0, { rate: 10, durationMs: lightS * 1000, arrivals: 'uniform', drainMs: 10_000, seed: 5, timeoutMs: 30_000 });
+    const run = await openLoop(light, [lightReq], () => 0, {
+      rate: 10,
+      durationMs: lightS * 1000,
+      arrivals: 'uniform',
+      drainMs: 10_000,
+      seed: 5,
+      timeoutMs: 30_000,
+    });
     light.close();
     await new Promise((r) => setTimeout(r, 2000));
     const afterTraffic = memory(pid)!.rss;

@@ -26,7 +26,15 @@ export interface QueueReference {
  * Simulates `requests` arrivals (after `warmup` discarded ones) at `rate` per second with `arrivals`
  * spacing; undefined when the load is at or above the machine's capacity (no steady state to report).
  */
-export function idealQueue(rate: number, demandMs: number, cores: number, arrivals: 'poisson' | 'uniform', seed = 1, requests = 40_000, warmup = 2_000): QueueReference | undefined {
+export function idealQueue(
+  rate: number,
+  demandMs: number,
+  cores: number,
+  arrivals: 'poisson' | 'uniform',
+  seed = 1,
+  requests = 40_000,
+  warmup = 2_000,
+): QueueReference | undefined {
   const utilisation = (rate * demandMs) / 1000 / cores;
   if (!(rate > 0 && demandMs > 0 && cores > 0) || utilisation >= 0.98) return undefined;
   const rand = prng(seed);

@@ -182,7 +182,9 @@ export function summarise(sc: ScenarioResult, p99TargetMs: number, arrivals: str
     tailSteps: tails.length,
     tailArrivals: constant ? 'uniform' : arrivals,
     worstTailStep: worstStep ? { offeredRps: worstStep.offeredRps, ratio: tailRatio(worstStep), phases: worstStep.phases } : undefined,
-    transportBaselineTail: baselineTails.length ? { worst: Math.max(...baselineTails), median: median(baselineTails)!, steps: baselineTails.length } : undefined,
+    transportBaselineTail: baselineTails.length
+      ? { worst: Math.max(...baselineTails), median: median(baselineTails)!, steps: baselineTails.length }
+      : undefined,
     poissonTail:
       constant && main.length
         ? {
@@ -238,10 +240,11 @@ export function evaluateTargets(report: LoadReport): Target[] {
     value: tput,
     limit: 1.5,
     met: tput === undefined || !bothSaturated ? undefined : tput >= 1.5,
-    evidence: op && nv
-      ? `best achieved ${f(op.maxAchievedRps)} vs ${f(nv.maxAchievedRps)} req/s${bothSaturated ? '' : ' (not both driven to saturation: not judged)'}; ` +
-        `sustainable (p99 <= ${report.settings.p99TargetMs} ms) ${f(op.sustainableRps)} vs ${f(nv.sustainableRps)} req/s`
-      : 'needs the protect scenario on both servers',
+    evidence:
+      op && nv
+        ? `best achieved ${f(op.maxAchievedRps)} vs ${f(nv.maxAchievedRps)} req/s${bothSaturated ? '' : ' (not both driven to saturation: not judged)'}; ` +
+          `sustainable (p99 <= ${report.settings.p99TargetMs} ms) ${f(op.sustainableRps)} vs ${f(nv.sustainableRps)} req/s`
+        : 'needs the protect scenario on both servers',
   });
 
   const cpuRatio = op?.cpuMsPerRequest !== undefined && floors ? op.cpuMsPerRequest / floors.protect_ms : undefined;
@@ -281,7 +284,9 @@ export function evaluateTargets(report: LoadReport): Target[] {
               ? ` (the transport baseline, optmark's transport and bytes with SHA-256 only, at the same shares of its own capacity: worst ${f(sm.transportBaselineTail.worst, 2)}x, median ${f(sm.transportBaselineTail.median, 2)}x)`
               : '') +
             tailShare(sm.worstTailStep) +
-            (p ? `; with Poisson arrivals worst ${f(p.worst, 2)}x, median ${f(p.median, 2)}x, against ${f(p.worstIdeal, 2)}x and ${f(p.medianIdeal, 2)}x for the ideal queue at the same rates` : '')
+            (p
+              ? `; with Poisson arrivals worst ${f(p.worst, 2)}x, median ${f(p.median, 2)}x, against ${f(p.worstIdeal, 2)}x and ${f(p.medianIdeal, 2)}x for the ideal queue at the same rates`
+              : '')
           );
         })
         .join('; ') || 'no step below 80% of the best achieved rate',
@@ -346,7 +351,31 @@ function table(header: string[], rows: string[][]): string {
 /** "ideal p99/p50" is the ideal queue's (src/capacity/queue.ts) at the step's rate, arrivals and measured CPU per request. */
 function stepsTable(steps: StepResult[]): string {
   return table(
-    ['offered', 'achieved', 'MB/s in', 'MB/s out', 'p50', 'p95', 'p99', 'max', 'p99/p50', 'ideal p99/p50', '503 %', 'err %', 'not sent', 'CPU ms/req', 'of which kernel', 'server cores', 'run-queue wait ms/req (event loop)', 'peak RSS MiB', 'gen CPU ms/req', 'gen wait ms/req', 'gen lag p99 ms', 'other cores', ''],
+    [
+      'offered',
+      'achieved',
+      'MB/s in',
+      'MB/s out',
+      'p50',
+      'p95',
+      'p99',
+      'max',
+      'p99/p50',
+      'ideal p99/p50',
+      '503 %',
+      'err %',
+      'not sent',
+      'CPU ms/req',
+      'of which kernel',
+      'server cores',
+      'run-queue wait ms/req (event loop)',
+      'peak RSS MiB',
+      'gen CPU ms/req',
+      'gen wait ms/req',
+      'gen lag p99 ms',
+      'other cores',
+      '',
+    ],
     steps.map((x) => [
       f(x.offeredRps),
       f(x.achievedRps),
@@ -382,33 +411,68 @@ export function markdown(r: LoadReport): string {
   lines.push(`- Run: ${r.startedAt} to ${r.finishedAt}${r.settings.smoke ? ' (smoke run: figures are not meaningful)' : ''}`);
   lines.push(`- Command: \`${r.command}\``);
   lines.push(`- Machine: ${m.cpuModel}, ${m.cores} cores, ${f(m.memoryGiB, 1)} GiB, ${m.kernel}, Node ${m.node}`);
-  lines.push(`- Load average at start ${m.loadAverageAtStart.map((x) => x.toFixed(2)).join(' ')}, at end ${m.loadAverageAtEnd.map((x) => x.toFixed(2)).join(' ')}; the "other" column of each step is CPU used by processes other than the server and the generator.`);
+  lines.push(
+    `- Load average at start ${m.loadAverageAtStart.map((x) => x.toFixed(2)).join(' ')}, at end ${m.loadAverageAtEnd.map((x) => x.toFixed(2)).join(' ')}; the "other" column of each step is CPU used by processes other than the server and the generator.`,
+  );
   const ready = r.server.readyz as { transport?: string; pool?: { threads?: number } } | undefined;
-  lines.push(`- Server: ${r.server.started ? `started by the bench from ${r.server.revision ?? 'an unknown revision'}` : r.server.url}, transport ${ready?.transport ?? 'n/a'}, ${ready?.pool?.threads ?? 'n/a'} worker threads${Object.keys(r.server.env).length ? `, ${Object.entries(r.server.env).map(([k, v]) => `${k}=${v}`).join(' ')}` : ', default configuration'}`);
-  lines.push(`- Load: open loop, ${r.settings.arrivals} arrivals, ${r.settings.durationS} s per step after ${r.settings.warmupS} s of unrecorded warm-up at the step's rate, at most ${r.settings.maxOutstanding} outstanding; latency from the scheduled start to the last response byte; corpus ${r.settings.corpus}`);
+  lines.push(
+    `- Server: ${r.server.started ? `started by the bench from ${r.server.revision ?? 'an unknown revision'}` : r.server.url}, transport ${ready?.transport ?? 'n/a'}, ${ready?.pool?.threads ?? 'n/a'} worker threads${
+      Object.keys(r.server.env).length
+        ? `, ${Object.entries(r.server.env)
+            .map(([k, v]) => `${k}=${v}`)
+            .join(' ')}`
+        : ', default configuration'
+    }`,
+  );
+  lines.push(
+    `- Load: open loop, ${r.settings.arrivals} arrivals, ${r.settings.durationS} s per step after ${r.settings.warmupS} s of unrecorded warm-up at the step's rate, at most ${r.settings.maxOutstanding} outstanding; latency from the scheduled start to the last response byte; corpus ${r.settings.corpus}`,
+  );
   lines.push('');
 
   lines.push('## Summary', '');
   lines.push(
     table(
-      ['scenario', 'server', `sustainable req/s (p99 <= ${r.settings.p99TargetMs} ms)`, 'best achieved req/s', 'server CPU ms/req', 'req/s per core', 'peak RSS MiB', 'optmark / naive (best achieved)'],
+      [
+        'scenario',
+        'server',
+        `sustainable req/s (p99 <= ${r.settings.p99TargetMs} ms)`,
+        'best achieved req/s',
+        'server CPU ms/req',
+        'req/s per core',
+        'peak RSS MiB',
+        'optmark / naive (best achieved)',
+      ],
       r.scenarios.map((s) => {
         const naive = r.scenarios.find((n) => n.target === 'naive' && n.scenario === s.scenario)?.summary;
         const ratio = s.target === 'optmark' && naive && naive.maxAchievedRps > 0 ? f(s.summary!.maxAchievedRps / naive.maxAchievedRps, 2) : '';
         const best = `${f(s.summary?.maxAchievedRps)}${s.summary?.saturated ? ' (saturated)' : ' (not saturated)'}`;
-        return [s.scenario, s.target, f(s.summary?.sustainableRps), best, f(s.summary?.cpuMsPerRequest, 2), f(s.summary?.perCoreRps), f(s.summary?.peakRssMiB, 0), ratio];
+        return [
+          s.scenario,
+          s.target,
+          f(s.summary?.sustainableRps),
+          best,
+          f(s.summary?.cpuMsPerRequest, 2),
+          f(s.summary?.perCoreRps),
+          f(s.summary?.peakRssMiB, 0),
+          ratio,
+        ];
       }),
     ),
   );
   lines.push(
     '',
     '"req/s per core" is 1000 / (server CPU ms per request): what one fully busy core serves. ' +
-      'The naive server answers every request as a protect and decodes nothing, so in the mix it skips the work optmark\'s verify does (the fingerprint decode): compare protect with protect.',
+      "The naive server answers every request as a protect and decodes nothing, so in the mix it skips the work optmark's verify does (the fingerprint decode): compare protect with protect.",
     '',
   );
 
   lines.push('## Targets', '');
-  lines.push(table(['target', 'measured', 'limit', 'met', 'evidence'], r.targets.map((t) => [t.text, f(t.value, 2), f(t.limit, 2), t.met === undefined ? 'not judged' : t.met ? 'yes' : '**no**', t.evidence])));
+  lines.push(
+    table(
+      ['target', 'measured', 'limit', 'met', 'evidence'],
+      r.targets.map((t) => [t.text, f(t.value, 2), f(t.limit, 2), t.met === undefined ? 'not judged' : t.met ? 'yes' : '**no**', t.evidence]),
+    ),
+  );
   lines.push('');
 
   lines.push('## Corpus and in-process floors', '');
@@ -426,14 +490,27 @@ export function markdown(r: LoadReport): string {
       ]),
     ),
   );
-  lines.push('', 'Floors as ../shared/checks/lib/floor.js computes them (wall-clock medians, in a fresh process): copy + SHA-256 + base64 + JSON bytes (median of 25); sharp with one thread, resize to 1024 wide, raw (median of 7). In brackets the CPU-time medians of the same runs. The targets use the wall-clock figure, as the check does.', '');
+  lines.push(
+    '',
+    'Floors as ../shared/checks/lib/floor.js computes them (wall-clock medians, in a fresh process): copy + SHA-256 + base64 + JSON bytes (median of 25); sharp with one thread, resize to 1024 wide, raw (median of 7). In brackets the CPU-time medians of the same runs. The targets use the wall-clock figure, as the check does.',
+    '',
+  );
 
   if (r.profile.length) {
     lines.push('## Unloaded cost per image (one request at a time)', '');
     lines.push(
       table(
         ['server', 'operation', 'image', 'requests', 'p50 latency ms', 'server CPU ms/req', 'floor ms', 'CPU / floor'],
-        r.profile.map((p) => [p.target, p.operation, p.image, `${p.ok}/${p.requests}`, f(p.latencyMsP50), f(p.serverCpuMsPerRequest, 2), `${f(p.floorMs, 2)} (${p.floorKind})`, f(p.cpuOverFloor, 2)]),
+        r.profile.map((p) => [
+          p.target,
+          p.operation,
+          p.image,
+          `${p.ok}/${p.requests}`,
+          f(p.latencyMsP50),
+          f(p.serverCpuMsPerRequest, 2),
+          `${f(p.floorMs, 2)} (${p.floorKind})`,
+          f(p.cpuOverFloor, 2),
+        ]),
       ),
     );
     lines.push('');
@@ -441,7 +518,12 @@ export function markdown(r: LoadReport): string {
 
   lines.push('## Steps', '');
   for (const s of r.scenarios) {
-    lines.push(`### ${s.scenario} on ${s.target}`, '', `${s.description}.${s.calibrationRps !== undefined ? ` Closed-loop calibration: ${f(s.calibrationRps)} req/s.` : ''}`, '');
+    lines.push(
+      `### ${s.scenario} on ${s.target}`,
+      '',
+      `${s.description}.${s.calibrationRps !== undefined ? ` Closed-loop calibration: ${f(s.calibrationRps)} req/s.` : ''}`,
+      '',
+    );
     lines.push(stepsTable(s.steps));
     if (s.constantRateSteps?.length) {
       lines.push('', `The same rates below ${TAIL_BAND * 100}% of the best achieved rate again, with evenly spaced arrivals (the constant-rate pass):`, '');
@@ -462,7 +544,12 @@ export function markdown(r: LoadReport): string {
       const last = [...s.steps].reverse().find((x) => !x.saturated) ?? s.steps[s.steps.length - 1];
       if (last) {
         lines.push('', `Per request kind at ${f(last.offeredRps)} req/s offered:`, '');
-        lines.push(table(['kind', 'ok', 'p50 ms', 'p99 ms'], last.byKind.map((k) => [k.label, String(k.ok), f(k.latencyMs?.p50), f(k.latencyMs?.p99)])));
+        lines.push(
+          table(
+            ['kind', 'ok', 'p50 ms', 'p99 ms'],
+            last.byKind.map((k) => [k.label, String(k.ok), f(k.latencyMs?.p50), f(k.latencyMs?.p99)]),
+          ),
+        );
       }
     }
     lines.push('');
@@ -473,7 +560,7 @@ export function markdown(r: LoadReport): string {
     lines.push('## Where the tail goes', '');
     lines.push(
       "Each answer's latency in parts: optmark's own phases from its Server-Timing header (`receive`: headers to the last body byte; `queue`: waiting for a worker and the hand-overs; `work`: the worker's own time), " +
-        '`outside`: the rest until the answer\'s head reached the generator (its send lag, the way in, the head\'s way back), `read`: the answer\'s transfer after its head. ' +
+        "`outside`: the rest until the answer's head reached the generator (its send lag, the way in, the head's way back), `read`: the answer's transfer after its head. " +
         'Shown for the step with the worst p99/p50 of each scenario below 80% of its best achieved rate.',
       '',
     );
@@ -505,14 +592,29 @@ export function markdown(r: LoadReport): string {
   if (r.memory) {
     const mm = r.memory;
     lines.push('## Memory under pressure', '');
-    lines.push(`${mm.uploads} uploads of ${mm.uploadBytes} bytes (an incompressible PNG) sent at once, protect then verify, to a fresh server with ${mm.config}.`, '');
+    lines.push(
+      `${mm.uploads} uploads of ${mm.uploadBytes} bytes (an incompressible PNG) sent at once, protect then verify, to a fresh server with ${mm.config}.`,
+      '',
+    );
     lines.push(
       table(
         ['wave', 'uploads', '200', '503 + Retry-After', 'other', 'peak RSS MiB', 'wall s'],
-        mm.waves.map((w) => [w.operation, String(w.uploads), String(w.ok), String(w.overloadedWithRetryAfter), JSON.stringify(w.bad), f(w.peakRssMiB, 0), f(w.wallS, 1)]),
+        mm.waves.map((w) => [
+          w.operation,
+          String(w.uploads),
+          String(w.ok),
+          String(w.overloadedWithRetryAfter),
+          JSON.stringify(w.bad),
+          f(w.peakRssMiB, 0),
+          f(w.wallS, 1),
+        ]),
       ),
     );
-    lines.push('', `Idle before ${f(mm.idleRssMiB, 0)} MiB; peak ${f(mm.peakRssMiB, 0)} MiB (limit ${f(mm.limitMiB, 0)} MiB = 1.5 GB); after ${f(mm.afterIdleS, 0)} s idle ${f(mm.afterRssMiB, 0)} MiB.`, '');
+    lines.push(
+      '',
+      `Idle before ${f(mm.idleRssMiB, 0)} MiB; peak ${f(mm.peakRssMiB, 0)} MiB (limit ${f(mm.limitMiB, 0)} MiB = 1.5 GB); after ${f(mm.afterIdleS, 0)} s idle ${f(mm.afterRssMiB, 0)} MiB.`,
+      '',
+    );
     lines.push(`After ${f(mm.lightTrafficS, 0)} s of light traffic (1 MP protect, 10 req/s): ${f(mm.afterTrafficRssMiB, 0)} MiB.`, '');
     lines.push(`RSS while idle afterwards (s: MiB): ${mm.afterSeries.map(([t, v]) => `${t}: ${v}`).join(', ')}.`, '');
   }

@@ -77,7 +77,8 @@ function tail(log: string, lines = 20): string {
 async function waitFor(child: ChildProcess, log: string, probe: () => Promise<boolean>, timeoutMs: number): Promise<void> {
   const until = Date.now() + timeoutMs;
   while (Date.now() < until) {
-    if (child.exitCode !== null || child.signalCode !== null) throw new Error(`server exited during start (${child.exitCode ?? child.signalCode}); its log ends:\n${tail(log)}`);
+    if (child.exitCode !== null || child.signalCode !== null)
+      throw new Error(`server exited during start (${child.exitCode ?? child.signalCode}); its log ends:\n${tail(log)}`);
     if (await probe().catch(() => false)) return;
     await new Promise((r) => setTimeout(r, 100));
   }

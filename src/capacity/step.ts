@@ -297,7 +297,9 @@ function summarise(outcomes: Outcome[], requests: readonly PreparedRequest[], pl
     otherCores: costs.machineBusyS === undefined ? undefined : Math.max(0, costs.machineBusyS - (costs.cpuS ?? 0) - costs.generatorCpuS) / costs.wallS,
     saturated: failures / scheduled > 0.01 || achieved < 0.9 * plan.rate,
     queueReference:
-      costs.cpuS === undefined || ok === 0 ? undefined : idealQueue(plan.rate, ((costs.cpuS + costs.generatorCpuS) * 1000) / served, availableParallelism(), plan.arrivals, plan.seed),
+      costs.cpuS === undefined || ok === 0
+        ? undefined
+        : idealQueue(plan.rate, ((costs.cpuS + costs.generatorCpuS) * 1000) / served, availableParallelism(), plan.arrivals, plan.seed),
     byKind: requests.map((r, k) => ({ label: r.label, ok: perKind[k]!.length, latencyMs: latency(perKind[k]!) })),
     phases: phaseBreakdown(okOutcomes),
   };

@@ -66,7 +66,10 @@ interface Task {
 
 const PIPELINE = (m: string): string => new URL(`../pipeline/${m}.js`, import.meta.url).href;
 
-export function transportServer(workers: number, work: TransportWork = 'sha256'): { listen(port: number, host: string): Promise<number>; close(): Promise<void> } {
+export function transportServer(
+  workers: number,
+  work: TransportWork = 'sha256',
+): { listen(port: number, host: string): Promise<number>; close(): Promise<void> } {
   const { uws } = loadUws(false);
   // optmark's own limits, from the same OPTMARK_* environment: the largest image, and the largest body
   // (that plus the multipart framing), beyond which the answer is 413.

@@ -119,7 +119,7 @@ export function register(program: Command): void {
       'Start optmark (and a naive single-thread server for comparison) on loopback ports, drive them open-loop at ' +
         'stepped request rates up to saturation, and write load-report.json, load-report.md and load-latency.svg. ' +
         'OPTMARK_* variables in the environment configure the server under test. The generated images are cached in ' +
-        '$XDG_CACHE_HOME/optmark (by default ~/.cache/optmark; --clear-cache removes them); the servers\' logs go to <out>/logs, ' +
+        "$XDG_CACHE_HOME/optmark (by default ~/.cache/optmark; --clear-cache removes them); the servers' logs go to <out>/logs, " +
         'and their temporary folders are removed however the run ends.',
     )
     .option('--out <dir>', 'where the reports go', './bench-results')

@@ -35,7 +35,8 @@ export function checkMarkOptions(o: MarkOptions): MarkOptions {
   if (o.nul && o.filesFrom === undefined) throw new UsageError('mark: --null applies to --files-from');
   if (o.inPlace && o.out !== undefined) throw new UsageError('mark: --out and --in-place exclude each other');
   if (!o.inPlace && o.out === undefined) throw new UsageError('mark: --out <dir> is required (or --in-place to replace the inputs)');
-  if (o.inPlace && o.skipExisting !== undefined) throw new UsageError('mark: --skip-existing applies to --out (in place, a file already marked is left as it is anyway)');
+  if (o.inPlace && o.skipExisting !== undefined)
+    throw new UsageError('mark: --skip-existing applies to --out (in place, a file already marked is left as it is anyway)');
   if (o.report !== undefined && o.report === o.filesFrom && o.report !== '-') throw new UsageError('mark: --report and --files-from name the same file');
   return o;
 }
@@ -103,7 +104,15 @@ export async function runMark(opts: MarkOptions): Promise<number> {
     }
     const natural = join(outDir!, found.rel);
     if (found.real !== '' && natural === found.real) {
-      return { input: found.input, output: natural, format: null, bytes: null, status: 'failed', code: 'output_is_input', message: `output ${natural} is an input; use another --out folder or --in-place` };
+      return {
+        input: found.input,
+        output: natural,
+        format: null,
+        bytes: null,
+        status: 'failed',
+        code: 'output_is_input',
+        message: `output ${natural} is an input; use another --out folder or --in-place`,
+      };
     }
     return { input: found.input, source: found.source, outDir, rel: found.rel };
   };
@@ -138,7 +147,10 @@ export async function runMark(opts: MarkOptions): Promise<number> {
   }
   const { tally } = summary;
   const out = opts.report === '-' ? process.stderr : process.stdout;
-  const lines = [`done ${tally.counts.done}, skipped ${tally.counts.skipped}, failed ${tally.counts.failed} (${applied.join(', ')})`, ...tally.details(summary.reportHint)];
+  const lines = [
+    `done ${tally.counts.done}, skipped ${tally.counts.skipped}, failed ${tally.counts.failed} (${applied.join(', ')})`,
+    ...tally.details(summary.reportHint),
+  ];
   out.write(`${lines.join('\n')}\n`);
   return summary.exitCode;
 }
@@ -167,7 +179,10 @@ export function register(program: Command): void {
     )
     .usage('<file-or-folder>... (--out <dir> | --in-place) [options]\n       optmark mark --files-from <list|-> (--out <dir> | --in-place) [options]')
     .argument('[inputs...]', 'files and folders (folders are walked recursively)')
-    .option('--out <dir>', "write results under <dir>, keeping each file's path below its input folder (a listed path: as listed); outputs get their input's modification time")
+    .option(
+      '--out <dir>',
+      "write results under <dir>, keeping each file's path below its input folder (a listed path: as listed); outputs get their input's modification time",
+    )
     .option('--in-place', 'replace the input files instead (atomically; nothing else overwrites an input)')
     .option('--provenance', "add a provenance tag signed with this server's key (docs/provenance.md)")
     .option('--fingerprint', 'embed the experimental in-pixel fingerprint first (decodes and re-encodes the pixels)')
@@ -180,7 +195,10 @@ export function register(program: Command): void {
         "leave outputs already up to date alone: by size and time (an output carrying its input's modification time), or with =hash by content",
       ).argParser(skipExistingMode),
     )
-    .option('--report <file.jsonl>', "one JSON line per file as it finishes: input, output, format, bytes, sha256 of the output, status, code, message ('-': standard output)")
+    .option(
+      '--report <file.jsonl>',
+      "one JSON line per file as it finishes: input, output, format, bytes, sha256 of the output, status, code, message ('-': standard output)",
+    )
     .option('--fsync', 'flush each output to disk before it gets its name (slower; survives a power cut)')
     .addHelpText(
       'after',

@@ -52,33 +52,33 @@ export async function runVerifyCommand(opts: VerifyOptions): Promise<number> {
   let summary;
   try {
     summary = await runCommand({
-    verb: 'verifying',
-    inputs: opts.inputs,
-    filesFrom: opts.filesFrom,
-    nul: opts.nul,
-    jobs: opts.jobs,
-    report: opts.report,
-    setup: {
-      command: 'verify',
-      init: laneInit(config),
-      provenance: false,
-      fingerprint: false,
-      // The hash reads every file whole: the metadata-only mode leaves it out unless asked for.
-      hash: !opts.skipFingerprint || opts.sha256,
-      skipExisting: undefined,
-      keepTime: false,
-      fsync: false,
-      skipFingerprint: opts.skipFingerprint,
-    },
-    plan: (found: Found) => ({ input: found.input, source: found.source }),
-    onOutcome(o) {
-      if (o.report) {
-        if (o.report.optedOut) optedOut++;
-        else notOptedOut++;
-      }
-      lines?.text(`${verifyLine(o)}\n`);
-    },
-  });
+      verb: 'verifying',
+      inputs: opts.inputs,
+      filesFrom: opts.filesFrom,
+      nul: opts.nul,
+      jobs: opts.jobs,
+      report: opts.report,
+      setup: {
+        command: 'verify',
+        init: laneInit(config),
+        provenance: false,
+        fingerprint: false,
+        // The hash reads every file whole: the metadata-only mode leaves it out unless asked for.
+        hash: !opts.skipFingerprint || opts.sha256,
+        skipExisting: undefined,
+        keepTime: false,
+        fsync: false,
+        skipFingerprint: opts.skipFingerprint,
+      },
+      plan: (found: Found) => ({ input: found.input, source: found.source }),
+      onOutcome(o) {
+        if (o.report) {
+          if (o.report.optedOut) optedOut++;
+          else notOptedOut++;
+        }
+        lines?.text(`${verifyLine(o)}\n`);
+      },
+    });
   } finally {
     lines?.flush();
   }
@@ -108,7 +108,10 @@ export function register(program: Command): void {
     )
     .usage('<file-or-folder>... [options]\n       optmark verify --files-from <list|-> [options]')
     .argument('[inputs...]', 'files and folders (folders are walked recursively)')
-    .option('--skip-fingerprint', 'leave the pixel detector out: the metadata read alone (a JPEG\'s first bytes), the fingerprint reported as not examined (present false, confidence 0, blocks 0) and sha256 null unless --sha256')
+    .option(
+      '--skip-fingerprint',
+      "leave the pixel detector out: the metadata read alone (a JPEG's first bytes), the fingerprint reported as not examined (present false, confidence 0, blocks 0) and sha256 null unless --sha256",
+    )
     .option('--sha256', "with --skip-fingerprint: hash every file too (the API's sha256 field; without it null), which reads each file whole")
     .option('--files-from <list>', "read the paths from a file, or from standard input with '-', one a line")
     .option('-0, --null', 'the --files-from list is NUL-separated (find -print0)')
@@ -117,7 +120,10 @@ export function register(program: Command): void {
       '--report <file.jsonl>',
       "one JSON line per file as it finishes: input, format, bytes, sha256, status, code and the API's optedOut, signals, provenance, fingerprint ('-': standard output, instead of the lines)",
     )
-    .addHelpText('after', '\nPrints one line per file, then a count. Exit status: 0 every file read (opted out or not), 1 some could not be read, 2 usage error, 130 interrupted.\n')
+    .addHelpText(
+      'after',
+      '\nPrints one line per file, then a count. Exit status: 0 every file read (opted out or not), 1 some could not be read, 2 usage error, 130 interrupted.\n',
+    )
     .action(async (inputs: string[], o: VerifyFlags) => {
       const opts = checkVerifyOptions({
         inputs,

@@ -181,9 +181,7 @@ function readXmp(bytes: Uint8Array): XmpPayload {
   const extended = reassemble(portions);
   // Canonical: what writeXmp produces. One main packet (before MPF), and either no Extended XMP or one
   // complete set whose segments follow the main one directly.
-  const extInPlace =
-    extAt.length === 0 ||
-    (extended.size === 1 && portions.length === extAt.length && extAt.every((at, k) => at === firstMain + 1 + k));
+  const extInPlace = extAt.length === 0 || (extended.size === 1 && portions.length === extAt.length && extAt.every((at, k) => at === firstMain + 1 + k));
   const canonical = packets.length === 1 && extInPlace && (firstMpf < 0 || firstMain < firstMpf);
   return { packets, extended, canonical, keptOnRewrite: 0 };
 }
@@ -287,7 +285,10 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   // The output's segment count, checked before it is built: its reader must not refuse it.
   let kept = fresh.length;
   for (const p of pieces) if (p.kind !== 'xmp' && p.kind !== 'ext') kept++;
-  if (kept > MAX_SEGMENTS) throw new OutputTooLargeError(`JPEG: with the XMP segments the file would have more than ${MAX_SEGMENTS} segments before the image data, the processing limit.`);
+  if (kept > MAX_SEGMENTS)
+    throw new OutputTooLargeError(
+      `JPEG: with the XMP segments the file would have more than ${MAX_SEGMENTS} segments before the image data, the processing limit.`,
+    );
   const out = new Pieces(bytes);
   out.keep(0, 2);
   for (let i = 0; i <= pieces.length; i++) {

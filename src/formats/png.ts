@@ -189,7 +189,8 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
     if (c.textXmp) textXmp++;
   }
   if (kept + 1 > MAX_CHUNKS) throw new OutputTooLargeError(`PNG: with the XMP chunk the file would have more than ${MAX_CHUNKS} chunks, the processing limit.`);
-  if (textXmp + 1 > MAX_XMP_PACKETS) throw new OutputTooLargeError(`PNG: with the XMP chunk the file would carry more than ${MAX_XMP_PACKETS} XMP packets, the processing limit.`);
+  if (textXmp + 1 > MAX_XMP_PACKETS)
+    throw new OutputTooLargeError(`PNG: with the XMP chunk the file would carry more than ${MAX_XMP_PACKETS} XMP packets, the processing limit.`);
   const out = new Pieces(bytes);
   out.keep(0, SIGNATURE.length);
   for (let i = 0; i <= chunks.length; i++) {

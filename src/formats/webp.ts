@@ -142,7 +142,8 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   }
   // The output's chunk count (VP8X first, every chunk but XMP, ours), checked before it is built.
   const keptChunks = rest.filter((c) => c.fourcc !== 'XMP ').length;
-  if (keptChunks + 2 > MAX_CHUNKS) throw new OutputTooLargeError(`WebP: with the XMP chunk the file would have more than ${MAX_CHUNKS} chunks, the processing limit.`);
+  if (keptChunks + 2 > MAX_CHUNKS)
+    throw new OutputTooLargeError(`WebP: with the XMP chunk the file would have more than ${MAX_CHUNKS} chunks, the processing limit.`);
   const fresh = xmpChunk(xmp.main);
   for (let i = 0; i < rest.length; i++) {
     const c = rest[i]!;

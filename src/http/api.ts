@@ -277,7 +277,10 @@ class ApiRequest {
     if (!auth.ok) throw new OptmarkError(auth.code, auth.message);
     this.#accountId = auth.account.id;
     if (this.#head.fingerprint !== '' && this.#head.fingerprint !== 'skip') {
-      throw new OptmarkError('invalid_query', `fingerprint=${JSON.stringify(this.#head.fingerprint).slice(1, -1)} is not accepted: fingerprint=skip leaves the pixel detector out; omit it to run the detector.`);
+      throw new OptmarkError(
+        'invalid_query',
+        `fingerprint=${JSON.stringify(this.#head.fingerprint).slice(1, -1)} is not accepted: fingerprint=skip leaves the pixel detector out; omit it to run the detector.`,
+      );
     }
     checkContentType(this.#head.contentType);
     const declared = parseLength(this.#head.contentLength);

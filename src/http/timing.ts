@@ -40,7 +40,11 @@ export class Phases {
 
   /** The phases reached so far, in order, by name. */
   #reached(): Array<[name: 'receive' | 'queue' | 'work', ms: number]> {
-    const all = [['receive', this.receiveMs], ['queue', this.queueMs], ['work', this.workMs]] as const;
+    const all = [
+      ['receive', this.receiveMs],
+      ['queue', this.queueMs],
+      ['work', this.workMs],
+    ] as const;
     return all.filter((p): p is [(typeof p)[0], number] => p[1] !== undefined);
   }
 

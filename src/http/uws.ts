@@ -15,7 +15,7 @@ export class UwsFallbackError extends Error {
       'uWebSockets.js could not load its native binary for this platform and Node.js ' +
         `(${process.platform}-${process.arch}, ABI ${process.versions.modules}); it would fall back to a slow ` +
         'pure-JS emulation.\nPossible solutions:\n' +
-        '- Run on Node.js 20 with glibc >= 2.36 (the registry build\'s binaries), or\n' +
+        "- Run on Node.js 20 with glibc >= 2.36 (the registry build's binaries), or\n" +
         '- on Node.js 22/24, switch the dependency to the official build (see README, "Node.js versions"), or\n' +
         '- set OPTMARK_ALLOW_UWS_FALLBACK=1 to accept the slow fallback.',
     );

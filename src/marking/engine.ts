@@ -92,7 +92,8 @@ export function protect(input: Uint8Array, options: ProtectOptions = {}): Protec
   };
   // Idempotence: a file already marked exactly this way comes back byte for byte.
   if (!options.edit && payload.canonical && carriesExactly(view, token)) return result([input], false);
-  const xmp = !options.edit && payload.packets.length === 0 && payload.extended.size === 0 ? { main: freshPacket(token) } : rewrite(view, token, format, options.edit);
+  const xmp =
+    !options.edit && payload.packets.length === 0 && payload.extended.size === 0 ? { main: freshPacket(token) } : rewrite(view, token, format, options.edit);
   // The rewrite may land on what is already there (text XMP kept beside ours, an edit that changed
   // nothing): then too the file comes back as it came.
   if (payload.canonical && holdsAlready(payload, xmp)) return result([input], false);

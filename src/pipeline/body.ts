@@ -41,8 +41,7 @@ export function protectBody(produced: Uint8Array | readonly Uint8Array[], fields
   const b64Length = base64Length(size);
   const total = head.length + b64Length + tail.length;
   // allocUnsafeSlow: never a slice of Node's shared pool, so its ArrayBuffer can be transferred.
-  const out =
-    target && target.length >= total ? Buffer.from(target.buffer, target.byteOffset, total) : Buffer.allocUnsafeSlow(total);
+  const out = target && target.length >= total ? Buffer.from(target.buffer, target.byteOffset, total) : Buffer.allocUnsafeSlow(total);
   head.copy(out, 0);
   const written = base64Into(pieces, out, head.length);
   if (written !== b64Length) throw new Error(`base64 length ${written} != ${b64Length}`);

@@ -11,7 +11,11 @@ import { protectBody } from './body.js';
  */
 export function runProtect(image: Uint8Array, basename: string, into?: Uint8Array, maxOutputBytes?: number): Uint8Array {
   const result = protect(image, maxOutputBytes === undefined ? {} : { maxOutputBytes });
-  return protectBody(result.pieces, { mimeType: result.mimeType, filename: `${basename}.${result.extension}`, signals: result.signals, warnings: result.warnings }, into);
+  return protectBody(
+    result.pieces,
+    { mimeType: result.mimeType, filename: `${basename}.${result.extension}`, signals: result.signals, warnings: result.warnings },
+    into,
+  );
 }
 
 /** A raw protect answer: the marked image's bytes and the headers that describe them. */

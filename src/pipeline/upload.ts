@@ -178,7 +178,10 @@ export class MultipartReceiver {
     });
     this.#parser.on('field', (name) => {
       this.#fail(
-        new OptmarkError(name === 'image' ? 'missing_image' : 'unexpected_part', name === 'image' ? 'The "image" part must be a file, not a text field.' : `Unexpected field "${name}"; send only the "image" file part.`),
+        new OptmarkError(
+          name === 'image' ? 'missing_image' : 'unexpected_part',
+          name === 'image' ? 'The "image" part must be a file, not a text field.' : `Unexpected field "${name}"; send only the "image" file part.`,
+        ),
       );
     });
     const limit = (what: string) => () => this.#fail(new OptmarkError('malformed_multipart', `Too many ${what} in the form.`));
@@ -200,7 +203,8 @@ export class MultipartReceiver {
     const limit = this.#options.maxImageBytes + MULTIPART_SLACK_BYTES;
     if (this.received > limit) this.#fail(new OptmarkError('payload_too_large', `The upload exceeds ${this.#options.maxImageBytes} bytes.`));
     else {
-      if (chunk.byteLength > 0) this.#parser.write(chunk instanceof Uint8Array ? Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength) : Buffer.from(chunk));
+      if (chunk.byteLength > 0)
+        this.#parser.write(chunk instanceof Uint8Array ? Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength) : Buffer.from(chunk));
       if (isLast) {
         this.#parser.end();
         // busboy settles a finished form within the ticks that follow end(). Some malformed bodies leave
@@ -320,11 +324,13 @@ const DEFAULT_BASENAME = 'image';
  * drops its extension, control characters and characters that are unsafe in file names or headers, and
  * bounds its length (the caller appends the produced format's extension); a default when nothing is left.
  */
+// biome-ignore lint/suspicious/noControlCharactersInRegex: the point is to strip control characters from the name.
+const UNSAFE_NAME_CHARS = /[\u0000-\u001f\u007f-\u009f"*:<>?|]/g;
+
 export function safeBasename(filename: string | undefined): string {
   if (!filename) return DEFAULT_BASENAME;
   let name = filename.split(/[/\\]/).pop() ?? '';
-  // biome-ignore lint/suspicious/noControlCharactersInRegex: the point is to strip control characters from the name.
-  name = name.normalize('NFC').replace(/[\u0000-\u001f\u007f-\u009f"*:<>?|]/g, '').trim();
+  name = name.normalize('NFC').replace(UNSAFE_NAME_CHARS, '').trim();
   const dot = name.lastIndexOf('.');
   if (dot > 0) name = name.slice(0, dot);
   name = name.replace(/^[.\s]+/, '').replace(/[.\s]+$/, '');

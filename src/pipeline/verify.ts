@@ -25,7 +25,11 @@ export const SIGNAL_TDMREP = 'tdmrep.reservation';
 export async function verifyReport(input: Uint8Array, layers: Layers): Promise<VerifyReport> {
   const sha256 = sha256Hex(input);
   const reading = read(input); // typed errors for unsupported or damaged containers
-  const [provenance, fingerprint, others] = await Promise.all([layers.verifyProvenance(input), layers.detectFingerprint(input), otherDeclarations(reading, input)]);
+  const [provenance, fingerprint, others] = await Promise.all([
+    layers.verifyProvenance(input),
+    layers.detectFingerprint(input),
+    otherDeclarations(reading, input),
+  ]);
   return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint, sha256, ...others };
 }
 

@@ -92,7 +92,10 @@ function parsePrivateKey(pem: Buffer, source: string): SigningKey {
     throw new SigningKeyError('signing_key_invalid', `${source} is not an unencrypted PEM private key`);
   }
   if (key.asymmetricKeyType !== 'ed25519') {
-    throw new SigningKeyError('signing_key_invalid', `${source} holds a ${key.asymmetricKeyType ?? 'unknown'} key; provenance needs Ed25519 (openssl genpkey -algorithm ed25519)`);
+    throw new SigningKeyError(
+      'signing_key_invalid',
+      `${source} holds a ${key.asymmetricKeyType ?? 'unknown'} key; provenance needs Ed25519 (openssl genpkey -algorithm ed25519)`,
+    );
   }
   return signingKeyFrom(key);
 }
@@ -276,7 +279,10 @@ async function readPublicDir(dir: string): Promise<{ keys: Map<string, { key: Ke
     if (isErrno(err, 'ENOENT')) return { keys, unreadable };
     throw err;
   }
-  for (const name of names.filter((n) => n.endsWith('.pem')).sort().slice(0, MAX_PUBLIC_KEYS)) {
+  for (const name of names
+    .filter((n) => n.endsWith('.pem'))
+    .sort()
+    .slice(0, MAX_PUBLIC_KEYS)) {
     const path = join(dir, name);
     try {
       const [pem, st] = await Promise.all([readKeyFile(path), stat(path)]);

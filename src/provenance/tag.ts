@@ -74,7 +74,9 @@ function fieldProblem(field: Field, value: string): string | undefined {
  */
 export function signedMessage(fields: TagFields): Buffer {
   return Buffer.from(
-    [SIGNATURE_DOMAIN, `KeyId=${fields.keyId}`, `SignedAt=${fields.signedAt}`, `DataMining=${fields.dataMining}`, `ContentDigest=${fields.contentDigest}`].join('\n'),
+    [SIGNATURE_DOMAIN, `KeyId=${fields.keyId}`, `SignedAt=${fields.signedAt}`, `DataMining=${fields.dataMining}`, `ContentDigest=${fields.contentDigest}`].join(
+      '\n',
+    ),
     'utf8',
   );
 }

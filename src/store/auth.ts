@@ -5,10 +5,7 @@
 
 export type AuthFailureCode = 'missing_api_key' | 'invalid_api_key' | 'plan_required';
 
-export type ParsedAuthorization =
-  | { kind: 'missing' }
-  | { kind: 'other_scheme' }
-  | { kind: 'bearer'; token: string };
+export type ParsedAuthorization = { kind: 'missing' } | { kind: 'other_scheme' } | { kind: 'bearer'; token: string };
 
 /** Longest header value looked at; a key is 51 characters, so anything far longer is not one. */
 const MAX_AUTHORIZATION_LENGTH = 512;

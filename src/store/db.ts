@@ -139,10 +139,7 @@ function userVersion(db: Db): number {
 function migrate(db: Db): void {
   const seen = userVersion(db);
   if (seen > SCHEMA_VERSION) {
-    throw new StoreError(
-      'schema_too_new',
-      `the database has schema version ${seen}, newer than this optmark understands (${SCHEMA_VERSION}); upgrade optmark`,
-    );
+    throw new StoreError('schema_too_new', `the database has schema version ${seen}, newer than this optmark understands (${SCHEMA_VERSION}); upgrade optmark`);
   }
   if (seen === SCHEMA_VERSION) return;
   // IMMEDIATE takes the write lock first, so two processes starting on a fresh file cannot both migrate;

@@ -60,5 +60,10 @@ export async function openStore(opts: StoreOptions): Promise<Store> {
       synchronousCommit: opts.synchronousCommit,
     });
   }
-  return SqliteStore.open({ dataDir: opts.dataDir, defaultProtectLimit: opts.defaultProtectLimit, defaultVerifyLimit: opts.defaultVerifyLimit, file: opts.file });
+  return SqliteStore.open({
+    dataDir: opts.dataDir,
+    defaultProtectLimit: opts.defaultProtectLimit,
+    defaultVerifyLimit: opts.defaultVerifyLimit,
+    file: opts.file,
+  });
 }

@@ -8,8 +8,29 @@ import { LimitExceededError } from '../errors.js';
 import { MAX_XMP_PACKETS, OutputTooLargeError } from '../formats/limits.js';
 import type { XmpPayload, XmpToWrite } from '../formats/types.js';
 import { NS_PLUS, NS_PLUS_HTTPS, NS_RDF, NS_TDMREP, NS_X, NS_XMP_NOTE } from './namespaces.js';
-import { type Document, MAX_MARKUP_PER_FILE, MAX_PACKET_BYTES, emptyPacket, markupBudget, markupOf, parsePacket, serializeBare, serializeNode, serializePacket } from './packet.js';
-import { type PropertyRef, attrAsElement, findProperties, mergeProperties, nodeElements, removeProperties, removePropertyRefs, setSimpleProperty, valuesOf } from './properties.js';
+import {
+  type Document,
+  MAX_MARKUP_PER_FILE,
+  MAX_PACKET_BYTES,
+  emptyPacket,
+  markupBudget,
+  markupOf,
+  parsePacket,
+  serializeBare,
+  serializeNode,
+  serializePacket,
+} from './packet.js';
+import {
+  type PropertyRef,
+  attrAsElement,
+  findProperties,
+  mergeProperties,
+  nodeElements,
+  removeProperties,
+  removePropertyRefs,
+  setSimpleProperty,
+  valuesOf,
+} from './properties.js';
 import { type DataMiningToken, isOptOut, tokenOf, tokenUri } from './vocab.js';
 
 export { DATA_MINING_TOKENS, DEFAULT_TOKEN, isOptOut, tokenOf, tokenUri, type DataMiningToken } from './vocab.js';
@@ -123,7 +144,11 @@ export function carriesExactly(view: XmpView, token: DataMiningToken): boolean {
   if (values.length !== 1 || values[0] !== tokenUri(token)) return false;
   if (view.extended && findProperties(view.extended, isDataMining).length > 0) return false;
   const uri = tokenUri(token);
-  return view.others.every((doc) => findProperties(doc, isDataMining).flatMap(valuesOf).every((v) => v === uri));
+  return view.others.every((doc) =>
+    findProperties(doc, isDataMining)
+      .flatMap(valuesOf)
+      .every((v) => v === uri),
+  );
 }
 
 /** One document holding everything the file's packets say: main, then Extended XMP, then the others. */
@@ -141,7 +166,9 @@ export function mergedDocument(view: XmpView): Document {
 function hasXmpRoot(doc: Document): boolean {
   const root = doc.documentElement;
   if (!root) return false;
-  return (root.namespaceURI === NS_X && (root.localName === 'xmpmeta' || root.localName === 'xapmeta')) || (root.namespaceURI === NS_RDF && root.localName === 'RDF');
+  return (
+    (root.namespaceURI === NS_X && (root.localName === 'xmpmeta' || root.localName === 'xapmeta')) || (root.namespaceURI === NS_RDF && root.localName === 'RDF')
+  );
 }
 
 const encoder = new TextEncoder();
@@ -200,7 +227,8 @@ export function encodeForContainer(doc: Document, maxMainBytes: number, extended
   if (moved.length === 0) throw new OutputTooLargeError('XMP packet too large for this container');
   removePropertyRefs(moved);
   const extBytes = encoder.encode(serializeBare(ext));
-  if (extBytes.length > MAX_PACKET_BYTES) throw new OutputTooLargeError(`The image's Extended XMP would be ${extBytes.length} bytes once rewritten; a packet may have ${MAX_PACKET_BYTES}.`);
+  if (extBytes.length > MAX_PACKET_BYTES)
+    throw new OutputTooLargeError(`The image's Extended XMP would be ${extBytes.length} bytes once rewritten; a packet may have ${MAX_PACKET_BYTES}.`);
   const guid = createHash('md5').update(extBytes).digest('hex').toUpperCase();
   setSimpleProperty(doc, NS_XMP_NOTE, 'xmpNote', 'HasExtendedXMP', guid);
   const main = encoder.encode(serializePacket(doc));
@@ -222,5 +250,6 @@ function serializedSize(ref: PropertyRef): number {
 export function checkOutputMarkup(xmp: XmpToWrite, kept: readonly Uint8Array[]): void {
   let total = markupOf(xmp.main) + (xmp.extended ? markupOf(xmp.extended.data) : 0);
   for (const p of kept) total += markupOf(p);
-  if (total > MAX_MARKUP_PER_FILE) throw new OutputTooLargeError(`The image's XMP would hold more markup than a file may (${MAX_MARKUP_PER_FILE} nodes) once rewritten.`);
+  if (total > MAX_MARKUP_PER_FILE)
+    throw new OutputTooLargeError(`The image's XMP would hold more markup than a file may (${MAX_MARKUP_PER_FILE} nodes) once rewritten.`);
 }

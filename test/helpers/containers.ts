@@ -74,7 +74,9 @@ export const isJpegExt = (s: JpegSegment): boolean => s.marker === 0xe1 && s.pay
 
 /** The main XMP packets of a JPEG, in file order. */
 export function jpegXmpPackets(b: Uint8Array): Buffer[] {
-  return jpegLayout(b).segments.filter(isJpegXmp).map((s) => s.payload.subarray(JPEG_XMP.length));
+  return jpegLayout(b)
+    .segments.filter(isJpegXmp)
+    .map((s) => s.payload.subarray(JPEG_XMP.length));
 }
 
 export interface ExtPortion {
@@ -227,7 +229,14 @@ export function webpChunks(b: Uint8Array): { riffSize: number; chunks: WebpChunk
   let i = 12;
   while (i + 8 <= end) {
     const size = d.readUInt32LE(i + 4);
-    chunks.push({ fourcc: d.toString('latin1', i, i + 4), start: i, size, data: d.subarray(i + 8, i + 8 + size), sizeAt: i + 4, end: i + 8 + size + (size & 1) });
+    chunks.push({
+      fourcc: d.toString('latin1', i, i + 4),
+      start: i,
+      size,
+      data: d.subarray(i + 8, i + 8 + size),
+      sizeAt: i + 4,
+      end: i + 8 + size + (size & 1),
+    });
     i += 8 + size + (size & 1);
   }
   return { riffSize, chunks, tail: d.subarray(end) };
@@ -290,7 +299,9 @@ export function webpWith(b: Uint8Array, add: Uint8Array[], flags = 0x04): Buffer
 }
 
 export function webpXmpPackets(b: Uint8Array): Buffer[] {
-  return webpChunks(b).chunks.filter((c) => c.fourcc === 'XMP ').map((c) => c.data);
+  return webpChunks(b)
+    .chunks.filter((c) => c.fourcc === 'XMP ')
+    .map((c) => c.data);
 }
 
 // ------------------------------------------------------------------------------------------ compare

@@ -177,7 +177,13 @@ interface Variant {
 
 /** Crafted XMP forms of the opt-out, each made in all three formats from the plain base images. */
 export const VARIANTS: readonly Variant[] = [
-  { key: 'attr', how: 'plus:DataMining as an rdf:Description attribute, with dc title/creator/subject', optedOut: true, token: 'DMI-PROHIBITED-GENAIMLTRAINING', packets: () => [utf8(attrPacket('DMI-PROHIBITED-GENAIMLTRAINING'))] },
+  {
+    key: 'attr',
+    how: 'plus:DataMining as an rdf:Description attribute, with dc title/creator/subject',
+    optedOut: true,
+    token: 'DMI-PROHIBITED-GENAIMLTRAINING',
+    packets: () => [utf8(attrPacket('DMI-PROHIBITED-GENAIMLTRAINING'))],
+  },
   {
     key: 'element',
     how: 'plus:DataMining as element text',
@@ -197,7 +203,9 @@ export const VARIANTS: readonly Variant[] = [
     how: 'the vocabulary URI written with https://',
     optedOut: true,
     token: 'DMI-PROHIBITED-AIMLTRAINING',
-    packets: () => [utf8(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': 'https://ns.useplus.org/ldf/vocab/DMI-PROHIBITED-AIMLTRAINING' }, body: DC_BODY }))],
+    packets: () => [
+      utf8(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': 'https://ns.useplus.org/ldf/vocab/DMI-PROHIBITED-AIMLTRAINING' }, body: DC_BODY })),
+    ],
   },
   {
     key: 'httpsns',
@@ -211,7 +219,9 @@ export const VARIANTS: readonly Variant[] = [
     how: 'a bare token (no URI), padded with white space',
     optedOut: true,
     token: 'DMI-PROHIBITED-EXCEPTSEARCHENGINEINDEXING',
-    packets: () => [utf8(packet({ ns: { plus: NS.plus }, body: `<plus:DataMining>\n  DMI-PROHIBITED-EXCEPTSEARCHENGINEINDEXING\n</plus:DataMining>${DC_BODY}` }))],
+    packets: () => [
+      utf8(packet({ ns: { plus: NS.plus }, body: `<plus:DataMining>\n  DMI-PROHIBITED-EXCEPTSEARCHENGINEINDEXING\n</plus:DataMining>${DC_BODY}` })),
+    ],
   },
   {
     key: 'prefix',
@@ -220,8 +230,20 @@ export const VARIANTS: readonly Variant[] = [
     token: 'DMI-PROHIBITED-SEELINKEDRIGHTSEXPR',
     packets: () => [utf8(packet({ ns: { ldf: NS.plus }, attrs: { 'ldf:DataMining': vocab('DMI-PROHIBITED-SEELINKEDRIGHTSEXPR') }, body: DC_BODY }))],
   },
-  { key: 'allowed', how: 'DMI-ALLOWED: not an opt-out, and protect must replace it', optedOut: false, token: 'DMI-ALLOWED', packets: () => [utf8(attrPacket('DMI-ALLOWED'))] },
-  { key: 'unspecified', how: 'DMI-UNSPECIFIED: not an opt-out', optedOut: false, token: 'DMI-UNSPECIFIED', packets: () => [utf8(attrPacket('DMI-UNSPECIFIED'))] },
+  {
+    key: 'allowed',
+    how: 'DMI-ALLOWED: not an opt-out, and protect must replace it',
+    optedOut: false,
+    token: 'DMI-ALLOWED',
+    packets: () => [utf8(attrPacket('DMI-ALLOWED'))],
+  },
+  {
+    key: 'unspecified',
+    how: 'DMI-UNSPECIFIED: not an opt-out',
+    optedOut: false,
+    token: 'DMI-UNSPECIFIED',
+    packets: () => [utf8(attrPacket('DMI-UNSPECIFIED'))],
+  },
   {
     key: 'unknown',
     how: 'a DataMining value outside the vocabulary: not an opt-out',
@@ -229,14 +251,22 @@ export const VARIANTS: readonly Variant[] = [
     packets: () => [utf8(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': 'http://example.com/no-ai' }, body: DC_BODY }))],
   },
   { key: 'noplus', how: 'XMP with dc only, no DataMining', optedOut: false, packets: () => [utf8(packet({ body: DC_BODY }))] },
-  { key: 'utf16le', how: 'the attribute packet encoded UTF-16LE with a BOM', optedOut: true, token: 'DMI-PROHIBITED-GENAIMLTRAINING', packets: () => [utf16(attrPacket('DMI-PROHIBITED-GENAIMLTRAINING'), 'le')] },
+  {
+    key: 'utf16le',
+    how: 'the attribute packet encoded UTF-16LE with a BOM',
+    optedOut: true,
+    token: 'DMI-PROHIBITED-GENAIMLTRAINING',
+    packets: () => [utf16(attrPacket('DMI-PROHIBITED-GENAIMLTRAINING'), 'le')],
+  },
   {
     key: 'utf16be',
     how: 'UTF-16BE with a BOM, already saying exactly what protect writes (so protect leaves it as it is)',
     optedOut: true,
     token: 'DMI-PROHIBITED-AIMLTRAINING',
     marked: true,
-    packets: () => [utf16(packet({ ns: { plus: NS.plus }, body: `<plus:DataMining>${vocab('DMI-PROHIBITED-AIMLTRAINING')}</plus:DataMining>${DC_BODY}` }), 'be')],
+    packets: () => [
+      utf16(packet({ ns: { plus: NS.plus }, body: `<plus:DataMining>${vocab('DMI-PROHIBITED-AIMLTRAINING')}</plus:DataMining>${DC_BODY}` }), 'be'),
+    ],
   },
   {
     key: 'xmldecl',
@@ -282,7 +312,10 @@ export const VARIANTS: readonly Variant[] = [
     how: 'two XMP packets: the first allows, the second prohibits (any prohibiting value opts out)',
     optedOut: true,
     token: 'DMI-PROHIBITED-GENAIMLTRAINING',
-    packets: () => [utf8(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': vocab('DMI-ALLOWED') } })), utf8(attrPacket('DMI-PROHIBITED-GENAIMLTRAINING'))],
+    packets: () => [
+      utf8(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': vocab('DMI-ALLOWED') } })),
+      utf8(attrPacket('DMI-PROHIBITED-GENAIMLTRAINING')),
+    ],
   },
   {
     key: 'seconddesc',
@@ -303,7 +336,13 @@ export const VARIANTS: readonly Variant[] = [
     how: 'rdf:RDF as the root element, no x:xmpmeta and no xpacket wrapper',
     optedOut: true,
     token: 'DMI-PROHIBITED-GENAIMLTRAINING',
-    packets: () => [utf8(attrPacket('DMI-PROHIBITED-GENAIMLTRAINING', { bare: true }).replace(/^<x:xmpmeta[^>]*>\n/, '').replace(/\n<\/x:xmpmeta>$/, ''))],
+    packets: () => [
+      utf8(
+        attrPacket('DMI-PROHIBITED-GENAIMLTRAINING', { bare: true })
+          .replace(/^<x:xmpmeta[^>]*>\n/, '')
+          .replace(/\n<\/x:xmpmeta>$/, ''),
+      ),
+    ],
   },
   {
     key: 'xapmeta',
@@ -317,7 +356,14 @@ export const VARIANTS: readonly Variant[] = [
     how: 'element form whose value is a CDATA section, after an XML comment',
     optedOut: true,
     token: 'DMI-PROHIBITED-SEEEMBEDDEDRIGHTSEXPR',
-    packets: () => [utf8(packet({ ns: { plus: NS.plus }, body: `<!-- written by hand --><plus:DataMining><![CDATA[${vocab('DMI-PROHIBITED-SEEEMBEDDEDRIGHTSEXPR')}]]></plus:DataMining>${DC_BODY}` }))],
+    packets: () => [
+      utf8(
+        packet({
+          ns: { plus: NS.plus },
+          body: `<!-- written by hand --><plus:DataMining><![CDATA[${vocab('DMI-PROHIBITED-SEEEMBEDDEDRIGHTSEXPR')}]]></plus:DataMining>${DC_BODY}`,
+        }),
+      ),
+    ],
   },
   {
     key: 'lowercase',
@@ -334,8 +380,19 @@ export const VARIANTS: readonly Variant[] = [
     exiftoolMisreads: true,
     packets: () => [utf8(packet({ body: `<DataMining xmlns="${NS.plus}">${vocab('DMI-PROHIBITED')}</DataMining>${DC_BODY}` }))],
   },
-  { key: 'padded', how: 'attribute packet with 4 KB of padding and trailing NULs', optedOut: true, token: 'DMI-PROHIBITED', packets: () => [Buffer.concat([utf8(attrPacket('DMI-PROHIBITED', { padding: 4096 })), Buffer.alloc(7)])] },
-  { key: 'garbage', how: 'an XMP packet that is not well-formed XML', optedOut: false, packets: () => [utf8('<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF><unclosed>')] },
+  {
+    key: 'padded',
+    how: 'attribute packet with 4 KB of padding and trailing NULs',
+    optedOut: true,
+    token: 'DMI-PROHIBITED',
+    packets: () => [Buffer.concat([utf8(attrPacket('DMI-PROHIBITED', { padding: 4096 })), Buffer.alloc(7)])],
+  },
+  {
+    key: 'garbage',
+    how: 'an XMP packet that is not well-formed XML',
+    optedOut: false,
+    packets: () => [utf8('<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF><unclosed>')],
+  },
   {
     key: 'huge',
     how: 'attribute packet plus 3000 dc:subject entries and a 40 KB dc:description (about 120 KB: over one JPEG segment)',
@@ -386,10 +443,38 @@ const add = (f: Fixture): void => {
 const plainTags: readonly Tag[] = ['pixels'];
 
 // JPEG
-add({ name: 'base.jpg', format: 'jpeg', how: `sharp: ${W}x${H} RGB texture, baseline q85, JFIF only`, optedOut: false, tags: plainTags, make: async () => rawImage(W, H, 3).jpeg({ quality: 85 }).toBuffer() });
-add({ name: 'progressive.jpg', format: 'jpeg', how: 'sharp: progressive q80', optedOut: false, tags: plainTags, make: async () => rawImage(W, H, 3, 2).jpeg({ progressive: true, quality: 80 }).toBuffer() });
-add({ name: 'cmyk.jpg', format: 'jpeg', how: 'sharp: CMYK JPEG (Adobe APP14)', optedOut: false, tags: plainTags, make: async () => rawImage(W, H, 3, 3).toColourspace('cmyk').jpeg().toBuffer() });
-add({ name: 'grey.jpg', format: 'jpeg', how: 'sharp: one-channel greyscale, 4:4:4', optedOut: false, tags: plainTags, make: async () => rawImage(W, H, 1, 4).jpeg({ chromaSubsampling: '4:4:4' }).toBuffer() });
+add({
+  name: 'base.jpg',
+  format: 'jpeg',
+  how: `sharp: ${W}x${H} RGB texture, baseline q85, JFIF only`,
+  optedOut: false,
+  tags: plainTags,
+  make: async () => rawImage(W, H, 3).jpeg({ quality: 85 }).toBuffer(),
+});
+add({
+  name: 'progressive.jpg',
+  format: 'jpeg',
+  how: 'sharp: progressive q80',
+  optedOut: false,
+  tags: plainTags,
+  make: async () => rawImage(W, H, 3, 2).jpeg({ progressive: true, quality: 80 }).toBuffer(),
+});
+add({
+  name: 'cmyk.jpg',
+  format: 'jpeg',
+  how: 'sharp: CMYK JPEG (Adobe APP14)',
+  optedOut: false,
+  tags: plainTags,
+  make: async () => rawImage(W, H, 3, 3).toColourspace('cmyk').jpeg().toBuffer(),
+});
+add({
+  name: 'grey.jpg',
+  format: 'jpeg',
+  how: 'sharp: one-channel greyscale, 4:4:4',
+  optedOut: false,
+  tags: plainTags,
+  make: async () => rawImage(W, H, 1, 4).jpeg({ chromaSubsampling: '4:4:4' }).toBuffer(),
+});
 add({
   name: 'metadata.jpg',
   format: 'jpeg',
@@ -428,7 +513,11 @@ add({
   token: 'DMI-ALLOWED',
   tags: ['pixels', 'xmp', 'huge'],
   make: async (ctx) =>
-    ctx.exiftoolWrite(await ctx.get('base.jpg'), [`-XMP-dc:Description=${'extended description '.repeat(5000)}`, '-XMP-dc:Title=Extended title', '-XMP-plus:DataMining#=DMI-ALLOWED'], 'jpg'),
+    ctx.exiftoolWrite(
+      await ctx.get('base.jpg'),
+      [`-XMP-dc:Description=${'extended description '.repeat(5000)}`, '-XMP-dc:Title=Extended title', '-XMP-plus:DataMining#=DMI-ALLOWED'],
+      'jpg',
+    ),
 });
 add({
   name: 'extended-reordered.jpg',
@@ -469,17 +558,47 @@ add({
   optedOut: false,
   tags: ['pixels'],
   make: async (ctx) => {
-    const ext = utf8(`<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="${NS.rdf}"><rdf:Description rdf:about="" xmlns:plus="${NS.plus}" plus:DataMining="${vocab('DMI-PROHIBITED')}"/></rdf:RDF></x:xmpmeta>`);
+    const ext = utf8(
+      `<x:xmpmeta xmlns:x="adobe:ns:meta/"><rdf:RDF xmlns:rdf="${NS.rdf}"><rdf:Description rdf:about="" xmlns:plus="${NS.plus}" plus:DataMining="${vocab('DMI-PROHIBITED')}"/></rdf:RDF></x:xmpmeta>`,
+    );
     const guid = 'F'.repeat(32);
     return jpegWith(await ctx.get('base.jpg'), [app1Xmp(utf8(packet({ body: DC_BODY }))), app1Ext(guid, ext.length + 100, 0, ext)], 0);
   },
 });
 
 // PNG
-add({ name: 'base.png', format: 'png', how: `sharp: ${W}x${H} RGB 8-bit`, optedOut: false, tags: plainTags, make: async () => rawImage(W, H, 3).png().toBuffer() });
-add({ name: 'rgb16.png', format: 'png', how: 'sharp: 16-bit RGB (toColourspace rgb16)', optedOut: false, tags: plainTags, make: async () => rawImage(W, H, 3, 6).toColourspace('rgb16').png().toBuffer() });
-add({ name: 'interlaced.png', format: 'png', how: 'sharp: Adam7 interlaced RGBA', optedOut: false, tags: plainTags, make: async () => rawImage(W, H, 4, 7).png({ progressive: true }).toBuffer() });
-add({ name: 'palette.png', format: 'png', how: 'sharp: palette (PLTE + tRNS) quantised', optedOut: false, tags: plainTags, make: async () => rawImage(W, H, 4, 8).png({ palette: true, colours: 16 }).toBuffer() });
+add({
+  name: 'base.png',
+  format: 'png',
+  how: `sharp: ${W}x${H} RGB 8-bit`,
+  optedOut: false,
+  tags: plainTags,
+  make: async () => rawImage(W, H, 3).png().toBuffer(),
+});
+add({
+  name: 'rgb16.png',
+  format: 'png',
+  how: 'sharp: 16-bit RGB (toColourspace rgb16)',
+  optedOut: false,
+  tags: plainTags,
+  make: async () => rawImage(W, H, 3, 6).toColourspace('rgb16').png().toBuffer(),
+});
+add({
+  name: 'interlaced.png',
+  format: 'png',
+  how: 'sharp: Adam7 interlaced RGBA',
+  optedOut: false,
+  tags: plainTags,
+  make: async () => rawImage(W, H, 4, 7).png({ progressive: true }).toBuffer(),
+});
+add({
+  name: 'palette.png',
+  format: 'png',
+  how: 'sharp: palette (PLTE + tRNS) quantised',
+  optedOut: false,
+  tags: plainTags,
+  make: async () => rawImage(W, H, 4, 8).png({ palette: true, colours: 16 }).toBuffer(),
+});
 add({ name: 'alpha.png', format: 'png', how: 'sharp: RGBA 8-bit', optedOut: false, tags: plainTags, make: async () => rawImage(W, H, 4, 9).png().toBuffer() });
 add({
   name: 'icc-exif.png',
@@ -495,7 +614,14 @@ add({
       .png()
       .toBuffer(),
 });
-add({ name: 'apng.png', format: 'png', how: 'hand-made APNG: IHDR, acTL (2 frames), fcTL, IDAT, fcTL, fdAT, tEXt, IEND', optedOut: false, tags: ['animated', 'pixels'], make: async () => apng() });
+add({
+  name: 'apng.png',
+  format: 'png',
+  how: 'hand-made APNG: IHDR, acTL (2 frames), fcTL, IDAT, fcTL, fdAT, tEXt, IEND',
+  optedOut: false,
+  tags: ['animated', 'pixels'],
+  make: async () => apng(),
+});
 add({
   name: 'exiftool-xmp.png',
   format: 'png',
@@ -503,7 +629,12 @@ add({
   optedOut: false,
   token: 'DMI-UNSPECIFIED',
   tags: ['pixels', 'xmp'],
-  make: async (ctx) => ctx.exiftoolWrite(await ctx.get('base.png'), ['-XMP-dc:Title=From ExifTool', '-XMP-dc:Subject=a', '-XMP-dc:Subject=b', '-XMP-plus:DataMining#=DMI-UNSPECIFIED'], 'png'),
+  make: async (ctx) =>
+    ctx.exiftoolWrite(
+      await ctx.get('base.png'),
+      ['-XMP-dc:Title=From ExifTool', '-XMP-dc:Subject=a', '-XMP-dc:Subject=b', '-XMP-plus:DataMining#=DMI-UNSPECIFIED'],
+      'png',
+    ),
 });
 add({
   name: 'before-and-after.png',
@@ -514,7 +645,21 @@ add({
   tags: ['pixels', 'xmp'],
   make: async (ctx) => {
     const b = await ctx.get('base.png');
-    const first = pngWith(b, [itxtXmp(utf8(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': vocab('DMI-ALLOWED') }, body: '<dc:title><rdf:Alt><rdf:li xml:lang="x-default">Before</rdf:li></rdf:Alt></dc:title>' })))], 'beforeIdat');
+    const first = pngWith(
+      b,
+      [
+        itxtXmp(
+          utf8(
+            packet({
+              ns: { plus: NS.plus },
+              attrs: { 'plus:DataMining': vocab('DMI-ALLOWED') },
+              body: '<dc:title><rdf:Alt><rdf:li xml:lang="x-default">Before</rdf:li></rdf:Alt></dc:title>',
+            }),
+          ),
+        ),
+      ],
+      'beforeIdat',
+    );
     return pngWith(first, [itxtXmp(utf8(packet({ body: '<dc:creator><rdf:Seq><rdf:li>After</rdf:li></rdf:Seq></dc:creator>' })), true)], 'afterIdat', false);
   },
 });
@@ -535,7 +680,11 @@ add({
   token: 'DMI-PROHIBITED',
   tags: ['pixels', 'xmp'],
   make: async (ctx) =>
-    pngWith(await ctx.get('base.png'), [textXmp('tEXt', utf8(packet({ ns: { plus: NS.plus }, body: `<plus:DataMining>${vocab('DMI-PROHIBITED')}</plus:DataMining>${DC_BODY}` })))], 'afterIhdr'),
+    pngWith(
+      await ctx.get('base.png'),
+      [textXmp('tEXt', utf8(packet({ ns: { plus: NS.plus }, body: `<plus:DataMining>${vocab('DMI-PROHIBITED')}</plus:DataMining>${DC_BODY}` })))],
+      'afterIhdr',
+    ),
 });
 add({
   name: 'itxt-then-ztxt.png',
@@ -545,7 +694,11 @@ add({
   token: 'DMI-ALLOWED',
   tags: ['pixels', 'xmp'],
   make: async (ctx) =>
-    pngWith(await ctx.get('base.png'), [itxtXmp(utf8(attrPacket('DMI-ALLOWED'))), textXmp('zTXt', utf8(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': vocab('DMI-ALLOWED') } })))], 'afterIhdr'),
+    pngWith(
+      await ctx.get('base.png'),
+      [itxtXmp(utf8(attrPacket('DMI-ALLOWED'))), textXmp('zTXt', utf8(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': vocab('DMI-ALLOWED') } })))],
+      'afterIhdr',
+    ),
 });
 add({
   name: 'xmp-after-iend.png',
@@ -557,17 +710,48 @@ add({
 });
 
 // WebP
-add({ name: 'base.webp', format: 'webp', how: 'sharp: simple lossy (VP8 only)', optedOut: false, tags: plainTags, make: async () => rawImage(W, H, 3).webp({ quality: 80 }).toBuffer() });
-add({ name: 'lossless.webp', format: 'webp', how: 'sharp: simple lossless (VP8L only, no alpha bit)', optedOut: false, tags: plainTags, make: async () => rawImage(W, H, 3, 11).webp({ lossless: true }).toBuffer() });
-add({ name: 'lossless-alpha.webp', format: 'webp', how: 'sharp: simple lossless with the VP8L alpha bit set', optedOut: false, tags: plainTags, make: async () => rawImage(W, H, 4, 12).webp({ lossless: true }).toBuffer() });
-add({ name: 'lossy-alpha.webp', format: 'webp', how: 'sharp: lossy with alpha (VP8X + ALPH + VP8)', optedOut: false, tags: plainTags, make: async () => rawImage(W, H, 4, 13).webp({ quality: 70 }).toBuffer() });
+add({
+  name: 'base.webp',
+  format: 'webp',
+  how: 'sharp: simple lossy (VP8 only)',
+  optedOut: false,
+  tags: plainTags,
+  make: async () => rawImage(W, H, 3).webp({ quality: 80 }).toBuffer(),
+});
+add({
+  name: 'lossless.webp',
+  format: 'webp',
+  how: 'sharp: simple lossless (VP8L only, no alpha bit)',
+  optedOut: false,
+  tags: plainTags,
+  make: async () => rawImage(W, H, 3, 11).webp({ lossless: true }).toBuffer(),
+});
+add({
+  name: 'lossless-alpha.webp',
+  format: 'webp',
+  how: 'sharp: simple lossless with the VP8L alpha bit set',
+  optedOut: false,
+  tags: plainTags,
+  make: async () => rawImage(W, H, 4, 12).webp({ lossless: true }).toBuffer(),
+});
+add({
+  name: 'lossy-alpha.webp',
+  format: 'webp',
+  how: 'sharp: lossy with alpha (VP8X + ALPH + VP8)',
+  optedOut: false,
+  tags: plainTags,
+  make: async () => rawImage(W, H, 4, 13).webp({ quality: 70 }).toBuffer(),
+});
 add({
   name: 'animated.webp',
   format: 'webp',
   how: 'sharp: 3-frame animation from a raw strip with pageHeight (VP8X + ANIM + ANMF)',
   optedOut: false,
   tags: ['animated', 'pixels'],
-  make: async () => sharp(texture(W, H * 3, 4, 14), { raw: { width: W, height: H * 3, channels: 4, pageHeight: H } }).webp({ quality: 70, loop: 2 }).toBuffer(),
+  make: async () =>
+    sharp(texture(W, H * 3, 4, 14), { raw: { width: W, height: H * 3, channels: 4, pageHeight: H } })
+      .webp({ quality: 70, loop: 2 })
+      .toBuffer(),
 });
 add({
   name: 'icc-exif.webp',

@@ -20,7 +20,9 @@ export async function smallImage(format: Format, width = 96, height = 64): Promi
       raw[i + 2] = ((x ^ y) * 37) & 0xff;
     }
   }
-  return sharp(raw, { raw: { width, height, channels: 3 } }).toFormat(format).toBuffer();
+  return sharp(raw, { raw: { width, height, channels: 3 } })
+    .toFormat(format)
+    .toBuffer();
 }
 
 /** The format the bytes really are, by their magic numbers. */

@@ -37,13 +37,24 @@ export async function testPool(dataDir: string, options: { taskTimeoutMs?: numbe
   const { Transfer } = (await import(dist('transfer', 'index.js'))) as typeof import('../../src/transfer/index.js');
   const { loadConfig } = (await import(dist('config.js'))) as typeof import('../../src/config.js');
   const transfer = new Transfer({ capacityBytes: 8 * 1024 * 1024, warmBytes: 0 });
-  const config = loadConfig({ OPTMARK_DATA_DIR: dataDir, OPTMARK_MAX_UPLOAD_BYTES: String(1024 * 1024), OPTMARK_MAX_INFLIGHT_BYTES: String(8 * 1024 * 1024), OPTMARK_FINGERPRINT_DETECT: 'off', OPTMARK_LOG_LEVEL: 'warn' });
-  const pool = new ImagePool({ size: 1, queueLength: 4, taskTimeoutMs: options.taskTimeoutMs ?? 60_000, init: { ...workerInitFrom(config, transfer.share), maxUploadBytes: 4 * 1024 * 1024 } });
+  const config = loadConfig({
+    OPTMARK_DATA_DIR: dataDir,
+    OPTMARK_MAX_UPLOAD_BYTES: String(1024 * 1024),
+    OPTMARK_MAX_INFLIGHT_BYTES: String(8 * 1024 * 1024),
+    OPTMARK_FINGERPRINT_DETECT: 'off',
+    OPTMARK_LOG_LEVEL: 'warn',
+  });
+  const pool = new ImagePool({
+    size: 1,
+    queueLength: 4,
+    taskTimeoutMs: options.taskTimeoutMs ?? 60_000,
+    init: { ...workerInitFrom(config, transfer.share), maxUploadBytes: 4 * 1024 * 1024 },
+  });
   return {
     pool,
     async request(kind, form) {
       const lease = transfer.admit(form.body.length, kind === 'protect');
-      if (!lease) throw new Error('no room in the test pool\'s request memory');
+      if (!lease) throw new Error("no room in the test pool's request memory");
       try {
         const chunk = form.body.buffer.slice(form.body.byteOffset, form.body.byteOffset + form.body.length) as ArrayBuffer;
         if (!lease.write(chunk)) throw new Error('the lease refused the body');
@@ -348,7 +359,11 @@ function answerOf(status: number, headers: Record<string, string>, body: Buffer)
 }
 
 /** One request through fetch; headers come back lower-cased. */
-export async function request(server: TestServer, path: string, init: { method?: string; headers?: Record<string, string>; body?: Buffer } = {}): Promise<Answer> {
+export async function request(
+  server: TestServer,
+  path: string,
+  init: { method?: string; headers?: Record<string, string>; body?: Buffer } = {},
+): Promise<Answer> {
   // Buffer's type admits a SharedArrayBuffer, which fetch's BodyInit does not; ours never is one.
   const r = await fetch(server.url(path), { method: init.method ?? 'GET', headers: init.headers, body: init.body as Uint8Array<ArrayBuffer> | undefined });
   const headers: Record<string, string> = {};

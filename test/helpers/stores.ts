@@ -118,7 +118,9 @@ export class StoreHarness {
       const db = new Database(store.location);
       try {
         const stmt = db.prepare(sql.replace(/\$\d+/g, '?'));
-        return stmt.reader ? stmt.all(...params) : (stmt.run(...params), []);
+        if (stmt.reader) return stmt.all(...params);
+        stmt.run(...params);
+        return [];
       } finally {
         db.close();
       }

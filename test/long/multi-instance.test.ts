@@ -146,7 +146,9 @@ describe('three instances on one PostgreSQL behind HAProxy', () => {
     };
     const killer = (async () => {
       await waitFor('a fifth of the limit granted', () => (granted >= LIMIT / 5 ? true : undefined), 120_000).catch((err: Error) => {
-        throw new Error(`${err.message}; answers so far ${JSON.stringify([...seen])}; last error ${String(lastError)} ${String((lastError as Error)?.stack).slice(0, 300)}`);
+        throw new Error(
+          `${err.message}; answers so far ${JSON.stringify([...seen])}; last error ${String(lastError)} ${String((lastError as Error)?.stack).slice(0, 300)}`,
+        );
       });
       const victim = servers[1]!;
       victim.proc!.kill('SIGKILL');
@@ -164,7 +166,7 @@ describe('three instances on one PostgreSQL behind HAProxy', () => {
     expect(servers[1]!.output).toMatch(/"engine":"postgres"/);
   });
 
-  it('a key revoked through one instance\'s CLI is refused by every instance within 5 s', async () => {
+  it("a key revoked through one instance's CLI is refused by every instance within 5 s", async () => {
     const { key } = await servers[0]!.account();
     const image = await smallImage('jpeg');
     for (const s of servers) expect((await api(s, 'verify', key, image)).status).toBe(200);

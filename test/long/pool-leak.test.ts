@@ -50,7 +50,9 @@ describe('the image worker under protect-only traffic', () => {
   beforeAll(async () => {
     workers = await testPool(dataDir);
     pool = workers.pool;
-    const image = await sharp({ create: { width: 320, height: 240, channels: 3, background: { r: 90, g: 140, b: 200 } } }).jpeg().toBuffer();
+    const image = await sharp({ create: { width: 320, height: 240, channels: 3, background: { r: 90, g: 140, b: 200 } } })
+      .jpeg()
+      .toBuffer();
     ({ body, contentType } = imageForm(image));
   });
 

@@ -91,7 +91,8 @@ const KEYS_CHANNEL = 'optmark_signing_keys';
 
 // int8 (counters and limits up to 2^31, lease times in ms) as numbers: every value stays below 2^53.
 const TYPES = {
-  getTypeParser: ((oid: number, format?: string) => (oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text'))) as typeof pg.types.getTypeParser,
+  getTypeParser: ((oid: number, format?: string) =>
+    oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
 
 /** Connection settings from the URL: our own parameters (schema, pool) are taken out of it. */
@@ -111,7 +112,8 @@ export function parseDatabaseUrl(url: string): { connectionString: string; schem
   }
   const poolArg = u.searchParams.get('pool');
   const pool = poolArg === null ? undefined : Number(poolArg);
-  if (pool !== undefined && (!Number.isInteger(pool) || pool < 1 || pool > 1000)) throw new StoreError('invalid_database_url', `pool must be 1..1000, got ${poolArg}`);
+  if (pool !== undefined && (!Number.isInteger(pool) || pool < 1 || pool > 1000))
+    throw new StoreError('invalid_database_url', `pool must be 1..1000, got ${poolArg}`);
   u.searchParams.delete('schema');
   u.searchParams.delete('pool');
   const display = new URL(u.href);
@@ -256,7 +258,13 @@ export class PostgresStore implements Store {
     // An idle connection that breaks (server restart) is dropped by the pool; without a listener the
     // 'error' event would end the process.
     pool.on('error', () => undefined);
-    const store = new PostgresStore(pool, config, url.display, { protect: opts.defaultProtectLimit, verify: opts.defaultVerifyLimit }, opts.authCacheMs ?? DEFAULT_AUTH_CACHE_MS);
+    const store = new PostgresStore(
+      pool,
+      config,
+      url.display,
+      { protect: opts.defaultProtectLimit, verify: opts.defaultVerifyLimit },
+      opts.authCacheMs ?? DEFAULT_AUTH_CACHE_MS,
+    );
     try {
       const client = await pool.connect().catch((err: unknown) => {
         throw unavailable(err, url.display);
@@ -363,7 +371,11 @@ export class PostgresStore implements Store {
       throw err;
     }));
     const month = monthOf(now);
-    const r = await this.#q<{ used: number; lim: number; held: number }>(RESERVE, [accountId, month, op, this.#defaults[op], this.#owner.id], 'optmark_reserve');
+    const r = await this.#q<{ used: number; lim: number; held: number }>(
+      RESERVE,
+      [accountId, month, op, this.#defaults[op], this.#owner.id],
+      'optmark_reserve',
+    );
     const taken = r.rows[0];
     if (!taken) return { ok: false, state: await this.#state(accountId, op, month, now) };
     return { ok: true, reservation: this.#reservations.create(accountId, op, month), state: quotaStateOf(op, taken.lim, taken.used, month, now) };
@@ -382,7 +394,7 @@ export class PostgresStore implements Store {
       'optmark_commit',
     );
     const row = r.rows[0];
-    if (!row || row.released !== 1) {
+    if (row?.released !== 1) {
       this.#reservations.set(res, undefined);
       throw reservationLost();
     }
@@ -426,8 +438,12 @@ export class PostgresStore implements Store {
 
   async reconcile(now: Date = new Date()): Promise<number> {
     const t = now.getTime();
-    const owners = await this.#q<{ id: string; host: string; pid: number; started: string; expires_at: number }>('SELECT id, host, pid, started, expires_at FROM owners');
-    const dead = owners.rows.filter((o) => isDead({ id: o.id, host: o.host, pid: o.pid, started: o.started, expiresAt: o.expires_at }, this.#owner, t)).map((o) => o.id);
+    const owners = await this.#q<{ id: string; host: string; pid: number; started: string; expires_at: number }>(
+      'SELECT id, host, pid, started, expires_at FROM owners',
+    );
+    const dead = owners.rows
+      .filter((o) => isDead({ id: o.id, host: o.host, pid: o.pid, started: o.started, expiresAt: o.expires_at }, this.#owner, t))
+      .map((o) => o.id);
     const orphans = await this.#q<{ owner: string }>('SELECT DISTINCT owner FROM holds WHERE owner NOT IN (SELECT id FROM owners)');
     for (const { owner } of orphans.rows) if (owner !== this.#owner.id) dead.push(owner);
     let units = 0;
@@ -462,7 +478,8 @@ export class PostgresStore implements Store {
       const r = c ? await c.query<AccountRow>(text, [name, plan, now]) : await this.#q<AccountRow>(text, [name, plan, now]);
       return this.#toAccount(r.rows[0]!);
     } catch (err) {
-      if ((err as { code?: unknown }).code === '23505') throw new StoreError('duplicate_account', `an account named "${name}" already exists (names ignore case)`);
+      if ((err as { code?: unknown }).code === '23505')
+        throw new StoreError('duplicate_account', `an account named "${name}" already exists (names ignore case)`);
       throw err;
     }
   }
@@ -514,7 +531,9 @@ export class PostgresStore implements Store {
   async listKeys(accountName: string): Promise<KeyInfo[]> {
     await this.#flushLastUsed();
     const row = await this.#row(accountName);
-    const r = await this.#q<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.account_id = $1 ORDER BY k.id`, [row.id]);
+    const r = await this.#q<KeyRow>(`SELECT ${KEY_COLUMNS} FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.account_id = $1 ORDER BY k.id`, [
+      row.id,
+    ]);
     return r.rows.map(toKeyInfo);
   }
 
@@ -544,7 +563,10 @@ export class PostgresStore implements Store {
     const m = month === undefined ? monthOf(now) : parseMonth(month);
     const { id } = await this.#row(accountName);
     const held = { protect: 0, verify: 0 };
-    const h = await this.#q<{ operation: Operation; n: number }>('SELECT operation, sum(n)::bigint AS n FROM holds WHERE account_id = $1 AND month = $2 GROUP BY operation', [id, m]);
+    const h = await this.#q<{ operation: Operation; n: number }>(
+      'SELECT operation, sum(n)::bigint AS n FROM holds WHERE account_id = $1 AND month = $2 GROUP BY operation',
+      [id, m],
+    );
     for (const r of h.rows) held[r.operation] = r.n;
     const [protect, verify] = await Promise.all([this.#state(id, 'protect', m, now), this.#state(id, 'verify', m, now)]);
     return { month: m, protect, verify, held };
@@ -556,14 +578,20 @@ export class PostgresStore implements Store {
     // Durable whatever the session's setting, and announced to every instance when the transaction commits.
     return this.#tx(async (c) => {
       await c.query('SET LOCAL synchronous_commit = on');
-      const r = await c.query('INSERT INTO signing_keys (key_id, public_pem, recorded_at) VALUES ($1, $2, $3) ON CONFLICT (key_id) DO NOTHING', [keyId, pem, now]);
+      const r = await c.query('INSERT INTO signing_keys (key_id, public_pem, recorded_at) VALUES ($1, $2, $3) ON CONFLICT (key_id) DO NOTHING', [
+        keyId,
+        pem,
+        now,
+      ]);
       if (r.rowCount === 1) await c.query('SELECT pg_notify($1, $2)', [KEYS_CHANNEL, keyId]);
       return r.rowCount === 1;
     });
   }
 
   async listPublicKeys(): Promise<StoredPublicKey[]> {
-    const r = await this.#q<{ key_id: string; public_pem: string; recorded_at: Date }>('SELECT key_id, public_pem, recorded_at FROM signing_keys ORDER BY recorded_at, key_id LIMIT 10000');
+    const r = await this.#q<{ key_id: string; public_pem: string; recorded_at: Date }>(
+      'SELECT key_id, public_pem, recorded_at FROM signing_keys ORDER BY recorded_at, key_id LIMIT 10000',
+    );
     return r.rows.map((k) => ({ keyId: k.key_id, pem: k.public_pem, recordedAt: k.recorded_at.toISOString() }));
   }
 
@@ -629,7 +657,13 @@ export class PostgresStore implements Store {
         [months],
       );
       return {
-        accounts: a.rows.map((r) => ({ name: r.name, plan: r.plan, protectLimit: r.protect_limit, verifyLimit: r.verify_limit, createdAt: r.created_at.toISOString() })),
+        accounts: a.rows.map((r) => ({
+          name: r.name,
+          plan: r.plan,
+          protectLimit: r.protect_limit,
+          verifyLimit: r.verify_limit,
+          createdAt: r.created_at.toISOString(),
+        })),
         keys: k.rows.map((r) => ({
           account: r.account,
           hash: r.hash,
@@ -649,13 +683,10 @@ export class PostgresStore implements Store {
       await c.query('TRUNCATE dashboard_records, dashboard_batches, holds, usage_counters, api_keys, accounts RESTART IDENTITY');
       const ids = new Map<string, number>();
       for (const a of s.accounts) {
-        const r = await c.query<{ id: number }>('INSERT INTO accounts (name, plan, protect_limit, verify_limit, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id', [
-          a.name,
-          a.plan,
-          a.protectLimit,
-          a.verifyLimit,
-          a.createdAt,
-        ]);
+        const r = await c.query<{ id: number }>(
+          'INSERT INTO accounts (name, plan, protect_limit, verify_limit, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id',
+          [a.name, a.plan, a.protectLimit, a.verifyLimit, a.createdAt],
+        );
         ids.set(a.name.toLowerCase(), r.rows[0]!.id);
       }
       for (const k of s.keys) {
@@ -669,7 +700,12 @@ export class PostgresStore implements Store {
         ]);
       }
       for (const u of s.counters) {
-        await c.query('INSERT INTO usage_counters (account_id, month, operation, used) VALUES ($1, $2, $3, $4)', [ids.get(u.account.toLowerCase()), u.month, u.operation, u.used]);
+        await c.query('INSERT INTO usage_counters (account_id, month, operation, used) VALUES ($1, $2, $3, $4)', [
+          ids.get(u.account.toLowerCase()),
+          u.month,
+          u.operation,
+          u.used,
+        ]);
       }
     });
     this.#cache.clear();
@@ -808,5 +844,7 @@ function toKeyInfo(row: KeyRow): KeyInfo {
 
 function unavailable(err: unknown, where: string): StoreError {
   const reason = err instanceof Error ? err.message : String(err);
-  return new StoreError('store_unavailable', `the PostgreSQL store at ${where} is unavailable: ${reason || (err as { code?: string }).code || 'no answer'}`, { cause: err });
+  return new StoreError('store_unavailable', `the PostgreSQL store at ${where} is unavailable: ${reason || (err as { code?: string }).code || 'no answer'}`, {
+    cause: err,
+  });
 }

@@ -144,7 +144,8 @@ export async function migrate(client: PoolClient, migrations: readonly string[] 
     const base = await appliedVersion(client);
     if (base > known) throw tooNew(base);
     const applied: number[] = [];
-    if (base === 0) await client.query('CREATE TABLE IF NOT EXISTS optmark_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
+    if (base === 0)
+      await client.query('CREATE TABLE IF NOT EXISTS optmark_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');
     for (let v = base; v < known; v++) {
       await client.query('BEGIN');
       try {

@@ -492,7 +492,8 @@ export class SqliteStore implements Store {
                   coalesce((SELECT sum(n) FROM holds h WHERE h.account_id = u.account_id AND h.month = u.month AND h.operation = u.operation), 0) AS held
              FROM usage_counters u JOIN accounts a ON a.id = u.account_id WHERE u.month = ?`,
         );
-        for (const m of months) for (const c of rows.all(m)) counters.push({ account: c.account, month: c.month, operation: c.operation, used: Math.max(0, c.used - c.held) });
+        for (const m of months)
+          for (const c of rows.all(m)) counters.push({ account: c.account, month: c.month, operation: c.operation, used: Math.max(0, c.used - c.held) });
         return { accounts, keys, counters };
       })
       .deferred();
@@ -502,7 +503,9 @@ export class SqliteStore implements Store {
     const db = this.#db;
     db.transaction(() => {
       // The dashboard's batches and records belong to the accounts replaced here (they are not in a snapshot).
-      db.exec('DELETE FROM dashboard_records; DELETE FROM dashboard_batches; DELETE FROM holds; DELETE FROM usage_counters; DELETE FROM api_keys; DELETE FROM accounts;');
+      db.exec(
+        'DELETE FROM dashboard_records; DELETE FROM dashboard_batches; DELETE FROM holds; DELETE FROM usage_counters; DELETE FROM api_keys; DELETE FROM accounts;',
+      );
       const ids = new Map<string, number>();
       const insA = db.prepare<[string, Plan, number | null, number | null, string], { id: number }>(
         'INSERT INTO accounts (name, plan, protect_limit, verify_limit, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id',
