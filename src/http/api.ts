@@ -9,9 +9,12 @@
  *
  * and one place, `finish`, that releases the lease whatever happened. The store is asynchronous (SQLite or
  * PostgreSQL, src/store/): body bytes that arrive while the request is being admitted are held (the
- * socket is paused, at most MAX_EARLY_BYTES are kept). The quota unit is committed, durably, before a
- * 200 goes out (a crash after that keeps it; a crash before gives it back: its reservation is held by
- * this instance and reconciled), and given back when the answer was not delivered or anything failed.
+ * socket is paused, at most MAX_EARLY_BYTES are kept). The quota unit is counted when it is reserved and
+ * held by this instance; the hold is taken off (the unit kept) right after the last byte of a 200 is
+ * handed to the socket, and the unit is given back when the answer was not delivered or anything failed.
+ * A crash while the answer is being written leaves the hold to a reconciliation (given back: the client
+ * has no complete answer); so no client gets a 200 its unit was returned for, nor loses a unit to an
+ * answer it never received, but for the instant between the last write and the commit's statement.
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
@@ -200,6 +203,8 @@ class ApiRequest {
   readonly #phases: Phases;
   #accountId: number | undefined;
   #reservation: Reservation | undefined;
+  /** The counter just after the reservation (this unit counted): the RateLimit headers of a 200. */
+  #reserved: QuotaState | undefined;
   #lease: Lease | undefined;
   /** Chunks that arrived before #receive took over (copied: uWS reuses its buffer), or undefined once it did. */
   #early: Array<{ bytes: Uint8Array; isLast: boolean }> | undefined = [];
@@ -245,16 +250,17 @@ class ApiRequest {
       const lease = await this.#admit();
       await this.#receive(lease);
       const answer = await this.#process(lease);
-      // The unit is made durable before the answer goes out (see the top of this file). If this
-      // instance's hold was reclaimed meanwhile (it missed its lease), commit throws: 503, uncounted.
-      const state = await this.#commit();
-      const headers = { ...(await this.#rateLimitHeaders(state)), ...this.#phases.headers() };
+      // The reserved unit is already counted (held by this instance). It is kept (the hold taken off)
+      // once the last byte of the answer is with the kernel, in the same turn of the event loop: a
+      // kill -9 before that point leaves the hold to a reconciliation, which gives it back, and the client
+      // has no complete answer; after it, the commit's statement is already on its way to the store.
+      const headers = { ...(await this.#rateLimitHeaders(this.#reserved)), ...this.#phases.headers() };
       const delivered = answer.headers
         ? await this.#ex.send(200, { ...answer.headers, 'Cache-Control': 'no-store', ...headers }, answer.bytes)
         : await this.#ex.json(200, answer.bytes, headers);
       this.#delivered = delivered;
-      if (!delivered) await this.#giveBack();
-      this.#reservation = undefined; // kept
+      if (delivered) await this.#commit();
+      else await this.#giveBack();
     } catch (err) {
       if (!this.#ex.aborted) await this.#refuse(err);
     } finally {
@@ -299,6 +305,7 @@ class ApiRequest {
       throw new QuotaExceededError(`The monthly ${this.#operation} limit of ${s.limit} is used up; it resets at ${resetsAt}.`, s.resetSeconds, s);
     }
     this.#reservation = reserved.reservation;
+    this.#reserved = reserved.state;
     if (this.#ex.aborted) throw new ClientGoneError();
     // Room for the body: the declared length bounds it; without one, the limit does. A protect's lease
     // holds room for its answer too, so that an admitted request never needs memory from elsewhere.
@@ -426,10 +433,20 @@ class ApiRequest {
     this.#deps.inflight.end();
   }
 
-  /** Keeps the reserved unit, durably; the counter after it. The reservation stays for #giveBack. */
-  async #commit(): Promise<QuotaState | undefined> {
+  /**
+   * Keeps the reserved unit of a delivered answer. A commit the store cannot take now (PostgreSQL slow or
+   * down, or this instance's hold already reclaimed after it missed its lease) is logged: the hold stays
+   * counted until the store or a reconciliation settles it.
+   */
+  async #commit(): Promise<void> {
     const r = this.#reservation;
-    return r ? this.#deps.store.commit(r) : undefined;
+    this.#reservation = undefined;
+    if (!r) return;
+    try {
+      await this.#deps.store.commit(r);
+    } catch (err) {
+      this.#deps.log.error({ reqId: this.#head.id, err }, 'quota commit failed after the answer was delivered');
+    }
   }
 
   /** Gives back the reserved unit (also after its commit, for an answer that never reached the client), once. */
