@@ -10,11 +10,12 @@
  * and one place, `finish`, that releases the lease whatever happened. The store is asynchronous (SQLite or
  * PostgreSQL, src/store/): body bytes that arrive while the request is being admitted are held (the
  * socket is paused, at most MAX_EARLY_BYTES are kept). The quota unit is counted when it is reserved and
- * held by this instance; the hold is taken off (the unit kept) right after the last byte of a 200 is
- * handed to the socket, and the unit is given back when the answer was not delivered or anything failed.
- * A crash while the answer is being written leaves the hold to a reconciliation (given back: the client
- * has no complete answer); so no client gets a 200 its unit was returned for, nor loses a unit to an
- * answer it never received, but for the instant between the last write and the commit's statement.
+ * held by this instance; the hold is taken off (the unit kept) when every byte of a 200 but the last is
+ * with the socket, and the last byte goes after that commit. The unit is given back when the answer was
+ * not delivered or anything failed; a crash before the commit leaves the hold to a reconciliation, which
+ * gives it back (the client has no complete answer). No client ever gets a complete 200 for a unit that
+ * was given back, and a unit is charged for an answer that never arrived only if the process dies in
+ * the instant between the commit's acknowledgement and one last write.
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
@@ -250,17 +251,19 @@ class ApiRequest {
       const lease = await this.#admit();
       await this.#receive(lease);
       const answer = await this.#process(lease);
-      // The reserved unit is already counted (held by this instance). It is kept (the hold taken off)
-      // once the last byte of the answer is with the kernel, in the same turn of the event loop: a
-      // kill -9 before that point leaves the hold to a reconciliation, which gives it back, and the client
-      // has no complete answer; after it, the commit's statement is already on its way to the store.
+      // The reserved unit is already counted, held by this instance. It is kept (committed) when every
+      // byte of the answer but the last is with the socket, and the last byte goes after the commit: a
+      // crash before the commit leaves the hold to a reconciliation (given back; the client has no
+      // complete answer), and a commit that fails closes the connection. So a unit is charged without its
+      // answer only if the process dies between the commit and one last write.
       const headers = { ...(await this.#rateLimitHeaders(this.#reserved)), ...this.#phases.headers() };
+      const options = { beforeLastByte: () => this.#commit() };
       const delivered = answer.headers
-        ? await this.#ex.send(200, { ...answer.headers, 'Cache-Control': 'no-store', ...headers }, answer.bytes)
-        : await this.#ex.json(200, answer.bytes, headers);
+        ? await this.#ex.send(200, { ...answer.headers, 'Cache-Control': 'no-store', ...headers }, answer.bytes, options)
+        : await this.#ex.json(200, answer.bytes, headers, options);
       this.#delivered = delivered;
-      if (delivered) await this.#commit();
-      else await this.#giveBack();
+      if (!delivered) await this.#giveBack();
+      this.#reservation = undefined; // kept
     } catch (err) {
       if (!this.#ex.aborted) await this.#refuse(err);
     } finally {
@@ -433,19 +436,18 @@ class ApiRequest {
     this.#deps.inflight.end();
   }
 
-  /**
-   * Keeps the reserved unit of a delivered answer. A commit the store cannot take now (PostgreSQL slow or
-   * down, or this instance's hold already reclaimed after it missed its lease) is logged: the hold stays
-   * counted until the store or a reconciliation settles it.
-   */
-  async #commit(): Promise<void> {
+  /** Keeps the reserved unit, durably, before the last byte of a 200 goes out; false when it cannot. */
+  async #commit(): Promise<boolean> {
     const r = this.#reservation;
-    this.#reservation = undefined;
-    if (!r) return;
+    if (!r) return true;
     try {
       await this.#deps.store.commit(r);
+      return true;
     } catch (err) {
-      this.#deps.log.error({ reqId: this.#head.id, err }, 'quota commit failed after the answer was delivered');
+      // The store is down or this instance's hold was reclaimed (it missed its lease): no complete answer,
+      // and the unit goes back (the refund is retried, or was already done by the reconciliation).
+      this.#deps.log.error({ reqId: this.#head.id, err }, 'quota commit failed; the answer is cut short');
+      return false;
     }
   }
 

@@ -226,8 +226,6 @@ export class PostgresStore implements Store {
   #listeners: pg.Client[] = [];
   /** Refunds the database could not take when asked: retried with each reconciliation. */
   readonly #retry = new Set<Reservation>();
-  /** Commits (of answers already delivered) the database could not take when asked: retried likewise. */
-  readonly #retryCommits = new Set<Reservation>();
 
   private constructor(pool: pg.Pool, config: pg.PoolConfig, location: string, defaults: Record<Operation, number>, authCacheMs: number) {
     this.#pool = pool;
@@ -390,20 +388,11 @@ export class PostgresStore implements Store {
   async #commit(res: Reservation, now: Date): Promise<QuotaState | undefined> {
     if (this.#reservations.state(res) !== 'held') return undefined;
     const m = monthOf(now);
-    let r;
-    try {
-      r = await this.#q<{ released: number; lim: number; used: number }>(
-        COMMIT,
-        [this.#owner.id, res.accountId, res.month, res.operation, m, this.#defaults[res.operation]],
-        'optmark_commit',
-      );
-    } catch (err) {
-      // The answer has gone out: the unit must stay counted. Retried by the background work until the
-      // database takes it (the hold of a live instance is never reclaimed by anyone else meanwhile).
-      this.#retryCommits.add(res);
-      throw err;
-    }
-    this.#retryCommits.delete(res);
+    const r = await this.#q<{ released: number; lim: number; used: number }>(
+      COMMIT,
+      [this.#owner.id, res.accountId, res.month, res.operation, m, this.#defaults[res.operation]],
+      'optmark_commit',
+    );
     const row = r.rows[0];
     if (row?.released !== 1) {
       this.#reservations.set(res, undefined);
@@ -730,7 +719,6 @@ export class PostgresStore implements Store {
     await (this.#registered ??= this.#register());
     const reconcile = async () => {
       try {
-        for (const r of [...this.#retryCommits]) await this.commit(r);
         for (const r of [...this.#retry]) await this.refund(r);
         const units = await this.reconcile();
         if (units > 0) options.onReconciled?.(units);
