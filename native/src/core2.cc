@@ -25,9 +25,10 @@ constexpr int kTM = kTile - 1;
 constexpr double kSpecClip = 6;
 constexpr int kWhitenBox = 17;
 const double kCropStep = std::log(1.005);
-constexpr int kPoolRadius = 1;     // max filter of the coarse pass, bins
-constexpr int kCoarseKeep = 32;    // coarse cells refined
-constexpr double kCropMin = 0.98;  // crop line from this times the no-geometry scale (crops only enlarge)
+constexpr int kPoolRadius = 1;           // max filter of the coarse pass, bins
+constexpr int kCoarseKeep = 32;          // coarse cells refined
+constexpr double kCropMin = 0.98;        // crop line from this times the no-geometry scale (crops only enlarge)
+constexpr double kGatedScaleMin = 0.85;  // below the gate, grid hypotheses from this times the no-geometry scale
 
 const int kDihedral[8][4] = {{1, 0, 0, 1}, {0, -1, 1, 0}, {-1, 0, 0, -1}, {0, 1, -1, 0}, {-1, 0, 0, 1}, {1, 0, 0, -1}, {0, 1, 1, 0}, {0, -1, -1, 0}};
 
@@ -447,6 +448,9 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
   std::vector<Hypo> chosen;
   for (const Hypo& hy : top) {
     if (int(chosen.size()) >= (topScore < p.gate ? std::min(1, p.candidates) : p.candidates)) break;
+    // Below the gate, a hypothesis that shrinks the period (costly to fold) is not tried: such pictures
+    // (borders, screenshots) show a clear lattice.
+    if (topScore < p.gate && std::sqrt(hy.sx * hy.sy) < kGatedScaleMin * cropMin / kCropMin) continue;
     bool dup = false;
     for (const Hypo& c : chosen)
       if (std::abs(c.theta - hy.theta) < 2.5 * thStep && std::abs(std::log(c.sx / hy.sx)) < 0.05 && std::abs(std::log(c.sy / hy.sy)) < 0.05) dup = true;
