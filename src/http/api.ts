@@ -9,9 +9,16 @@
  *
  * and one place, `finish`, that releases the lease whatever happened. The store is asynchronous (SQLite or
  * PostgreSQL, src/store/): body bytes that arrive while the request is being admitted are held (the
- * socket is paused, at most MAX_EARLY_BYTES are kept). The quota unit is committed, durably, before a
- * 200 goes out (a crash after that keeps it; a crash before gives it back: its reservation is held by
- * this instance and reconciled), and given back when the answer was not delivered or anything failed.
+ * socket is paused, at most MAX_EARLY_BYTES are kept).
+ *
+ * The quota unit and the answer go out together. Everything of a 200 but its last byte is written first;
+ * the last byte is written the instant the unit's commit is on its way to the store (SQLite: done;
+ * PostgreSQL: the statement written to its connection, which the database gets even if this process is
+ * killed right after). So a `kill -9` at any moment leaves either a whole answer with its unit counted,
+ * or an answer cut short with its unit held by this dead instance and given back by the reconciliation;
+ * the only gap is the microseconds between two writes, not a database round trip. A unit that cannot be
+ * committed (store away, hold reclaimed) cuts the answer short, uncounted. A unit is given back when the
+ * answer was not delivered or anything failed.
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
@@ -200,6 +207,8 @@ class ApiRequest {
   readonly #phases: Phases;
   #accountId: number | undefined;
   #reservation: Reservation | undefined;
+  /** The counter as the reservation left it (the RateLimit headers of a success). */
+  #reserved: QuotaState | undefined;
   #lease: Lease | undefined;
   /** Chunks that arrived before #receive took over (copied: uWS reuses its buffer), or undefined once it did. */
   #early: Array<{ bytes: Uint8Array; isLast: boolean }> | undefined = [];
@@ -245,13 +254,11 @@ class ApiRequest {
       const lease = await this.#admit();
       await this.#receive(lease);
       const answer = await this.#process(lease);
-      // The unit is made durable before the answer goes out (see the top of this file). If this
-      // instance's hold was reclaimed meanwhile (it missed its lease), commit throws: 503, uncounted.
-      const state = await this.#commit();
-      const headers = { ...(await this.#rateLimitHeaders(state)), ...this.#phases.headers() };
-      const delivered = answer.headers
-        ? await this.#ex.send(200, { ...answer.headers, 'Cache-Control': 'no-store', ...headers }, answer.bytes)
-        : await this.#ex.json(200, answer.bytes, headers);
+      // The answer goes out but its last byte, which follows the moment the unit's commit is on its way to
+      // the store (see the top of this file). The RateLimit headers are the reservation's.
+      const rate = this.#reserved ? rateLimitHeaders(this.#reserved) : {};
+      const headers = { ...(answer.headers ?? { 'Content-Type': 'application/json' }), 'Cache-Control': 'no-store', ...rate, ...this.#phases.headers() };
+      const delivered = await this.#ex.sendGated(200, headers, answer.bytes, (finish) => this.#commit(finish));
       this.#delivered = delivered;
       if (!delivered) await this.#giveBack();
       this.#reservation = undefined; // kept
@@ -299,6 +306,7 @@ class ApiRequest {
       throw new QuotaExceededError(`The monthly ${this.#operation} limit of ${s.limit} is used up; it resets at ${resetsAt}.`, s.resetSeconds, s);
     }
     this.#reservation = reserved.reservation;
+    this.#reserved = reserved.state;
     if (this.#ex.aborted) throw new ClientGoneError();
     // Room for the body: the declared length bounds it; without one, the limit does. A protect's lease
     // holds room for its answer too, so that an admitted request never needs memory from elsewhere.
@@ -426,10 +434,26 @@ class ApiRequest {
     this.#deps.inflight.end();
   }
 
-  /** Keeps the reserved unit, durably; the counter after it. The reservation stays for #giveBack. */
-  async #commit(): Promise<QuotaState | undefined> {
+  /**
+   * Keeps the reserved unit, durably, and calls `finish` (the answer's last byte) once its commit is on its
+   * way; throws, without calling it, when the unit cannot be kept (store away, or this instance's hold
+   * reclaimed because it missed its lease): the answer is then cut short and the unit not counted. The
+   * reservation stays for #giveBack.
+   */
+  async #commit(finish: () => void): Promise<void> {
     const r = this.#reservation;
-    return r ? this.#deps.store.commit(r) : undefined;
+    if (!r) return finish();
+    let sent = false;
+    try {
+      await this.#deps.store.commit(r, undefined, () => {
+        sent = true;
+        finish();
+      });
+    } catch (err) {
+      if (!sent) throw err;
+      // The answer went out with its commit sent; only the acknowledgement failed. The store does it again.
+      this.#deps.log.error({ reqId: this.#head.id, err }, 'quota commit unconfirmed (retried in the background)');
+    }
   }
 
   /** Gives back the reserved unit (also after its commit, for an answer that never reached the client), once. */

@@ -11,7 +11,7 @@ import type { AuthFailureCode } from './auth.js';
 import { StoreError } from './errors.js';
 import { DISPLAY_PREFIX_LENGTH, MIN_REVOKE_PREFIX_LENGTH, isKeyPrefix, isWellFormedKey } from './keys.js';
 import type { Operation } from './quota.js';
-import { PLANS, type AuthResult, type Plan, type Reservation } from './types.js';
+import { PLANS, type AuthResult, type Plan, type Reservation, type StoreCounts } from './types.js';
 
 /** The largest limit an operator may set (the configuration's bound too). */
 export const MAX_LIMIT = 2 ** 31;
@@ -304,4 +304,9 @@ export class LastUsed {
 /** May keys of an account on this plan call the API (protect, verify)? */
 export function hasApiAccess(plan: Plan): boolean {
   return API_PLANS.has(plan);
+}
+
+/** Does a store hold nothing (see Store.counts)? */
+export function isEmptyCounts(counts: StoreCounts): boolean {
+  return Object.values(counts).every((n) => n === 0);
 }

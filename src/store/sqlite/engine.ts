@@ -30,6 +30,7 @@ import {
   checkLimits,
   checkPlan,
   isDead,
+  isEmptyCounts,
   keyLookup,
   newOwner,
   pickByPrefix,
@@ -47,12 +48,13 @@ import type {
   Reservation,
   ReserveResult,
   Store,
+  StoreCounts,
   StoreSnapshot,
   StoreStats,
   StoredPublicKey,
   Usage,
 } from '../types.js';
-import type { DashboardRecords } from '../records.js';
+import { RECORD_COLUMNS, toBatch, toRecord, type BatchRow, type DashboardRecords, type RecordRow } from '../records.js';
 import { SqliteDashboardRecords } from './records.js';
 
 export interface SqliteStoreOptions {
@@ -299,8 +301,11 @@ export class SqliteStore implements Store {
     return { ok: true, reservation: this.#reservations.create(accountId, op, month), state: quotaStateOf(op, taken.lim, taken.used, month, now) };
   }
 
-  async commit(r: Reservation, now: Date = new Date()): Promise<QuotaState | undefined> {
-    return this.commitSync(r, now);
+  async commit(r: Reservation, now: Date = new Date(), onSent?: () => void): Promise<QuotaState | undefined> {
+    if (onSent && this.#reservations.state(r) === undefined) throw reservationLost(); // refunded or reclaimed: no answer
+    const state = this.commitSync(r, now);
+    onSent?.();
+    return state;
   }
 
   commitSync(r: Reservation, now: Date = new Date()): QuotaState | undefined {
@@ -468,14 +473,26 @@ export class SqliteStore implements Store {
 
   // ── migration ─────────────────────────────────────────────────────────────────────────────────
 
-  async isEmpty(): Promise<boolean> {
-    return this.#countAccounts.get()!.n === 0;
+  async counts(): Promise<StoreCounts> {
+    const row = this.#db
+      .prepare<[], Omit<StoreCounts, 'publicKeys' | 'secrets'>>(
+        `SELECT (SELECT count(*) FROM accounts) AS accounts, (SELECT count(*) FROM api_keys) AS keys,
+                (SELECT count(*) FROM usage_counters) AS counters, (SELECT count(*) FROM dashboard_batches) AS batches,
+                (SELECT count(*) FROM dashboard_records) AS records`,
+      )
+      .get()!;
+    // Public keys and secrets are the data directory's files.
+    return { ...row, publicKeys: 0, secrets: 0 };
   }
 
-  async snapshot(months: string[]): Promise<StoreSnapshot> {
+  async isEmpty(): Promise<boolean> {
+    return isEmptyCounts(await this.counts());
+  }
+
+  async snapshot(months?: string[]): Promise<StoreSnapshot> {
     const db = this.#db;
     return db
-      .transaction(() => {
+      .transaction((): StoreSnapshot => {
         const accounts = db
           .prepare<[], AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a ORDER BY a.id`)
           .all()
@@ -486,15 +503,29 @@ export class SqliteStore implements Store {
           )
           .all()
           .map((k) => ({ account: k.account, hash: k.hash, prefix: k.prefix, createdAt: k.created_at, lastUsedAt: k.last_used_at, revokedAt: k.revoked_at }));
-        const counters: StoreSnapshot['counters'] = [];
-        const rows = db.prepare<[string], { account: string; month: string; operation: Operation; used: number; held: number }>(
-          `SELECT a.name AS account, u.month, u.operation, u.used,
-                  coalesce((SELECT sum(n) FROM holds h WHERE h.account_id = u.account_id AND h.month = u.month AND h.operation = u.operation), 0) AS held
-             FROM usage_counters u JOIN accounts a ON a.id = u.account_id WHERE u.month = ?`,
-        );
-        for (const m of months)
-          for (const c of rows.all(m)) counters.push({ account: c.account, month: c.month, operation: c.operation, used: Math.max(0, c.used - c.held) });
-        return { accounts, keys, counters };
+        const wanted = months && new Set(months);
+        const counters = db
+          .prepare<[], { account: string; month: string; operation: Operation; used: number; held: number }>(
+            `SELECT a.name AS account, u.month, u.operation, u.used,
+                    coalesce((SELECT sum(n) FROM holds h WHERE h.account_id = u.account_id AND h.month = u.month AND h.operation = u.operation), 0) AS held
+               FROM usage_counters u JOIN accounts a ON a.id = u.account_id ORDER BY a.id, u.month, u.operation`,
+          )
+          .all()
+          .filter((c) => !wanted || wanted.has(c.month))
+          .map((c) => ({ account: c.account, month: c.month, operation: c.operation, used: Math.max(0, c.used - c.held) }));
+        const batches = db
+          .prepare<[], BatchRow & { account: string }>(
+            'SELECT b.*, a.name AS account FROM dashboard_batches b JOIN accounts a ON a.id = b.account_id ORDER BY b.created_at, b.id',
+          )
+          .all()
+          .map((r) => ({ ...toBatch(r), account: r.account }));
+        const records = db
+          .prepare<[], RecordRow & { account: string }>(
+            'SELECT d.*, a.name AS account FROM dashboard_records d JOIN accounts a ON a.id = d.account_id ORDER BY d.marked_at, d.id',
+          )
+          .all()
+          .map((r) => ({ ...toRecord(r), account: r.account }));
+        return { accounts, keys, counters, batches, records, publicKeys: [], secrets: [] };
       })
       .deferred();
   }
@@ -502,19 +533,44 @@ export class SqliteStore implements Store {
   async restore(s: StoreSnapshot): Promise<void> {
     const db = this.#db;
     db.transaction(() => {
-      // The dashboard's batches and records belong to the accounts replaced here (they are not in a snapshot).
       db.exec(
         'DELETE FROM dashboard_records; DELETE FROM dashboard_batches; DELETE FROM holds; DELETE FROM usage_counters; DELETE FROM api_keys; DELETE FROM accounts;',
       );
       const ids = new Map<string, number>();
+      const idOf = (name: string): number => {
+        const id = ids.get(name.toLowerCase());
+        if (id === undefined) throw unknownAccount(name);
+        return id;
+      };
       const insA = db.prepare<[string, Plan, number | null, number | null, string], { id: number }>(
         'INSERT INTO accounts (name, plan, protect_limit, verify_limit, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id',
       );
       for (const a of s.accounts) ids.set(a.name.toLowerCase(), insA.all(a.name, a.plan, a.protectLimit, a.verifyLimit, a.createdAt)[0]!.id);
       const insK = db.prepare('INSERT INTO api_keys (account_id, hash, prefix, created_at, last_used_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?)');
-      for (const k of s.keys) insK.run(ids.get(k.account.toLowerCase()), k.hash, k.prefix, k.createdAt, k.lastUsedAt, k.revokedAt);
+      for (const k of s.keys) insK.run(idOf(k.account), k.hash, k.prefix, k.createdAt, k.lastUsedAt, k.revokedAt);
       const insC = db.prepare('INSERT INTO usage_counters (account_id, month, operation, used) VALUES (?, ?, ?, ?)');
-      for (const c of s.counters) insC.run(ids.get(c.account.toLowerCase()), c.month, c.operation, c.used);
+      for (const c of s.counters) insC.run(idOf(c.account), c.month, c.operation, c.used);
+      const insB = db.prepare(
+        'INSERT INTO dashboard_batches (id, account_id, key_prefix, size, provenance, fingerprint, used, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      );
+      for (const b of s.batches) insB.run(b.id, idOf(b.account), b.keyPrefix, b.size, b.provenance ? 1 : 0, b.fingerprint ? 1 : 0, b.used, b.createdAt);
+      const insR = db.prepare(`INSERT INTO dashboard_records (id, account_id, ${RECORD_COLUMNS.slice(4)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+      for (const r of s.records) {
+        insR.run(
+          r.id,
+          idOf(r.account),
+          r.batchId,
+          r.sha256,
+          r.originalName,
+          r.producedName,
+          r.mimeType,
+          r.bytes,
+          r.layers.join(','),
+          r.keyPrefix,
+          r.provenanceKeyId,
+          r.markedAt,
+        );
+      }
     }).immediate();
   }
 

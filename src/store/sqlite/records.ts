@@ -5,9 +5,15 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db.js';
 import {
+  BATCH_COLUMNS,
   BATCH_LIFETIME_MS,
+  RECORD_COLUMNS,
   checkBatchSize,
   searchTerms,
+  toBatch,
+  toRecord,
+  type BatchRow,
+  type RecordRow,
   type Batch,
   type BatchSpec,
   type DashboardRecords,
@@ -15,33 +21,6 @@ import {
   type RecordQuery,
   type SlotResult,
 } from '../records.js';
-
-interface BatchRow {
-  id: string;
-  size: number;
-  provenance: number;
-  fingerprint: number;
-  used: number;
-  key_prefix: string;
-  created_at: string;
-}
-
-interface RecordRow {
-  id: string;
-  batch_id: string;
-  sha256: string;
-  original_name: string;
-  produced_name: string;
-  mime_type: string;
-  bytes: number;
-  layers: string;
-  key_prefix: string;
-  provenance_key_id: string | null;
-  marked_at: string;
-}
-
-const RECORD_COLUMNS = 'id, batch_id, sha256, original_name, produced_name, mime_type, bytes, layers, key_prefix, provenance_key_id, marked_at';
-const BATCH_COLUMNS = 'id, size, provenance, fingerprint, used, key_prefix, created_at';
 
 export class SqliteDashboardRecords implements DashboardRecords {
   readonly #keyPrefix;
@@ -161,32 +140,4 @@ export class SqliteDashboardRecords implements DashboardRecords {
     const row = this.#bySha.get(sha256, accountId);
     return row && toRecord(row);
   }
-}
-
-function toBatch(row: BatchRow): Batch {
-  return {
-    id: row.id,
-    size: row.size,
-    provenance: row.provenance === 1,
-    fingerprint: row.fingerprint === 1,
-    used: row.used,
-    keyPrefix: row.key_prefix,
-    createdAt: row.created_at,
-  };
-}
-
-function toRecord(row: RecordRow): MarkRecord {
-  return {
-    id: row.id,
-    batchId: row.batch_id,
-    sha256: row.sha256,
-    originalName: row.original_name,
-    producedName: row.produced_name,
-    mimeType: row.mime_type,
-    bytes: row.bytes,
-    layers: row.layers ? row.layers.split(',') : [],
-    keyPrefix: row.key_prefix,
-    provenanceKeyId: row.provenance_key_id,
-    markedAt: row.marked_at,
-  };
 }
