@@ -9,16 +9,13 @@
  *
  * and one place, `finish`, that releases the lease whatever happened. The store is asynchronous (SQLite or
  * PostgreSQL, src/store/): body bytes that arrive while the request is being admitted are held (the
- * socket is paused, at most MAX_EARLY_BYTES are kept).
- *
- * The quota unit and the answer go out together. Everything of a 200 but its last byte is written first;
- * the last byte is written the instant the unit's commit is on its way to the store (SQLite: done;
- * PostgreSQL: the statement written to its connection, which the database gets even if this process is
- * killed right after). So a `kill -9` at any moment leaves either a whole answer with its unit counted,
- * or an answer cut short with its unit held by this dead instance and given back by the reconciliation;
- * the only gap is the microseconds between two writes, not a database round trip. A unit that cannot be
- * committed (store away, hold reclaimed) cuts the answer short, uncounted. A unit is given back when the
- * answer was not delivered or anything failed.
+ * socket is paused, at most MAX_EARLY_BYTES are kept). The quota unit is counted when it is reserved and
+ * held by this instance; the hold is taken off (the unit kept) when every byte of a 200 but the last is
+ * with the socket, and the last byte goes after that commit. The unit is given back when the answer was
+ * not delivered or anything failed; a crash before the commit leaves the hold to a reconciliation, which
+ * gives it back (the client has no complete answer). No client ever gets a complete 200 for a unit that
+ * was given back, and a unit is charged for an answer that never arrived only if the process dies in
+ * the instant between the commit's acknowledgement and one last write.
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
@@ -207,7 +204,7 @@ class ApiRequest {
   readonly #phases: Phases;
   #accountId: number | undefined;
   #reservation: Reservation | undefined;
-  /** The counter as the reservation left it (the RateLimit headers of a success). */
+  /** The counter just after the reservation (this unit counted): the RateLimit headers of a 200. */
   #reserved: QuotaState | undefined;
   #lease: Lease | undefined;
   /** Chunks that arrived before #receive took over (copied: uWS reuses its buffer), or undefined once it did. */
@@ -254,11 +251,16 @@ class ApiRequest {
       const lease = await this.#admit();
       await this.#receive(lease);
       const answer = await this.#process(lease);
-      // The answer goes out but its last byte, which follows the moment the unit's commit is on its way to
-      // the store (see the top of this file). The RateLimit headers are the reservation's.
-      const rate = this.#reserved ? rateLimitHeaders(this.#reserved) : {};
-      const headers = { ...(answer.headers ?? { 'Content-Type': 'application/json' }), 'Cache-Control': 'no-store', ...rate, ...this.#phases.headers() };
-      const delivered = await this.#ex.sendGated(200, headers, answer.bytes, (finish) => this.#commit(finish));
+      // The reserved unit is already counted, held by this instance. It is kept (committed) when every
+      // byte of the answer but the last is with the socket, and the last byte goes after the commit: a
+      // crash before the commit leaves the hold to a reconciliation (given back; the client has no
+      // complete answer), and a commit that fails closes the connection. So a unit is charged without its
+      // answer only if the process dies between the commit and one last write.
+      const headers = { ...(await this.#rateLimitHeaders(this.#reserved)), ...this.#phases.headers() };
+      const options = { beforeLastByte: (release: () => void) => this.#commit(release) };
+      const delivered = answer.headers
+        ? await this.#ex.send(200, { ...answer.headers, 'Cache-Control': 'no-store', ...headers }, answer.bytes, options)
+        : await this.#ex.json(200, answer.bytes, headers, options);
       this.#delivered = delivered;
       if (!delivered) await this.#giveBack();
       this.#reservation = undefined; // kept
@@ -435,24 +437,32 @@ class ApiRequest {
   }
 
   /**
-   * Keeps the reserved unit, durably, and calls `finish` (the answer's last byte) once its commit is on its
-   * way; throws, without calling it, when the unit cannot be kept (store away, or this instance's hold
-   * reclaimed because it missed its lease): the answer is then cut short and the unit not counted. The
-   * reservation stays for #giveBack.
+   * Keeps the reserved unit, durably, and calls `release` (the last byte of the 200) the instant the
+   * commit is on its way to the store: SQLite, done; PostgreSQL, its statement written to the connection,
+   * which the database runs even if this process dies the next instant. So the last byte does not wait a
+   * database round trip, which on a busy machine is the widest window a kill -9 can fall in. False when
+   * the unit cannot be kept (nothing released).
    */
-  async #commit(finish: () => void): Promise<void> {
+  async #commit(release: () => void): Promise<boolean> {
     const r = this.#reservation;
-    if (!r) return finish();
+    if (!r) return true;
     let sent = false;
     try {
       await this.#deps.store.commit(r, undefined, () => {
         sent = true;
-        finish();
+        release();
       });
+      return true;
     } catch (err) {
-      if (!sent) throw err;
-      // The answer went out with its commit sent; only the acknowledgement failed. The store does it again.
-      this.#deps.log.error({ reqId: this.#head.id, err }, 'quota commit unconfirmed (retried in the background)');
+      if (sent) {
+        // The answer went out with its commit written; only the acknowledgement failed. The store does it again.
+        this.#deps.log.error({ reqId: this.#head.id, err }, 'quota commit unconfirmed (retried in the background)');
+        return true;
+      }
+      // The store is down or this instance's hold was reclaimed (it missed its lease): no complete answer,
+      // and the unit goes back (the refund is retried, or was already done by the reconciliation).
+      this.#deps.log.error({ reqId: this.#head.id, err }, 'quota commit failed; the answer is cut short');
+      return false;
     }
   }
 

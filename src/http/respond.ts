@@ -11,6 +11,14 @@ export type Headers = Record<string, string>;
 export interface SendOptions {
   /** Close the connection once the (small) answer is written, instead of reading the rest of the request. */
   closeConnection?: boolean;
+  /**
+   * Called once every byte of the body but the last is with the socket; the last byte goes when it calls
+   * `release()` or resolves true (false or a rejection before `release()` closes the connection: the
+   * client has no complete answer). The quota unit of a 200 is committed here and `release` is called the
+   * instant the commit is on its way to the store, so that a crash at any moment either charges a unit
+   * whose answer is complete, or gives it back with the answer cut short.
+   */
+  beforeLastByte?: (release: () => void) => Promise<boolean>;
 }
 
 /** The state of one exchange: uWS forbids touching `res` after an abort or after the answer. */
@@ -52,6 +60,48 @@ export class Exchange {
     const total = bytes.length;
     return new Promise((resolve) => {
       this.onAbort(() => resolve(false));
+      const gate = options.closeConnection ? undefined : options.beforeLastByte;
+      // Bytes that may go before the gate has passed.
+      let limit = gate && total > 0 ? total - 1 : total;
+      let start = 0;
+      const refuse = () => {
+        this.close();
+        resolve(false);
+      };
+      const passGate = (g: (release: () => void) => Promise<boolean>) => {
+        let released = false;
+        const release = () => {
+          if (released || this.aborted) return;
+          released = true;
+          limit = total;
+          res.cork(() => {
+            if (!pump()) res.onWritable(writable);
+          });
+        };
+        g(release).then(
+          (go) => {
+            if (this.aborted) return;
+            if (go) release();
+            else if (!released) refuse();
+          },
+          () => {
+            if (!this.aborted && !released) refuse();
+          },
+        );
+      };
+      // Offers the bytes up to `limit`; true when they are all with the socket (or the answer is done).
+      const pump = (): boolean => {
+        const [ok, done] = res.tryEnd(bytes.subarray(res.getWriteOffset() - start, limit), total);
+        if (done) {
+          this.sent = total;
+          resolve(true);
+          return true;
+        }
+        if (!ok) return false;
+        if (gate && limit < total) passGate(gate);
+        return true; // without a gate: everything buffered; uWS finishes on its own
+      };
+      const writable = (): boolean => (this.aborted ? true : pump());
       res.cork(() => {
         res.writeStatus(statusLine(status));
         res.writeHeader('X-Request-ID', this.id);
@@ -64,98 +114,11 @@ export class Exchange {
           resolve(true);
           return;
         }
-        const start = res.getWriteOffset();
-        const [ok, done] = res.tryEnd(bytes, total);
-        if (done) {
-          this.sent = total;
-          resolve(true);
-          return;
-        }
-        if (ok) return; // everything buffered; uWS finishes on its own
-        res.onWritable((offset) => {
-          if (this.aborted) return true;
-          const [ok2, done2] = res.tryEnd(bytes.subarray(offset - start), total);
-          if (done2) {
-            this.sent = total;
-            resolve(true);
-          }
-          return ok2;
-        });
+        start = res.getWriteOffset();
+        if (gate && total === 0) return passGate(gate);
+        if (!pump()) res.onWritable(writable);
       });
     });
-  }
-
-  /**
-   * Sends status, headers and the body but its last byte; once uWS has taken those, runs `gate(finish)`,
-   * which calls `finish()` to send the last byte. The API's gate is the quota commit: `finish` runs the
-   * moment the commit is on its way to the store, so that an answer is whole only with its unit counted
-   * (src/http/api.ts). A gate that throws before `finish` closes the connection (the client gets an answer
-   * cut short, never a whole one) and the error is thrown on. Resolves true when the whole body was
-   * handed to the socket, false when the client went away first (the gate is then not run at all when
-   * that happened before it).
-   */
-  async sendGated(status: number, headers: Headers, body: Uint8Array, gate: (finish: () => void) => Promise<void>): Promise<boolean> {
-    if (this.aborted || this.answered) return false;
-    this.answered = true;
-    this.status = status;
-    const res = this.res;
-    const total = body.length;
-    const head = body.subarray(0, Math.max(0, total - 1));
-    const headSent = await new Promise<boolean>((resolve) => {
-      this.onAbort(() => resolve(false));
-      res.cork(() => {
-        res.writeStatus(statusLine(status));
-        res.writeHeader('X-Request-ID', this.id);
-        for (const [k, v] of Object.entries(headers)) res.writeHeader(k, v);
-        const start = res.getWriteOffset();
-        if (res.tryEnd(head, total)[0]) return resolve(true);
-        res.onWritable((offset) => {
-          if (this.aborted) return true;
-          const ok = res.tryEnd(head.subarray(offset - start), total)[0];
-          if (ok) resolve(true);
-          return ok;
-        });
-      });
-    });
-    if (!headSent || this.aborted) return false;
-    this.sent = head.length;
-    let finished: Promise<boolean> | undefined;
-    const finish = (): void => {
-      finished ??= new Promise<boolean>((resolve) => {
-        if (this.aborted) return resolve(false);
-        this.onAbort(() => resolve(false));
-        res.cork(() => {
-          const tail = body.subarray(head.length);
-          const start = res.getWriteOffset();
-          const [ok, done] = res.tryEnd(tail, total);
-          if (done) {
-            this.sent = total;
-            return resolve(true);
-          }
-          if (ok) return;
-          res.onWritable((offset) => {
-            if (this.aborted) return true;
-            const [ok2, done2] = res.tryEnd(tail.subarray(offset - start), total);
-            if (done2) {
-              this.sent = total;
-              resolve(true);
-            }
-            return ok2;
-          });
-        });
-      });
-    };
-    try {
-      await gate(finish);
-    } catch (err) {
-      if (!finished) this.close();
-      throw err;
-    }
-    if (!finished) {
-      this.close();
-      return false;
-    }
-    return finished;
   }
 
   /** Sends a JSON body. */
