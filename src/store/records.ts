@@ -153,3 +153,21 @@ export function toRecord(row: RecordRow): MarkRecord {
     markedAt: row.marked_at,
   };
 }
+
+/** A record's values in the order of `id, account_id, ` + RECORD_COLUMNS after its id (both engines' INSERT). */
+export function recordValues(accountId: number, r: MarkRecord): unknown[] {
+  return [
+    r.id,
+    accountId,
+    r.batchId,
+    r.sha256,
+    r.originalName,
+    r.producedName,
+    r.mimeType,
+    r.bytes,
+    r.layers.join(','),
+    r.keyPrefix,
+    r.provenanceKeyId,
+    r.markedAt,
+  ];
+}

@@ -17,11 +17,9 @@
  */
 import pg from 'pg';
 import { StoreError } from '../errors.js';
-import { displayPrefix, generateKey, hashKey, isWellFormedKey } from '../keys.js';
-import { parseAuthorization } from '../auth.js';
+import { displayPrefix, generateKey, hashKey } from '../keys.js';
 import { monthOf, parseMonth, quotaStateOf, type Operation, type QuotaState } from '../quota.js';
 import {
-  API_PLANS,
   AuthCache,
   BOOTSTRAP_ACCOUNT,
   DEFAULT_AUTH_CACHE_MS,
@@ -38,9 +36,11 @@ import {
   checkPlan,
   isDead,
   isEmptyCounts,
+  keyHashOf,
   keyLookup,
   newOwner,
   pickByPrefix,
+  planFailure,
   reservationLost,
   unknownAccount,
   type AuthRow,
@@ -329,11 +329,9 @@ export class PostgresStore implements Store {
   // ── request path ──────────────────────────────────────────────────────────────────────────────
 
   async authenticate(authorization: string | undefined, now: Date = new Date()): Promise<AuthResult> {
-    const parsed = parseAuthorization(authorization);
-    if (parsed.kind === 'missing') return authFailure('missing_api_key');
-    if (parsed.kind === 'other_scheme') return authFailure('invalid_api_key', 'Send the API key as "Authorization: Bearer <key>".');
-    if (!isWellFormedKey(parsed.token)) return authFailure('invalid_api_key');
-    const hash = hashKey(parsed.token);
+    const key = keyHashOf(authorization);
+    if ('failure' in key) return key.failure;
+    const hash = key.hash;
     const cacheKey = hash.toString('base64');
     const t = Date.now();
     let row = this.#cache.get(cacheKey, t);
@@ -360,9 +358,8 @@ export class PostgresStore implements Store {
     }
     if (row.revoked) return authFailure('invalid_api_key', 'The API key has been revoked.');
     this.#lastUsed.note(row.keyId, row.lastUsedAt, now);
-    if (!API_PLANS.has(row.plan)) {
-      return authFailure('plan_required', `The account's plan (${row.plan}) does not include API access; the pro and lifetime plans do.`);
-    }
+    const refused = planFailure(row.plan);
+    if (refused) return refused;
     const account: Account = {
       id: row.accountId,
       name: row.name,

@@ -14,6 +14,7 @@ import {
   checkBatchSize,
   searchTerms,
   toBatch,
+  recordValues,
   toRecord,
   type BatchRow,
   type RecordRow,
@@ -78,20 +79,7 @@ export class PgDashboardRecords implements DashboardRecords {
   async addRecord(accountId: number, r: MarkRecord): Promise<void> {
     await this.#q(
       `INSERT INTO dashboard_records (id, account_id, ${RECORD_COLUMNS.slice(4)}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-      [
-        r.id,
-        accountId,
-        r.batchId,
-        r.sha256,
-        r.originalName,
-        r.producedName,
-        r.mimeType,
-        r.bytes,
-        r.layers.join(','),
-        r.keyPrefix,
-        r.provenanceKeyId,
-        r.markedAt,
-      ],
+      recordValues(accountId, r),
       'dash_add_record',
     );
   }

@@ -12,11 +12,9 @@ import { join } from 'node:path';
 import { BackgroundCheckpoints } from '../checkpoints.js';
 import { openDatabase, type Db } from '../db.js';
 import { StoreError } from '../errors.js';
-import { displayPrefix, generateKey, hashKey, isWellFormedKey } from '../keys.js';
-import { parseAuthorization } from '../auth.js';
+import { displayPrefix, generateKey, hashKey } from '../keys.js';
 import { monthOf, parseMonth, quotaStateOf, type Operation, type QuotaState } from '../quota.js';
 import {
-  API_PLANS,
   BOOTSTRAP_ACCOUNT,
   LAST_USED_FLUSH_MS,
   LEASE_MS,
@@ -31,9 +29,11 @@ import {
   checkPlan,
   isDead,
   isEmptyCounts,
+  keyHashOf,
   keyLookup,
   newOwner,
   pickByPrefix,
+  planFailure,
   reservationLost,
   unknownAccount,
   type OwnerIdentity,
@@ -54,7 +54,7 @@ import type {
   StoredPublicKey,
   Usage,
 } from '../types.js';
-import { RECORD_COLUMNS, toBatch, toRecord, type BatchRow, type DashboardRecords, type RecordRow } from '../records.js';
+import { RECORD_COLUMNS, recordValues, toBatch, toRecord, type BatchRow, type DashboardRecords, type RecordRow } from '../records.js';
 import { SqliteDashboardRecords } from './records.js';
 
 export interface SqliteStoreOptions {
@@ -128,6 +128,7 @@ export class SqliteStore implements Store {
   readonly #reserveCounter;
   readonly #hold;
   readonly #release;
+  readonly #commitRelease;
   readonly #uncount;
   readonly #counter;
   readonly #accountByName;
@@ -182,6 +183,11 @@ export class SqliteStore implements Store {
     });
     this.#release = db.prepare<[HoldParams]>(
       'UPDATE holds SET n = n - 1 WHERE owner = :owner AND account_id = :account AND month = :month AND operation = :op AND n > 0',
+    );
+    this.#commitRelease = db.prepare<[HoldParams & { now: string; fallback: number }], { used: number; lim: number }>(
+      `UPDATE holds SET n = n - 1 WHERE owner = :owner AND account_id = :account AND month = :month AND operation = :op AND n > 0
+       RETURNING coalesce((SELECT used FROM usage_counters u WHERE u.account_id = :account AND u.month = :now AND u.operation = :op), 0) AS used,
+                 (SELECT ${LIMIT_OF_A} FROM accounts a WHERE a.id = :account) AS lim`,
     );
     this.#uncount = db.prepare<[number, string, Operation]>(
       'UPDATE usage_counters SET used = used - 1 WHERE account_id = ? AND month = ? AND operation = ? AND used > 0',
@@ -275,17 +281,14 @@ export class SqliteStore implements Store {
   }
 
   authenticateSync(authorization: string | undefined, now: Date = new Date()): AuthResult {
-    const parsed = parseAuthorization(authorization);
-    if (parsed.kind === 'missing') return authFailure('missing_api_key');
-    if (parsed.kind === 'other_scheme') return authFailure('invalid_api_key', 'Send the API key as "Authorization: Bearer <key>".');
-    if (!isWellFormedKey(parsed.token)) return authFailure('invalid_api_key');
-    const row = this.#authByHash.get(hashKey(parsed.token));
+    const key = keyHashOf(authorization);
+    if ('failure' in key) return key.failure;
+    const row = this.#authByHash.get(key.hash);
     if (!row) return authFailure('invalid_api_key');
     if (row.revoked_at !== null) return authFailure('invalid_api_key', 'The API key has been revoked.');
     this.#lastUsed.note(row.key_id, row.last_used_at, now);
-    if (!API_PLANS.has(row.plan)) {
-      return authFailure('plan_required', `The account's plan (${row.plan}) does not include API access; the pro and lifetime plans do.`);
-    }
+    const refused = planFailure(row.plan);
+    if (refused) return refused;
     return { ok: true, account: this.#toAccount(row), keyId: row.key_id };
   }
 
@@ -310,13 +313,22 @@ export class SqliteStore implements Store {
 
   commitSync(r: Reservation, now: Date = new Date()): QuotaState | undefined {
     if (this.#reservations.state(r) !== 'held') return undefined;
-    const changed = this.#release.run({ owner: this.#owner.id, account: r.accountId, month: r.month, op: r.operation }).changes;
-    if (changed !== 1) {
+    const month = monthOf(now);
+    // One statement: the hold taken off, and the counter read back for the RateLimit headers.
+    const [row] = this.#commitRelease.all({
+      owner: this.#owner.id,
+      account: r.accountId,
+      month: r.month,
+      op: r.operation,
+      now: month,
+      fallback: this.#defaults[r.operation],
+    });
+    if (!row) {
       this.#reservations.set(r, undefined);
       throw reservationLost();
     }
     this.#reservations.set(r, 'committed');
-    return this.#state(r.accountId, r.operation, monthOf(now), now);
+    return quotaStateOf(r.operation, row.lim, row.used, month, now);
   }
 
   async refund(r: Reservation, now: Date = new Date()): Promise<QuotaState | undefined> {
@@ -555,22 +567,7 @@ export class SqliteStore implements Store {
       );
       for (const b of s.batches) insB.run(b.id, idOf(b.account), b.keyPrefix, b.size, b.provenance ? 1 : 0, b.fingerprint ? 1 : 0, b.used, b.createdAt);
       const insR = db.prepare(`INSERT INTO dashboard_records (id, account_id, ${RECORD_COLUMNS.slice(4)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
-      for (const r of s.records) {
-        insR.run(
-          r.id,
-          idOf(r.account),
-          r.batchId,
-          r.sha256,
-          r.originalName,
-          r.producedName,
-          r.mimeType,
-          r.bytes,
-          r.layers.join(','),
-          r.keyPrefix,
-          r.provenanceKeyId,
-          r.markedAt,
-        );
-      }
+      for (const r of s.records) insR.run(...recordValues(idOf(r.account), r));
     }).immediate();
   }
 

@@ -11,6 +11,7 @@ import {
   checkBatchSize,
   searchTerms,
   toBatch,
+  recordValues,
   toRecord,
   type BatchRow,
   type RecordRow,
@@ -48,7 +49,7 @@ export class SqliteDashboardRecords implements DashboardRecords {
         RETURNING ${BATCH_COLUMNS}`,
     );
     this.#giveSlot = db.prepare<[string]>('UPDATE dashboard_batches SET used = used - 1 WHERE id = ? AND used > 0');
-    this.#insertRecord = db.prepare<[string, number, string, string, string, string, string, number, string, string, string | null, string]>(
+    this.#insertRecord = db.prepare<unknown[]>(
       `INSERT INTO dashboard_records (${RECORD_COLUMNS.replace('id, ', 'id, account_id, ')}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.#deleteRecord = db.prepare<[string]>('DELETE FROM dashboard_records WHERE id = ?');
@@ -102,21 +103,7 @@ export class SqliteDashboardRecords implements DashboardRecords {
 
   /** Stores the record of one marked image. */
   async addRecord(accountId: number, record: MarkRecord): Promise<void> {
-    const r = record;
-    this.#insertRecord.run(
-      r.id,
-      accountId,
-      r.batchId,
-      r.sha256,
-      r.originalName,
-      r.producedName,
-      r.mimeType,
-      r.bytes,
-      r.layers.join(','),
-      r.keyPrefix,
-      r.provenanceKeyId,
-      r.markedAt,
-    );
+    this.#insertRecord.run(...recordValues(accountId, record));
   }
 
   /** Removes a record whose image never reached its client. */
