@@ -251,7 +251,7 @@ class ApiRequest {
       const headers = { ...(await this.#rateLimitHeaders(state)), ...this.#phases.headers() };
       const delivered = answer.headers
         ? await this.#ex.send(200, { ...answer.headers, 'Cache-Control': 'no-store', ...headers }, answer.bytes)
-        : await this.#ex.json(200, answer.bytes, headers);
+        : await this.#ex.json(200, answer.bytes, { ...answer.extraHeaders, ...headers });
       this.#delivered = delivered;
       if (!delivered) await this.#giveBack();
       this.#reservation = undefined; // kept
@@ -360,7 +360,9 @@ class ApiRequest {
   }
 
   /** A worker parses the form and builds the answer; the answer's bytes (in the lease, for protect). */
-  async #process(lease: Lease): Promise<{ bytes: Uint8Array; headers?: Record<string, string> | undefined }> {
+  async #process(
+    lease: Lease,
+  ): Promise<{ bytes: Uint8Array; headers?: Record<string, string> | undefined; extraHeaders?: Record<string, string> | undefined }> {
     const { input, output } = lease.seal();
     const contentType = this.#head.contentType;
     const task: Task =
@@ -377,7 +379,7 @@ class ApiRequest {
     if (result.kind !== 'answer') throw new Error(`worker answered a ${this.#operation} with a ${result.kind} result`);
     const body = lease.answer(result.answer);
     if (this.#extra) return { bytes: await this.#extra.answered(result, body) };
-    return { bytes: body, headers: result.headers };
+    return { bytes: body, headers: result.headers, extraHeaders: result.extraHeaders };
   }
 
   /** Sends the `{error, code}` answer a failure deserves. */
