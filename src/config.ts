@@ -384,11 +384,8 @@ export const SETTINGS: readonly Setting[] = [
     key: 'c2paKeyFile',
     shown: '(data dir)',
     fallback: () => undefined,
-    parse: (raw, c) => {
-      if (c.c2paCertFile === undefined) throw new Invalid('set OPTMARK_C2PA_CERT_FILE too (the chain of this key)');
-      return path(raw, c);
-    },
-    doc: 'PEM private key (ECDSA P-256/384/521 or Ed25519) of that chain.',
+    parse: path,
+    doc: 'PEM private key (ECDSA P-256/384/521 or Ed25519) of that chain; set both or neither (checked at start).',
   }),
   setting({
     variable: 'OPTMARK_DATABASE_URL',

@@ -186,6 +186,19 @@ describe('OPTMARK_C2PA=refuse and invalidate', () => {
     const after = await read('jpeg', bytes);
     expect(after.validation_state).toBe('Invalid');
     expect(after.validation_status?.map((s) => s.code)).toContain('assertion.dataHash.mismatch');
+    // An update of such a file says its parent did not validate; the new manifest itself does.
+    const updated = await protectWithCredentials(bytes, { token: 'DMI-PROHIBITED' }, policy('update'));
+    expect(updated.outcome).toBe('updated');
+    expect(updated.warnings[0]!.message).toContain('did not validate before this edit');
+    const report = await read('jpeg', updated.pieces[0]!);
+    const entries = report.manifests[report.active_manifest]!.assertions.find((a) => a.label === 'cawg.training-mining')!.data.entries;
+    expect(entries).toEqual({
+      'cawg.ai_training': { use: 'notAllowed' },
+      'cawg.ai_generative_training': { use: 'notAllowed' },
+      'cawg.data_mining': { use: 'notAllowed' },
+    });
+    // The parent's failure stays on record in its ingredient (validation results); the new manifest validates.
+    expect(report.validation_state).toBe('Valid');
   }, 60_000);
 });
 

@@ -64,10 +64,21 @@ export interface StoreJson {
   manifests?: Record<string, { assertions?: { label?: string; data?: { entries?: Record<string, TrainingEntry> } }[] }>;
 }
 
+/**
+ * Settings every read and build here uses: nothing is fetched from the network (a manifest store that
+ * points at a remote manifest, or OCSP), whatever the file asks for. `validate: false` only parses.
+ */
+export function readerSettings(validate = true): string {
+  return JSON.stringify({
+    verify: { verify_after_reading: validate, remote_manifest_fetch: false, ocsp_fetch: false },
+    builder: { thumbnail: { enabled: false } },
+  });
+}
+
 /** The reader's JSON report of a manifest store (the caller has checked one is present); throws what the reader throws. */
-export async function readStore(format: C2paContainer, bytes: Uint8Array): Promise<StoreJson> {
+export async function readStore(format: C2paContainer, bytes: Uint8Array, validate = true): Promise<StoreJson> {
   const m = await loadC2pa();
-  const reader = await m.WasmReader.fromBytes(MIME[format], bytes);
+  const reader = await m.WasmReader.fromBytes(MIME[format], bytes, readerSettings(validate));
   try {
     return JSON.parse(reader.json()) as StoreJson;
   } finally {

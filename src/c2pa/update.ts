@@ -19,7 +19,7 @@ import type { DataMiningToken } from '../xmp/index.js';
 import { coseSign1, reserveSizeFor } from './cose.js';
 import type { C2paContainer } from './detect.js';
 import type { SignerIdentity } from './identity.js';
-import { activeTrainingEntries, loadC2pa, MIME, readStore, storeIsValid, type TrainingEntry } from './reader.js';
+import { activeTrainingEntries, loadC2pa, MIME, readerSettings, readStore, type TrainingEntry } from './reader.js';
 
 export const C2PA_UPDATED = 'content_credentials_updated';
 export const C2PA_INVALIDATED = 'content_credentials_invalidated';
@@ -97,6 +97,17 @@ export interface Updated {
   warning: Warning;
 }
 
+/**
+ * Whether the parent ingredient validated when the builder took it: no failure in its validation
+ * results but an untrusted credential (which a reader's Valid state allows too).
+ */
+function ingredientValid(definition: unknown): boolean {
+  const ingredient = (definition as { ingredients?: { validation_results?: { activeManifest?: { failure?: { code?: string }[] } } }[] })?.ingredients?.[0];
+  const results = ingredient?.validation_results?.activeManifest;
+  if (!results) return false;
+  return (results.failure ?? []).every((f) => typeof f.code === 'string' && f.code.endsWith('.untrusted'));
+}
+
 /** A string, Error or anything a wasm call threw, as text of bounded length. */
 const why = (err: unknown): string => String((err as Error)?.message ?? err).slice(0, 200);
 
@@ -107,15 +118,14 @@ const why = (err: unknown): string => String((err as Error)?.message ?? err).sli
 export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
   const m = await loadC2pa();
   const mime = MIME[input.format];
-  let parentValid = false;
   let parentEntries: Record<string, TrainingEntry> = {};
   try {
-    const store = await readStore(input.format, input.original);
-    parentValid = storeIsValid(store);
-    parentEntries = activeTrainingEntries(store);
+    // Parsed only: the builder validates the parent when it takes it as ingredient, below.
+    parentEntries = activeTrainingEntries(await readStore(input.format, input.original, false));
   } catch {
     // An unreadable store: the builder below says why when it cannot use it either.
   }
+  let parentValid = false;
   const definition = {
     claim_generator_info: [CLAIM_GENERATOR],
     format: mime,
@@ -126,9 +136,10 @@ export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
   let signed: Uint8Array;
   let builder: import('@contentauth/c2pa-wasm').WasmBuilder | undefined;
   try {
-    builder = m.WasmBuilder.fromJson(JSON.stringify(definition), JSON.stringify({ builder: { thumbnail: { enabled: false } } }));
+    builder = m.WasmBuilder.fromJson(JSON.stringify(definition), readerSettings());
     builder.setIntent('edit');
     await builder.addIngredientFromBlob(JSON.stringify({ relationship: 'parentOf', title: 'input' }), mime, blobOf(input.original));
+    parentValid = ingredientValid(builder.getDefinition());
     builder.addAction({
       action: 'c2pa.edited.metadata',
       softwareAgent: CLAIM_GENERATOR,
