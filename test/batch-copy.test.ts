@@ -5,49 +5,19 @@
  * makes of the whole file, for every file of the corpus and for JPEGs whose metadata runs past the first
  * bytes read; an input that grows or shrinks while it is copied fails without leaving anything behind.
  */
-import { spawnSync } from 'node:child_process';
-import {
-  closeSync,
-  existsSync,
-  mkdirSync,
-  mkdtempSync,
-  openSync,
-  readdirSync,
-  readFileSync,
-  rmSync,
-  truncateSync,
-  writeFileSync,
-  appendFileSync,
-} from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, truncateSync, writeFileSync, appendFileSync } from 'node:fs';
+import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FileError, openSource, writeAtomicallyCopying } from '../src/batch/files.js';
 import { protect } from '../src/marking/engine.js';
 import { filesAddon } from '../src/native/index.js';
+import { runBinary, TempDirs } from './helpers/files.js';
 
-const ROOT = resolve(import.meta.dirname, '..');
-const CLI = join(ROOT, 'dist', 'src', 'cli.js');
 const CORPUS = process.env.OPTMARK_TEST_CORPUS ?? fileURLToPath(new URL('../../shared/corpus', import.meta.url));
-const dirs: string[] = [];
-
-function tempDir(prefix = 'optmark-copy-'): string {
-  const d = mkdtempSync(join(tmpdir(), prefix));
-  dirs.push(d);
-  return d;
-}
-
-function optmark(args: string[]): { status: number; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [CLI, ...args], {
-    cwd: ROOT,
-    encoding: 'utf8',
-    env: { ...process.env, OPTMARK_DATA_DIR: tempDir('optmark-data-') },
-    timeout: 120_000,
-  });
-  return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
-}
+const temp = new TempDirs('optmark-copy-');
+const tempDir = (prefix?: string): string => temp.make(prefix);
 
 /** protect()'s output for the whole file, or undefined when it refuses the file. */
 function expected(bytes: Buffer): Buffer | undefined {
@@ -75,22 +45,19 @@ function withLongMetadata(jpeg: Buffer, segments: number): Buffer {
 let big: Buffer;
 
 beforeAll(async () => {
-  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` first');
   big = await sharp({ create: { width: 1200, height: 900, channels: 3, noise: { type: 'gaussian', mean: 110, sigma: 40 } } })
     .jpeg({ quality: 95 })
     .toBuffer();
 });
 
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+afterAll(() => temp.removeAll());
 
 describe('batch marking copies file to file', () => {
   it('the native copy is built (npm install builds native/)', () => {
     expect(filesAddon()?.simd()).toBe('copy_file_range');
   });
 
-  it('every corpus file, and JPEGs whose metadata runs past the first 64 KiB: each output is what protect() makes of the whole file', () => {
+  it('every corpus file, and JPEGs whose metadata runs past the first 64 KiB: each output is what protect() makes of the whole file', async () => {
     const input = tempDir('optmark-in-');
     const names = existsSync(CORPUS) ? readdirSync(CORPUS).filter((n) => /\.(jpe?g|png|webp)$/i.test(n)) : [];
     expect(names.length, `${CORPUS} holds the corpus`).toBeGreaterThan(20);
@@ -102,7 +69,7 @@ describe('batch marking copies file to file', () => {
     writeFileSync(join(input, 'already.jpg'), marked); // carries the field exactly: copied as it is
     for (const jobs of ['1', '8']) {
       const out = tempDir();
-      const r = optmark(['mark', input, '--out', out, '--jobs', jobs]);
+      const r = await runBinary(['mark', input, '--out', out, '--jobs', jobs], { env: { OPTMARK_DATA_DIR: tempDir('optmark-data-') } });
       expect([0, 1], r.stderr).toContain(r.status);
       let compared = 0;
       for (const n of readdirSync(input)) {
