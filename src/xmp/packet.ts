@@ -49,6 +49,11 @@ function dom(): Xmldom {
   return (xmldom ??= createRequire(import.meta.url)('@xmldom/xmldom') as Xmldom);
 }
 
+/** Loads the XML library now: a server's image worker does it at start, so no request pays for it. */
+export function loadXml(): void {
+  dom();
+}
+
 const utf8 = new TextDecoder('utf-8');
 const utf16le = new TextDecoder('utf-16le');
 const utf16be = new TextDecoder('utf-16be');
