@@ -258,7 +258,7 @@ export const SETTINGS: readonly Setting[] = [
     shown: 'half the in-flight memory',
     fallback: (c) => arrivingShare(c),
     parse: arrivingShareParser,
-    doc: 'Of that memory, what requests of one account (all its keys) whose body is still arriving may hold (body and answer room); beyond it 503 for that account (0: no limit).',
+    doc: 'Of that memory, what requests of one account (all its keys) whose body is still arriving may hold (the room their bytes so far took; a body declared up to 2 MiB, and its answer, from the start); beyond it 503 for that account (0: no limit).',
   }),
   setting({
     variable: 'OPTMARK_MAX_ARRIVING_BYTES_PER_ADDRESS',
@@ -266,7 +266,7 @@ export const SETTINGS: readonly Setting[] = [
     shown: 'half the in-flight memory',
     fallback: (c) => arrivingShare(c),
     parse: arrivingShareParser,
-    doc: "The same per client address (behind a proxy every client has the proxy's: raise it or set 0 there).",
+    doc: "The same per client address (behind a proxy every client has the proxy's: set 0 there, and bound clients at the proxy).",
   }),
   setting({
     variable: 'OPTMARK_TASK_TIMEOUT_MS',

@@ -19,7 +19,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import { MULTIPART_SLACK_BYTES, inflightBytesFor } from '../config.js';
+import { MULTIPART_SLACK_BYTES } from '../config.js';
 import { OptmarkError, toErrorShape } from '../errors.js';
 import type { Logger } from '../log.js';
 import { checkContentType } from '../pipeline/form-type.js';
@@ -37,12 +37,12 @@ import {
   type Reservation,
   type Store,
 } from '../store/index.js';
-import type { BytesRef, Lease, Transfer } from '../transfer/index.js';
+import { type BytesRef, type Lease, type Transfer, TransferFullError } from '../transfer/index.js';
 import { requestId } from './filename.js';
 import type { Metrics } from './metrics.js';
 import { Exchange, type Headers } from './respond.js';
 import { Phases } from './timing.js';
-import { type Uploads, UploadTooSlowError } from './uploads.js';
+import type { ArrivalWatch, Uploads, UploadTooSlowError } from './uploads.js';
 
 /** Requests in progress, for graceful shutdown. */
 export interface InFlight {
@@ -212,8 +212,10 @@ class ApiRequest {
   #earlyBytes = 0;
   #sink: ((chunk: ArrayBuffer, isLast: boolean) => void) | undefined;
   #paused = false;
-  /** Ends the watch of the arriving body (its share of the client's room); set while the body arrives. */
-  #arrived: (() => void) | undefined;
+  /** The watch of the arriving body (its share of the client's room); set while the body arrives. */
+  #arrival: ArrivalWatch | undefined;
+  /** The answer closes the connection: the client is not read any further (too slow, or refused mid-body). */
+  #closeAfter = false;
 
   readonly #extension: ApiExtension | undefined;
   #extra: ExtensionRequest | undefined;
@@ -310,19 +312,20 @@ class ApiRequest {
     this.#reservation = reserved.reservation;
     this.#reserved = reserved.state;
     if (this.#ex.aborted) throw new ClientGoneError();
-    // Room for the body: the declared length bounds it; without one, the limit does. A protect's lease
-    // holds room for its answer too, so that an admitted request never needs memory from elsewhere.
+    // Room for the body: the declared length bounds it; without one, the limit does. Past
+    // UPFRONT_BODY_BYTES it is taken as the bytes arrive (src/transfer/). A protect's lease holds room for its
+    // answer too, so that an admitted request never needs memory from elsewhere (a large one, from its seal).
     const room = declared === undefined ? maxBody : Math.max(1, declared);
     // An extension's worker answers with bytes of its own (its layers may grow the image).
     const lease = transfer.admit(room, this.#operation === 'protect' && !this.#extra);
     if (!lease) throw new PoolOverloadedError('The server is holding as many uploads as it can; retry shortly.');
     this.#lease = lease;
-    // The client's share of the memory held by requests whose body is still arriving (their body's and
-    // answer's room: throws 503 past it); the rate floor.
-    this.#arrived = this.#deps.uploads.arrive({
+    // The client's share of the memory held by requests whose body is still arriving (what its lease
+    // holds, checked again as it grows: throws 503 past it); the rate floor.
+    this.#arrival = this.#deps.uploads.arrive({
       account: auth.account.id,
       address: this.#head.address,
-      bytes: inflightBytesFor(room, this.#operation === 'protect'),
+      bytes: lease.held,
       startedMs: this.#deps.uploads.now(),
       received: () => lease.received,
       tooSlow: (err) => this.#tooSlow?.(err),
@@ -344,19 +347,35 @@ class ApiRequest {
         else resolve();
       };
       this.#ex.onAbort(() => settled || end(new ClientGoneError()));
-      this.#tooSlow = (err) => settled || end(err);
+      this.#tooSlow = (err) => {
+        if (settled) return;
+        this.#closeAfter = true;
+        end(err);
+      };
       const onData = (chunk: ArrayBuffer, isLast: boolean): void => {
         if (settled) return; // refused already: uWS drains the rest of the body
         if (lease.received + chunk.byteLength > maxBody) {
           return end(new OptmarkError('payload_too_large', `The upload is larger than the ${this.#deps.maxUploadBytes}-byte limit.`));
         }
-        // Past the Content-Length the client declared (and was given room for).
-        if (!lease.write(chunk)) return end(new OptmarkError('payload_too_large', 'The upload is larger than its declared Content-Length.'));
+        const written = lease.write(chunk);
+        if (written !== 'ok') {
+          // Past the Content-Length the client declared (and was admitted with).
+          if (written === 'too-large') return end(new OptmarkError('payload_too_large', 'The upload is larger than its declared Content-Length.'));
+          // The lease could not grow (the budget is full), or grew past its client's share: 503, and the rest
+          // of the body is not read.
+          try {
+            if (written === 'full') throw new TransferFullError("this upload's next bytes");
+            this.#arrival?.hold(lease.held);
+          } catch (err) {
+            this.#closeAfter = true;
+            return end(err as Error);
+          }
+        }
         if (!isLast) return;
         if (lease.received === 0) return end(new OptmarkError('malformed_multipart', 'The request has no body.'));
         this.#phases.received();
         // Arrived: the body no longer counts against its client's share of arriving room.
-        this.#arrived?.();
+        this.#arrival?.end();
         end();
       };
       // What arrived while the request was admitted goes first, in order; then the socket reads again.
@@ -402,13 +421,14 @@ class ApiRequest {
     if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
     if (err instanceof QuotaExceededError) headers['Retry-After'] = String(err.retryAfter);
     this.#resume();
-    // A client too slow to send its body is not read any further: the answer closes the connection.
-    await this.#ex.error(shape.code, shape.message, headers, { closeConnection: err instanceof UploadTooSlowError });
+    // A client too slow to send its body, or refused in the middle of it, is not read any further: the
+    // answer closes the connection.
+    await this.#ex.error(shape.code, shape.message, headers, { closeConnection: this.#closeAfter });
   }
 
   /** The one end of every request: quota unit (given back if still held), memory, metrics, log line. */
   #finish(): void {
-    this.#arrived?.();
+    this.#arrival?.end();
     this.#tooSlow = undefined;
     if (this.#reservation) void this.#giveBack();
     this.#extra?.settle(this.#delivered).catch((err: unknown) => this.#deps.log.error({ reqId: this.#head.id, err }, 'settling the request failed'));
