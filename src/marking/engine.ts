@@ -112,7 +112,7 @@ export function protect(input: Uint8Array, options: ProtectOptions = {}): Protec
  * The produced file's size, known from its pieces before any byte is copied: within the input plus
  * MAX_PROTECT_GROWTH_BYTES and within `max`, else OutputTooLargeError.
  */
-function checkOutputSize(inputLength: number, pieces: readonly Uint8Array[], max: number | undefined): void {
+export function checkOutputSize(inputLength: number, pieces: readonly Uint8Array[], max: number | undefined): void {
   let size = 0;
   for (const p of pieces) size += p.length;
   if (size - inputLength > MAX_PROTECT_GROWTH_BYTES) {
