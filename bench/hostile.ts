@@ -216,7 +216,12 @@ async function main(): Promise<void> {
     // after 5 s; what they hold meanwhile is printed from /readyz.
     const slowKeys = Array.from({ length: 13 }, (_, i) => {
       execFileSync(process.execPath, [CLI, 'account', 'create', `slowpoke${i}`, '--plan', 'pro'], { env });
-      return execFileSync(process.execPath, [CLI, 'key', 'issue', `slowpoke${i}`], { env }).toString().trim().split('\n').pop()!.trim();
+      return execFileSync(process.execPath, [CLI, 'key', 'issue', `slowpoke${i}`], { env })
+        .toString()
+        .trim()
+        .split('\n')
+        .pop()!
+        .trim();
     });
     const slow = slowKeys.map((slowKey) => {
       const s = connect(port, '127.0.0.1');
