@@ -262,7 +262,7 @@ class ApiRequest {
       const options = { beforeLastByte: () => this.#commit() };
       const delivered = answer.headers
         ? await this.#ex.send(200, { ...answer.headers, 'Cache-Control': 'no-store', ...headers }, answer.bytes, options)
-        : await this.#ex.json(200, answer.bytes, headers, options);
+        : await this.#ex.json(200, answer.bytes, { ...answer.extraHeaders, ...headers }, options);
       this.#delivered = delivered;
       if (!delivered) await this.#giveBack();
       this.#reservation = undefined; // kept
@@ -389,7 +389,9 @@ class ApiRequest {
   }
 
   /** A worker parses the form and builds the answer; the answer's bytes (in the lease, for protect). */
-  async #process(lease: Lease): Promise<{ bytes: Uint8Array; headers?: Record<string, string> | undefined }> {
+  async #process(
+    lease: Lease,
+  ): Promise<{ bytes: Uint8Array; headers?: Record<string, string> | undefined; extraHeaders?: Record<string, string> | undefined }> {
     const { input, output } = lease.seal();
     const contentType = this.#head.contentType;
     const task: Task =
@@ -406,7 +408,7 @@ class ApiRequest {
     if (result.kind !== 'answer') throw new Error(`worker answered a ${this.#operation} with a ${result.kind} result`);
     const body = lease.answer(result.answer);
     if (this.#extra) return { bytes: await this.#extra.answered(result, body) };
-    return { bytes: body, headers: result.headers };
+    return { bytes: body, headers: result.headers, extraHeaders: result.extraHeaders };
   }
 
   /** Sends the `{error, code}` answer a failure deserves. */
