@@ -22,6 +22,11 @@ import { runVerify } from '../src/pipeline/verify.js';
 import { warmUp } from '../src/pipeline/warmup.js';
 import type { Posted, StartedMessage, TaskResult, WorkerInit } from '../src/pool/tasks.js';
 import { TransferViews } from '../src/transfer/worker.js';
+import { loadXml } from '../src/xmp/packet.js';
+
+// xmldom loads on first use elsewhere (batch marking of files without XMP never needs it); a worker
+// loads it at start, as it did when it was a static import, so that no task's deadline pays for it.
+loadXml();
 
 // The pool provides the parallelism: one libvips thread per worker keeps CPU use predictable.
 sharp.concurrency(1);
