@@ -21,6 +21,7 @@ import { protect } from '../src/marking/engine.js';
 import { type CredentialsPolicy, protectWithCredentials } from '../src/pipeline/credentials.js';
 import { noLayers } from '../src/pipeline/layers.js';
 import { verifyReport } from '../src/pipeline/verify.js';
+import { pngChunk, pngWith } from './helpers/containers.js';
 import { smallImage } from './helpers/images.js';
 
 const CORPUS = join(__dirname, '..', '..', 'shared', 'corpus');
@@ -199,6 +200,17 @@ describe('OPTMARK_C2PA=refuse and invalidate', () => {
     });
     // The parent's failure stays on record in its ingredient (validation results); the new manifest validates.
     expect(report.validation_state).toBe('Valid');
+  }, 60_000);
+});
+
+describe('a manifest store that cannot be updated', () => {
+  it('unreadable (garbage in a PNG caBX chunk): marked as by the engine alone, with a warning saying why, not refused', async () => {
+    const input = pngWith(await smallImage('png'), [pngChunk('caBX', Buffer.from('not jumbf'))], 'beforeIdat');
+    const out = await protectWithCredentials(input, {}, policy('update'));
+    expect(out.outcome).toBe('invalidated');
+    expect(out.warnings.map((w) => w.code)).toEqual(['content_credentials_invalidated']);
+    expect(out.warnings[0]!.message).toContain('could not be updated');
+    expect(Buffer.concat(out.pieces).equals(Buffer.from(protect(input).bytes))).toBe(true);
   }, 60_000);
 });
 

@@ -2,9 +2,9 @@
 // that caps a batch under concurrency, expiry, giving a slot back, records scoped to their account,
 // search by name (LIKE wildcards typed are characters) and by SHA-256 prefix, paging, and restore.
 import { createHash } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { MarkRecord, Store } from '../src/store/index.js';
-import { ENGINES, StoreHarness } from './helpers/stores.js';
+import { ENGINES, suiteStoreHarness } from './helpers/stores.js';
 
 const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
 
@@ -25,10 +25,7 @@ function record(batchId: string, name: string, markedAt: string, keyPrefix = 'om
 }
 
 describe.each(ENGINES)('dashboard records on %s', (engine) => {
-  const h = new StoreHarness(engine);
-  beforeAll(() => h.setup());
-  afterEach(() => h.closeAll());
-  afterAll(() => h.teardown());
+  const h = suiteStoreHarness(engine);
 
   async function accountWithKey(store: Store, name: string): Promise<{ id: number; keyId: number; prefix: string }> {
     await store.createAccount(name, 'pro');
@@ -95,14 +92,23 @@ describe.each(ENGINES)('dashboard records on %s', (engine) => {
     expect(await store.dashboard.records(a.id)).toHaveLength(2);
   });
 
-  it('a restore that replaces the accounts takes their batches and records with them', async () => {
+  it('a snapshot carries the batches and records, and a restore puts them back with their accounts', async () => {
     const store = await h.open();
     const a = await accountWithKey(store, 'erin');
-    const batch = await store.dashboard.openBatch(a.id, a.prefix, { size: 1, provenance: false, fingerprint: false });
-    await store.dashboard.addRecord(a.id, record(batch.id, 'x.jpg', '2026-11-24T08:00:00.000Z'));
+    const batch = await store.dashboard.openBatch(a.id, a.prefix, { size: 2, provenance: false, fingerprint: false });
+    expect((await store.dashboard.takeSlot(a.id, batch.id)).ok).toBe(true);
+    const marked = record(batch.id, 'x.jpg', '2026-11-24T08:00:00.000Z');
+    await store.dashboard.addRecord(a.id, marked);
     const snapshot = await store.snapshot([]);
-    await store.restore(snapshot);
-    const restored = await store.getAccount('erin');
-    expect(await store.dashboard.records(restored.id)).toEqual([]);
+    expect(snapshot.records).toEqual([{ ...marked, account: 'erin' }]);
+    expect(snapshot.batches).toEqual([{ ...batch, used: 1, account: 'erin' }]);
+    const other = await h.open();
+    await other.restore(snapshot);
+    const restored = await other.getAccount('erin');
+    expect(await other.dashboard.records(restored.id)).toEqual([marked]);
+    expect(await other.dashboard.batch(restored.id, batch.id)).toEqual({ ...batch, used: 1 });
+    // Replacing what is there: the same snapshot again leaves one copy, not two.
+    await other.restore(snapshot);
+    expect(await other.dashboard.records((await other.getAccount('erin')).id)).toEqual([marked]);
   });
 });

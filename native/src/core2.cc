@@ -25,9 +25,10 @@ constexpr int kTM = kTile - 1;
 constexpr double kSpecClip = 6;
 constexpr int kWhitenBox = 17;
 const double kCropStep = std::log(1.005);
-constexpr int kPoolRadius = 1;     // max filter of the coarse pass, bins
-constexpr int kCoarseKeep = 32;    // coarse cells refined
-constexpr double kCropMin = 0.98;  // crop line from this times the no-geometry scale (crops only enlarge)
+constexpr int kPoolRadius = 1;           // max filter of the coarse pass, bins
+constexpr int kCoarseKeep = 32;          // coarse cells refined
+constexpr double kCropMin = 0.98;        // crop line from this times the no-geometry scale (crops only enlarge)
+constexpr double kGatedScaleMin = 0.85;  // below the gate, grid hypotheses from this times the no-geometry scale
 
 const int kDihedral[8][4] = {{1, 0, 0, 1}, {0, -1, 1, 0}, {-1, 0, 0, -1}, {0, 1, -1, 0}, {-1, 0, 0, 1}, {1, 0, 0, -1}, {0, 1, 1, 0}, {0, -1, -1, 0}};
 
@@ -62,6 +63,7 @@ const Twiddles& TwiddlesFor(int n, int sign) {
 }
 
 // In-place radix-2 FFT on strided data (the algorithm of fft.ts).
+OPTMARK_CLONES
 void Fft1d(double* re, double* im, int sign, size_t offset, size_t stride, int n) {
   for (int i = 1, j = 0; i < n; i++) {
     int bit = n >> 1;
@@ -152,6 +154,7 @@ void FftColumns(double* __restrict re, double* __restrict im, int nx, int ny, in
   }
 }
 
+OPTMARK_CLONES
 std::vector<float> AreaResize(const float* src, int w, int h, int ow, int oh) {
   struct Ax {
     std::vector<int> lo, hi;
@@ -200,6 +203,7 @@ struct Spectrum {
   std::vector<float> fine, coarse;
 };
 
+OPTMARK_CLONES
 Spectrum WhitenedSpectrum(const float* x, int w, int h, bool notchGrid) {
   Spectrum sp;
   const int nx = NextPow2(w), ny = NextPow2(h);
@@ -307,6 +311,7 @@ inline double SpecAt(const std::vector<float>& plane, int nx, int ny, double fx,
          b * ((1 - a) * plane[i10 + (u0 & mx)] + a * plane[i10 + ((u0 + 1) & mx)]);
 }
 
+OPTMARK_CLONES
 double CombScoreCS(const Spectrum& sp, const std::vector<float>& plane, const double* m, int nm, int period, double c, double s, double sx, double sy) {
   const double kx = 1 / (period * sx), ky = 1 / (period * sy);
   double sum = 0;
@@ -322,6 +327,7 @@ double CombScoreCS(const Spectrum& sp, const std::vector<float>& plane, const do
 }
 
 // Comb score with nearest-bin lookups (the coarse pass, on the max-filtered plane).
+OPTMARK_CLONES
 double CombNearest(const std::vector<float>& plane, int nx, int ny, const double* m, int nm, int period, double c, double s, double sx, double sy) {
   const double kx = 1 / (period * sx), ky = 1 / (period * sy);
   double sum = 0;
@@ -347,6 +353,7 @@ struct Hypo {
 
 // Separable max filter (cyclic) of radius r: the coarse pass of the lattice grid reads it, so that a
 // hypothesis one fine step off a lattice still sees its peaks.
+OPTMARK_CLONES
 std::vector<float> MaxPool(const std::vector<float>& src, int nx, int ny, int r) {
   std::vector<float> tmp(src.size()), out(src.size());
   for (int v = 0; v < ny; v++) {
@@ -441,6 +448,9 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
   std::vector<Hypo> chosen;
   for (const Hypo& hy : top) {
     if (int(chosen.size()) >= (topScore < p.gate ? std::min(1, p.candidates) : p.candidates)) break;
+    // Below the gate, a hypothesis that shrinks the period (costly to fold) is not tried: such pictures
+    // (borders, screenshots) show a clear lattice.
+    if (topScore < p.gate && std::sqrt(hy.sx * hy.sy) < kGatedScaleMin * cropMin / kCropMin) continue;
     bool dup = false;
     for (const Hypo& c : chosen)
       if (std::abs(c.theta - hy.theta) < 2.5 * thStep && std::abs(std::log(c.sx / hy.sx)) < 0.05 && std::abs(std::log(c.sy / hy.sy)) < 0.05) dup = true;
@@ -490,6 +500,7 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
 }
 
 // Resample on the lattice frame and fold onto one kTile x kTile tile (see foldLattice in reference-v2.ts).
+OPTMARK_CLONES
 void FoldLattice(const float* x, int fw, int fh, const double* v, int period, double ox, double oy, double* out) {
   std::fill(out, out + kT2, 0.0);
   const double cx = (fw - 1) / 2.0, cy = (fh - 1) / 2.0;
@@ -516,7 +527,7 @@ void FoldLattice(const float* x, int fw, int fh, const double* v, int period, do
     for (int i = i0; i <= i1; i++) {
       const double sx = baseX + ax * i, sy = baseY + ay * i;
       if (!(sx >= 0 && sy >= 0 && sx <= fw - 1 && sy <= fh - 1)) continue;
-      int x0 = int(std::floor(sx)), y0 = int(std::floor(sy));
+      int x0 = int(sx), y0 = int(sy);  // sx, sy >= 0 here: truncation is the floor
       if (x0 >= fw - 1) x0 = fw - 2;
       if (y0 >= fh - 1) y0 = fh - 2;
       const double fx = sx - x0, fy = sy - y0;

@@ -13,13 +13,12 @@
  * Files without a manifest store never reach this module. The builder and signer are c2pa-rs as wasm
  * (@contentauth/c2pa-wasm); they run only in the image workers.
  */
-import { OptmarkError } from '../errors.js';
 import type { Warning } from '../formats/complete.js';
 import type { DataMiningToken } from '../xmp/index.js';
 import { coseSign1, reserveSizeFor } from './cose.js';
 import type { C2paContainer } from './detect.js';
 import type { SignerIdentity } from './identity.js';
-import { activeTrainingEntries, loadC2pa, MIME, readerSettings, readStore, type TrainingEntry } from './reader.js';
+import { activeTrainingEntries, loadC2pa, MIME, readerSettings, readStore, storeIsValid, type TrainingEntry } from './reader.js';
 
 export const C2PA_UPDATED = 'content_credentials_updated';
 export const C2PA_INVALIDATED = 'content_credentials_invalidated';
@@ -111,19 +110,33 @@ function ingredientValid(definition: unknown): boolean {
 /** A string, Error or anything a wasm call threw, as text of bounded length. */
 const why = (err: unknown): string => String((err as Error)?.message ?? err).slice(0, 200);
 
+/** The builder could not make an update manifest; `parentValid` says whether there were valid credentials to lose. */
+export class UpdateFailed extends Error {
+  constructor(
+    readonly reason: string,
+    readonly parentValid: boolean,
+  ) {
+    super(reason);
+    this.name = 'UpdateFailed';
+  }
+}
+
 /**
- * The marked file with an update manifest signed by `identity`. Throws OptmarkError
- * content_credentials_present when the builder cannot make one (the file is then not answered).
+ * The marked file with an update manifest signed by `identity`. Throws UpdateFailed when the builder
+ * cannot make one.
  */
 export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
   const m = await loadC2pa();
   const mime = MIME[input.format];
   let parentEntries: Record<string, TrainingEntry> = {};
+  let parsed = false;
   try {
     // Parsed only: the builder validates the parent when it takes it as ingredient, below.
     parentEntries = activeTrainingEntries(await readStore(input.format, input.original, false));
-  } catch {
-    // An unreadable store: the builder below says why when it cannot use it either.
+    parsed = true;
+  } catch (err) {
+    // A store the reference reader cannot parse holds no credentials that could be kept.
+    throw new UpdateFailed(`the manifest store cannot be read: ${why(err)}`, false);
   }
   let parentValid = false;
   const definition = {
@@ -152,10 +165,9 @@ export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
     };
     signed = await builder.sign(signer as Parameters<typeof builder.sign>[0], [], mime, blobOf(input.marked));
   } catch (err) {
-    throw new OptmarkError(
-      'content_credentials_present',
-      `The image carries Content Credentials and no valid update manifest could be added to them (${why(err)}); the image was not changed.`,
-    );
+    // Were there valid credentials to lose? The builder may have failed before it said.
+    const valid = parsed && (parentValid || (await readStore(input.format, input.original).then(storeIsValid, () => false)));
+    throw new UpdateFailed(why(err), valid);
   } finally {
     builder?.free();
   }
@@ -164,6 +176,14 @@ export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
     `with the previous manifest as its parent ingredient${parentValid ? '' : ' (which did not validate before this edit)'}. ` +
     `Readers that do not trust this signer report it as untrusted (signingCredential.untrusted) while the credentials stay valid.`;
   return { bytes: signed, warning: { code: C2PA_UPDATED, message } };
+}
+
+/** The warning of a store that could not be updated and held no valid credentials (unreadable, or already broken). */
+export function notUpdatedWarning(reason: string): Warning {
+  return {
+    code: C2PA_INVALIDATED,
+    message: `The image carried a C2PA manifest store that did not validate and could not be updated (${reason}); the XMP was written and the store was left as it was.`,
+  };
 }
 
 export const INVALIDATED_WARNING: Warning = {

@@ -167,6 +167,8 @@ const POOL_RADIUS = 1;
 const COARSE_KEEP = 32;
 /** The crop line starts at this times the no-geometry scale (a crop only enlarges the period). */
 const CROP_MIN = 0.98;
+/** Below the gate, grid hypotheses are tried from this times the no-geometry scale up. */
+const GATED_SCALE_MIN = 0.85;
 const WHITEN_BOX = 17;
 
 export function whitenedSpectrum(x: Float32Array, w: number, h: number, notchGrid: boolean): Spectrum {
@@ -362,8 +364,9 @@ function coarseIndices(n: number): number[] {
 
 /**
  * Lattice period-vector pairs [v1x, v1y, v2x, v2y] (base pixels per period), best first, and the best
- * comb score of the grid. Below p.gate only the grid's best hypothesis is kept (and the crop line's,
- * from cropMin, always is): the others are folded only when the grid has a clear lattice. No key is read but the template's frequencies.
+ * comb score of the grid. Below p.gate only the grid's best hypothesis that does not shrink the period
+ * below GATED_SCALE_MIN is kept (and the crop line's, from cropMin, always is): the others are folded
+ * only when the grid has a clear lattice. No key is read but the template's frequencies.
  */
 export function latticeCandidates(
   x: Float32Array,
@@ -444,6 +447,9 @@ export function latticeCandidates(
   const chosen: Hypo[] = [];
   for (const hy of top) {
     if (chosen.length >= (topScore < p.gate ? Math.min(1, p.candidates) : p.candidates)) break;
+    // Below the gate, a hypothesis that shrinks the period (costly to fold) is not tried: such pictures
+    // (borders, screenshots) show a clear lattice.
+    if (topScore < p.gate && Math.sqrt(hy.sx * hy.sy) < (GATED_SCALE_MIN * cropMin) / CROP_MIN) continue;
     const dup = chosen.some(
       (c) => Math.abs(c.theta - hy.theta) < 2.5 * thStep && Math.abs(Math.log(c.sx / hy.sx)) < 0.05 && Math.abs(Math.log(c.sy / hy.sy)) < 0.05,
     );

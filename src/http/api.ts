@@ -259,7 +259,7 @@ class ApiRequest {
       // complete answer), and a commit that fails closes the connection. So a unit is charged without its
       // answer only if the process dies between the commit and one last write.
       const headers = { ...(await this.#rateLimitHeaders(this.#reserved)), ...this.#phases.headers() };
-      const options = { beforeLastByte: () => this.#commit() };
+      const options = { beforeLastByte: (release: () => void) => this.#commit(release) };
       const delivered = answer.headers
         ? await this.#ex.send(200, { ...answer.headers, 'Cache-Control': 'no-store', ...headers }, answer.bytes, options)
         : await this.#ex.json(200, answer.bytes, { ...answer.extraHeaders, ...headers }, options);
@@ -458,14 +458,29 @@ class ApiRequest {
     this.#deps.inflight.end();
   }
 
-  /** Keeps the reserved unit, durably, before the last byte of a 200 goes out; false when it cannot. */
-  async #commit(): Promise<boolean> {
+  /**
+   * Keeps the reserved unit, durably, and calls `release` (the last byte of the 200) the instant the
+   * commit is on its way to the store: SQLite, done; PostgreSQL, its statement written to the connection,
+   * which the database runs even if this process dies the next instant. So the last byte does not wait a
+   * database round trip, which on a busy machine is the widest window a kill -9 can fall in. False when
+   * the unit cannot be kept (nothing released).
+   */
+  async #commit(release: () => void): Promise<boolean> {
     const r = this.#reservation;
     if (!r) return true;
+    let sent = false;
     try {
-      await this.#deps.store.commit(r);
+      await this.#deps.store.commit(r, undefined, () => {
+        sent = true;
+        release();
+      });
       return true;
     } catch (err) {
+      if (sent) {
+        // The answer went out with its commit written; only the acknowledgement failed. The store does it again.
+        this.#deps.log.error({ reqId: this.#head.id, err }, 'quota commit unconfirmed (retried in the background)');
+        return true;
+      }
       // The store is down or this instance's hold was reclaimed (it missed its lease): no complete answer,
       // and the unit goes back (the refund is retried, or was already done by the reconciliation).
       this.#deps.log.error({ reqId: this.#head.id, err }, 'quota commit failed; the answer is cut short');

@@ -7,7 +7,7 @@
 import { hasManifestStore } from '../c2pa/detect.js';
 import type { SignerIdentity } from '../c2pa/identity.js';
 import type { C2paMode, CredentialsOutcome } from '../c2pa/modes.js';
-import { addUpdateManifest, INVALIDATED_WARNING } from '../c2pa/update.js';
+import { addUpdateManifest, INVALIDATED_WARNING, notUpdatedWarning, UpdateFailed } from '../c2pa/update.js';
 import { OptmarkError } from '../errors.js';
 import type { Warning } from '../formats/complete.js';
 import { checkOutputSize, protect, type ProtectOptions } from '../marking/engine.js';
@@ -41,13 +41,27 @@ export async function protectWithCredentials(image: Uint8Array, options: Protect
     );
   }
   if (policy.mode === 'invalidate') return { ...base, pieces: result.pieces, warnings: [...result.warnings, INVALIDATED_WARNING], outcome: 'invalidated' };
-  const updated = await addUpdateManifest({
-    format: result.format,
-    original: image,
-    marked: result.bytes,
-    token: options.token ?? DEFAULT_TOKEN,
-    identity: await policy.identity(),
-  });
+  let updated: Awaited<ReturnType<typeof addUpdateManifest>>;
+  try {
+    updated = await addUpdateManifest({
+      format: result.format,
+      original: image,
+      marked: result.bytes,
+      token: options.token ?? DEFAULT_TOKEN,
+      identity: await policy.identity(),
+    });
+  } catch (err) {
+    if (!(err instanceof UpdateFailed)) throw err;
+    // Valid credentials that cannot be kept are not broken: the file is refused, nothing written.
+    if (err.parentValid) {
+      throw new OptmarkError(
+        'content_credentials_present',
+        `The image carries valid Content Credentials and no update manifest could be added to them (${err.reason}); nothing was written.`,
+      );
+    }
+    // Nothing valid to keep (a store that cannot be read or no longer validates): marked, and said so.
+    return { ...base, pieces: result.pieces, warnings: [...result.warnings, notUpdatedWarning(err.reason)], outcome: 'invalidated' };
+  }
   checkOutputSize(image.length, [updated.bytes], options.maxOutputBytes);
   return { ...base, pieces: [updated.bytes], warnings: [...result.warnings, updated.warning], outcome: 'updated' };
 }

@@ -27,6 +27,7 @@ export type {
   Reservation,
   ReserveResult,
   Store,
+  StoreCounts,
   StoreSnapshot,
   StoreStats,
   StoredPublicKey,
