@@ -130,7 +130,9 @@ export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: A
           };
           update(item.id, { state: 'done', result });
         } catch (err) {
-          update(item.id, { state: 'failed', message: err instanceof ApiError ? err.message : String(err) });
+          // The server's own message, after a plain statement of what happened (its messages can be
+          // technical, e.g. "JPEG: no image data (SOS) found").
+          update(item.id, { state: 'failed', message: `Could not protect this file: ${err instanceof ApiError ? err.message : String(err)}` });
         }
       };
       const lanes = Math.max(1, Math.min(info.limits.concurrency, queue.length));
