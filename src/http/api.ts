@@ -9,9 +9,13 @@
  *
  * and one place, `finish`, that releases the lease whatever happened. The store is asynchronous (SQLite or
  * PostgreSQL, src/store/): body bytes that arrive while the request is being admitted are held (the
- * socket is paused, at most MAX_EARLY_BYTES are kept). The quota unit is committed, durably, before a
- * 200 goes out (a crash after that keeps it; a crash before gives it back: its reservation is held by
- * this instance and reconciled), and given back when the answer was not delivered or anything failed.
+ * socket is paused, at most MAX_EARLY_BYTES are kept). The quota unit is counted when it is reserved and
+ * held by this instance; the hold is taken off (the unit kept) when every byte of a 200 but the last is
+ * with the socket, and the last byte goes after that commit. The unit is given back when the answer was
+ * not delivered or anything failed; a crash before the commit leaves the hold to a reconciliation, which
+ * gives it back (the client has no complete answer). No client ever gets a complete 200 for a unit that
+ * was given back, and a unit is charged for an answer that never arrived only if the process dies in
+ * the instant between the commit's acknowledgement and one last write.
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
@@ -200,6 +204,8 @@ class ApiRequest {
   readonly #phases: Phases;
   #accountId: number | undefined;
   #reservation: Reservation | undefined;
+  /** The counter just after the reservation (this unit counted): the RateLimit headers of a 200. */
+  #reserved: QuotaState | undefined;
   #lease: Lease | undefined;
   /** Chunks that arrived before #receive took over (copied: uWS reuses its buffer), or undefined once it did. */
   #early: Array<{ bytes: Uint8Array; isLast: boolean }> | undefined = [];
@@ -245,13 +251,16 @@ class ApiRequest {
       const lease = await this.#admit();
       await this.#receive(lease);
       const answer = await this.#process(lease);
-      // The unit is made durable before the answer goes out (see the top of this file). If this
-      // instance's hold was reclaimed meanwhile (it missed its lease), commit throws: 503, uncounted.
-      const state = await this.#commit();
-      const headers = { ...(await this.#rateLimitHeaders(state)), ...this.#phases.headers() };
+      // The reserved unit is already counted, held by this instance. It is kept (committed) when every
+      // byte of the answer but the last is with the socket, and the last byte goes after the commit: a
+      // crash before the commit leaves the hold to a reconciliation (given back; the client has no
+      // complete answer), and a commit that fails closes the connection. So a unit is charged without its
+      // answer only if the process dies between the commit and one last write.
+      const headers = { ...(await this.#rateLimitHeaders(this.#reserved)), ...this.#phases.headers() };
+      const options = { beforeLastByte: () => this.#commit() };
       const delivered = answer.headers
-        ? await this.#ex.send(200, { ...answer.headers, 'Cache-Control': 'no-store', ...headers }, answer.bytes)
-        : await this.#ex.json(200, answer.bytes, headers);
+        ? await this.#ex.send(200, { ...answer.headers, 'Cache-Control': 'no-store', ...headers }, answer.bytes, options)
+        : await this.#ex.json(200, answer.bytes, headers, options);
       this.#delivered = delivered;
       if (!delivered) await this.#giveBack();
       this.#reservation = undefined; // kept
@@ -299,6 +308,7 @@ class ApiRequest {
       throw new QuotaExceededError(`The monthly ${this.#operation} limit of ${s.limit} is used up; it resets at ${resetsAt}.`, s.resetSeconds, s);
     }
     this.#reservation = reserved.reservation;
+    this.#reserved = reserved.state;
     if (this.#ex.aborted) throw new ClientGoneError();
     // Room for the body: the declared length bounds it; without one, the limit does. A protect's lease
     // holds room for its answer too, so that an admitted request never needs memory from elsewhere.
@@ -426,10 +436,19 @@ class ApiRequest {
     this.#deps.inflight.end();
   }
 
-  /** Keeps the reserved unit, durably; the counter after it. The reservation stays for #giveBack. */
-  async #commit(): Promise<QuotaState | undefined> {
+  /** Keeps the reserved unit, durably, before the last byte of a 200 goes out; false when it cannot. */
+  async #commit(): Promise<boolean> {
     const r = this.#reservation;
-    return r ? this.#deps.store.commit(r) : undefined;
+    if (!r) return true;
+    try {
+      await this.#deps.store.commit(r);
+      return true;
+    } catch (err) {
+      // The store is down or this instance's hold was reclaimed (it missed its lease): no complete answer,
+      // and the unit goes back (the refund is retried, or was already done by the reconciliation).
+      this.#deps.log.error({ reqId: this.#head.id, err }, 'quota commit failed; the answer is cut short');
+      return false;
+    }
   }
 
   /** Gives back the reserved unit (also after its commit, for an answer that never reached the client), once. */

@@ -11,6 +11,13 @@ export type Headers = Record<string, string>;
 export interface SendOptions {
   /** Close the connection once the (small) answer is written, instead of reading the rest of the request. */
   closeConnection?: boolean;
+  /**
+   * Called once every byte of the body but the last is with the socket; the last byte goes only when it
+   * resolves true (false or a rejection closes the connection: the client has no complete answer). The
+   * quota unit of a 200 is committed here, so that a crash at any moment either charges a unit whose
+   * answer is complete but for one byte already sent after the commit, or gives it back.
+   */
+  beforeLastByte?: () => Promise<boolean>;
 }
 
 /** The state of one exchange: uWS forbids touching `res` after an abort or after the answer. */
@@ -52,6 +59,42 @@ export class Exchange {
     const total = bytes.length;
     return new Promise((resolve) => {
       this.onAbort(() => resolve(false));
+      const gate = options.closeConnection ? undefined : options.beforeLastByte;
+      // Bytes that may go before the gate has passed.
+      let limit = gate && total > 0 ? total - 1 : total;
+      let start = 0;
+      const refuse = () => {
+        this.close();
+        resolve(false);
+      };
+      const passGate = (g: () => Promise<boolean>) => {
+        g().then(
+          (go) => {
+            if (this.aborted) return;
+            if (!go) return refuse();
+            limit = total;
+            res.cork(() => {
+              if (!pump()) res.onWritable(writable);
+            });
+          },
+          () => {
+            if (!this.aborted) refuse();
+          },
+        );
+      };
+      // Offers the bytes up to `limit`; true when they are all with the socket (or the answer is done).
+      const pump = (): boolean => {
+        const [ok, done] = res.tryEnd(bytes.subarray(res.getWriteOffset() - start, limit), total);
+        if (done) {
+          this.sent = total;
+          resolve(true);
+          return true;
+        }
+        if (!ok) return false;
+        if (gate && limit < total) passGate(gate);
+        return true; // without a gate: everything buffered; uWS finishes on its own
+      };
+      const writable = (): boolean => (this.aborted ? true : pump());
       res.cork(() => {
         res.writeStatus(statusLine(status));
         res.writeHeader('X-Request-ID', this.id);
@@ -64,23 +107,9 @@ export class Exchange {
           resolve(true);
           return;
         }
-        const start = res.getWriteOffset();
-        const [ok, done] = res.tryEnd(bytes, total);
-        if (done) {
-          this.sent = total;
-          resolve(true);
-          return;
-        }
-        if (ok) return; // everything buffered; uWS finishes on its own
-        res.onWritable((offset) => {
-          if (this.aborted) return true;
-          const [ok2, done2] = res.tryEnd(bytes.subarray(offset - start), total);
-          if (done2) {
-            this.sent = total;
-            resolve(true);
-          }
-          return ok2;
-        });
+        start = res.getWriteOffset();
+        if (gate && total === 0) return passGate(gate);
+        if (!pump()) res.onWritable(writable);
       });
     });
   }

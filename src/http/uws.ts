@@ -47,15 +47,25 @@ type Patchable = { prototype: Record<string, unknown> };
 /**
  * The fallback (an emulation on node:http) throws "Not implemented" from the calls our answers are
  * written with, and its app has no close(): without these the first request killed the server. Bodies
- * go out in one end() (node:http buffers them, so onWritable is never needed) and close() closes the
+ * go out through write() and end() (node:http buffers them, so onWritable is never needed) and close() closes the
  * emulated listener and its connections. Only ever applied to the fallback the operator opted into.
  */
 function completeFallback(require: NodeJS.Require): void {
   const { HttpResponse } = require('uWebSockets.js/dist/http-response.js') as { HttpResponse: Patchable };
   const { default: TemplatedApp } = require('uWebSockets.js/dist/templated-app.js') as { default: Patchable };
+  type Emulated = { end(body: Uint8Array): void; write(body: Uint8Array): void; written?: number };
   Object.assign(HttpResponse.prototype, {
-    getWriteOffset: () => 0,
-    tryEnd(this: { end(body: Uint8Array): void }, body: Uint8Array): [boolean, boolean] {
+    getWriteOffset(this: Emulated) {
+      return this.written ?? 0;
+    },
+    // A part of the body (an answer whose last byte waits for its quota commit) is written; the rest ends it.
+    tryEnd(this: Emulated, body: Uint8Array, total: number): [boolean, boolean] {
+      const written = (this.written ?? 0) + body.length;
+      this.written = written;
+      if (written < total) {
+        this.write(body);
+        return [true, false];
+      }
       this.end(body);
       return [true, true];
     },

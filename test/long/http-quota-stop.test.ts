@@ -1,9 +1,10 @@
 // Quotas when the server is stopped under load (kill -9, SIGTERM), through the real server and a restart:
 // the count on disk is what the clients saw. Load runs, so they run with `npm run test:long`; the rest of
 // the quota tests are in test/http-quota.test.ts.
+import { connect } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { smallImage } from '../helpers/images.js';
-import { TestServer, api, waitFor } from '../helpers/server.js';
+import { jpegOfSize, smallImage } from '../helpers/images.js';
+import { TestServer, api, imageForm, waitFor } from '../helpers/server.js';
 
 let server: TestServer;
 let image: Buffer;
@@ -60,6 +61,28 @@ describe('stopping under load', () => {
     const next = await api(server, 'protect', key, image);
     expect(next.status).toBe(200);
     expect((await server.usage(name)).protect.used).toBe(used + 1);
+  });
+
+  it('kill -9 while a 200 is still being written: the unit goes back (its client never had the whole answer)', async () => {
+    const { name, key } = await account();
+    // A 12 MB upload answers about 16 MB of JSON: more than loopback's socket buffers hold, so a client
+    // that reads only the first bytes keeps the server writing.
+    const form = imageForm(await jpegOfSize(12 << 20));
+    const socket = connect(server.port, '127.0.0.1');
+    const head = `POST /api/v1/protect HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer ${key}\r\nContent-Type: ${form.contentType}\r\nContent-Length: ${form.body.length}\r\n\r\n`;
+    socket.write(Buffer.concat([Buffer.from(head), form.body]));
+    const first = await new Promise<string>((resolve, reject) => {
+      socket.once('data', (chunk: Buffer) => resolve(chunk.subarray(0, 12).toString('latin1')));
+      socket.once('error', reject);
+    });
+    socket.pause();
+    expect(first).toBe('HTTP/1.1 200');
+    await new Promise((r) => setTimeout(r, 500));
+    server.proc!.kill('SIGKILL');
+    expect((await server.exited).signal).toBe('SIGKILL');
+    socket.destroy();
+    await server.restart();
+    expect((await server.usage(name)).protect.used).toBe(0);
   });
 
   it('SIGTERM under load: the count is exactly the successes clients saw', async () => {
