@@ -46,6 +46,12 @@ export async function run(): Promise<number> {
     const id = auth.account.id;
     const month = monthOf(new Date());
     const select = raw.prepare('SELECT used FROM usage_counters WHERE account_id = ? AND month = ? AND operation = ?');
+    // The request path before units were held per instance (#20): one upsert of the counter, one read.
+    const bareReserve = raw.prepare(
+      `INSERT INTO usage_counters (account_id, month, operation, used) VALUES (?, ?, 'verify', 1)
+       ON CONFLICT (account_id, month, operation) DO UPDATE SET used = used + 1 WHERE used < 2147483648 RETURNING used`,
+    );
+    const bareState = raw.prepare("SELECT used FROM usage_counters WHERE account_id = ? AND month = ? AND operation = 'verify'");
     const memory = new Map<string, number>();
     const memoryKey = `${id}:${month}:protect`;
 
@@ -56,6 +62,13 @@ export async function run(): Promise<number> {
         { name: 'in-memory counter (not durable)', fn: () => memory.set(memoryKey, (memory.get(memoryKey) ?? 0) + 1) },
         { name: 'authenticate', fn: () => store.authenticate(header) },
         { name: 'reserve+commit', fn: () => reserveCommit(store, id) },
+        {
+          name: 'counter only, no hold (the path before #20)',
+          fn: () => {
+            bareReserve.all(id, month);
+            bareState.get(id, month);
+          },
+        },
         {
           name: 'reserve+commit, called synchronously',
           fn: () => {

@@ -24,6 +24,7 @@ const COMMANDS: Record<string, () => Promise<{ register: Register }>> = {
   mark: () => import('./commands/mark.js'),
   verify: () => import('./commands/verify.js'),
   'signing-key': () => import('./commands/signing-key.js'),
+  store: () => import('./commands/store.js'),
   bench: () => import('./commands/bench.js'),
 };
 

@@ -7,6 +7,7 @@
  */
 import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
+import { C2PA_MODES, type C2paMode } from './c2pa/modes.js';
 import { MAX_PROTECT_GROWTH_BYTES } from './formats/limits.js';
 
 export interface Config {
@@ -45,6 +46,12 @@ export interface Config {
   maxArrivingBytesPerAddress: number;
   /** Slowest average rate (bytes/s) a request body may arrive at after its first seconds (0: no floor). */
   minUploadBytesPerSecond: number;
+  /** What protect does to Content Credentials (C2PA): add a signed update manifest, refuse (409), or break them with a warning. */
+  c2paMode: C2paMode;
+  /** Optional PEM certificate chain (end entity first) to sign C2PA update manifests with (else the data dir's own). */
+  c2paCertFile: string | undefined;
+  /** Its PEM private key (ECDSA P-256/384/521 or Ed25519); set with c2paCertFile or not at all. */
+  c2paKeyFile: string | undefined;
   /** postgres://... : the PostgreSQL store shared by several instances (docs/scaling.md); undefined = the SQLite file in dataDir. */
   databaseUrl: string | undefined;
 }
@@ -258,7 +265,7 @@ export const SETTINGS: readonly Setting[] = [
     shown: 'half the in-flight memory',
     fallback: (c) => arrivingShare(c),
     parse: arrivingShareParser,
-    doc: 'Of that memory, what requests of one account (all its keys) whose body is still arriving may hold (body and answer room); beyond it 503 for that account (0: no limit).',
+    doc: 'Of that memory, what requests of one account (all its keys) whose body is still arriving may hold (the room their bytes so far took; a body declared up to 2 MiB, and its answer, from the start); beyond it 503 for that account (0: no limit).',
   }),
   setting({
     variable: 'OPTMARK_MAX_ARRIVING_BYTES_PER_ADDRESS',
@@ -266,7 +273,7 @@ export const SETTINGS: readonly Setting[] = [
     shown: 'half the in-flight memory',
     fallback: (c) => arrivingShare(c),
     parse: arrivingShareParser,
-    doc: "The same per client address (behind a proxy every client has the proxy's: raise it or set 0 there).",
+    doc: "The same per client address (behind a proxy every client has the proxy's: set 0 there, and bound clients at the proxy).",
   }),
   setting({
     variable: 'OPTMARK_TASK_TIMEOUT_MS',
@@ -351,6 +358,34 @@ export const SETTINGS: readonly Setting[] = [
     fallback: () => true,
     parse: onOff,
     doc: 'Run the fingerprint detector in verify.',
+  }),
+  setting({
+    variable: 'OPTMARK_C2PA',
+    key: 'c2paMode',
+    shown: 'update',
+    fallback: (): C2paMode => 'update',
+    parse: (raw) => {
+      const v = raw.toLowerCase();
+      if (!(C2PA_MODES as readonly string[]).includes(v)) throw new Invalid(`expected one of ${C2PA_MODES.join(', ')}, got ${JSON.stringify(raw)}`);
+      return v as C2paMode;
+    },
+    doc: 'Content Credentials on protect: update (add a signed update manifest), refuse (409), invalidate (write anyway, warn) (docs/c2pa.md).',
+  }),
+  setting({
+    variable: 'OPTMARK_C2PA_CERT_FILE',
+    key: 'c2paCertFile',
+    shown: '(data dir: a private CA)',
+    fallback: () => undefined,
+    parse: path,
+    doc: 'PEM certificate chain, signer first, for C2PA update manifests; with OPTMARK_C2PA_KEY_FILE.',
+  }),
+  setting({
+    variable: 'OPTMARK_C2PA_KEY_FILE',
+    key: 'c2paKeyFile',
+    shown: '(data dir)',
+    fallback: () => undefined,
+    parse: path,
+    doc: 'PEM private key (ECDSA P-256/384/521 or Ed25519) of that chain; set both or neither (checked at start).',
   }),
   setting({
     variable: 'OPTMARK_DATABASE_URL',

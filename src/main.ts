@@ -3,6 +3,7 @@
  * shutdown.
  */
 import { join } from 'node:path';
+import { loadC2paIdentity } from './c2pa/identity.js';
 import type { Config } from './config.js';
 import { checkPortFree } from './http/port.js';
 import { HttpServer } from './http/server.js';
@@ -40,6 +41,12 @@ export async function startService(config: Config, announce: ((text: string) => 
   const modes = secureDataDir(config.dataDir);
   for (const c of modes.changes) log.warn({ path: c.path, from: c.from, to: c.to }, 'data file was readable by other users; its mode is tightened');
   for (const p of modes.problems) log.warn({ path: p.path, err: p.error }, 'cannot tighten the mode of a data file; other local users may read it');
+  // The C2PA signing identity (OPTMARK_C2PA=update): created at first start in the data directory
+  // unless configured; a configured one that does not load stops the start here, not at the first file.
+  if (config.c2paMode === 'update') {
+    const identity = await loadC2paIdentity({ dataDir: config.dataDir, certFile: config.c2paCertFile, keyFile: config.c2paKeyFile });
+    log.info({ subject: identity.subject, alg: identity.alg, generated: identity.generated }, 'C2PA signing identity');
+  }
   const store = await openStore({
     dataDir: config.dataDir,
     defaultProtectLimit: config.defaultProtectLimit,

@@ -18,7 +18,8 @@ import { SECRET_BYTES, SECRET_FILE_NAME } from './fingerprint/secret.js';
 import type { Store } from './store/index.js';
 
 export const SHARED_FINGERPRINT_FILE = 'fingerprint-shared.key';
-const FINGERPRINT_SECRET = 'fingerprint';
+/** The fingerprint key's name among the store's secrets. */
+export const FINGERPRINT_SECRET = 'fingerprint';
 
 async function readIfThere(path: string): Promise<Buffer | undefined> {
   try {
@@ -45,11 +46,17 @@ async function writeSecretFile(path: string, data: Buffer): Promise<void> {
   await rename(tmp, path);
 }
 
+/** The data directory's own fingerprint key (the SQLite deployment's), when it has a usable one. */
+export async function localFingerprintKey(dataDir: string): Promise<Buffer | undefined> {
+  const local = await readIfThere(join(dataDir, SECRET_FILE_NAME));
+  return local && local.length >= 16 ? local : undefined;
+}
+
 /** The configuration with the fingerprint secret every instance shares (unchanged for SQLite or a configured file). */
 export async function withSharedSecrets(config: Config, store: Store): Promise<Config> {
   if (!store.sharesSecrets || config.fingerprintSecretFile !== undefined) return config;
-  const local = await readIfThere(join(config.dataDir, SECRET_FILE_NAME));
-  const secret = await store.sharedSecret(FINGERPRINT_SECRET, () => (local && local.length >= 16 ? local : randomBytes(SECRET_BYTES)));
+  const local = await localFingerprintKey(config.dataDir);
+  const secret = await store.sharedSecret(FINGERPRINT_SECRET, () => local ?? randomBytes(SECRET_BYTES));
   const file = join(config.dataDir, SHARED_FINGERPRINT_FILE);
   await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
   await writeSecretFile(file, secret);

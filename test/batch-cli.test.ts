@@ -6,65 +6,25 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, statSync, utimesSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { existsSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { protect } from '../src/marking/engine.js';
 import { expectConforms, expectError } from './helpers/assert.js';
 import { optmarkHere } from './helpers/cli.js';
-import { api, imageForm, request, TestServer, waitFor, type Answer } from './helpers/server.js';
+import { noiseImages, runBinary, TempDirs, tree, type Run } from './helpers/files.js';
+import { api, CLI, imageForm, request, ROOT, TestServer, waitFor, type Answer } from './helpers/server.js';
 
-const ROOT = resolve(import.meta.dirname, '..');
-const CLI = join(ROOT, 'dist', 'src', 'cli.js');
 const EXIFTOOL = join(ROOT, 'node_modules', 'exiftool-vendored.pl', 'bin', 'exiftool');
-const dirs: string[] = [];
-const images = new Map<string, Buffer>();
+const temp = new TempDirs('optmark-batch-');
+const tempDir = (): string => temp.make();
+const folder = (files: Record<string, Uint8Array | string>): string => temp.folder(files);
+let images: Map<string, Buffer>;
 
-function tempDir(prefix = 'optmark-batch-'): string {
-  const d = mkdtempSync(join(tmpdir(), prefix));
-  dirs.push(d);
-  return d;
-}
-
-interface Run {
-  status: number;
-  stdout: string;
-  stderr: string;
-}
-
-function optmark(args: string[], options: { input?: string | Buffer; cwd?: string; dataDir?: string; env?: Record<string, string> } = {}): Run {
-  const r = spawnSync(process.execPath, [CLI, ...args], {
-    cwd: options.cwd ?? ROOT,
-    input: options.input,
-    encoding: 'utf8',
-    env: { ...process.env, OPTMARK_DATA_DIR: options.dataDir ?? tempDir('optmark-data-'), ...options.env },
-    timeout: 120_000,
-  });
-  return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
-}
-
-/** Every file under a folder (dot files too), as sorted relative paths. */
-function tree(dir: string): string[] {
-  const out: string[] = [];
-  const walk = (d: string): void => {
-    for (const e of readdirSync(d, { withFileTypes: true })) {
-      if (e.isDirectory()) walk(join(d, e.name));
-      else out.push(relative(dir, join(d, e.name)));
-    }
-  };
-  walk(dir);
-  return out.sort();
-}
-
-function folder(files: Record<string, Uint8Array | string>): string {
-  const dir = tempDir('optmark-in-');
-  for (const [rel, bytes] of Object.entries(files)) {
-    mkdirSync(join(dir, rel, '..'), { recursive: true });
-    writeFileSync(join(dir, rel), bytes);
-  }
-  return dir;
+function optmark(args: string[], options: { input?: string | Buffer; cwd?: string; dataDir?: string; env?: Record<string, string> } = {}): Promise<Run> {
+  const env = { OPTMARK_DATA_DIR: options.dataDir ?? temp.make('optmark-data-'), ...options.env };
+  return runBinary(args, { env, input: options.input, cwd: options.cwd });
 }
 
 const sha256 = (b: Uint8Array): string => createHash('sha256').update(b).digest('hex');
@@ -92,11 +52,7 @@ function verifyWithQuery(server: TestServer, query: string, key: string, image: 
 }
 
 beforeAll(async () => {
-  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` first');
-  const base = sharp({ create: { width: 320, height: 240, channels: 3, noise: { type: 'gaussian', mean: 110, sigma: 35 } } });
-  images.set('jpg', await base.clone().jpeg().toBuffer());
-  images.set('png', await base.clone().png().toBuffer());
-  images.set('webp', await base.clone().webp().toBuffer());
+  images = await noiseImages(320, 240);
   // Larger than the 64 KiB a metadata-only verify reads first.
   images.set(
     'bigjpg',
@@ -106,12 +62,10 @@ beforeAll(async () => {
   );
 });
 
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+afterAll(() => temp.removeAll());
 
 describe('optmark mark as a batch tool', () => {
-  it('--report: one line per file with the SHA-256 of the output as written; ExifTool reads the field in every output', () => {
+  it('--report: one line per file with the SHA-256 of the output as written; ExifTool reads the field in every output', async () => {
     const input = folder({
       'a.jpg': images.get('jpg')!,
       'sub/b.png': images.get('png')!,
@@ -121,7 +75,7 @@ describe('optmark mark as a batch tool', () => {
     });
     const out = join(tempDir(), 'out');
     const report = join(tempDir(), 'r.jsonl');
-    const r = optmark(['mark', input, '--out', out, '--report', report]);
+    const r = await optmark(['mark', input, '--out', out, '--report', report]);
     expect(r.status, r.stderr).toBe(1); // broken.jpg: partial failure
     expect(r.stdout).toMatch(/^done 3, skipped 1, failed 1 \(opt-out field\)$/m);
     const rep = lines(report);
@@ -144,11 +98,11 @@ describe('optmark mark as a batch tool', () => {
     expect(tree(out)).toEqual(['a.jpg', 'sub/b.png', 'sub/c.webp']); // no temporary file left
   });
 
-  it('--files-from - with NUL-separated names (names with newlines and spaces), and a list file with relative names kept below --out', () => {
+  it('--files-from - with NUL-separated names (names with newlines and spaces), and a list file with relative names kept below --out', async () => {
     const input = folder({ 'odd\nname.jpg': images.get('jpg')!, 'with space.png': images.get('png')!, 'sub/x.webp': images.get('webp')! });
     const out = tempDir();
     const list = `${['odd\nname.jpg', 'with space.png', 'sub/x.webp'].map((p) => join(input, p)).join('\0')}\0`;
-    const r = optmark(['mark', '--files-from', '-', '-0', '--out', out, '--report', '-'], { input: list });
+    const r = await optmark(['mark', '--files-from', '-', '-0', '--out', out, '--report', '-'], { input: list });
     expect(r.status, r.stderr).toBe(0);
     const rep = r.stdout
       .split('\n')
@@ -166,23 +120,23 @@ describe('optmark mark as a batch tool', () => {
     const out2 = tempDir();
     const listFile = join(tempDir(), 'list.txt');
     writeFileSync(listFile, 'with space.png\r\n\nsub/x.webp\n');
-    const r2 = optmark(['mark', '--files-from', listFile, '--out', out2], { cwd: input });
+    const r2 = await optmark(['mark', '--files-from', listFile, '--out', out2], { cwd: input });
     expect(r2.status, r2.stderr).toBe(0);
     expect(tree(out2)).toEqual(['sub/x.webp', 'with space.png']);
     // A name that is not there is a failure of that file, not of the run's other files.
-    const r3 = optmark(['mark', '--files-from', '-', '--out', tempDir()], { input: `${join(input, 'with space.png')}\n${join(input, 'gone.jpg')}\n` });
+    const r3 = await optmark(['mark', '--files-from', '-', '--out', tempDir()], { input: `${join(input, 'with space.png')}\n${join(input, 'gone.jpg')}\n` });
     expect(r3.status).toBe(1);
     expect(r3.stdout).toMatch(/^done 1, skipped 0, failed 1/m);
     expect(r3.stdout).toMatch(/failed\s+\S*gone\.jpg: no such file or folder \(read_enoent\)/);
   });
 
-  it("--skip-existing: by size and time (outputs carry their input's time), and =hash by content", () => {
+  it("--skip-existing: by size and time (outputs carry their input's time), and =hash by content", async () => {
     const input = folder({ 'a.jpg': images.get('jpg')!, 'b.png': images.get('png')! });
     const out = tempDir();
-    expect(optmark(['mark', input, '--out', out]).status).toBe(0);
+    expect((await optmark(['mark', input, '--out', out])).status).toBe(0);
     for (const f of ['a.jpg', 'b.png']) expect(statSync(join(out, f)).mtimeMs).toBeCloseTo(statSync(join(input, f)).mtimeMs, 2);
     const report = join(tempDir(), 'r.jsonl');
-    const again = optmark(['mark', input, '--out', out, '--skip-existing', '--report', report]);
+    const again = await optmark(['mark', input, '--out', out, '--skip-existing', '--report', report]);
     expect(again.status, again.stderr).toBe(0);
     expect(again.stdout).toMatch(/^done 0, skipped 2, failed 0/m);
     expect(lines(report).map((l) => [l.status, l.code])).toEqual([
@@ -192,56 +146,56 @@ describe('optmark mark as a batch tool', () => {
     // An input changed since (a new modification time) is done again; the other stays skipped.
     const later = new Date(Date.now() + 5000);
     utimesSync(join(input, 'a.jpg'), later, later);
-    const third = optmark(['mark', input, '--out', out, '--skip-existing', '--report', report]);
+    const third = await optmark(['mark', input, '--out', out, '--skip-existing', '--report', report]);
     expect(third.stdout).toMatch(/^done 1, skipped 1, failed 0/m);
     expect(lines(report).find((l) => l.input.endsWith('a.jpg'))).toMatchObject({ status: 'done' });
 
     // By content: an output holding exactly what marking gives is left alone (not even rewritten)...
     const before = statSync(join(out, 'b.png'));
-    const byHash = optmark(['mark', input, '--out', out, '--skip-existing=hash', '--report', report]);
+    const byHash = await optmark(['mark', input, '--out', out, '--skip-existing=hash', '--report', report]);
     expect(byHash.stdout).toMatch(/^done 0, skipped 2, failed 0/m);
     for (const l of lines(report)) expect(l.sha256).toBe(sha256(readFileSync(l.output)));
     expect(statSync(join(out, 'b.png')).ino).toBe(before.ino);
     // ...and one that differs (even with the right time) is written again.
     writeFileSync(join(out, 'b.png'), 'damaged');
-    const fixed = optmark(['mark', input, '--out', out, '--skip-existing=hash']);
+    const fixed = await optmark(['mark', input, '--out', out, '--skip-existing=hash']);
     expect(fixed.stdout).toMatch(/^done 1, skipped 1, failed 0/m);
     expect(readFileSync(join(out, 'b.png')).equals(Buffer.from(protect(images.get('png')!).bytes))).toBe(true);
   });
 
-  it('--jobs: one lane or several threads give byte-identical outputs; in place, a file already marked is not rewritten', () => {
+  it('--jobs: one lane or several threads give byte-identical outputs; in place, a file already marked is not rewritten', async () => {
     const files: Record<string, Buffer> = {};
     for (let i = 0; i < 40; i++) files[`d${i % 3}/f${i}.${['jpg', 'png', 'webp'][i % 3]}`] = images.get(['jpg', 'png', 'webp'][i % 3]!)!;
     const input = folder(files);
     const one = tempDir();
     const three = tempDir();
-    expect(optmark(['mark', input, '--out', one, '--jobs', '1']).status).toBe(0);
-    const r = optmark(['mark', input, '--out', three, '-j', '3']);
+    expect((await optmark(['mark', input, '--out', one, '--jobs', '1'])).status).toBe(0);
+    const r = await optmark(['mark', input, '--out', three, '-j', '3']);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^done 40, skipped 0, failed 0/m);
     expect(tree(three)).toEqual(tree(one));
     for (const p of tree(one)) expect(readFileSync(join(three, p)).equals(readFileSync(join(one, p))), p).toBe(true);
 
     const report = join(tempDir(), 'r.jsonl');
-    const inPlace = optmark(['mark', one, '--in-place', '--report', report]);
+    const inPlace = await optmark(['mark', one, '--in-place', '--report', report]);
     expect(inPlace.status).toBe(0);
     for (const l of lines(report)) expect(l).toMatchObject({ status: 'done', changed: false });
   });
 
-  it("the opt-out path loads neither the decoder, the fingerprint, the worker pool nor the server; the server's upload limit does not apply", () => {
+  it("the opt-out path loads neither the decoder, the fingerprint, the worker pool nor the server; the server's upload limit does not apply", async () => {
     const input = folder({ 'a.png': images.get('png')!, 'b.jpg': images.get('jpg')! });
     const loaded = (r: Run): string[] => [...new Set(r.stderr.match(/node_modules\/(?:@[^/\s"]+\/)?[^/\s"]+|optmark_\w+\.node/g) ?? [])];
     const heavy = /sharp|@img|piscina|optmark_fingerprint|uWebSockets|better-sqlite3|pg\b/;
     // NODE_DEBUG=module names every CommonJS module and addon loaded (sharp, piscina and the addons are).
-    const mark = optmark(['mark', input, '--out', tempDir()], { env: { NODE_DEBUG: 'module', OPTMARK_MAX_UPLOAD_BYTES: '2048' } });
+    const mark = await optmark(['mark', input, '--out', tempDir()], { env: { NODE_DEBUG: 'module', OPTMARK_MAX_UPLOAD_BYTES: '2048' } });
     expect(mark.status, mark.stderr.slice(-500)).toBe(0);
     expect(mark.stdout).toMatch(/^done 2, skipped 0, failed 0/m); // both files are over a 2 KiB upload limit
     expect(loaded(mark).filter((m) => heavy.test(m))).toEqual([]);
-    const meta = optmark(['verify', input, '--skip-fingerprint'], { env: { NODE_DEBUG: 'module' } });
+    const meta = await optmark(['verify', input, '--skip-fingerprint'], { env: { NODE_DEBUG: 'module' } });
     expect(meta.status).toBe(0);
     expect(loaded(meta).filter((m) => heavy.test(m))).toEqual([]);
     // The control: the detector does load the decoder and the fingerprint addon.
-    const full = optmark(['verify', input], { env: { NODE_DEBUG: 'module' } });
+    const full = await optmark(['verify', input], { env: { NODE_DEBUG: 'module' } });
     expect(full.status).toBe(0);
     expect(loaded(full)).toEqual(expect.arrayContaining(['node_modules/sharp', 'optmark_fingerprint.node']));
   });
@@ -378,7 +332,7 @@ describe('optmark verify', () => {
     expect((await server.usage(name)).verify.used).toBe(1);
   });
 
-  it("--skip-fingerprint reads a large JPEG's head and end only, and says what a whole read says (a cut file is truncated)", () => {
+  it("--skip-fingerprint reads a large JPEG's head and end only, and says what a whole read says (a cut file is truncated)", async () => {
     const big = images.get('bigjpg')!;
     expect(big.length).toBeGreaterThan(2 * 64 * 1024);
     const input = folder({ 'whole.jpg': big, 'cut.jpg': big.subarray(0, big.length - 1000) });
@@ -388,17 +342,17 @@ describe('optmark verify', () => {
         .filter(Boolean)
         .map((l) => JSON.parse(l) as Record<string, any>)
         .sort((a, b) => (a.input < b.input ? -1 : 1));
-    const meta = parse(optmark(['verify', input, '--skip-fingerprint', '--report', '-']));
-    const whole = parse(optmark(['verify', input, '--skip-fingerprint', '--sha256', '--report', '-']));
+    const meta = parse(await optmark(['verify', input, '--skip-fingerprint', '--report', '-']));
+    const whole = parse(await optmark(['verify', input, '--skip-fingerprint', '--sha256', '--report', '-']));
     expect(meta.map((l) => ({ ...l, sha256: null }))).toEqual(whole.map((l) => ({ ...l, sha256: null })));
     expect(meta.find((l) => l.input.endsWith('whole.jpg'))!.warnings).toEqual([]);
     expect(meta.find((l) => l.input.endsWith('cut.jpg'))!.warnings.map((w: { code: string }) => w.code)).toEqual(['truncated_image_data']);
   });
 
-  it('a folder and a NUL-separated list give the same answers; an unreadable file is a failure (exit 1)', () => {
+  it('a folder and a NUL-separated list give the same answers; an unreadable file is a failure (exit 1)', async () => {
     const input = folder({ 'a.jpg': images.get('jpg')!, 'b.webp': images.get('webp')!, 'c.png': Buffer.from('\x89PNG\r\n\x1a\nbroken', 'latin1') });
-    const r1 = optmark(['verify', input, '--skip-fingerprint', '--report', '-']);
-    const r2 = optmark(['verify', '--files-from', '-', '-0', '--skip-fingerprint', '--report', '-', '--jobs', '1'], {
+    const r1 = await optmark(['verify', input, '--skip-fingerprint', '--report', '-']);
+    const r2 = await optmark(['verify', '--files-from', '-', '-0', '--skip-fingerprint', '--report', '-', '--jobs', '1'], {
       input: ['a.jpg', 'b.webp', 'c.png'].map((f) => join(input, f)).join('\0'),
     });
     expect(r1.status).toBe(1);

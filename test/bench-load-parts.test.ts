@@ -235,3 +235,56 @@ describe('openLoop warm-up', () => {
     client.close();
   });
 });
+
+describe('several instances (bench load --url a --url b)', () => {
+  it('spreads the requests over every URL in turn, each instance getting its share', async () => {
+    const counts = [0, 0, 0];
+    const servers = counts.map((_, i) =>
+      createServer((sock: Socket) => {
+        let buf = '';
+        sock.on('data', (d) => {
+          buf += d.toString('latin1');
+          // A request is its head and a one-byte body.
+          for (let end = buf.indexOf('\r\n\r\n'); end >= 0 && buf.length >= end + 5; end = buf.indexOf('\r\n\r\n')) {
+            buf = buf.slice(end + 5);
+            counts[i]!++;
+            sock.write('HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok');
+          }
+        });
+      }),
+    );
+    const ports: number[] = [];
+    for (const s of servers) {
+      await new Promise<void>((r) => s.listen(0, '127.0.0.1', r));
+      ports.push((s.address() as { port: number }).port);
+    }
+    try {
+      const urls = ports.map((p) => new URL(`http://127.0.0.1:${p}`));
+      const client = new Client({ name: 't', url: urls[0]!, urls, key: undefined, pid: undefined }, 1_000);
+      const req: PreparedRequest = {
+        label: 'p',
+        operation: 'protect',
+        path: '/',
+        image: 'x',
+        imageBytes: 1,
+        body: Buffer.from('1'),
+        contentType: 'text/plain',
+      };
+      const run = await openLoop(client, [req], () => 0, {
+        rate: 300,
+        durationMs: 200,
+        warmupMs: 0,
+        arrivals: 'uniform',
+        drainMs: 120_000,
+        seed: 1,
+        timeoutMs: 120_000,
+      });
+      client.close();
+      expect(run.outcomes).toHaveLength(60);
+      expect(run.outcomes.every((o) => o.status === 200)).toBe(true);
+      expect(counts).toEqual([20, 20, 20]);
+    } finally {
+      for (const s of servers) await new Promise<void>((r) => s.close(() => r()));
+    }
+  });
+});

@@ -51,7 +51,17 @@ describe('the configuration table', () => {
       signingKeyFile: undefined,
       fingerprintSecretFile: undefined,
       fingerprintDetect: true,
+      c2paMode: 'update',
+      c2paCertFile: undefined,
+      c2paKeyFile: undefined,
     });
+  });
+
+  it('OPTMARK_C2PA takes update, refuse or invalidate; the chain and key files are paths', () => {
+    expect(loadConfig({ OPTMARK_C2PA: 'refuse' }).c2paMode).toBe('refuse');
+    expect(loadConfig({ OPTMARK_C2PA: 'Invalidate' }).c2paMode).toBe('invalidate');
+    expect(() => loadConfig({ OPTMARK_C2PA: 'strip' })).toThrow(/OPTMARK_C2PA: expected one of update, refuse, invalidate, got "strip"/);
+    expect(loadConfig({ OPTMARK_C2PA_CERT_FILE: '/c.pem', OPTMARK_C2PA_KEY_FILE: '/k.pem' })).toMatchObject({ c2paCertFile: '/c.pem', c2paKeyFile: '/k.pem' });
   });
 
   it('the per-client shares of arriving bodies: 0 switches one off; below one largest upload is refused', () => {

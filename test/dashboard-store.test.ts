@@ -125,14 +125,23 @@ describe.each(ENGINES)('dashboard records on %s', (engine) => {
     expect((await store.dashboard.records(a.id, { before: same })).map((r) => r.id)).toEqual(['zz']);
   });
 
-  it('a restore that replaces the accounts takes their batches and records with them', async () => {
+  it('a snapshot carries the batches and records, and a restore puts them back with their accounts', async () => {
     const store = await h.open();
     const a = await accountWithKey(store, 'erin');
-    const batch = await store.dashboard.openBatch(a.id, a.prefix, { size: 1, provenance: false, fingerprint: false });
-    await store.dashboard.addRecord(a.id, record(batch.id, 'x.jpg', '2026-11-24T08:00:00.000Z'));
+    const batch = await store.dashboard.openBatch(a.id, a.prefix, { size: 2, provenance: false, fingerprint: false });
+    expect((await store.dashboard.takeSlot(a.id, batch.id)).ok).toBe(true);
+    const marked = record(batch.id, 'x.jpg', '2026-11-24T08:00:00.000Z');
+    await store.dashboard.addRecord(a.id, marked);
     const snapshot = await store.snapshot([]);
-    await store.restore(snapshot);
-    const restored = await store.getAccount('erin');
-    expect(await store.dashboard.records(restored.id)).toEqual([]);
+    expect(snapshot.records).toEqual([{ ...marked, account: 'erin' }]);
+    expect(snapshot.batches).toEqual([{ ...batch, used: 1, account: 'erin' }]);
+    const other = await h.open();
+    await other.restore(snapshot);
+    const restored = await other.getAccount('erin');
+    expect(await other.dashboard.records(restored.id)).toEqual([marked]);
+    expect(await other.dashboard.batch(restored.id, batch.id)).toEqual({ ...batch, used: 1 });
+    // Replacing what is there: the same snapshot again leaves one copy, not two.
+    await other.restore(snapshot);
+    expect(await other.dashboard.records((await other.getAccount('erin')).id)).toEqual([marked]);
   });
 });

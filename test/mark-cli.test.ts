@@ -3,72 +3,31 @@
  * folders and data directories (run `npm run build` first), and a worker pool from dist/ standing in
  * for the running server, which must pick up a key rotated by the CLI.
  */
-import { spawnSync } from 'node:child_process';
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, readdirSync, rmSync, statSync, chmodSync, writeFileSync } from 'node:fs';
-import { tmpdir } from 'node:os';
-import { join, relative, resolve } from 'node:path';
+import { readFileSync, statSync, chmodSync } from 'node:fs';
+import { join } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectFingerprint, loadFingerprintSecret } from '../src/fingerprint/index.js';
 import { read } from '../src/marking/engine.js';
 import { Keyring, NS_PROVENANCE, verifyProvenance } from '../src/provenance/index.js';
+import { optmarkHere } from './helpers/cli.js';
+import { noiseImages, runBinary, TempDirs, tree, type Run } from './helpers/files.js';
 import { imageForm, testPool } from './helpers/server.js';
 
-const ROOT = resolve(import.meta.dirname, '..');
-const CLI = join(ROOT, 'dist', 'src', 'cli.js');
-const dirs: string[] = [];
-const images = new Map<string, Buffer>();
+const temp = new TempDirs('optmark-mark-');
+const tempDir = (): string => temp.make();
+const folder = (files: Record<string, Uint8Array | string>): string => temp.folder(files);
+let images: Map<string, Buffer>;
 
-function tempDir(prefix = 'optmark-mark-'): string {
-  const d = mkdtempSync(join(tmpdir(), prefix));
-  dirs.push(d);
-  return d;
-}
-
-function optmark(dataDir: string, args: string[], env: Record<string, string> = {}): { status: number; stdout: string; stderr: string } {
-  const r = spawnSync(process.execPath, [CLI, ...args], {
-    cwd: ROOT,
-    encoding: 'utf8',
-    env: { ...process.env, OPTMARK_DATA_DIR: dataDir, OPTMARK_POOL_SIZE: '2', ...env },
-    timeout: 120_000,
-  });
-  return { status: r.status ?? -1, stdout: r.stdout, stderr: r.stderr };
-}
-
-/** Every file under a folder, as sorted relative paths. */
-function tree(dir: string): string[] {
-  const out: string[] = [];
-  const walk = (d: string): void => {
-    for (const e of readdirSync(d, { withFileTypes: true })) {
-      if (e.isDirectory()) walk(join(d, e.name));
-      else out.push(relative(dir, join(d, e.name)));
-    }
-  };
-  walk(dir);
-  return out.sort();
-}
-
-/** Writes files (relative path → bytes) under a new folder. */
-function folder(files: Record<string, Uint8Array | string>): string {
-  const dir = tempDir('optmark-in-');
-  for (const [rel, bytes] of Object.entries(files)) {
-    mkdirSync(join(dir, rel, '..'), { recursive: true });
-    writeFileSync(join(dir, rel), bytes);
-  }
-  return dir;
+function optmark(dataDir: string, args: string[], env: Record<string, string> = {}): Promise<Run> {
+  return runBinary(args, { env: { OPTMARK_DATA_DIR: dataDir, OPTMARK_POOL_SIZE: '2', ...env } });
 }
 
 beforeAll(async () => {
-  if (!existsSync(CLI)) throw new Error('dist/ is missing: run `npm run build` first');
-  const base = sharp({ create: { width: 256, height: 192, channels: 3, noise: { type: 'gaussian', mean: 110, sigma: 35 } } });
-  images.set('jpg', await base.clone().jpeg().toBuffer());
-  images.set('png', await base.clone().png().toBuffer());
-  images.set('webp', await base.clone().webp().toBuffer());
+  images = await noiseImages(256, 192);
 });
 
-afterAll(() => {
-  for (const d of dirs) rmSync(d, { recursive: true, force: true });
-});
+afterAll(() => temp.removeAll());
 
 describe('optmark mark', () => {
   it('marks a folder tree with --provenance, keeps relative paths, skips non-images and reports failures', async () => {
@@ -85,7 +44,7 @@ describe('optmark mark', () => {
     });
     const before = new Map(tree(input).map((p) => [p, readFileSync(join(input, p))]));
     const out = join(tempDir(), 'marked');
-    const r = optmark(dataDir, ['mark', input, '--out', out, '--provenance']);
+    const r = await optmark(dataDir, ['mark', input, '--out', out, '--provenance']);
 
     expect(r.status, r.stderr).toBe(1); // broken.jpg failed
     expect(r.stdout).toMatch(/^done 5, skipped 2, failed 1 \(opt-out field, provenance \(key [0-9a-f]{16}\)\)$/m);
@@ -109,7 +68,7 @@ describe('optmark mark', () => {
   it('without layers: the opt-out field only, no tag, exit 0; files given directly land under their base name', async () => {
     const input = folder({ 'x.webp': images.get('webp')!, 'y.png': images.get('png')! });
     const out = tempDir();
-    const r = optmark(tempDir(), ['mark', join(input, 'x.webp'), join(input, 'y.png'), '--out', out]);
+    const r = await optmark(tempDir(), ['mark', join(input, 'x.webp'), join(input, 'y.png'), '--out', out]);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^done 2, skipped 0, failed 0 \(opt-out field\)$/m);
     expect(tree(out)).toEqual(['x.webp', 'y.png']);
@@ -125,24 +84,24 @@ describe('optmark mark', () => {
     [['mark', 'x', '--out', 'o', '--in-place'], /exclude each other/],
     [['mark', '--out', 'o'], /at least one file or folder/],
     [['mark', 'x', '--out', 'o', '--sign'], /unknown option '--sign'/i],
-  ])('usage error %j exits 2', (args, message) => {
-    const r = optmark(tempDir(), args as string[]);
+  ])('usage error %j exits 2', async (args, message) => {
+    const r = await optmarkHere(args as string[]); // the same program as the binary, in this process
     expect(r.status).toBe(2);
     expect(r.stderr).toMatch(message);
   });
 
-  it('never overwrites an input: --out pointing at the input folder fails those files and leaves them as they were', () => {
+  it('never overwrites an input: --out pointing at the input folder fails those files and leaves them as they were', async () => {
     const input = folder({ 'a.png': images.get('png')! });
-    const r = optmark(tempDir(), ['mark', input, '--out', input]);
+    const r = await optmark(tempDir(), ['mark', input, '--out', input]);
     expect(r.status).toBe(1);
     expect(r.stdout).toMatch(/failed\s+\S*a\.png: output .* is an input/);
     expect(readFileSync(join(input, 'a.png')).equals(images.get('png')!)).toBe(true);
   });
 
-  it('--in-place replaces the inputs, keeping their mode and leaving no temporary files', () => {
+  it('--in-place replaces the inputs, keeping their mode and leaving no temporary files', async () => {
     const input = folder({ 'a.png': images.get('png')!, 'b.jpg': images.get('jpg')! });
     chmodSync(join(input, 'a.png'), 0o640);
-    const r = optmark(tempDir(), ['mark', input, '--in-place']);
+    const r = await optmark(tempDir(), ['mark', input, '--in-place']);
     expect(r.status, r.stderr).toBe(0);
     expect(tree(input)).toEqual(['a.png', 'b.jpg']);
     expect(read(readFileSync(join(input, 'a.png'))).optedOut).toBe(true);
@@ -150,10 +109,10 @@ describe('optmark mark', () => {
     expect(statSync(join(input, 'a.png')).mode & 0o777).toBe(0o640);
   });
 
-  it('two inputs that would write the same output: the second fails with the reason; a file listed twice is marked once', () => {
+  it('two inputs that would write the same output: the second fails with the reason; a file listed twice is marked once', async () => {
     const input = folder({ 'a.png': images.get('png')!, a: images.get('png')! });
     const out = tempDir();
-    const r = optmark(tempDir(), ['mark', input, join(input, 'a.png'), '--out', out]);
+    const r = await optmark(tempDir(), ['mark', input, join(input, 'a.png'), '--out', out]);
     expect(r.status).toBe(1);
     expect(r.stdout).toMatch(/^done 1, skipped 1, failed 1/m);
     expect(r.stdout).toMatch(/would also be written for/);
@@ -161,8 +120,8 @@ describe('optmark mark', () => {
     expect(tree(out)).toEqual(['a.png']);
   });
 
-  it('a missing input is a failure with a reason', () => {
-    const r = optmark(tempDir(), ['mark', join(tempDir(), 'nope'), '--out', tempDir()]);
+  it('a missing input is a failure with a reason', async () => {
+    const r = await optmark(tempDir(), ['mark', join(tempDir(), 'nope'), '--out', tempDir()]);
     expect(r.status).toBe(1);
     expect(r.stdout).toMatch(/failed\s+\S*nope: no such file or folder/);
   });
@@ -171,7 +130,7 @@ describe('optmark mark', () => {
     const dataDir = tempDir();
     const input = folder({ 'p.png': images.get('png')! });
     const out = tempDir();
-    const r = optmark(dataDir, ['mark', input, '--out', out, '--fingerprint', '--provenance']);
+    const r = await optmark(dataDir, ['mark', input, '--out', out, '--fingerprint', '--provenance']);
     expect(r.status, r.stderr).toBe(0);
     expect(r.stdout).toMatch(/^done 1, skipped 0, failed 0 \(fingerprint, opt-out field, provenance/m);
     expect(tree(out)).toEqual(['p.png']);
@@ -182,34 +141,34 @@ describe('optmark mark', () => {
     expect(await verifyProvenance(bytes, await Keyring.open({ dataDir }))).toMatchObject({ present: true, valid: true, verifiable: true });
     // Marking the output again (re-encoded once more, its old XMP kept by libvips in a text chunk) works too.
     const again = tempDir();
-    expect(optmark(dataDir, ['mark', join(out, 'p.png'), '--out', again, '--fingerprint', '--provenance']).status).toBe(0);
+    expect((await optmark(dataDir, ['mark', join(out, 'p.png'), '--out', again, '--fingerprint', '--provenance'])).status).toBe(0);
     expect(await verifyProvenance(readFileSync(join(again, 'p.png')), await Keyring.open({ dataDir }))).toMatchObject({ valid: true });
   });
 });
 
 describe('optmark signing-key', () => {
-  it('lists, rotates, keeps old public keys, and never prints private keys', () => {
+  it('lists, rotates, keeps old public keys, and never prints private keys', async () => {
     const dataDir = tempDir();
-    expect(optmark(dataDir, ['signing-key', 'list']).stdout).toMatch(/no signing keys yet/);
-    const first = optmark(dataDir, ['signing-key', 'rotate']);
+    expect((await optmark(dataDir, ['signing-key', 'list'])).stdout).toMatch(/no signing keys yet/);
+    const first = await optmark(dataDir, ['signing-key', 'rotate']);
     expect(first.status, first.stderr).toBe(0);
     const firstId = /signing key ([0-9a-f]{16}) is now current/.exec(first.stdout)![1]!;
-    const second = optmark(dataDir, ['signing-key', 'rotate']);
+    const second = await optmark(dataDir, ['signing-key', 'rotate']);
     expect(second.stdout).toContain(`${firstId} and every earlier public key stay`);
-    const listed = optmark(dataDir, ['signing-key', 'list', '--json']);
+    const listed = await optmark(dataDir, ['signing-key', 'list', '--json']);
     const keys = JSON.parse(listed.stdout) as Array<{ keyId: string; current: boolean }>;
     expect(keys).toHaveLength(2);
     expect(keys.find((k) => k.keyId === firstId)?.current).toBe(false);
     for (const r of [first, second, listed]) expect(r.stdout + r.stderr).not.toMatch(/PRIVATE KEY|MC4CAQ/);
   });
 
-  it('refuses to rotate a key configured with OPTMARK_SIGNING_KEY_FILE, and mark reports an unusable key once', () => {
+  it('refuses to rotate a key configured with OPTMARK_SIGNING_KEY_FILE, and mark reports an unusable key once', async () => {
     const dataDir = tempDir();
     const file = join(dataDir, 'missing.pem');
-    const r = optmark(dataDir, ['signing-key', 'rotate'], { OPTMARK_SIGNING_KEY_FILE: file });
+    const r = await optmark(dataDir, ['signing-key', 'rotate'], { OPTMARK_SIGNING_KEY_FILE: file });
     expect(r.status).toBe(1);
     expect(r.stderr).toMatch(/OPTMARK_SIGNING_KEY_FILE is set/);
-    const m = optmark(dataDir, ['mark', folder({ 'a.png': images.get('png')! }), '--out', tempDir(), '--provenance'], { OPTMARK_SIGNING_KEY_FILE: file });
+    const m = await optmark(dataDir, ['mark', folder({ 'a.png': images.get('png')! }), '--out', tempDir(), '--provenance'], { OPTMARK_SIGNING_KEY_FILE: file });
     expect(m.status).toBe(1);
     expect(m.stderr).toMatch(/^optmark mark: OPTMARK_SIGNING_KEY_FILE .* does not exist\n$/);
   });
@@ -228,12 +187,12 @@ describe('a running server and the CLI', () => {
       await workers.pool.warmUp(); // loads the (empty) keyring before any key exists
       const input = folder({ 'a.jpg': images.get('jpg')! });
       const out1 = tempDir();
-      expect(optmark(dataDir, ['mark', input, '--out', out1, '--provenance']).status).toBe(0);
+      expect((await optmark(dataDir, ['mark', input, '--out', out1, '--provenance'])).status).toBe(0);
       const old = readFileSync(join(out1, 'a.jpg'));
       expect(await verify(old)).toEqual({ present: true, valid: true, verifiable: true });
-      expect(optmark(dataDir, ['signing-key', 'rotate']).status).toBe(0);
+      expect((await optmark(dataDir, ['signing-key', 'rotate'])).status).toBe(0);
       const out2 = tempDir();
-      expect(optmark(dataDir, ['mark', input, '--out', out2, '--provenance']).status).toBe(0);
+      expect((await optmark(dataDir, ['mark', input, '--out', out2, '--provenance'])).status).toBe(0);
       expect(await verify(readFileSync(join(out2, 'a.jpg')))).toEqual({ present: true, valid: true, verifiable: true });
       expect(await verify(old)).toEqual({ present: true, valid: true, verifiable: true });
       expect(await verify(images.get('jpg')!)).toEqual({ present: false, valid: false, verifiable: false });

@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES, OptmarkError } from '../src/errors.js';
 import { FORMATS as FORMAT_REGISTRY } from '../src/formats/index.js';
 import { protect, read } from '../src/marking/engine.js';
-import { DATA_MINING_TOKENS, type DataMiningToken } from '../src/xmp/index.js';
+import { DATA_MINING_TOKENS, type DataMiningToken, freshPacket, freshPacketFromDom, freshPacketText } from '../src/xmp/index.js';
 import {
   app1Ext,
   app1Xmp,
@@ -84,6 +84,23 @@ describe.each([...FIXTURES.values()])('$name', (f) => {
 });
 
 describe('protect options', () => {
+  it('the fresh packet, written out as text, is the one the DOM path builds, for every token', () => {
+    for (const token of Object.keys(DATA_MINING_TOKENS) as DataMiningToken[]) {
+      expect(freshPacketText(token)).toBe(freshPacketFromDom(token));
+      expect(Buffer.from(freshPacket(token)).toString('utf8')).toBe(freshPacketFromDom(token));
+    }
+  });
+
+  it('warnings: false leaves out the look at the image data, and nothing else', async () => {
+    const whole = await fx.bytes('base.jpg');
+    const cut = whole.subarray(0, whole.length - 2); // without its end marker
+    const full = protect(cut);
+    expect(full.warnings.map((w) => w.code)).toEqual(['truncated_image_data']);
+    const quiet = protect(cut, { warnings: false });
+    expect(quiet.warnings).toEqual([]);
+    expect(Buffer.from(quiet.bytes).equals(Buffer.from(full.bytes))).toBe(true);
+  });
+
   it.each(TOKENS.filter((t) => DATA_MINING_TOKENS[t]))('writes %s when asked, and reads it back', async (token) => {
     for (const format of FORMATS) {
       const out = protect(await fx.bytes(`allowed.${EXT[format]}`), { token }).bytes;

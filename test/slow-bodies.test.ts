@@ -8,6 +8,7 @@ import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inflightBytesFor } from '../src/config.js';
 import { UPLOAD_RATE_GRACE_MS, type UploadTooSlowError, Uploads } from '../src/http/uploads.js';
+import { UPFRONT_BODY_BYTES } from '../src/transfer/index.js';
 import { smallImage } from './helpers/images.js';
 import { TestServer, api, imageForm, waitFor } from './helpers/server.js';
 
@@ -26,18 +27,35 @@ describe('Uploads (shares and the rate floor, on a clock the test moves)', () =>
 
   it('an account and an address hold at most their share; ending a watch gives it back, once', () => {
     const u = new Uploads({ perAccountBytes: 25, perAddressBytes: 35, minBytesPerSecond: 0 });
-    const end1 = u.arrive(arrival({}));
+    const first = u.arrive(arrival({}));
     u.arrive(arrival({}));
     expect(() => u.arrive(arrival({}))).toThrow(expect.objectContaining({ code: 'overloaded' }));
     // Another account from the same address: within the address's share (20 + 10), then past it.
     u.arrive(arrival({ account: 2 }));
     expect(() => u.arrive(arrival({ account: 3 }))).toThrow(/this address/);
-    end1();
-    end1();
+    first.end();
+    first.end();
     expect(u.heldByAccount(1)).toBe(10);
     expect(u.heldByAddress('a')).toBe(20);
     u.arrive(arrival({ account: 3 }));
     u.stop();
+  });
+
+  it('a body that grows is held to its share as it grows; refused, it keeps what it held, and gives it all back at its end', () => {
+    const u = new Uploads({ perAccountBytes: 25, perAddressBytes: 0, minBytesPerSecond: 0 });
+    const a = u.arrive(arrival({ bytes: 5 }));
+    const b = u.arrive(arrival({ bytes: 5 }));
+    a.hold(12);
+    expect(u.heldByAccount(1)).toBe(17);
+    expect(() => b.hold(14)).toThrow(/growing to 14 would pass its share \(25\)/);
+    expect(u.heldByAccount(1)).toBe(17);
+    b.hold(13);
+    a.hold(3); // holding less than it held changes nothing
+    expect(u.heldByAccount(1)).toBe(25);
+    a.end();
+    b.end();
+    expect(u.heldByAccount(1)).toBe(0);
+    expect(u.heldByAddress('a')).toBe(0);
   });
 
   it('a body behind the floor after the grace period is told once; one that keeps up is not', () => {
@@ -85,10 +103,11 @@ describe('slow bodies over HTTP', () => {
   let b: { name: string; key: string };
   beforeAll(async () => {
     server = await TestServer.start({
-      // Room for two held 20 MiB protects (body and answer) and not one more small one.
+      // One account's arriving bodies may hold one largest protect (body and answer room), no more.
       env: {
         OPTMARK_POOL_SIZE: '1',
-        OPTMARK_MAX_ARRIVING_BYTES_PER_ACCOUNT: String(2 * inflightBytesFor(20 * MiB, true) + 4096),
+        OPTMARK_MAX_ARRIVING_BYTES_PER_ACCOUNT: String(inflightBytesFor(25 * MiB + 64 * 1024, true)),
+        OPTMARK_MAX_ARRIVING_BYTES_PER_ADDRESS: '0',
         OPTMARK_MIN_UPLOAD_BYTES_PER_SECOND: String(MiB),
       },
     });
@@ -97,19 +116,25 @@ describe('slow bodies over HTTP', () => {
   });
   afterAll(() => server?.dispose());
 
-  it("an account's slow uploads hold its share, not the server: its next one is 503, another account's is served", async () => {
-    const held = [await hold(server.port, a.key, 20 * MiB), await hold(server.port, a.key, 20 * MiB)];
-    await server.readyzUntil('two uploads held', (r) => r.inflight.requests === 2);
-    const third = await api(server, 'protect', a.key, imageForm(await smallImage('jpeg')));
-    expect(third.status).toBe(503);
-    expect(third.json).toMatchObject({ code: 'overloaded' });
-    expect(String((third.json as { error: string }).error)).toMatch(/account's uploads still arriving/);
+  it("an account's uploads hold its share as their bytes arrive: the one that grows past it is 503 mid-body and closed; another account's is served", async () => {
+    // Two 25 MiB uploads of account a that sent 24 MiB each hold 2 x 25 MiB of its ~60 MB share.
+    const held = [await hold(server.port, a.key, 25 * MiB, 24 * MiB), await hold(server.port, a.key, 25 * MiB, 24 * MiB)];
+    await server.readyzUntil('two uploads held', (r) => r.inflight.requests === 2 && r.inflight.bytes >= 50 * MiB);
+    // A third is admitted (it holds 2 MiB at first, room that doubles as it fills) and refused when its
+    // 8 MiB + 1st byte needs 16 MiB: 50 + 16 would pass the share (it sends no more, so nothing is reset).
+    const third = await hold(server.port, a.key, 25 * MiB, 8 * MiB + 1);
+    await third.closed;
+    expect(third.data()).toMatch(/^HTTP\/1\.1 503 Service Unavailable\r\n/);
+    expect(third.data()).toMatch(/\r\nConnection: close\r\n/i);
+    expect(third.data()).toContain('"code":"overloaded"');
+    expect(third.data()).toMatch(/account's uploads still arriving hold \d+ bytes; this one growing to \d+ would pass its share/);
     const other = await api(server, 'protect', b.key, imageForm(await smallImage('jpeg')));
     expect(other.status).toBe(200);
     for (const h of held) h.socket.destroy();
     await server.settled();
     const again = await api(server, 'protect', a.key, imageForm(await smallImage('jpeg')));
     expect(again.status).toBe(200);
+    expect((await server.readyz()).inflight.bytes).toBe(0);
   });
 
   it('a body slower than the floor is answered 408 upload_too_slow and its connection closed; no unit is charged', async () => {
@@ -129,5 +154,42 @@ describe('slow bodies over HTTP', () => {
     expect(h.data()).toContain('"code":"upload_too_slow"');
     await server.settled();
     expect(await used()).toBe(unitsBefore);
+  });
+});
+
+describe('13 slow bodies declaring 25 MiB each, no per-client share (behind a proxy, every share off)', () => {
+  let server: TestServer;
+  beforeAll(async () => {
+    server = await TestServer.start({
+      env: {
+        OPTMARK_POOL_SIZE: '1',
+        OPTMARK_MAX_ARRIVING_BYTES_PER_ACCOUNT: '0',
+        OPTMARK_MAX_ARRIVING_BYTES_PER_ADDRESS: '0',
+        OPTMARK_MIN_UPLOAD_BYTES_PER_SECOND: '0',
+      },
+    });
+  });
+  afterAll(() => server?.dispose());
+
+  it('hold 2 MiB each of the in-flight budget, not the budget: normal protects are served beside them', async () => {
+    // Reserved from the declared length, 13 x (25 MiB + its answer's room) was twice the default 384 MiB
+    // budget: from the seventh on, they and every other protect were answered 503.
+    const attacker = await server.account();
+    const { key } = await server.account();
+    const slow = [];
+    for (let i = 0; i < 13; i++) slow.push(await hold(server.port, attacker.key, 25 * MiB, 1));
+    await server.readyzUntil('13 uploads held', (r) => r.inflight.requests === 13);
+    const ready = await server.readyz();
+    expect(ready.inflight.bytes).toBe(13 * UPFRONT_BODY_BYTES);
+    const image = await smallImage('jpeg');
+    for (let i = 0; i < 5; i++) {
+      const r = await api(server, 'protect', key, imageForm(image));
+      expect(r.status).toBe(200);
+    }
+    // The slow ones are still open, unanswered.
+    for (const h of slow) expect(h.data()).toBe('');
+    for (const h of slow) h.socket.destroy();
+    await server.settled();
+    expect((await server.readyz()).inflight.bytes).toBe(0);
   });
 });

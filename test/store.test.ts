@@ -314,6 +314,27 @@ describe.each(ENGINES)('store on %s', (engine) => {
       expect((await store.usage((await store.listAccounts()).find((x) => x.id === id)!.name)).held).toEqual({ protect: 0, verify: 0 });
     });
 
+    it('commit calls onSent once, with the unit on its way; never for a unit given back', async () => {
+      const store = await openStore();
+      const id = await account(store, { protect: 5 });
+      const name = (await store.listAccounts()).find((x) => x.id === id)!.name;
+      const a = await store.reserve(id, 'protect');
+      const b = await store.reserve(id, 'protect');
+      if (!a.ok || !b.ok) throw new Error('reserve failed');
+      const calls: string[] = [];
+      const state = await store.commit(a.reservation, undefined, () => calls.push('a'));
+      expect(calls).toEqual(['a']);
+      expect(state?.used).toBe(2);
+      // Committed already: the answer may go (idempotent), the counter does not move.
+      await store.commit(a.reservation, undefined, () => calls.push('a again'));
+      expect(calls).toEqual(['a', 'a again']);
+      await store.refund(b.reservation);
+      expect(await storeErrorCode(() => store.commit(b.reservation, undefined, () => calls.push('b')))).toBe('reservation_lost');
+      expect(calls).toEqual(['a', 'a again']);
+      const u = await store.usage(name);
+      expect([u.protect.used, u.held.protect]).toEqual([1, 0]);
+    });
+
     it('a refund returns the unit to the month it was taken from', async () => {
       const store = await openStore();
       const id = await account(store, { verify: 1 });

@@ -2,7 +2,7 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { MULTIPART_SLACK_BYTES, answerBytesFor, inflightBytesFor, loadConfig } from '../src/config.js';
 import { ARENA_ALIGN, Arena, type Slot } from '../src/transfer/arena.js';
-import { Transfer } from '../src/transfer/index.js';
+import { Transfer, TransferFullError, UPFRONT_BODY_BYTES } from '../src/transfer/index.js';
 import { TransferViews } from '../src/transfer/worker.js';
 
 describe('Arena', () => {
@@ -92,10 +92,13 @@ describe('Transfer (request memory)', () => {
       expect(loadConfig(env).maxInflightBytes).toBe(min);
       expect(() => loadConfig({ ...env, OPTMARK_MAX_INFLIGHT_BYTES: String(min - 1) })).toThrow(/OPTMARK_MAX_INFLIGHT_BYTES/);
       const transfer = new Transfer({ capacityBytes: min, warmBytes: 0 });
-      const one = transfer.admit(body, true);
+      const one = transfer.admit(body, true)!;
       expect(one).toBeDefined();
+      // The whole body arrives (its room grows as it does) and its answer's room is taken at seal.
+      for (let sent = 0; sent < body; sent += 256 * 1024) expect(one.write(new ArrayBuffer(Math.min(256 * 1024, body - sent)))).toMatch(/^(ok|grown)$/);
+      expect(one.seal().output).toBeDefined();
       expect(transfer.admit(1, false)).toBeUndefined();
-      one!.release();
+      one.release();
       expect(transfer.used).toBe(0);
     }
   });
@@ -104,9 +107,9 @@ describe('Transfer (request memory)', () => {
     const transfer = new Transfer({ capacityBytes: 1024 * ARENA_ALIGN, warmBytes: 0 });
     const lease = transfer.admit(10, true)!;
     expect(transfer.leases).toBe(1);
-    expect(lease.write(chunk([1, 2, 3, 4]))).toBe(true);
-    expect(lease.write(chunk([5, 6, 7, 8, 9, 10]))).toBe(true);
-    expect(lease.write(chunk([11]))).toBe(false);
+    expect(lease.write(chunk([1, 2, 3, 4]))).toBe('ok');
+    expect(lease.write(chunk([5, 6, 7, 8, 9, 10]))).toBe('ok');
+    expect(lease.write(chunk([11]))).toBe('too-large');
     expect(lease.received).toBe(10);
     const { input, output } = lease.seal();
     expect(input.length).toBe(10);
@@ -145,5 +148,98 @@ describe('Transfer (request memory)', () => {
     expect(transfer.admit(2 * ARENA_ALIGN, false)).toBeUndefined();
     a.release();
     expect(transfer.admit(2 * ARENA_ALIGN, false)).toBeDefined();
+  });
+
+  it('a body declared past the upfront room holds only that room until its bytes arrive, then grows to them', () => {
+    const declared = 25 * 1024 * 1024;
+    const transfer = new Transfer({ capacityBytes: 64 * 1024 * 1024, warmBytes: 0 });
+    const slow = Array.from({ length: 13 }, () => transfer.admit(declared, true)!);
+    // 13 clients that declared 25 MiB and sent nothing hold 13 x 2 MiB, not 13 x 59 MB.
+    expect(transfer.used).toBe(13 * UPFRONT_BODY_BYTES);
+    for (const l of slow) expect(l.held).toBe(UPFRONT_BODY_BYTES);
+    for (const l of slow.slice(1)) l.release();
+    const lease = slow[0]!;
+    const bytes = Buffer.alloc(3 * 1024 * 1024 + 5);
+    for (let i = 0; i < bytes.length; i++) bytes[i] = (i * 7) & 0xff;
+    const results = [];
+    for (let at = 0; at < bytes.length; at += 100_000) results.push(lease.write(chunk(bytes.subarray(at, at + 100_000))));
+    expect(results.filter((r) => r === 'grown').length).toBeGreaterThan(0);
+    expect(results.every((r) => r === 'ok' || r === 'grown')).toBe(true);
+    expect(lease.held).toBeGreaterThanOrEqual(bytes.length);
+    const { input, output } = lease.seal();
+    expect(output!.length).toBeGreaterThanOrEqual(answerBytesFor(bytes.length));
+    expect(Buffer.from(new TransferViews(transfer.share).view(input)).equals(bytes)).toBe(true);
+    lease.release();
+    expect(transfer.used).toBe(0);
+  });
+
+  it('a growing body whose neighbour is taken moves, bytes intact; when nothing can hold it, the write is refused and nothing changes', () => {
+    const transfer = new Transfer({ capacityBytes: 3 * UPFRONT_BODY_BYTES + 8 * ARENA_ALIGN, warmBytes: 0 });
+    const lease = transfer.admit(4 * UPFRONT_BODY_BYTES, false)!;
+    // Take everything else, then free the room below the lease only: it cannot grow in place.
+    const others = [transfer.admit(UPFRONT_BODY_BYTES, false)!, transfer.admit(UPFRONT_BODY_BYTES, false)!];
+    const first = Buffer.alloc(UPFRONT_BODY_BYTES, 3);
+    expect(lease.write(chunk(first))).toBe('ok');
+    expect(lease.write(chunk([9]))).toBe('full');
+    expect(lease.received).toBe(UPFRONT_BODY_BYTES);
+    expect(lease.held).toBe(UPFRONT_BODY_BYTES);
+    for (const o of others) o.release();
+    expect(lease.write(chunk([9]))).toBe('grown');
+    const { input } = lease.seal();
+    const seen = new TransferViews(transfer.share).view(input);
+    expect(seen.length).toBe(UPFRONT_BODY_BYTES + 1);
+    expect(seen.subarray(0, UPFRONT_BODY_BYTES).every((b) => b === 3)).toBe(true);
+    expect(seen[UPFRONT_BODY_BYTES]).toBe(9);
+    lease.release();
+    expect(transfer.used).toBe(0);
+  });
+
+  it("a large protect whose answer's room the budget cannot hold at seal is refused 503 overloaded", () => {
+    const transfer = new Transfer({ capacityBytes: 2 * UPFRONT_BODY_BYTES + ARENA_ALIGN, warmBytes: 0 });
+    const lease = transfer.admit(UPFRONT_BODY_BYTES + 1, true)!;
+    expect(lease.write(chunk(Buffer.alloc(UPFRONT_BODY_BYTES + 1)))).toBe('grown');
+    expect(() => lease.seal()).toThrow(TransferFullError);
+    expect(() => lease.seal()).toThrow(expect.objectContaining({ code: 'overloaded' }));
+    lease.release();
+    expect(transfer.used).toBe(0);
+  });
+});
+
+describe('Arena growth', () => {
+  it('a slot placed for growth leaves its growth room free above it, and grows into it in place', () => {
+    const arena = new Arena(20 * ARENA_ALIGN);
+    const g = arena.alloc(2 * ARENA_ALIGN, 8 * ARENA_ALIGN)!;
+    expect(g).toEqual({ offset: 12 * ARENA_ALIGN, length: 2 * ARENA_ALIGN });
+    // First fit takes the bottom of the range, not the growth room.
+    expect(arena.alloc(ARENA_ALIGN)).toEqual({ offset: 0, length: ARENA_ALIGN });
+    expect(arena.grow(g, 8 * ARENA_ALIGN)).toEqual({ offset: 12 * ARENA_ALIGN, length: 8 * ARENA_ALIGN });
+    expect(arena.used).toBe(9 * ARENA_ALIGN);
+    // Nothing free right after it now.
+    expect(arena.grow({ offset: 12 * ARENA_ALIGN, length: 8 * ARENA_ALIGN }, 9 * ARENA_ALIGN)).toBeUndefined();
+    expect(() => arena.grow(g, 9 * ARENA_ALIGN)).toThrow(/not in use/);
+  });
+
+  it('random allocs, growths and frees never overlap and always coalesce back to one free range', () => {
+    fc.assert(
+      fc.property(fc.array(fc.tuple(fc.nat(5), fc.integer({ min: 1, max: 6 }), fc.integer({ min: 0, max: 12 })), { maxLength: 60 }), (ops) => {
+        const arena = new Arena(64 * ARENA_ALIGN);
+        const live: Slot[] = [];
+        for (const [op, n, m] of ops) {
+          if (op <= 1) {
+            const s = arena.alloc(n * ARENA_ALIGN, m * ARENA_ALIGN);
+            if (s) live.push(s);
+          } else if (op <= 3 && live.length) {
+            const i = m % live.length;
+            const s = arena.grow(live[i]!, live[i]!.length + n * ARENA_ALIGN);
+            if (s) live[i] = s;
+          } else if (live.length) arena.free(live.splice(m % live.length, 1)[0]!);
+          const sorted = [...live].sort((x, y) => x.offset - y.offset);
+          for (let i = 1; i < sorted.length; i++) expect(sorted[i]!.offset).toBeGreaterThanOrEqual(sorted[i - 1]!.offset + sorted[i - 1]!.length);
+          expect(arena.used).toBe(live.reduce((t, s) => t + s.length, 0));
+        }
+        for (const s of live) arena.free(s);
+        expect(arena.freeRanges()).toEqual([{ offset: 0, length: 64 * ARENA_ALIGN }]);
+      }),
+    );
   });
 });

@@ -7,12 +7,14 @@
 import { parentPort, threadId, workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import sharp from 'sharp';
+import { loadC2paIdentity, type SignerIdentity } from '../src/c2pa/identity.js';
 import { toErrorShape } from '../src/errors.js';
 import { createLogger } from '../src/log.js';
 import { setNativeLog } from '../src/native/index.js';
 import { LiveLayers } from '../src/pipeline/layers-live.js';
 import { runDashboardMark } from '../src/pipeline/dashboard.js';
 import { runMark } from '../src/pipeline/mark.js';
+import type { CredentialsPolicy } from '../src/pipeline/credentials.js';
 import { runProtect, runProtectRaw } from '../src/pipeline/protect.js';
 import { parseUpload, safeBasename } from '../src/pipeline/upload.js';
 import { withoutFingerprint } from '../src/pipeline/layers.js';
@@ -20,6 +22,11 @@ import { runVerify } from '../src/pipeline/verify.js';
 import { warmUp } from '../src/pipeline/warmup.js';
 import type { Posted, StartedMessage, TaskResult, WorkerInit } from '../src/pool/tasks.js';
 import { TransferViews } from '../src/transfer/worker.js';
+import { loadXml } from '../src/xmp/packet.js';
+
+// xmldom loads on first use elsewhere (batch marking of files without XMP never needs it); a worker
+// loads it at start, as it did when it was a static import, so that no task's deadline pays for it.
+loadXml();
 
 // The pool provides the parallelism: one libvips thread per worker keeps CPU use predictable.
 sharp.concurrency(1);
@@ -31,6 +38,16 @@ setNativeLog((fields, message) => log.warn(fields, message));
 const memory = new TransferViews(init.transfer);
 // Keys and secrets load once per worker, on first use or at warm-up, never per request.
 const layers = new LiveLayers(init);
+// The C2PA signing identity, read (the server created it at start) on the first file with credentials.
+let identity: Promise<SignerIdentity> | undefined;
+const credentials: CredentialsPolicy = {
+  mode: init.c2paMode ?? 'update',
+  identity: () =>
+    (identity ??= loadC2paIdentity({ dataDir: init.dataDir, certFile: init.c2paCertFile, keyFile: init.c2paKeyFile }).catch((err: unknown) => {
+      identity = undefined;
+      throw err;
+    })),
+};
 
 /** A view that owns its whole ArrayBuffer (a pooled or oversized one must not be transferred). */
 function standalone(view: Uint8Array): Uint8Array {
@@ -75,11 +92,11 @@ async function perform(task: Posted): Promise<TaskResult> {
         const upload = await parseUpload(memory.view(task.input), task.contentType, init.maxUploadBytes);
         const room = task.output && memory.view(task.output);
         if (task.raw) {
-          const raw = runProtectRaw(upload.bytes, safeBasename(upload.filename), room, init.maxUploadBytes);
+          const raw = await runProtectRaw(upload.bytes, safeBasename(upload.filename), credentials, room, init.maxUploadBytes);
           return { ok: true, kind: 'answer', answer: memory.answer(raw.body, room), headers: raw.headers };
         }
-        const body = runProtect(upload.bytes, safeBasename(upload.filename), room, init.maxUploadBytes);
-        return { ok: true, kind: 'answer', answer: memory.answer(body, room) };
+        const json = await runProtect(upload.bytes, safeBasename(upload.filename), credentials, room, init.maxUploadBytes);
+        return { ok: true, kind: 'answer', answer: memory.answer(json.body, room), extraHeaders: json.headers };
       }
       case 'verify': {
         const upload = await parseUpload(memory.view(task.input), task.contentType, init.maxUploadBytes);

@@ -10,6 +10,12 @@
 
 #include "core.h"
 
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define OPTMARK_CLONES __attribute__((target_clones("avx2", "default")))
+#else
+#define OPTMARK_CLONES
+#endif
+
 namespace optmark {
 namespace {
 
@@ -19,6 +25,10 @@ constexpr int kTM = kTile - 1;
 constexpr double kSpecClip = 6;
 constexpr int kWhitenBox = 17;
 const double kCropStep = std::log(1.005);
+constexpr int kPoolRadius = 1;           // max filter of the coarse pass, bins
+constexpr int kCoarseKeep = 32;          // coarse cells refined
+constexpr double kCropMin = 0.98;        // crop line from this times the no-geometry scale (crops only enlarge)
+constexpr double kGatedScaleMin = 0.85;  // below the gate, grid hypotheses from this times the no-geometry scale
 
 const int kDihedral[8][4] = {{1, 0, 0, 1}, {0, -1, 1, 0}, {-1, 0, 0, -1}, {0, 1, -1, 0}, {-1, 0, 0, 1}, {1, 0, 0, -1}, {0, 1, 1, 0}, {0, -1, -1, 0}};
 
@@ -53,6 +63,7 @@ const Twiddles& TwiddlesFor(int n, int sign) {
 }
 
 // In-place radix-2 FFT on strided data (the algorithm of fft.ts).
+OPTMARK_CLONES
 void Fft1d(double* re, double* im, int sign, size_t offset, size_t stride, int n) {
   for (int i = 1, j = 0; i < n; i++) {
     int bit = n >> 1;
@@ -103,6 +114,47 @@ void Fft2dRect(double* re, double* im, int nx, int ny, int sign) {
     }
 }
 
+// Column transforms of an nx x ny row-major array, all columns at once (rows of butterflies, so the inner
+// loop runs along contiguous memory); per element the same operations in the same order as Fft1d.
+OPTMARK_CLONES
+void FftColumns(double* __restrict re, double* __restrict im, int nx, int ny, int sign) {
+  for (int i = 1, j = 0; i < ny; i++) {
+    int bit = ny >> 1;
+    for (; j & bit; bit >>= 1) j ^= bit;
+    j ^= bit;
+    if (i < j) {
+      std::swap_ranges(re + size_t(i) * nx, re + size_t(i + 1) * nx, re + size_t(j) * nx);
+      std::swap_ranges(im + size_t(i) * nx, im + size_t(i + 1) * nx, im + size_t(j) * nx);
+    }
+  }
+  const Twiddles& tw = TwiddlesFor(ny, sign);
+  const double* twr = tw.wr.data();
+  const double* twi = tw.wi.data();
+  for (int len = 2; len <= ny; len <<= 1) {
+    const int half = len >> 1;
+    for (int k = 0; k < half; k++) {
+      const double wr = twr[k], wi = twi[k];
+      for (int i = k; i < ny; i += len) {
+        double* __restrict ar = re + size_t(i) * nx;
+        double* __restrict ai = im + size_t(i) * nx;
+        double* __restrict br = re + size_t(i + half) * nx;
+        double* __restrict bi = im + size_t(i + half) * nx;
+        for (int x = 0; x < nx; x++) {
+          const double xr = br[x] * wr - bi[x] * wi;
+          const double xi = br[x] * wi + bi[x] * wr;
+          br[x] = ar[x] - xr;
+          bi[x] = ai[x] - xi;
+          ar[x] = ar[x] + xr;
+          ai[x] = ai[x] + xi;
+        }
+      }
+    }
+    twr += half;
+    twi += half;
+  }
+}
+
+OPTMARK_CLONES
 std::vector<float> AreaResize(const float* src, int w, int h, int ow, int oh) {
   struct Ax {
     std::vector<int> lo, hi;
@@ -151,6 +203,7 @@ struct Spectrum {
   std::vector<float> fine, coarse;
 };
 
+OPTMARK_CLONES
 Spectrum WhitenedSpectrum(const float* x, int w, int h, bool notchGrid) {
   Spectrum sp;
   const int nx = NextPow2(w), ny = NextPow2(h);
@@ -165,7 +218,9 @@ Spectrum WhitenedSpectrum(const float* x, int w, int h, bool notchGrid) {
     const double wy = taper(std::min(y, h - 1 - y), ty);
     for (int i = 0; i < w; i++) re[size_t(y) * nx + i] = double(x[size_t(y) * w + i]) * wy * taper(std::min(i, w - 1 - i), tx);
   }
-  Fft2dRect(re.data(), im.data(), nx, ny, -1);
+  // Rows past the image are zero and stay zero: only the image's rows are transformed.
+  for (int r = 0; r < h; r++) Fft1d(re.data(), im.data(), -1, size_t(r) * nx, 1, nx);
+  FftColumns(re.data(), im.data(), nx, ny, -1);
   const int gx = nx / 8, gy = ny / 8;
   std::vector<float> pw(n, 0.0f), valid(n, 0.0f);
   for (int v = 0; v < ny; v++) {
@@ -195,17 +250,30 @@ Spectrum WhitenedSpectrum(const float* x, int w, int h, bool notchGrid) {
         acc += double(src[row + ((u + r + 1) & (nx - 1))]) - src[row + ((u - r + nx) & (nx - 1))];
       }
     }
-    for (int u = 0; u < nx; u++) {
-      double acc = 0;
-      for (int j = -r; j <= r; j++) acc += tmp[size_t((j + ny) & (ny - 1)) * nx + u];
-      for (int v = 0; v < ny; v++) {
-        out[size_t(v) * nx + u] = float(acc);
-        acc += double(tmp[size_t((v + r + 1) & (ny - 1)) * nx + u]) - tmp[size_t((v - r + ny) & (ny - 1)) * nx + u];
+    // Columns: one running sum per column, swept down the rows (same additions, in the same order).
+    std::vector<double> acc(nx, 0.0);
+    for (int j = -r; j <= r; j++) {
+      const float* row = tmp.data() + size_t((j + ny) & (ny - 1)) * nx;
+      for (int u = 0; u < nx; u++) acc[u] += row[u];
+    }
+    for (int v = 0; v < ny; v++) {
+      const float* add = tmp.data() + size_t((v + r + 1) & (ny - 1)) * nx;
+      const float* sub = tmp.data() + size_t((v - r + ny) & (ny - 1)) * nx;
+      float* o = out.data() + size_t(v) * nx;
+      for (int u = 0; u < nx; u++) {
+        o[u] = float(acc[u]);
+        acc[u] += double(add[u]) - sub[u];
       }
     }
     return out;
   };
-  const std::vector<float> ps = boxSum(pw), vs = boxSum(valid);
+  // The valid mask depends on the size and the grid notch only: its box sum is kept per thread.
+  thread_local std::map<int, std::vector<float>> validSums;
+  const int vkey = (nx * 4096 + ny) * 2 + (notchGrid ? 1 : 0);
+  auto vit = validSums.find(vkey);
+  if (vit == validSums.end()) vit = validSums.emplace(vkey, boxSum(valid)).first;
+  const std::vector<float> ps = boxSum(pw);
+  const std::vector<float>& vs = vit->second;
   for (size_t i = 0; i < n; i++) {
     const double mean = vs[i] > 0 ? double(ps[i]) / vs[i] : 0;
     pw[i] = valid[i] != 0 && mean > 0 ? float(std::min(kSpecClip, pw[i] / mean) - 1) : 0.0f;
@@ -243,6 +311,7 @@ inline double SpecAt(const std::vector<float>& plane, int nx, int ny, double fx,
          b * ((1 - a) * plane[i10 + (u0 & mx)] + a * plane[i10 + ((u0 + 1) & mx)]);
 }
 
+OPTMARK_CLONES
 double CombScoreCS(const Spectrum& sp, const std::vector<float>& plane, const double* m, int nm, int period, double c, double s, double sx, double sy) {
   const double kx = 1 / (period * sx), ky = 1 / (period * sy);
   double sum = 0;
@@ -257,6 +326,23 @@ double CombScoreCS(const Spectrum& sp, const std::vector<float>& plane, const do
   return n ? sum / std::sqrt(double(n)) : -INFINITY;
 }
 
+// Comb score with nearest-bin lookups (the coarse pass, on the max-filtered plane).
+OPTMARK_CLONES
+double CombNearest(const std::vector<float>& plane, int nx, int ny, const double* m, int nm, int period, double c, double s, double sx, double sy) {
+  const double kx = 1 / (period * sx), ky = 1 / (period * sy);
+  double sum = 0;
+  int n = 0;
+  for (int i = 0; i < 2 * nm; i += 2) {
+    const double fx = (m[i] * c - m[i + 1] * s) * kx;
+    const double fy = (m[i] * s + m[i + 1] * c) * ky;
+    if (std::abs(fx) > 0.45 || std::abs(fy) > 0.45) continue;
+    const int u = int(std::floor(fx * nx + 0.5)) & (nx - 1), v = int(std::floor(fy * ny + 0.5)) & (ny - 1);
+    sum += plane[size_t(v) * nx + u];
+    n++;
+  }
+  return n ? sum / std::sqrt(double(n)) : -INFINITY;
+}
+
 double CombScore(const Spectrum& sp, const std::vector<float>& plane, const double* m, int nm, int period, double theta, double sx, double sy) {
   return CombScoreCS(sp, plane, m, nm, period, std::cos(theta), std::sin(theta), sx, sy);
 }
@@ -265,7 +351,38 @@ struct Hypo {
   double theta, sx, sy, score;
 };
 
-std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h, bool notchGrid, const double* harm, int nh, const Core2Params& p) {
+// Separable max filter (cyclic) of radius r: the coarse pass of the lattice grid reads it, so that a
+// hypothesis one fine step off a lattice still sees its peaks.
+OPTMARK_CLONES
+std::vector<float> MaxPool(const std::vector<float>& src, int nx, int ny, int r) {
+  std::vector<float> tmp(src.size()), out(src.size());
+  for (int v = 0; v < ny; v++) {
+    const float* row = src.data() + size_t(v) * nx;
+    for (int u = 0; u < nx; u++) {
+      float m = row[u];
+      for (int j = -r; j <= r; j++) m = std::max(m, row[(u + j + nx) & (nx - 1)]);
+      tmp[size_t(v) * nx + u] = m;
+    }
+  }
+  for (int v = 0; v < ny; v++)
+    for (int u = 0; u < nx; u++) {
+      float m = tmp[size_t(v) * nx + u];
+      for (int j = -r; j <= r; j++) m = std::max(m, tmp[size_t((v + j + ny) & (ny - 1)) * nx + u]);
+      out[size_t(v) * nx + u] = m;
+    }
+  return out;
+}
+
+// Centres of the coarse pass along one axis of n fine points: 1, 3, 5, ... (each covers its neighbours).
+std::vector<int> CoarseIndices(int n) {
+  std::vector<int> c;
+  for (int i = 1; i < n; i += 2) c.push_back(i);
+  if (c.empty() && n > 0) c.push_back(0);
+  return c;
+}
+
+std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h, bool notchGrid, const double* harm, int nh, const Core2Params& p,
+                                                   double cropMin, double& topScore) {
   const Spectrum sp = WhitenedSpectrum(x, w, h, notchGrid);
   const int period = p.period;
   const double thMax = p.angle * M_PI / 180;
@@ -273,25 +390,67 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
   const double sMin = std::max(p.pMin / period, 0.4);
   const double sMax = std::min(p.pMax / period, std::min(w, h) / (2.5 * period));
   const double ls = std::log(1.015), lr = std::log(1.02), rMax = std::log(1.4);
+  // The grid (theta, log sx, log sy / sx) as before, searched coarse to fine: every second point each way
+  // on the max-filtered plane, then the fine points around the best coarse cells on the plane itself.
+  std::vector<double> ths, as, rs;
+  for (double theta = -thMax; theta <= thMax + 1e-9; theta += thStep) ths.push_back(theta);
+  for (double a = std::log(sMin); a <= std::log(sMax) + 1e-9; a += ls) as.push_back(a);
+  for (double r = -rMax; r <= rMax + 1e-9; r += lr) rs.push_back(r);
+  const int nT = int(ths.size()), nA = int(as.size()), nR = int(rs.size());
+  std::vector<double> cs(nT), sn(nT), ex(nA), exr(size_t(nA) * nR);
+  for (int i = 0; i < nT; i++) {
+    cs[i] = std::cos(ths[i]);
+    sn[i] = std::sin(ths[i]);
+  }
+  for (int j = 0; j < nA; j++) {
+    ex[j] = std::exp(as[j]);
+    for (int k = 0; k < nR; k++) exr[size_t(j) * nR + k] = std::exp(as[j] + rs[k]);
+  }
   std::vector<Hypo> top;
   const size_t keep = 24;
-  for (double theta = -thMax; theta <= thMax + 1e-9; theta += thStep) {
-    const double ct = std::cos(theta), st = std::sin(theta);
-    for (double a = std::log(sMin); a <= std::log(sMax) + 1e-9; a += ls) {
-      for (double r = -rMax; r <= rMax + 1e-9; r += lr) {
-        const double sx = std::exp(a), sy = std::exp(a + r);
-        const double score = CombScoreCS(sp, sp.coarse, harm, nh, period, ct, st, sx, sy);
-        if (top.size() < keep || score > top.back().score) {
-          top.push_back({theta, sx, sy, score});
-          std::stable_sort(top.begin(), top.end(), [](const Hypo& u, const Hypo& v) { return u.score > v.score; });
-          if (top.size() > keep) top.pop_back();
+  if (nT > 0 && nA > 0 && nR > 0) {
+    const std::vector<float> pooled = MaxPool(sp.coarse, sp.nx, sp.ny, kPoolRadius);
+    const std::vector<int> ci = CoarseIndices(nT), cj = CoarseIndices(nA), ck = CoarseIndices(nR);
+    struct Cell {
+      int i, j, k;
+      double score;
+    };
+    // The best kCoarseKeep cells, best first (ties: first found first).
+    std::vector<Cell> cells;
+    for (const int i : ci)
+      for (const int j : cj)
+        for (const int k : ck) {
+          const double score = CombNearest(pooled, sp.nx, sp.ny, harm, nh, period, cs[i], sn[i], ex[j], exr[size_t(j) * nR + k]);
+          if (cells.size() == size_t(kCoarseKeep) && !(score > cells.back().score)) continue;
+          size_t at = cells.size();
+          while (at > 0 && score > cells[at - 1].score) at--;
+          cells.insert(cells.begin() + at, Cell{i, j, k, score});
+          if (cells.size() > size_t(kCoarseKeep)) cells.pop_back();
         }
-      }
-    }
+    std::vector<uint8_t> seen(size_t(nT) * nA * nR, 0);
+    for (const Cell& c : cells)
+      for (int i = std::max(0, c.i - 1); i <= std::min(nT - 1, c.i + 1); i++)
+        for (int j = std::max(0, c.j - 1); j <= std::min(nA - 1, c.j + 1); j++)
+          for (int k = std::max(0, c.k - 1); k <= std::min(nR - 1, c.k + 1); k++) {
+            uint8_t& done = seen[(size_t(i) * nA + j) * nR + k];
+            if (done) continue;
+            done = 1;
+            const double sx = ex[j], sy = exr[size_t(j) * nR + k];
+            const double score = CombScoreCS(sp, sp.coarse, harm, nh, period, cs[i], sn[i], sx, sy);
+            if (top.size() < keep || score > top.back().score) {
+              top.push_back({ths[i], sx, sy, score});
+              std::stable_sort(top.begin(), top.end(), [](const Hypo& u, const Hypo& v) { return u.score > v.score; });
+              if (top.size() > keep) top.pop_back();
+            }
+          }
   }
+  topScore = top.empty() ? -INFINITY : top[0].score;
   std::vector<Hypo> chosen;
   for (const Hypo& hy : top) {
-    if (int(chosen.size()) >= p.candidates) break;
+    if (int(chosen.size()) >= (topScore < p.gate ? std::min(1, p.candidates) : p.candidates)) break;
+    // Below the gate, a hypothesis that shrinks the period (costly to fold) is not tried: such pictures
+    // (borders, screenshots) show a clear lattice.
+    if (topScore < p.gate && std::sqrt(hy.sx * hy.sy) < kGatedScaleMin * cropMin / kCropMin) continue;
     bool dup = false;
     for (const Hypo& c : chosen)
       if (std::abs(c.theta - hy.theta) < 2.5 * thStep && std::abs(std::log(c.sx / hy.sx)) < 0.05 && std::abs(std::log(c.sy / hy.sy)) < 0.05) dup = true;
@@ -299,7 +458,7 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
   }
   // Crops alone change only the scale: the best hypothesis on that line competes with far fewer others.
   Hypo crop{0, 1, 1, -INFINITY};
-  for (double a = std::log(sMin); a <= std::log(sMax) + 1e-9; a += kCropStep) {
+  for (double a = std::log(std::max(sMin, cropMin)); a <= std::log(sMax) + 1e-9; a += kCropStep) {
     const double sc = std::exp(a);
     const double score = CombScore(sp, sp.coarse, harm, nh, period, 0, sc, sc);
     if (score > crop.score) crop = {0, sc, sc, score};
@@ -341,6 +500,7 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
 }
 
 // Resample on the lattice frame and fold onto one kTile x kTile tile (see foldLattice in reference-v2.ts).
+OPTMARK_CLONES
 void FoldLattice(const float* x, int fw, int fh, const double* v, int period, double ox, double oy, double* out) {
   std::fill(out, out + kT2, 0.0);
   const double cx = (fw - 1) / 2.0, cy = (fh - 1) / 2.0;
@@ -367,7 +527,7 @@ void FoldLattice(const float* x, int fw, int fh, const double* v, int period, do
     for (int i = i0; i <= i1; i++) {
       const double sx = baseX + ax * i, sy = baseY + ay * i;
       if (!(sx >= 0 && sy >= 0 && sx <= fw - 1 && sy <= fh - 1)) continue;
-      int x0 = int(std::floor(sx)), y0 = int(std::floor(sy));
+      int x0 = int(sx), y0 = int(sy);  // sx, sy >= 0 here: truncation is the floor
       if (x0 >= fw - 1) x0 = fw - 2;
       if (y0 >= fh - 1) y0 = fh - 2;
       const double fx = sx - x0, fy = sy - y0;
@@ -523,17 +683,22 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   const double v0[4] = {p0, 0, 0, p0};
   Tried best = trySync(v0, -1);
   int tier = 1, tried = 1;
+  out.combScore = -INFINITY;
   if (best.hit.z < p.fastZ) {
     tier = 2;
     double f = 1;
     const FoldImage& base = images(period, f);
-    const std::vector<std::vector<double>> cands = LatticeCandidates(base.x.data(), w, h, in.native == 1, in.harmonics, in.nHarmonics, p);
+    double top = -INFINITY;
+    const std::vector<std::vector<double>> cands =
+        LatticeCandidates(base.x.data(), w, h, in.native == 1, in.harmonics, in.nHarmonics, p, kCropMin * p0 / period, top);
+    out.combScore = top;
     for (const auto& v : cands) {
       tried++;
       Tried r = trySync(v.data(), -1);
       if (r.hit.z > best.hit.z) best = r;
     }
     for (const double eps : {0.004, 0.0015}) {
+      if (best.hit.z < p.refineZ) break;
       for (int iter = 0; iter < 3; iter++) {
         bool moved = false;
         for (int e = 0; e < 8; e++) {

@@ -12,6 +12,8 @@ struct Core2Params {
   double pMin, pMax;                             // period range searched, base pixels
   double angle;                                  // rotation window, degrees
   int candidates;                                // lattice candidates kept
+  double gate;                                   // comb score below which only the crop line is tried
+  double refineZ;                                // sync z below which the coherent refinement is skipped
   double sigmaHighpass, sigmaLocal, localFloor;  // prefilter
 };
 
@@ -32,7 +34,8 @@ struct Core2Out {
   int dihedral;
   double dx, dy, syncZ, phaseZ;
   int tier, candidates;
-  double* cells;  // (kTile/cell)^2, filled by the core
+  double combScore;  // best comb score of the lattice grid (-inf when the search did not run)
+  double* cells;     // (kTile/cell)^2, filled by the core
 };
 
 void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out);

@@ -3,13 +3,14 @@
  * --files-from), the report, the progress bar, the summary, the interrupt message and the exit status
  * (0 every file done or skipped, 1 some failed, 2 usage error, 130 interrupted).
  */
-import { availableParallelism } from 'node:os';
 import type { Config } from '../config.js';
 import type { WorkerInit } from '../pool/tasks.js';
 import { Progress, ReportWriter, reportLine, Tally } from './report.js';
 import { runBatch, type BatchHooks } from './runner.js';
 import { countFiles, fromArguments, fromList, openList, type Entry, type Found } from './sources.js';
 import type { FileJob, FileOutcome, LaneSetup } from './work.js';
+
+export { defaultJobs } from './runner.js';
 
 export const EXIT_OK = 0;
 export const EXIT_SOME_FAILED = 1;
@@ -54,12 +55,10 @@ export function laneInit(config: Config): WorkerInit {
     signingKeyFile: config.signingKeyFile,
     fingerprintSecretFile: config.fingerprintSecretFile,
     fingerprintDetect: config.fingerprintDetect,
+    c2paMode: config.c2paMode,
+    c2paCertFile: config.c2paCertFile,
+    c2paKeyFile: config.c2paKeyFile,
   };
-}
-
-/** The default --jobs: one lane per CPU this process may use. */
-export function defaultJobs(): number {
-  return Math.max(1, availableParallelism());
 }
 
 function entries(cmd: BatchCommand, lists?: NodeJS.ReadableStream[]): AsyncIterable<Entry> {
@@ -98,7 +97,7 @@ export async function runCommand(cmd: BatchCommand): Promise<BatchSummary> {
   };
   let result;
   try {
-    result = await runBatch(entries(cmd, lists), cmd.setup, cmd.jobs ?? defaultJobs(), hooks);
+    result = await runBatch(entries(cmd, lists), cmd.setup, cmd.jobs, hooks);
   } finally {
     progress.end();
     report?.close();

@@ -1,10 +1,12 @@
 /**
- * The file side of a batch: whole-file reads into one reused buffer, atomic writes from pieces with
- * writev, and the up-to-date test of --skip-existing. Everything is synchronous on purpose: a batch
- * lane runs one file at a time, and a synchronous call costs one system call where the promise API
- * costs a thread-pool round trip and a wake-up per call (measured: docs/batch.md).
+ * The file side of a batch: reads into one reused buffer, atomic writes from pieces with writev, and
+ * the up-to-date test of --skip-existing. The small calls (open, fstat, a read of a file's first bytes,
+ * writev of the new metadata, rename) are synchronous on purpose: a synchronous call costs one system
+ * call where the promise API costs a thread-pool round trip and a wake-up per call. The bulk of a file
+ * (a JPEG's image data) goes from the input to the output inside the kernel (copy_file_range, the
+ * native `files` addon) on libuv's thread pool, several files at once (measured: docs/batch.md).
  */
-import { createHash, randomBytes } from 'node:crypto';
+import { createRequire } from 'node:module';
 import {
   closeSync,
   constants,
@@ -22,6 +24,11 @@ import {
   type Stats,
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import type { FilesAddon } from '../native/index.js';
+
+let cryptoModule: typeof import('node:crypto') | undefined;
+/** node:crypto, loaded on first use (only --report and --skip-existing=hash hash outputs). */
+const nodeCrypto = (): typeof import('node:crypto') => (cryptoModule ??= createRequire(import.meta.url)('node:crypto') as typeof import('node:crypto'));
 
 /** A read that failed for a reason the operator can act on (too large, changed while read). */
 export class FileError extends Error {
@@ -62,6 +69,33 @@ export function errnoText(err: unknown): string {
  */
 export class ReadBuffer {
   #buf: Buffer = Buffer.allocUnsafeSlow(4 << 20);
+
+  /** The whole of an opened file (checked by openSource), refusing one that grew since its fstat. */
+  readAll(source: Source): Buffer {
+    const want = source.stats.size + 1;
+    if (this.#buf.length < want) this.#buf = Buffer.allocUnsafeSlow(Math.max(want, Math.min(this.#buf.length * 2, source.maxBytes + 1)));
+    let n = 0;
+    for (;;) {
+      const r = readSync(source.fd, this.#buf, n, want - n, n);
+      if (r === 0) break;
+      n += r;
+      if (n === want) throw new FileError('changed_while_read', 'the file grew while it was read');
+    }
+    return this.#buf.subarray(0, n);
+  }
+
+  /** The first `length` bytes of an opened file (fewer when it is shorter). */
+  readStart(source: Source, length: number): Buffer {
+    const want = Math.min(length, source.stats.size);
+    if (this.#buf.length < want) this.#buf = Buffer.allocUnsafeSlow(want);
+    let n = 0;
+    while (n < want) {
+      const r = readSync(source.fd, this.#buf, n, want - n, n);
+      if (r === 0) break;
+      n += r;
+    }
+    return this.#buf.subarray(0, n);
+  }
 
   /**
    * The whole file and its stats. Files larger than `maxBytes` are refused before a byte is read.
@@ -132,6 +166,27 @@ export class ReadBuffer {
   }
 }
 
+/** An input opened for reading: a regular file within the size limit. Close it with closeSync(fd). */
+export interface Source {
+  fd: number;
+  stats: Stats;
+  maxBytes: number;
+}
+
+/** Opens `path` for reading; a folder or device is refused (not_a_file), a file over `maxBytes` too (limit_exceeded). */
+export function openSource(path: string, maxBytes: number): Source {
+  const fd = openSync(path, constants.O_RDONLY);
+  try {
+    const stats = fstatSync(fd);
+    if (!stats.isFile()) throw new FileError('not_a_file', 'not a regular file');
+    if (stats.size > maxBytes) throw new FileError('limit_exceeded', `${stats.size} bytes, over the ${maxBytes}-byte limit (OPTMARK_MAX_UPLOAD_BYTES)`);
+    return { fd, stats, maxBytes };
+  } catch (err) {
+    closeSync(fd);
+    throw err;
+  }
+}
+
 export interface Head {
   /** The first bytes of the file (all of it when `whole`). */
   bytes: Buffer;
@@ -142,7 +197,7 @@ export interface Head {
 
 /** SHA-256 (hex) of the pieces in order. */
 export function sha256Of(pieces: readonly Uint8Array[]): string {
-  const hash = createHash('sha256');
+  const hash = nodeCrypto().createHash('sha256');
   for (const p of pieces) hash.update(p);
   return hash.digest('hex');
 }
@@ -173,11 +228,31 @@ function ensureDir(dir: string): void {
 /** Temporary files being written right now (for the interrupt handler: none is left behind). */
 export const writing = new Set<string>();
 
-/** Name of the temporary file beside `target` (dot-prefixed, so globs and listings skip it). */
+/**
+ * Name of the temporary file beside `target` (dot-prefixed, so globs and listings skip it): the process
+ * id, a random tag drawn once per thread and a counter. (Not random bytes per file: OpenSSL asks the
+ * kernel for the process id on every draw, and loading node:crypto costs start-up time.) It is opened with O_EXCL, so a clash fails, never overwrites.
+ */
 const pid = process.pid; // process.pid is a system call each time
+const tag = Math.floor(Math.random() * 2 ** 32)
+  .toString(16)
+  .padStart(8, '0');
+let tempCount = 0;
 
 export function tempName(target: string): string {
-  return join(dirname(target), `.${basename(target)}.${pid}.${randomBytes(4).toString('hex')}.tmp`);
+  return join(dirname(target), `.${basename(target)}.${pid}.${tag}${(tempCount++).toString(36)}.tmp`);
+}
+
+/** Opens a new temporary file beside `target` (O_EXCL; a name taken by something else gets the next one). */
+function openTemp(target: string, mode: number): { fd: number; tmp: string } {
+  for (let attempt = 0; ; attempt++) {
+    const tmp = tempName(target);
+    try {
+      return { fd: openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, mode), tmp };
+    } catch (err) {
+      if ((err as NodeJS.ErrnoException).code !== 'EEXIST' || attempt >= 8) throw err;
+    }
+  }
 }
 
 /**
@@ -186,9 +261,8 @@ export function tempName(target: string): string {
  */
 export function writeAtomically(target: string, pieces: readonly Uint8Array[], options: WriteOptions = {}): void {
   ensureDir(dirname(target));
-  const tmp = tempName(target);
   // O_EXCL: never follows or reuses something already there.
-  const fd = openSync(tmp, constants.O_WRONLY | constants.O_CREAT | constants.O_EXCL, options.mode ?? 0o666);
+  const { fd, tmp } = openTemp(target, options.mode ?? 0o666);
   writing.add(tmp);
   let renamed = false;
   try {
@@ -214,13 +288,97 @@ export function writeAtomically(target: string, pieces: readonly Uint8Array[], o
   }
 }
 
-/** writev until every byte is out (a large writev may return short). */
-function writeAll(fd: number, pieces: readonly Uint8Array[]): void {
+/**
+ * A stretch of the input file that goes to the output as it is: `length` bytes from offset `from`. With
+ * `toEnd`, it is the input's last stretch, and the input must end exactly there (a file that grew or
+ * shrank since it was opened fails with changed_while_read).
+ */
+export interface FileRange {
+  from: number;
+  length: number;
+  toEnd: boolean;
+}
+
+/** One piece of an output: bytes in memory, or a stretch of the input copied inside the kernel. */
+export type OutputPart = Uint8Array | FileRange;
+
+/**
+ * writeAtomically with parts of the input copied file to file (copy_file_range) on libuv's thread pool.
+ * The bytes in memory are written before the first await, so the caller's buffer may be reused as soon
+ * as this returns its promise; `source` must stay open until the promise settles.
+ */
+export async function writeAtomicallyCopying(
+  target: string,
+  parts: readonly OutputPart[],
+  source: number,
+  copier: FilesAddon,
+  options: WriteOptions = {},
+): Promise<void> {
+  ensureDir(dirname(target));
+  const { fd, tmp } = openTemp(target, options.mode ?? 0o666);
+  writing.add(tmp);
+  let renamed = false;
+  try {
+    try {
+      const copies: Promise<void>[] = [];
+      let run: Uint8Array[] = [];
+      let runAt = 0;
+      let at = 0;
+      for (const part of parts) {
+        if (part instanceof Uint8Array) {
+          if (run.length === 0) runAt = at;
+          run.push(part);
+        } else {
+          if (run.length > 0) writeAll(fd, run, runAt);
+          run = [];
+          copies.push(copyRange(copier, source, fd, part, at));
+        }
+        at += part.length;
+      }
+      if (run.length > 0) writeAll(fd, run, runAt);
+      // Every copy ends before the descriptors close, even when one failed.
+      const settled = await Promise.allSettled(copies);
+      for (const r of settled) if (r.status === 'rejected') throw r.reason;
+      if (options.mode !== undefined) fchmodSync(fd, options.mode);
+      if (options.mtimeMs !== undefined) futimesSync(fd, options.mtimeMs / 1000, options.mtimeMs / 1000);
+      if (options.fsync) fsyncSync(fd);
+    } finally {
+      closeSync(fd);
+    }
+    renameSync(tmp, target);
+    renamed = true;
+  } finally {
+    if (!renamed) {
+      try {
+        unlinkSync(tmp);
+      } catch {
+        // already gone
+      }
+    }
+    writing.delete(tmp);
+  }
+}
+
+function copyRange(copier: FilesAddon, source: number, fd: number, range: FileRange, at: number): Promise<void> {
+  return new Promise<void>((resolve, reject) => {
+    // One byte more than expected for the last stretch: a file that grew shows it.
+    copier.copyRangeAsync(source, fd, range.from, at, range.toEnd ? range.length + 1 : range.length, (err, copied) => {
+      if (err) reject(err);
+      else if (copied !== range.length)
+        reject(new FileError('changed_while_read', copied! > range.length ? 'the file grew while it was read' : 'the file shrank while it was read'));
+      else resolve();
+    });
+  });
+}
+
+/** writev until every byte is out (a large writev may return short); at `position` when given. */
+function writeAll(fd: number, pieces: readonly Uint8Array[], position?: number): void {
   let list = pieces.filter((p) => p.length > 0);
   while (list.length > 0) {
     // Linux takes at most IOV_MAX (1024) buffers per call.
     const batch = list.length > 1024 ? list.slice(0, 1024) : list;
-    let written = writevSync(fd, batch as Uint8Array[]);
+    let written = position === undefined ? writevSync(fd, batch as Uint8Array[]) : writevSync(fd, batch as Uint8Array[], position);
+    if (position !== undefined) position += written;
     let i = 0;
     while (i < batch.length && written >= batch[i]!.length) written -= batch[i++]!.length;
     const rest = list.slice(i);

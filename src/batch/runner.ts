@@ -8,6 +8,7 @@
 import { statSync } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import type { Worker } from 'node:worker_threads';
+import { availableParallelism } from 'node:os';
 import { removeUnfinished } from './files.js';
 import type { Entry, Found } from './sources.js';
 import { Lane, type FileJob, type FileOutcome, type LaneSetup } from './work.js';
@@ -20,6 +21,13 @@ const WORKER_AHEAD = 3;
  * batch would not win back, and a large one wins back early.
  */
 const SPAWN_AFTER_FILES = 24;
+/**
+ * Files in flight by default when the main thread copies in the kernel (Lane.concurrent): the work per
+ * file is then mostly the copy, which waits on memory or the disk, on libuv's thread pool (sized to
+ * match unless UV_THREADPOOL_SIZE says otherwise); a deeper queue keeps a disk busy and, on a shared
+ * machine, the copies on more cores (measured: docs/batch.md).
+ */
+export const COPY_JOBS = 8;
 
 export interface BatchHooks {
   /** A found file as a job, or an outcome when it is refused before being read. */
@@ -44,13 +52,17 @@ interface Slot {
   close(): Promise<void>;
 }
 
-/** The main thread as a lane: one file at a time, each after a turn of the event loop. */
+/**
+ * The main thread as a lane, each file started after a turn of the event loop: one file at a time, or
+ * `capacity` at once when the lane copies in the kernel (Lane.concurrent).
+ */
 class MainSlot implements Slot {
   inflight = 0;
-  readonly capacity = 1;
+  readonly capacity: number;
   readonly #lane: Lane;
-  constructor(lane: Lane) {
+  constructor(lane: Lane, capacity: number) {
     this.#lane = lane;
+    this.capacity = capacity;
   }
   async run(job: FileJob): Promise<FileOutcome> {
     this.inflight++;
@@ -124,11 +136,20 @@ class WorkerSlot implements Slot {
   }
 }
 
+/** The default --jobs with worker threads: one lane per CPU this process may use. */
+export function defaultJobs(): number {
+  return Math.max(1, availableParallelism());
+}
+
 /** Runs every entry through the lanes; resolves when all started files are finished. */
-export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, jobs: number, hooks: BatchHooks): Promise<BatchResult> {
+export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, jobsAsked: number | undefined, hooks: BatchHooks): Promise<BatchResult> {
   const main = new Lane(setup);
+  const jobs = jobsAsked ?? (main.concurrent ? COPY_JOBS : defaultJobs());
+  // libuv reads this when its pool first starts (the folder walk or the first copy, both after this).
+  if (main.concurrent && process.env.UV_THREADPOOL_SIZE === undefined) process.env.UV_THREADPOOL_SIZE = String(Math.max(4, Math.min(jobs, 64)));
   await main.prepare(); // a bad key or secret fails here, once, before any file
-  const slots: Slot[] = [new MainSlot(main)];
+  // Copying in the kernel, the main thread takes `jobs` files at once and no worker thread is started.
+  const slots: Slot[] = [new MainSlot(main, main.concurrent ? jobs : 1)];
   let spawned = false;
   let started = 0;
   let stopping = false;
@@ -238,7 +259,7 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
         continue;
       }
       // Pixel work (fingerprint, detector) takes long per file: threads start at once.
-      if (!spawned && jobs > 1 && (heavy || started >= SPAWN_AFTER_FILES)) spawning = spawn();
+      if (!spawned && jobs > 1 && !main.concurrent && (heavy || started >= SPAWN_AFTER_FILES)) spawning = spawn();
       const slot = await acquire();
       if (!slot) break;
       const p: Promise<void> = dispatch(slot, planned).finally(() => {

@@ -14,7 +14,22 @@ import type { Layers } from '../pipeline/layers.js';
 import type { WorkerInit } from '../pool/tasks.js';
 import type { VerifyReport } from '../pipeline/verify.js';
 import type { SigningKey } from '../provenance/index.js';
-import { errnoText, FileError, ReadBuffer, sha256Of, statFile, upToDate, writeAtomically } from './files.js';
+import { closeSync } from 'node:fs';
+import { filesAddon, type FilesAddon } from '../native/index.js';
+import { imageDataOffset } from '../formats/jpeg.js';
+import {
+  errnoText,
+  FileError,
+  openSource,
+  type OutputPart,
+  ReadBuffer,
+  sha256Of,
+  type Source,
+  statFile,
+  upToDate,
+  writeAtomically,
+  writeAtomicallyCopying,
+} from './files.js';
 
 /** What a lane is told once, when it starts. */
 export interface LaneSetup {
@@ -102,8 +117,23 @@ export class Lane {
   #verify: Promise<typeof import('../pipeline/verify.js')> | undefined;
   #liveLayers: Promise<import('../pipeline/layers-live.js').LiveLayers> | undefined;
 
+  /** The in-kernel copy, on the quick way only (see `concurrent`). */
+  readonly #copier: FilesAddon | undefined;
+
   constructor(setup: LaneSetup) {
     this.#setup = setup;
+    // The quick way: the opt-out field alone (no signing, no pixels), where marking is a synchronous edit
+    // of the bytes before the image data and the rest is copied file to file.
+    this.#copier = setup.command === 'mark' && !setup.provenance && !setup.fingerprint ? filesAddon() : undefined;
+  }
+
+  /**
+   * True when this lane takes several files at once: their reads and edits run one after the other on
+   * its thread, their copies at the same time on libuv's thread pool. Worker threads then do not pay:
+   * the work left per file is a few system calls.
+   */
+  get concurrent(): boolean {
+    return this.#copier !== undefined;
   }
 
   /** Loads what every file will need, so the first file does not pay for it (and a bad key fails once). */
@@ -122,11 +152,30 @@ export class Lane {
 
   async #mark(job: FileJob): Promise<FileOutcome> {
     const s = this.#setup;
-    const init = s.init;
-    let bytes: Buffer;
-    let stats: Stats;
+    let source: Source;
     try {
-      ({ bytes, stats } = this.#buffer.read(job.source, init.maxUploadBytes));
+      source = openSource(job.source, s.init.maxUploadBytes);
+    } catch (err) {
+      return readFailure({ input: job.input, output: null }, err);
+    }
+    try {
+      return await this.#markOpened(job, source);
+    } finally {
+      closeSync(source.fd);
+    }
+  }
+
+  async #markOpened(job: FileJob, source: Source): Promise<FileOutcome> {
+    const s = this.#setup;
+    const init = s.init;
+    const { stats } = source;
+    const copier = this.#copier;
+    // The quick way reads a JPEG's first bytes only (its metadata) and copies the rest file to file;
+    // a hash of the output (--report, --skip-existing=hash) needs every byte in memory.
+    const needsAll = !copier || s.hash || s.skipExisting === 'hash';
+    let bytes: Buffer;
+    try {
+      bytes = needsAll || stats.size <= HEAD_BYTES ? this.#buffer.readAll(source) : this.#buffer.readStart(source, HEAD_BYTES);
     } catch (err) {
       return readFailure({ input: job.input, output: null }, err);
     }
@@ -163,15 +212,24 @@ export class Lane {
         };
       }
     }
+    // Only a JPEG whose segments before the image data lie within its first bytes is marked from them.
+    if (bytes.length < stats.size && (format.name !== 'jpeg' || imageDataOffset(bytes) === undefined)) {
+      try {
+        bytes = this.#buffer.readAll(source);
+      } catch (err) {
+        return readFailure(base, err);
+      }
+    }
     let result: { pieces: Uint8Array[]; changed: boolean };
     try {
-      result = await this.#produce(bytes);
+      // Synchronous on the quick way: the read buffer is not reused before its pieces are written.
+      result = copier ? protect(bytes, { warnings: false }) : await this.#produce(bytes);
     } catch (err) {
       const shape = toErrorShape(err);
       const detail = shape.code === 'internal_error' && err instanceof Error ? `: ${err.message}` : '';
       return { ...base, format: format.name, bytes: null, status: 'failed', code: shape.code, message: `${shape.message}${detail}` };
     }
-    let size = 0;
+    let size = stats.size - bytes.length;
     for (const p of result.pieces) size += p.length;
     const sha256 = s.hash || s.skipExisting === 'hash' ? sha256Of(result.pieces) : null;
     const done = (status: Status, code: string | null, message?: string): FileOutcome => ({
@@ -194,20 +252,23 @@ export class Lane {
         // no output yet (or unreadable): write it
       }
     }
+    const options = {
+      mode: job.inPlace ? stats.mode & 0o7777 : undefined,
+      mtimeMs: s.keepTime && !job.inPlace ? stats.mtimeMs : undefined,
+      fsync: s.fsync,
+    };
     try {
-      writeAtomically(target, result.pieces, {
-        mode: job.inPlace ? stats.mode & 0o7777 : undefined,
-        mtimeMs: s.keepTime && !job.inPlace ? stats.mtimeMs : undefined,
-        fsync: s.fsync,
-      });
+      if (copier) await writeAtomicallyCopying(target, outputParts(result.pieces, bytes, stats.size), source.fd, copier, options);
+      else writeAtomically(target, result.pieces, options);
     } catch (err) {
+      if (err instanceof FileError) return { ...base, format: format.name, bytes: null, sha256: null, status: 'failed', code: err.code, message: err.message };
       return {
         ...base,
         format: format.name,
         bytes: null,
         sha256: null,
         status: 'failed',
-        code: `write_${errCode(err)}`,
+        code: `${(err as { syscall?: string }).syscall === 'read' ? 'read' : 'write'}_${errCode(err)}`,
         message: `writing ${target}: ${errnoText(err)}`,
       };
     }
@@ -354,8 +415,36 @@ export class Lane {
   }
 }
 
-/** Bytes read first for a metadata-only verify: a JPEG's segments before its image data fit in them. */
+/** Bytes read first for a metadata-only verify or a quick mark: a JPEG's segments before its image data fit in them. */
 const HEAD_BYTES = 64 * 1024;
+/** Stretches of the input at least this long are copied file to file rather than written from memory. */
+const COPY_MIN_BYTES = 64 * 1024;
+
+/**
+ * The output as parts: protect's pieces, those that are long stretches of the input read (`bytes`, the
+ * file from its start) as file ranges, and the rest of the file past what was read as the last range.
+ */
+function outputParts(pieces: readonly Uint8Array[], bytes: Uint8Array, fileSize: number): OutputPart[] {
+  const parts: OutputPart[] = [];
+  const tail = bytes.length < fileSize;
+  for (let i = 0; i < pieces.length; i++) {
+    const p = pieces[i]!;
+    const from = p.byteOffset - bytes.byteOffset;
+    const inInput = p.buffer === bytes.buffer && from >= 0 && from + p.length <= bytes.length;
+    const last = i === pieces.length - 1;
+    const reachesEnd = inInput && from + p.length === bytes.length;
+    // A JPEG marked from its first bytes ends with the start of its image data, which runs on in the file.
+    if (last && tail && !reachesEnd) throw new Error('marking from the first bytes: the output does not end with the rest of the input');
+    if (inInput && p.length >= COPY_MIN_BYTES) {
+      const toEnd = last && reachesEnd;
+      parts.push({ from, length: toEnd ? fileSize - from : p.length, toEnd });
+    } else {
+      parts.push(p);
+      if (last && tail) parts.push({ from: bytes.length, length: fileSize - bytes.length, toEnd: true });
+    }
+  }
+  return parts;
+}
 /** ...and its last bytes, for the end marker (after it come at most trailers such as MPF images, ending in one too). */
 const TAIL_BYTES = 64 * 1024;
 const EOI = Buffer.from([0xff, 0xd9]);

@@ -30,7 +30,7 @@ export const C2PA_UNREADABLE = 'content_credentials_unreadable';
 export const C2PA_INVALID = 'content_credentials_invalid';
 
 const ABSENT: C2paReport = Object.freeze({ present: false, valid: false, trainingMining: null }) as C2paReport;
-const MIME: Record<C2paContainer, string> = { jpeg: 'image/jpeg', png: 'image/png', webp: 'image/webp' };
+export const MIME: Record<C2paContainer, string> = { jpeg: 'image/jpeg', png: 'image/png', webp: 'image/webp' };
 const RANK: Record<TrainingUse, number> = { allowed: 1, constrained: 2, notAllowed: 3 };
 /** Labels of the training-and-data-mining assertion: C2PA 1.x and CAWG (with or without a version suffix). */
 const TRAINING_LABEL = /^(c2pa|cawg)\.training-mining(\.v\d+)?$/;
@@ -51,11 +51,53 @@ export function loadC2pa(): Promise<Wasm> {
   return wasm;
 }
 
-interface StoreJson {
+/** A training-and-data-mining entry: `use` and whatever else the assertion says about it. */
+export interface TrainingEntry {
+  use?: string;
+  [field: string]: unknown;
+}
+
+/** The part of the reader's JSON report used here. */
+export interface StoreJson {
   active_manifest?: string;
   validation_state?: string;
-  manifests?: Record<string, { assertions?: { label?: string; data?: { entries?: Record<string, { use?: string }> } }[] }>;
+  manifests?: Record<string, { assertions?: { label?: string; data?: { entries?: Record<string, TrainingEntry> } }[] }>;
 }
+
+/**
+ * Settings every read and build here uses: nothing is fetched from the network (a manifest store that
+ * points at a remote manifest, or OCSP), whatever the file asks for. `validate: false` only parses.
+ */
+export function readerSettings(validate = true): string {
+  return JSON.stringify({
+    verify: { verify_after_reading: validate, remote_manifest_fetch: false, ocsp_fetch: false },
+    builder: { thumbnail: { enabled: false } },
+  });
+}
+
+/** The reader's JSON report of a manifest store (the caller has checked one is present); throws what the reader throws. */
+export async function readStore(format: C2paContainer, bytes: Uint8Array, validate = true): Promise<StoreJson> {
+  const m = await loadC2pa();
+  const reader = await m.WasmReader.fromBytes(MIME[format], bytes, readerSettings(validate));
+  try {
+    return JSON.parse(reader.json()) as StoreJson;
+  } finally {
+    reader.free();
+  }
+}
+
+/** The training-and-data-mining entries of the active manifest (C2PA or CAWG assertion), by entry name. */
+export function activeTrainingEntries(store: StoreJson): Record<string, TrainingEntry> {
+  const active = store.active_manifest ? store.manifests?.[store.active_manifest] : undefined;
+  const out: Record<string, TrainingEntry> = {};
+  for (const a of active?.assertions ?? []) {
+    if (a.label && TRAINING_LABEL.test(a.label)) Object.assign(out, a.data?.entries ?? {});
+  }
+  return out;
+}
+
+/** Whether a reader's report says the store validates (Valid or Trusted). */
+export const storeIsValid = (store: StoreJson): boolean => store.validation_state === 'Valid' || store.validation_state === 'Trusted';
 
 /** The strictest training use in the active manifest of a reader's JSON report (exported for tests). */
 export function strictestTrainingUse(store: StoreJson): TrainingUse | null {
@@ -79,15 +121,9 @@ export function strictestTrainingUse(store: StoreJson): TrainingUse | null {
  */
 export async function readC2pa(format: C2paContainer, bytes: Uint8Array): Promise<C2paReading> {
   if (!hasManifestStore(format, bytes)) return { c2pa: ABSENT, warnings: [] };
-  const m = await loadC2pa();
   let store: StoreJson;
   try {
-    const reader = await m.WasmReader.fromBytes(MIME[format], bytes);
-    try {
-      store = JSON.parse(reader.json()) as StoreJson;
-    } finally {
-      reader.free();
-    }
+    store = await readStore(format, bytes);
   } catch (err) {
     const why = String((err as Error)?.message ?? err).slice(0, 200);
     return {
@@ -95,7 +131,7 @@ export async function readC2pa(format: C2paContainer, bytes: Uint8Array): Promis
       warnings: [{ code: C2PA_UNREADABLE, message: `The image carries a C2PA manifest store that the reader could not read (${why}).` }],
     };
   }
-  const valid = store.validation_state === 'Valid' || store.validation_state === 'Trusted';
+  const valid = storeIsValid(store);
   const c2pa: C2paReport = { present: true, valid, trainingMining: strictestTrainingUse(store) };
   const warnings = valid
     ? []

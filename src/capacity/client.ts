@@ -18,6 +18,11 @@ export interface Target {
   /** `optmark` or `naive`. */
   name: string;
   url: URL;
+  /**
+   * Several instances of one deployment (`bench load --url a --url b ...`): new connections go to them in
+   * turn and a request takes an idle connection of the next instance, so the load is spread evenly.
+   */
+  urls?: URL[];
   /** Bearer key; none for the naive server. */
   key: string | undefined;
   /** Process id to read CPU and memory from, when the server runs on this machine. */
@@ -250,7 +255,10 @@ class Connection {
  * times cheaper in CPU than node:http, which matters when it shares the machine with the server.
  */
 export class Client {
-  readonly #idle: Connection[] = [];
+  /** Idle connections per instance (one list unless the target has several URLs). */
+  readonly #idleOf: Connection[][];
+  readonly #urls: URL[];
+  #turn = 0;
   readonly #all = new Set<Connection>();
   readonly #heads = new WeakMap<PreparedRequest, Buffer>();
   readonly #readBuffer = Buffer.allocUnsafe(256 * 1024);
@@ -258,7 +266,10 @@ export class Client {
   constructor(
     readonly target: Target,
     readonly maxOutstanding: number,
-  ) {}
+  ) {
+    this.#urls = target.urls && target.urls.length > 0 ? target.urls : [target.url];
+    this.#idleOf = this.#urls.map(() => []);
+  }
 
   #head(req: PreparedRequest): Buffer {
     let head = this.#heads.get(req);
@@ -273,21 +284,24 @@ export class Client {
 
   #connection(): Connection {
     const now = performance.now();
+    const turn = this.#turn;
+    this.#turn = (turn + 1) % this.#urls.length;
+    const idle = this.#idleOf[turn]!;
     for (;;) {
-      const c = this.#idle.pop();
+      const c = idle.pop();
       if (!c) break;
       if (!c.socket.destroyed && now - c.idleSince < IDLE_REUSE_MS) return c;
       this.#all.delete(c);
       c.socket.destroy();
     }
     const c = new Connection(
-      this.target.url,
+      this.#urls[turn]!,
       this.#readBuffer,
-      (free) => this.#idle.push(free),
+      (free) => idle.push(free),
       (gone) => {
         this.#all.delete(gone);
-        const i = this.#idle.indexOf(gone);
-        if (i >= 0) this.#idle.splice(i, 1);
+        const i = idle.indexOf(gone);
+        if (i >= 0) idle.splice(i, 1);
       },
     );
     this.#all.add(c);
@@ -330,7 +344,7 @@ export class Client {
   reset(): void {
     for (const c of [...this.#all]) c.socket.destroy();
     this.#all.clear();
-    this.#idle.length = 0;
+    for (const idle of this.#idleOf) idle.length = 0;
   }
 
   close(): void {

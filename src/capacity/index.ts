@@ -21,6 +21,8 @@ import { measureStep, latency, type StepResult } from './step.js';
 export interface LoadOptions {
   /** Target a running server instead of starting one. */
   url: string | undefined;
+  /** More instances of the same deployment beside `url` (the load is spread over all of them). */
+  moreUrls?: string[];
   /** Bearer key for --url. */
   key: string | undefined;
   /** Process id of the --url server, when it runs on this machine (for CPU and memory). */
@@ -440,8 +442,18 @@ export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
   let target: Target;
   if (opts.url) {
     if (!opts.key) throw new Error('--url needs --key (an API key of a paid account with quota to spare)');
-    target = { name: 'optmark', url: new URL(opts.url), key: opts.key, pid: opts.pid };
-    serverInfo = { url: opts.url, started: false, readyz: await readyz(target.url), env: {}, pid: opts.pid, revision: undefined };
+    const urls = [opts.url, ...(opts.moreUrls ?? [])].map((u) => new URL(u));
+    target = { name: 'optmark', url: urls[0]!, urls, key: opts.key, pid: opts.pid };
+    for (const u of urls.slice(1)) if (!(await readyz(u))) throw new Error(`${u.href} does not answer /readyz`);
+    if (urls.length > 1) log(`spreading the load over ${urls.length} instances: ${urls.map((u) => u.host).join(', ')}`);
+    serverInfo = {
+      url: urls.map((u) => u.href).join(' '),
+      started: false,
+      readyz: await readyz(target.url),
+      env: {},
+      pid: opts.pid,
+      revision: undefined,
+    };
   } else {
     running = await startOptmark({ inheritConfig: true, logLevel: opts.logLevel, logDir: join(out, 'logs') });
     target = running.target;

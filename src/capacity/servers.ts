@@ -101,6 +101,8 @@ export interface OptmarkStart {
   logLevel?: string;
   /** OPTMARK_* settings of this server, over the inherited ones. */
   env?: Record<string, string>;
+  /** A data directory to share with other instances (one SQLite file for all; kept at stop). */
+  dataDir?: string;
 }
 
 /** Starts `optmark serve` with one pro account of unlimited quota; resolves once /readyz says ready. */
@@ -115,7 +117,7 @@ export async function startOptmark(opts: OptmarkStart): Promise<Running> {
 }
 
 async function startOptmarkIn(dir: string, opts: OptmarkStart): Promise<Running> {
-  const dataDir = join(dir, 'data');
+  const dataDir = opts.dataDir ?? join(dir, 'data');
   const port = await freePort();
   const config: Record<string, string> = {};
   if (opts.inheritConfig) {

@@ -42,7 +42,9 @@ parentPort.on('message', async ({ id, body, length, contentType, out }) => {
   const [{ parseUpload }, { runProtect }] = await pipeline;
   try {
     const upload = await parseUpload(src, contentType, workerData.maxUploadBytes);
-    const answer = runProtect(upload.bytes, 'image', new Uint8Array(out));
+    // Files without Content Credentials (the capacity corpus): the policy is never asked for a signer.
+    const policy = { mode: 'invalidate', identity: () => Promise.reject(new Error('no C2PA signer here')) };
+    const answer = (await runProtect(upload.bytes, 'image', policy, new Uint8Array(out))).body;
     parentPort.postMessage({ id, body, length, out, written: answer.buffer === out ? answer.length : -1 }, [body, out]);
   } catch {
     parentPort.postMessage({ id, body, length, out, written: -1 }, [body, out]);

@@ -28,7 +28,7 @@ interface LoadFlags {
   memorySettle?: number;
   skipNaive?: boolean;
   skipProfile?: boolean;
-  url?: string;
+  url?: string[];
   key?: string;
   pid?: number;
   logLevel?: string;
@@ -69,7 +69,8 @@ async function load(flags: LoadFlags, argv: string[]): Promise<number> {
   const smoke = flags.smoke ?? false;
   const report = await runLoad({
     ...DEFAULTS,
-    url: flags.url,
+    url: flags.url?.[0],
+    moreUrls: flags.url?.slice(1),
     key: flags.key,
     pid: flags.pid,
     images: flags.images,
@@ -149,7 +150,11 @@ export function register(program: Command): void {
     .option('--memory-settle <s>', 'seconds of idle watched after the memory test (default 30)', positiveNumber)
     .option('--skip-naive', 'do not run the naive server')
     .option('--skip-profile', 'skip the unloaded per-image cost table')
-    .option('--url <url>', 'target a running server instead (with --key; add --pid for its memory figures)')
+    .option(
+      '--url <url>',
+      'target a running server instead (with --key; add --pid for its memory figures); give it again for more instances of one deployment, or give the load balancer',
+      (value: string, previous: string[] | undefined) => [...(previous ?? []), value],
+    )
     .option('--key <key>', 'API key for --url')
     .option('--pid <n>', 'process id of the --url server, when it runs on this machine', wholeNumber)
     .option('--log-level <level>', 'log level of the started server (default: its own default, info)')

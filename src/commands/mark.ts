@@ -188,7 +188,11 @@ export function register(program: Command): void {
     .option('--fingerprint', 'embed the experimental in-pixel fingerprint first (decodes and re-encodes the pixels)')
     .option('--files-from <list>', "read the paths from a file, or from standard input with '-', one a line")
     .option('-0, --null', 'the --files-from list is NUL-separated (find -print0)')
-    .option('-j, --jobs <n>', `files done at once, each on its own thread (default: the CPUs, here ${availableParallelism()})`, positiveWholeNumber)
+    .option(
+      '-j, --jobs <n>',
+      `files worked on at once (default: 8 for the opt-out field alone, copied file to file on a thread pool; with --provenance or --fingerprint one thread per CPU, here ${availableParallelism()})`,
+      positiveWholeNumber,
+    )
     .addOption(
       new Option(
         '--skip-existing [how]',

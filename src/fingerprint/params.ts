@@ -78,6 +78,16 @@ export const V2_PMAX = 96;
 export const V2_ANGLE = 16;
 /** Lattice candidates kept per pyramid level (the no-geometry hypothesis is always tried as well). */
 export const V2_CANDIDATES = 3;
+/**
+ * Comb score (whitened spectrum at the template's 12 peaks, over sqrt(12)) of the best grid hypothesis
+ * below which only that hypothesis and the crop line's are folded (not the 2nd and 3rd). Measured on the
+ * 18 photographs of ../shared/natural under every attack of the bench: unmarked pictures are below it in
+ * 96% of cases (median 1.9); marked ones whose geometry needs the grid are mostly above it (busy
+ * pictures are not: there the best hypothesis is usually still the right one).
+ */
+export const V2_GATE = 2.6;
+/** Sync z of the best hypothesis below which the coherent refinement (up to 48 folds) is skipped. */
+export const V2_REFINE_Z = 5;
 
 /** Version 2's tunables as one plain object (handed to the native addon on every call). */
 export const CORE2_PARAMS = {
@@ -88,6 +98,8 @@ export const CORE2_PARAMS = {
   pMax: V2_PMAX,
   angle: V2_ANGLE,
   candidates: V2_CANDIDATES,
+  gate: V2_GATE,
+  refineZ: V2_REFINE_Z,
   sigmaHighpass: SIGMA_HIGHPASS,
   sigmaLocal: SIGMA_LOCAL,
   localFloor: LOCAL_FLOOR,

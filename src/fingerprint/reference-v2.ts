@@ -28,6 +28,8 @@ export interface Core2Params {
   pMax: number;
   angle: number;
   candidates: number;
+  gate: number;
+  refineZ: number;
   sigmaHighpass: number;
   sigmaLocal: number;
   localFloor: number;
@@ -67,6 +69,8 @@ export interface Core2Output {
   tier: number;
   /** Alignment hypotheses tried. */
   candidates: number;
+  /** Best comb score of the lattice grid (-Infinity when the search did not run). */
+  combScore: number;
   /** Correlation of each count cell with the key at the chosen alignment. */
   cells: Float64Array;
 }
@@ -157,6 +161,14 @@ export interface Spectrum {
 const SPEC_CLIP = 6;
 /** Log step of the crop-only scale line of the lattice search. */
 const CROP_STEP = Math.log(1.005);
+/** Max filter radius (bins) of the plane the coarse pass of the lattice grid reads. */
+const POOL_RADIUS = 1;
+/** Coarse cells of the lattice grid whose fine points are scored. */
+const COARSE_KEEP = 32;
+/** The crop line starts at this times the no-geometry scale (a crop only enlarges the period). */
+const CROP_MIN = 0.98;
+/** Below the gate, grid hypotheses are tried from this times the no-geometry scale up. */
+const GATED_SCALE_MIN = 0.85;
 const WHITEN_BOX = 17;
 
 export function whitenedSpectrum(x: Float32Array, w: number, h: number, notchGrid: boolean): Spectrum {
@@ -285,8 +297,10 @@ interface Hypo {
 
 /** Comb score: the whitened spectrum summed at the hypothesis's reciprocal-lattice points, over sqrt(count). */
 export function combScore(sp: Spectrum, plane: Float32Array, m: Float64Array, period: number, theta: number, sx: number, sy: number): number {
-  const c = Math.cos(theta);
-  const s = Math.sin(theta);
+  return combScoreCS(sp, plane, m, period, Math.cos(theta), Math.sin(theta), sx, sy);
+}
+
+function combScoreCS(sp: Spectrum, plane: Float32Array, m: Float64Array, period: number, c: number, s: number, sx: number, sy: number): number {
   const kx = 1 / (period * sx);
   const ky = 1 / (period * sy);
   let sum = 0;
@@ -301,8 +315,68 @@ export function combScore(sp: Spectrum, plane: Float32Array, m: Float64Array, pe
   return n ? sum / Math.sqrt(n) : -Infinity;
 }
 
-/** Lattice period-vector pairs [v1x, v1y, v2x, v2y] (base pixels per period), best first. No key is read. */
-export function latticeCandidates(x: Float32Array, w: number, h: number, notchGrid: boolean, harm: Float64Array, p: Core2Params): number[][] {
+/** Comb score with nearest-bin lookups (the coarse pass, on the max-filtered plane). */
+function combNearest(plane: Float32Array, nx: number, ny: number, m: Float64Array, period: number, c: number, s: number, sx: number, sy: number): number {
+  const kx = 1 / (period * sx);
+  const ky = 1 / (period * sy);
+  let sum = 0;
+  let n = 0;
+  for (let i = 0; i < m.length; i += 2) {
+    const fx = (m[i]! * c - m[i + 1]! * s) * kx;
+    const fy = (m[i]! * s + m[i + 1]! * c) * ky;
+    if (Math.abs(fx) > 0.45 || Math.abs(fy) > 0.45) continue;
+    const u = Math.floor(fx * nx + 0.5) & (nx - 1);
+    const v = Math.floor(fy * ny + 0.5) & (ny - 1);
+    sum += plane[v * nx + u]!;
+    n++;
+  }
+  return n ? sum / Math.sqrt(n) : -Infinity;
+}
+
+/** Separable cyclic max filter of radius r (nx, ny powers of two). */
+function maxPool(src: Float32Array, nx: number, ny: number, r: number): Float32Array {
+  const tmp = new Float32Array(nx * ny);
+  const out = new Float32Array(nx * ny);
+  for (let v = 0; v < ny; v++) {
+    for (let u = 0; u < nx; u++) {
+      let m = src[v * nx + u]!;
+      for (let j = -r; j <= r; j++) m = Math.max(m, src[v * nx + ((u + j + nx) & (nx - 1))]!);
+      tmp[v * nx + u] = m;
+    }
+  }
+  for (let v = 0; v < ny; v++) {
+    for (let u = 0; u < nx; u++) {
+      let m = tmp[v * nx + u]!;
+      for (let j = -r; j <= r; j++) m = Math.max(m, tmp[((v + j + ny) & (ny - 1)) * nx + u]!);
+      out[v * nx + u] = m;
+    }
+  }
+  return out;
+}
+
+/** Centres of the coarse pass along an axis of n fine points: 1, 3, 5, ... (each covers its neighbours). */
+function coarseIndices(n: number): number[] {
+  const c: number[] = [];
+  for (let i = 1; i < n; i += 2) c.push(i);
+  if (!c.length && n > 0) c.push(0);
+  return c;
+}
+
+/**
+ * Lattice period-vector pairs [v1x, v1y, v2x, v2y] (base pixels per period), best first, and the best
+ * comb score of the grid. Below p.gate only the grid's best hypothesis that does not shrink the period
+ * below GATED_SCALE_MIN is kept (and the crop line's, from cropMin, always is): the others are folded
+ * only when the grid has a clear lattice. No key is read but the template's frequencies.
+ */
+export function latticeCandidates(
+  x: Float32Array,
+  w: number,
+  h: number,
+  notchGrid: boolean,
+  harm: Float64Array,
+  p: Core2Params,
+  cropMin = 0,
+): { cands: number[][]; top: number } {
   const sp = whitenedSpectrum(x, w, h, notchGrid);
   const period = p.period;
   const coarseM = harm;
@@ -314,26 +388,68 @@ export function latticeCandidates(x: Float32Array, w: number, h: number, notchGr
   const ls = Math.log(1.015);
   const lr = Math.log(1.02);
   const rMax = Math.log(1.4);
+  // The grid (theta, log sx, log sy / sx), searched coarse to fine: every second point each way on the
+  // max-filtered plane, then the fine points around the best coarse cells on the plane itself.
+  const ths: number[] = [];
+  const as: number[] = [];
+  const rs: number[] = [];
+  for (let theta = -thMax; theta <= thMax + 1e-9; theta += thStep) ths.push(theta);
+  for (let a = Math.log(sMin); a <= Math.log(sMax) + 1e-9; a += ls) as.push(a);
+  for (let r = -rMax; r <= rMax + 1e-9; r += lr) rs.push(r);
+  const nT = ths.length;
+  const nA = as.length;
+  const nR = rs.length;
+  const cs = ths.map(Math.cos);
+  const sn = ths.map(Math.sin);
+  const ex = as.map(Math.exp);
+  const exr = new Float64Array(nA * nR);
+  for (let j = 0; j < nA; j++) for (let k = 0; k < nR; k++) exr[j * nR + k] = Math.exp(as[j]! + rs[k]!);
   const top: Hypo[] = [];
   const keep = 24;
-  for (let theta = -thMax; theta <= thMax + 1e-9; theta += thStep) {
-    for (let a = Math.log(sMin); a <= Math.log(sMax) + 1e-9; a += ls) {
-      for (let r = -rMax; r <= rMax + 1e-9; r += lr) {
-        const sx = Math.exp(a);
-        const sy = Math.exp(a + r);
-        const score = combScore(sp, sp.coarse, coarseM, period, theta, sx, sy);
-        if (top.length < keep || score > top[top.length - 1]!.score) {
-          top.push({ theta, sx, sy, score });
-          top.sort((u, v) => v.score - u.score);
-          if (top.length > keep) top.pop();
+  if (nT > 0 && nA > 0 && nR > 0) {
+    const pooled = maxPool(sp.coarse, sp.nx, sp.ny, POOL_RADIUS);
+    const cells: { i: number; j: number; k: number; score: number }[] = [];
+    for (const i of coarseIndices(nT)) {
+      for (const j of coarseIndices(nA)) {
+        for (const k of coarseIndices(nR)) {
+          const score = combNearest(pooled, sp.nx, sp.ny, harm, period, cs[i]!, sn[i]!, ex[j]!, exr[j * nR + k]!);
+          if (cells.length === COARSE_KEEP && !(score > cells[cells.length - 1]!.score)) continue;
+          let at = cells.length;
+          while (at > 0 && score > cells[at - 1]!.score) at--;
+          cells.splice(at, 0, { i, j, k, score });
+          if (cells.length > COARSE_KEEP) cells.pop();
+        }
+      }
+    }
+    const seen = new Uint8Array(nT * nA * nR);
+    for (const c of cells) {
+      for (let i = Math.max(0, c.i - 1); i <= Math.min(nT - 1, c.i + 1); i++) {
+        for (let j = Math.max(0, c.j - 1); j <= Math.min(nA - 1, c.j + 1); j++) {
+          for (let k = Math.max(0, c.k - 1); k <= Math.min(nR - 1, c.k + 1); k++) {
+            const at = (i * nA + j) * nR + k;
+            if (seen[at]) continue;
+            seen[at] = 1;
+            const sx = ex[j]!;
+            const sy = exr[j * nR + k]!;
+            const score = combScoreCS(sp, sp.coarse, coarseM, period, cs[i]!, sn[i]!, sx, sy);
+            if (top.length < keep || score > top[top.length - 1]!.score) {
+              top.push({ theta: ths[i]!, sx, sy, score });
+              top.sort((u, v) => v.score - u.score);
+              if (top.length > keep) top.pop();
+            }
+          }
         }
       }
     }
   }
+  const topScore = top.length ? top[0]!.score : -Infinity;
   // Distinct hypotheses, refined by a pattern search on all harmonics.
   const chosen: Hypo[] = [];
   for (const hy of top) {
-    if (chosen.length >= p.candidates) break;
+    if (chosen.length >= (topScore < p.gate ? Math.min(1, p.candidates) : p.candidates)) break;
+    // Below the gate, a hypothesis that shrinks the period (costly to fold) is not tried: such pictures
+    // (borders, screenshots) show a clear lattice.
+    if (topScore < p.gate && Math.sqrt(hy.sx * hy.sy) < (GATED_SCALE_MIN * cropMin) / CROP_MIN) continue;
     const dup = chosen.some(
       (c) => Math.abs(c.theta - hy.theta) < 2.5 * thStep && Math.abs(Math.log(c.sx / hy.sx)) < 0.05 && Math.abs(Math.log(c.sy / hy.sy)) < 0.05,
     );
@@ -342,7 +458,7 @@ export function latticeCandidates(x: Float32Array, w: number, h: number, notchGr
   // Crops alone change only the scale: the best hypothesis on that line (theta 0, same scale both ways)
   // competes with far fewer hypotheses than the whole grid, so a weaker lattice still stands out there.
   let crop: Hypo = { theta: 0, sx: 1, sy: 1, score: -Infinity };
-  for (let a = Math.log(sMin); a <= Math.log(sMax) + 1e-9; a += CROP_STEP) {
+  for (let a = Math.log(Math.max(sMin, cropMin)); a <= Math.log(sMax) + 1e-9; a += CROP_STEP) {
     const sc = Math.exp(a);
     const score = combScore(sp, sp.coarse, coarseM, period, 0, sc, sc);
     if (score > crop.score) crop = { theta: 0, sx: sc, sy: sc, score };
@@ -353,7 +469,7 @@ export function latticeCandidates(x: Float32Array, w: number, h: number, notchGr
   ) {
     chosen.push(crop);
   }
-  return chosen.map((hy) => {
+  const cands = chosen.map((hy) => {
     let { theta, sx, sy } = hy;
     let best = combScore(sp, sp.fine, fineM, period, theta, sx, sy);
     for (const k of [0.5, 0.2, 0.07, 0.025]) {
@@ -388,6 +504,7 @@ export function latticeCandidates(x: Float32Array, w: number, h: number, notchGr
     const s = Math.sin(theta);
     return [period * sx * c, period * sy * s, -period * sx * s, period * sy * c];
   });
+  return { cands, top: topScore };
 }
 
 /**
@@ -601,11 +718,13 @@ export function detectCore2(input: Core2Input): Core2Output {
   let best = trySync([p0, 0, 0, p0]);
   let tier = 1;
   let tried = 1;
+  let combScore = -Infinity;
   if (best.hit.z < p.fastZ) {
     tier = 2;
-    const cands: number[][] = [];
     const base = images.get(period).x;
-    cands.push(...latticeCandidates(base, w, h, input.native === 1, input.harmonics, p));
+    const found = latticeCandidates(base, w, h, input.native === 1, input.harmonics, p, (CROP_MIN * p0) / period);
+    const cands = found.cands;
+    combScore = found.top;
     for (const v of cands) {
       tried++;
       const r = trySync(v);
@@ -617,6 +736,7 @@ export function detectCore2(input: Core2Input): Core2Output {
     // Coherent refinement of the chosen lattice: small linear maps (I + E) V that raise the sync z
     // (same symmetry). The spectrum's estimate is good to about 1%; the fold wants better over many periods.
     for (const eps of [0.004, 0.0015]) {
+      if (best.hit.z < p.refineZ) break;
       for (let iter = 0; iter < 3; iter++) {
         let moved = false;
         for (let e = 0; e < 8; e++) {
@@ -695,6 +815,7 @@ export function detectCore2(input: Core2Input): Core2Output {
     phaseZ,
     tier,
     candidates: tried,
+    combScore,
     cells,
   };
 }

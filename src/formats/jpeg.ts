@@ -7,11 +7,15 @@
  * after `http://ns.adobe.com/xmp/extension/\0` + 32-char GUID + full length (u32 BE) + offset (u32 BE).
  * Spec: XMP Specification Part 3 (2020) §1.1.3; ITU T.81 Annex B; CIPA DC-007 (MPF).
  */
-import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
 import { DamagedImageError, LimitExceededError } from '../errors.js';
 import { Pieces, assemble, ascii, copyRange, startsWith, u16be, u32be, writeU32be } from './bytes.js';
 import { OutputTooLargeError, countPacket } from './limits.js';
 import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
+
+let cryptoModule: typeof import('node:crypto') | undefined;
+/** node:crypto, loaded on first use (a batch of files without Extended XMP never needs it). */
+const nodeCrypto = (): typeof import('node:crypto') => (cryptoModule ??= createRequire(import.meta.url)('node:crypto') as typeof import('node:crypto'));
 
 const MARKER_SOI = 0xd8; // ff d8
 const MARKER_EOI = 0xd9; // ff d9
@@ -190,7 +194,9 @@ function segment(marker: number, parts: readonly Uint8Array[]): Uint8Array {
   let n = 0;
   for (const p of parts) n += p.length;
   if (n > MAX_SEGMENT_PAYLOAD) throw new LimitExceededError('JPEG: XMP packet does not fit one APP1 segment');
-  const out = new Uint8Array(4 + n);
+  // From Node's shared pool (a small segment is a view of it, every byte written below): one
+  // ArrayBuffer per segment costs a file more in allocation and GC than the rest of its marking.
+  const out = Buffer.allocUnsafe(4 + n);
   out[0] = 0xff;
   out[1] = marker;
   out[2] = ((n + 2) >> 8) & 0xff;
@@ -343,7 +349,20 @@ export const jpeg: ContainerFormat = {
   decoderInput,
 };
 
+/**
+ * Where the image data begins (the offset of the first SOS marker) when `bytes`, a file's first bytes or
+ * all of it, reach it with every segment before it whole; undefined otherwise. Marking needs the bytes
+ * up to there only: the rest is kept as it is (batch marking copies it file to file).
+ */
+export function imageDataOffset(bytes: Uint8Array): number | undefined {
+  try {
+    return parse(bytes).scan;
+  } catch {
+    return undefined;
+  }
+}
+
 /** MD5 of the full Extended XMP serialisation, as the GUID the XMP spec asks for. */
 export function extendedXmpGuid(data: Uint8Array): string {
-  return createHash('md5').update(data).digest('hex').toUpperCase();
+  return nodeCrypto().createHash('md5').update(data).digest('hex').toUpperCase();
 }

@@ -19,7 +19,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
-import { MULTIPART_SLACK_BYTES, inflightBytesFor } from '../config.js';
+import { MULTIPART_SLACK_BYTES } from '../config.js';
 import { OptmarkError, toErrorShape } from '../errors.js';
 import type { Logger } from '../log.js';
 import { checkContentType } from '../pipeline/form-type.js';
@@ -37,12 +37,12 @@ import {
   type Reservation,
   type Store,
 } from '../store/index.js';
-import type { BytesRef, Lease, Transfer } from '../transfer/index.js';
+import { type BytesRef, type Lease, type Transfer, TransferFullError } from '../transfer/index.js';
 import { requestId } from './filename.js';
 import type { Metrics } from './metrics.js';
 import { Exchange, type Headers } from './respond.js';
 import { Phases } from './timing.js';
-import { type Uploads, UploadTooSlowError } from './uploads.js';
+import type { ArrivalWatch, Uploads, UploadTooSlowError } from './uploads.js';
 
 /** Requests in progress, for graceful shutdown. */
 export interface InFlight {
@@ -212,8 +212,10 @@ class ApiRequest {
   #earlyBytes = 0;
   #sink: ((chunk: ArrayBuffer, isLast: boolean) => void) | undefined;
   #paused = false;
-  /** Ends the watch of the arriving body (its share of the client's room); set while the body arrives. */
-  #arrived: (() => void) | undefined;
+  /** The watch of the arriving body (its share of the client's room); set while the body arrives. */
+  #arrival: ArrivalWatch | undefined;
+  /** The answer closes the connection: the client is not read any further (too slow, or refused mid-body). */
+  #closeAfter = false;
 
   readonly #extension: ApiExtension | undefined;
   #extra: ExtensionRequest | undefined;
@@ -257,10 +259,10 @@ class ApiRequest {
       // complete answer), and a commit that fails closes the connection. So a unit is charged without its
       // answer only if the process dies between the commit and one last write.
       const headers = { ...(await this.#rateLimitHeaders(this.#reserved)), ...this.#phases.headers() };
-      const options = { beforeLastByte: () => this.#commit() };
+      const options = { beforeLastByte: (release: () => void) => this.#commit(release) };
       const delivered = answer.headers
         ? await this.#ex.send(200, { ...answer.headers, 'Cache-Control': 'no-store', ...headers }, answer.bytes, options)
-        : await this.#ex.json(200, answer.bytes, headers, options);
+        : await this.#ex.json(200, answer.bytes, { ...answer.extraHeaders, ...headers }, options);
       this.#delivered = delivered;
       if (!delivered) await this.#giveBack();
       this.#reservation = undefined; // kept
@@ -310,19 +312,20 @@ class ApiRequest {
     this.#reservation = reserved.reservation;
     this.#reserved = reserved.state;
     if (this.#ex.aborted) throw new ClientGoneError();
-    // Room for the body: the declared length bounds it; without one, the limit does. A protect's lease
-    // holds room for its answer too, so that an admitted request never needs memory from elsewhere.
+    // Room for the body: the declared length bounds it; without one, the limit does. Past
+    // UPFRONT_BODY_BYTES it is taken as the bytes arrive (src/transfer/). A protect's lease holds room for its
+    // answer too, so that an admitted request never needs memory from elsewhere (a large one, from its seal).
     const room = declared === undefined ? maxBody : Math.max(1, declared);
     // An extension's worker answers with bytes of its own (its layers may grow the image).
     const lease = transfer.admit(room, this.#operation === 'protect' && !this.#extra);
     if (!lease) throw new PoolOverloadedError('The server is holding as many uploads as it can; retry shortly.');
     this.#lease = lease;
-    // The client's share of the memory held by requests whose body is still arriving (their body's and
-    // answer's room: throws 503 past it); the rate floor.
-    this.#arrived = this.#deps.uploads.arrive({
+    // The client's share of the memory held by requests whose body is still arriving (what its lease
+    // holds, checked again as it grows: throws 503 past it); the rate floor.
+    this.#arrival = this.#deps.uploads.arrive({
       account: auth.account.id,
       address: this.#head.address,
-      bytes: inflightBytesFor(room, this.#operation === 'protect'),
+      bytes: lease.held,
       startedMs: this.#deps.uploads.now(),
       received: () => lease.received,
       tooSlow: (err) => this.#tooSlow?.(err),
@@ -344,19 +347,35 @@ class ApiRequest {
         else resolve();
       };
       this.#ex.onAbort(() => settled || end(new ClientGoneError()));
-      this.#tooSlow = (err) => settled || end(err);
+      this.#tooSlow = (err) => {
+        if (settled) return;
+        this.#closeAfter = true;
+        end(err);
+      };
       const onData = (chunk: ArrayBuffer, isLast: boolean): void => {
         if (settled) return; // refused already: uWS drains the rest of the body
         if (lease.received + chunk.byteLength > maxBody) {
           return end(new OptmarkError('payload_too_large', `The upload is larger than the ${this.#deps.maxUploadBytes}-byte limit.`));
         }
-        // Past the Content-Length the client declared (and was given room for).
-        if (!lease.write(chunk)) return end(new OptmarkError('payload_too_large', 'The upload is larger than its declared Content-Length.'));
+        const written = lease.write(chunk);
+        if (written !== 'ok') {
+          // Past the Content-Length the client declared (and was admitted with).
+          if (written === 'too-large') return end(new OptmarkError('payload_too_large', 'The upload is larger than its declared Content-Length.'));
+          // The lease could not grow (the budget is full), or grew past its client's share: 503, and the rest
+          // of the body is not read.
+          try {
+            if (written === 'full') throw new TransferFullError("this upload's next bytes");
+            this.#arrival?.hold(lease.held);
+          } catch (err) {
+            this.#closeAfter = true;
+            return end(err as Error);
+          }
+        }
         if (!isLast) return;
         if (lease.received === 0) return end(new OptmarkError('malformed_multipart', 'The request has no body.'));
         this.#phases.received();
         // Arrived: the body no longer counts against its client's share of arriving room.
-        this.#arrived?.();
+        this.#arrival?.end();
         end();
       };
       // What arrived while the request was admitted goes first, in order; then the socket reads again.
@@ -370,7 +389,9 @@ class ApiRequest {
   }
 
   /** A worker parses the form and builds the answer; the answer's bytes (in the lease, for protect). */
-  async #process(lease: Lease): Promise<{ bytes: Uint8Array; headers?: Record<string, string> | undefined }> {
+  async #process(
+    lease: Lease,
+  ): Promise<{ bytes: Uint8Array; headers?: Record<string, string> | undefined; extraHeaders?: Record<string, string> | undefined }> {
     const { input, output } = lease.seal();
     const contentType = this.#head.contentType;
     const task: Task =
@@ -387,7 +408,7 @@ class ApiRequest {
     if (result.kind !== 'answer') throw new Error(`worker answered a ${this.#operation} with a ${result.kind} result`);
     const body = lease.answer(result.answer);
     if (this.#extra) return { bytes: await this.#extra.answered(result, body) };
-    return { bytes: body, headers: result.headers };
+    return { bytes: body, headers: result.headers, extraHeaders: result.extraHeaders };
   }
 
   /** Sends the `{error, code}` answer a failure deserves. */
@@ -402,13 +423,14 @@ class ApiRequest {
     if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
     if (err instanceof QuotaExceededError) headers['Retry-After'] = String(err.retryAfter);
     this.#resume();
-    // A client too slow to send its body is not read any further: the answer closes the connection.
-    await this.#ex.error(shape.code, shape.message, headers, { closeConnection: err instanceof UploadTooSlowError });
+    // A client too slow to send its body, or refused in the middle of it, is not read any further: the
+    // answer closes the connection.
+    await this.#ex.error(shape.code, shape.message, headers, { closeConnection: this.#closeAfter });
   }
 
   /** The one end of every request: quota unit (given back if still held), memory, metrics, log line. */
   #finish(): void {
-    this.#arrived?.();
+    this.#arrival?.end();
     this.#tooSlow = undefined;
     if (this.#reservation) void this.#giveBack();
     this.#extra?.settle(this.#delivered).catch((err: unknown) => this.#deps.log.error({ reqId: this.#head.id, err }, 'settling the request failed'));
@@ -436,14 +458,29 @@ class ApiRequest {
     this.#deps.inflight.end();
   }
 
-  /** Keeps the reserved unit, durably, before the last byte of a 200 goes out; false when it cannot. */
-  async #commit(): Promise<boolean> {
+  /**
+   * Keeps the reserved unit, durably, and calls `release` (the last byte of the 200) the instant the
+   * commit is on its way to the store: SQLite, done; PostgreSQL, its statement written to the connection,
+   * which the database runs even if this process dies the next instant. So the last byte does not wait a
+   * database round trip, which on a busy machine is the widest window a kill -9 can fall in. False when
+   * the unit cannot be kept (nothing released).
+   */
+  async #commit(release: () => void): Promise<boolean> {
     const r = this.#reservation;
     if (!r) return true;
+    let sent = false;
     try {
-      await this.#deps.store.commit(r);
+      await this.#deps.store.commit(r, undefined, () => {
+        sent = true;
+        release();
+      });
       return true;
     } catch (err) {
+      if (sent) {
+        // The answer went out with its commit written; only the acknowledgement failed. The store does it again.
+        this.#deps.log.error({ reqId: this.#head.id, err }, 'quota commit unconfirmed (retried in the background)');
+        return true;
+      }
       // The store is down or this instance's hold was reclaimed (it missed its lease): no complete answer,
       // and the unit goes back (the refund is retried, or was already done by the reconciliation).
       this.#deps.log.error({ reqId: this.#head.id, err }, 'quota commit failed; the answer is cut short');

@@ -10,6 +10,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   invalid_request: 400,
   batch_too_large: 400,
   batch_full: 409,
+  content_credentials_present: 409,
   missing_api_key: 401,
   invalid_api_key: 401,
   plan_required: 403,

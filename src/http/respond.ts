@@ -12,12 +12,13 @@ export interface SendOptions {
   /** Close the connection once the (small) answer is written, instead of reading the rest of the request. */
   closeConnection?: boolean;
   /**
-   * Called once every byte of the body but the last is with the socket; the last byte goes only when it
-   * resolves true (false or a rejection closes the connection: the client has no complete answer). The
-   * quota unit of a 200 is committed here, so that a crash at any moment either charges a unit whose
-   * answer is complete but for one byte already sent after the commit, or gives it back.
+   * Called once every byte of the body but the last is with the socket; the last byte goes when it calls
+   * `release()` or resolves true (false or a rejection before `release()` closes the connection: the
+   * client has no complete answer). The quota unit of a 200 is committed here and `release` is called the
+   * instant the commit is on its way to the store, so that a crash at any moment either charges a unit
+   * whose answer is complete, or gives it back with the answer cut short.
    */
-  beforeLastByte?: () => Promise<boolean>;
+  beforeLastByte?: (release: () => void) => Promise<boolean>;
 }
 
 /** The state of one exchange: uWS forbids touching `res` after an abort or after the answer. */
@@ -67,18 +68,24 @@ export class Exchange {
         this.close();
         resolve(false);
       };
-      const passGate = (g: () => Promise<boolean>) => {
-        g().then(
+      const passGate = (g: (release: () => void) => Promise<boolean>) => {
+        let released = false;
+        const release = () => {
+          if (released || this.aborted) return;
+          released = true;
+          limit = total;
+          res.cork(() => {
+            if (!pump()) res.onWritable(writable);
+          });
+        };
+        g(release).then(
           (go) => {
             if (this.aborted) return;
-            if (!go) return refuse();
-            limit = total;
-            res.cork(() => {
-              if (!pump()) res.onWritable(writable);
-            });
+            if (go) release();
+            else if (!released) refuse();
           },
           () => {
-            if (!this.aborted) refuse();
+            if (!this.aborted && !released) refuse();
           },
         );
       };

@@ -7,7 +7,9 @@
  * - a body must arrive at OPTMARK_MIN_UPLOAD_BYTES_PER_SECOND on average, counted from the end of a grace
  *   period after its headers; a slower one is answered 408 `upload_too_slow` and its connection closed.
  *
- * Without these, 13 connections that declared 25 MiB each and sent a byte a second held the whole
+ * What a request holds is what its lease holds (src/transfer/): room beyond UPFRONT_BODY_BYTES is taken as
+ * its bytes arrive, so a share is checked again whenever the lease grows. Before, room was reserved from
+ * the declared length: 13 connections that declared 25 MiB each and sent a byte a second held the whole
  * budget, and most other protects were answered 503. Bodies that have arrived are bounded by the queue.
  */
 import { OptmarkError } from '../errors.js';
@@ -36,7 +38,7 @@ export class UploadTooSlowError extends OptmarkError {
   }
 }
 
-/** One arriving body: what it holds, and how it is told it is too slow. */
+/** One arriving body: what it holds at first, and how it is told it is too slow. */
 export interface Arrival {
   readonly account: number;
   readonly address: string;
@@ -44,6 +46,12 @@ export interface Arrival {
   readonly startedMs: number;
   received(): number;
   tooSlow(error: UploadTooSlowError): void;
+}
+
+/** The watch of one arriving body (Uploads.arrive). */
+export interface ArrivalWatch {
+  hold(bytes: number): void;
+  end(): void;
 }
 
 export class Uploads {
@@ -74,44 +82,58 @@ export class Uploads {
 
   /**
    * Starts watching an arriving body that holds `bytes` of room; throws 503 (overloaded) when its account or
-   * address would hold more than its share. Returns the function that ends the watch (call it once the
-   * body has arrived or the request ended; later calls do nothing).
+   * address would hold more than its share. Returns its watch: `hold(bytes)` when the body holds more room
+   * (throws 503 the same way, holding what it held), `end()` once the body has arrived or the request ended
+   * (later calls do nothing).
    */
-  arrive(a: Arrival): () => void {
-    const { perAccountBytes, perAddressBytes } = this.#limits;
-    const account = this.heldByAccount(a.account) + a.bytes;
-    const address = this.heldByAddress(a.address) + a.bytes;
-    if (perAccountBytes > 0 && account > perAccountBytes) {
-      throw new OptmarkError(
-        'overloaded',
-        `This account's uploads still arriving hold ${account - a.bytes} bytes; one more of ${a.bytes} would pass its share (${perAccountBytes}). Retry once they have arrived.`,
-      );
-    }
-    if (perAddressBytes > 0 && address > perAddressBytes) {
-      throw new OptmarkError(
-        'overloaded',
-        `Uploads from this address still arriving hold ${address - a.bytes} bytes; one more of ${a.bytes} would pass its share (${perAddressBytes}). Retry once they have arrived.`,
-      );
-    }
-    this.#byAccount.set(a.account, account);
-    this.#byAddress.set(a.address, address);
+  arrive(a: Arrival): ArrivalWatch {
+    this.#take(a, 0, a.bytes, 'one more of');
     this.#arriving.add(a);
     if (this.#limits.minBytesPerSecond > 0 && !this.#timer) {
       this.#timer = setInterval(() => this.sweep(), SWEEP_MS);
       this.#timer.unref();
     }
+    let held = a.bytes;
     let ended = false;
-    return () => {
-      if (ended) return;
-      ended = true;
-      this.#arriving.delete(a);
-      this.#drop(this.#byAccount, a.account, a.bytes);
-      this.#drop(this.#byAddress, a.address, a.bytes);
-      if (this.#arriving.size === 0 && this.#timer) {
-        clearInterval(this.#timer);
-        this.#timer = undefined;
-      }
+    return {
+      hold: (bytes: number) => {
+        if (ended || bytes <= held) return;
+        this.#take(a, held, bytes, 'this one growing to');
+        held = bytes;
+      },
+      end: () => {
+        if (ended) return;
+        ended = true;
+        this.#arriving.delete(a);
+        this.#drop(this.#byAccount, a.account, held);
+        this.#drop(this.#byAddress, a.address, held);
+        if (this.#arriving.size === 0 && this.#timer) {
+          clearInterval(this.#timer);
+          this.#timer = undefined;
+        }
+      },
     };
+  }
+
+  /** Moves a body's hold from `from` to `to` bytes, or throws 503 when that passes a share. */
+  #take(a: Arrival, from: number, to: number, what: string): void {
+    const { perAccountBytes, perAddressBytes } = this.#limits;
+    const account = this.heldByAccount(a.account) - from + to;
+    const address = this.heldByAddress(a.address) - from + to;
+    if (perAccountBytes > 0 && account > perAccountBytes) {
+      throw new OptmarkError(
+        'overloaded',
+        `This account's uploads still arriving hold ${account - to} bytes; ${what} ${to} would pass its share (${perAccountBytes}). Retry once they have arrived.`,
+      );
+    }
+    if (perAddressBytes > 0 && address > perAddressBytes) {
+      throw new OptmarkError(
+        'overloaded',
+        `Uploads from this address still arriving hold ${address - to} bytes; ${what} ${to} would pass its share (${perAddressBytes}). Retry once they have arrived.`,
+      );
+    }
+    this.#byAccount.set(a.account, account);
+    this.#byAddress.set(a.address, address);
   }
 
   /** Tells every body behind the rate floor that it is too slow (the timer calls this each second). */

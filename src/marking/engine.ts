@@ -66,6 +66,11 @@ export interface ProtectOptions {
    * protect throws OutputTooLargeError before building the file.
    */
   maxOutputBytes?: number;
+  /**
+   * False leaves out the look at the image data (the `warnings`, then empty): for callers that do not
+   * report them and may hand over only a JPEG's bytes up to its image data (batch marking).
+   */
+  warnings?: boolean;
 }
 
 /** Writes the opt-out field into the image's XMP, merging with what is there; same format out. */
@@ -74,7 +79,7 @@ export function protect(input: Uint8Array, options: ProtectOptions = {}): Protec
   const token = options.token ?? DEFAULT_TOKEN;
   const payload = format.readXmp(input);
   const view = openPayload(payload);
-  const warnings = imageDataWarnings(format.name, input);
+  const warnings = options.warnings === false ? [] : imageDataWarnings(format.name, input);
   const result = (pieces: Uint8Array[], changed: boolean): ProtectResult => {
     let bytes: Uint8Array | undefined = pieces.length === 1 ? pieces[0] : undefined;
     return {
@@ -107,7 +112,7 @@ export function protect(input: Uint8Array, options: ProtectOptions = {}): Protec
  * The produced file's size, known from its pieces before any byte is copied: within the input plus
  * MAX_PROTECT_GROWTH_BYTES and within `max`, else OutputTooLargeError.
  */
-function checkOutputSize(inputLength: number, pieces: readonly Uint8Array[], max: number | undefined): void {
+export function checkOutputSize(inputLength: number, pieces: readonly Uint8Array[], max: number | undefined): void {
   let size = 0;
   for (const p of pieces) size += p.length;
   if (size - inputLength > MAX_PROTECT_GROWTH_BYTES) {

@@ -3,16 +3,17 @@
  *
  * - `bytes` (native/src/bytes.cc): base64 straight into a buffer, the multipart delimiter search, idle
  *   page release (madvise) and malloc_trim;
- * - `fingerprint` (native/src/addon.cc, core.cc): the fingerprint detector's core.
+ * - `fingerprint` (native/src/addon.cc, core.cc): the fingerprint detector's core;
+ * - `files` (native/src/files.cc): batch marking's in-kernel file copy (copy_file_range).
  *
- * Both are optional. Without them the portable code runs (the same answers, slower; idle request memory
+ * All are optional. Without them the portable code runs (the same answers, slower; idle request memory
  * is not handed back to the OS). A failed load is reported once per thread through the logger the
  * composition root (or the worker) sets, with what to do about it; `/readyz` shows the state.
  */
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
-export type AddonName = 'bytes' | 'fingerprint';
+export type AddonName = 'bytes' | 'fingerprint' | 'files';
 
 export interface AddonState {
   loaded: boolean;
@@ -35,6 +36,11 @@ const FILES: Record<AddonName, { file: string; exports: string[]; without: strin
     file: 'optmark_fingerprint.node',
     exports: ['detectCore', 'simd'],
     without: 'the TypeScript fingerprint detector serves instead (same results, several times slower)',
+  },
+  files: {
+    file: 'optmark_files.node',
+    exports: ['copyRange', 'copyRangeAsync', 'simd'],
+    without: 'batch marking reads each file whole and writes it from memory instead (same outputs, slower)',
   },
 };
 
@@ -88,7 +94,7 @@ export function addon<T>(name: AddonName): T | undefined {
 }
 
 /** Both addons' state on this thread (loading them if not yet loaded), for /readyz and the start-up log. */
-export function nativeState(): Record<AddonName, AddonState> {
+export function nativeState(): Record<'bytes' | 'fingerprint', AddonState> {
   return { bytes: load('bytes').state, fingerprint: load('fingerprint').state };
 }
 
@@ -108,4 +114,19 @@ export interface BytesAddon {
 /** The byte helpers, or undefined when the addon is not built for this Node.js. */
 export function bytesAddon(): BytesAddon | undefined {
   return addon<BytesAddon>('bytes');
+}
+
+/** Batch marking's file copy (native/src/files.cc). Offsets and lengths in bytes; errors carry `code` (errno name). */
+export interface FilesAddon {
+  /** Copies the input from `inOffset` to its end, at most `maxLength` bytes, to the output at `outOffset`; returns the bytes copied. */
+  copyRange(inFd: number, outFd: number, inOffset: number, outOffset: number, maxLength: number): number;
+  /** The same on libuv's thread pool. */
+  copyRangeAsync(inFd: number, outFd: number, inOffset: number, outOffset: number, maxLength: number, done: (err: Error | null, copied?: number) => void): void;
+  /** 'copy_file_range' or 'loop'. */
+  simd(): string;
+}
+
+/** The file copy, or undefined when the addon is not built for this Node.js. */
+export function filesAddon(): FilesAddon | undefined {
+  return addon<FilesAddon>('files');
 }

@@ -1,21 +1,35 @@
 /** The protect pipeline: the opt-out field in, the JSON answer with the produced bytes out. */
 import { createHash } from 'node:crypto';
-import { protect } from '../marking/engine.js';
+import { CREDENTIALS_HEADER } from '../c2pa/modes.js';
 import { protectBody } from './body.js';
+import { type CredentialsPolicy, protectWithCredentials } from './credentials.js';
+
+/** A JSON protect answer: its body and the header saying what happened to Content Credentials. */
+export interface ProtectAnswer {
+  body: Uint8Array;
+  headers: Record<string, string>;
+}
 
 /**
  * Protects `image` and returns the answer's body (UTF-8 JSON). It is written into `into` when it fits
  * there (the returned array is then a view of `into`'s memory), otherwise into an array of its own.
  * `maxOutputBytes` is the server's upload limit: protect refuses (output_too_large) to answer with a
- * file the server would not accept back.
+ * file the server would not accept back. `policy` says what happens to Content Credentials.
  */
-export function runProtect(image: Uint8Array, basename: string, into?: Uint8Array, maxOutputBytes?: number): Uint8Array {
-  const result = protect(image, maxOutputBytes === undefined ? {} : { maxOutputBytes });
-  return protectBody(
+export async function runProtect(
+  image: Uint8Array,
+  basename: string,
+  policy: CredentialsPolicy,
+  into?: Uint8Array,
+  maxOutputBytes?: number,
+): Promise<ProtectAnswer> {
+  const result = await protectWithCredentials(image, maxOutputBytes === undefined ? {} : { maxOutputBytes }, policy);
+  const body = protectBody(
     result.pieces,
     { mimeType: result.mimeType, filename: `${basename}.${result.extension}`, signals: result.signals, warnings: result.warnings },
     into,
   );
+  return { body, headers: { [CREDENTIALS_HEADER]: result.outcome } };
 }
 
 /** A raw protect answer: the marked image's bytes and the headers that describe them. */
@@ -35,10 +49,17 @@ export function contentDisposition(filename: string): string {
  * Protects `image` and returns the marked bytes themselves (for `Accept: image/*`), written into `into`
  * when they fit (the returned array is then a view of its memory), with their Content-Type,
  * Content-Disposition, SHA-256 as `Repr-Digest` (RFC 9530), the signals (`Optmark-Signals`) and the
- * warning codes (`Optmark-Warnings`, only when there are any).
+ * warning codes (`Optmark-Warnings`, only when there are any) and what happened to Content Credentials
+ * (`Optmark-Content-Credentials`).
  */
-export function runProtectRaw(image: Uint8Array, basename: string, into?: Uint8Array, maxOutputBytes?: number): RawProtectAnswer {
-  const result = protect(image, maxOutputBytes === undefined ? {} : { maxOutputBytes });
+export async function runProtectRaw(
+  image: Uint8Array,
+  basename: string,
+  policy: CredentialsPolicy,
+  into?: Uint8Array,
+  maxOutputBytes?: number,
+): Promise<RawProtectAnswer> {
+  const result = await protectWithCredentials(image, maxOutputBytes === undefined ? {} : { maxOutputBytes }, policy);
   let size = 0;
   for (const p of result.pieces) size += p.length;
   const body = into && into.length >= size ? into.subarray(0, size) : Buffer.allocUnsafeSlow(size);
@@ -54,6 +75,7 @@ export function runProtectRaw(image: Uint8Array, basename: string, into?: Uint8A
     'Content-Disposition': contentDisposition(`${basename}.${result.extension}`),
     'Repr-Digest': `sha-256=:${hash.digest('base64')}:`,
     'Optmark-Signals': result.signals.join(', '),
+    [CREDENTIALS_HEADER]: result.outcome,
   };
   if (result.warnings.length > 0) headers['Optmark-Warnings'] = result.warnings.map((w) => w.code).join(', ');
   return { body, headers };

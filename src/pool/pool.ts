@@ -49,6 +49,9 @@ export function workerInitFrom(config: Config, transfer?: TransferShare): Worker
     signingKeyFile: config.signingKeyFile,
     fingerprintSecretFile: config.fingerprintSecretFile,
     fingerprintDetect: config.fingerprintDetect,
+    c2paMode: config.c2paMode,
+    c2paCertFile: config.c2paCertFile,
+    c2paKeyFile: config.c2paKeyFile,
     logLevel: config.logLevel,
     transfer,
   };

@@ -3,6 +3,7 @@
  * module; no `any` crosses the boundary. Errors come back as values with a stable code, because thrown
  * errors lose their class in structured clone.
  */
+import type { C2paMode } from '../c2pa/modes.js';
 import type { ErrorShape } from '../errors.js';
 import type { LayerSettings } from '../pipeline/layers-live.js';
 import type { DashboardMarkOptions, MarkedImage } from '../pipeline/dashboard.js';
@@ -69,6 +70,8 @@ export interface AnswerResult {
   answer: AnswerRef;
   /** A raw protect answer's own headers (Content-Type, Content-Disposition, Repr-Digest, Optmark-Signals). */
   headers?: Record<string, string>;
+  /** Headers a JSON answer adds (protect: Optmark-Content-Credentials). */
+  extraHeaders?: Record<string, string>;
   /** Set by the dashboard's mark: what its record needs. */
   mark?: MarkedImage;
 }
@@ -100,6 +103,11 @@ export interface WorkerInit extends LayerSettings {
   maxUploadBytes: number;
   /** The workers' log level (default info). */
   logLevel?: string;
+  /** What protect does to Content Credentials (OPTMARK_C2PA; default update). */
+  c2paMode?: C2paMode;
+  /** The configured C2PA signing chain and key (else the data directory's own identity). */
+  c2paCertFile?: string | undefined;
+  c2paKeyFile?: string | undefined;
   /** The request memory, shared (not copied) with every worker once, at start. */
   transfer?: TransferShare | undefined;
 }

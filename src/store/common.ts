@@ -9,9 +9,10 @@ import { hostname } from 'node:os';
 import { defaultMessage } from '../errors.js';
 import type { AuthFailureCode } from './auth.js';
 import { StoreError } from './errors.js';
-import { DISPLAY_PREFIX_LENGTH, MIN_REVOKE_PREFIX_LENGTH, isKeyPrefix, isWellFormedKey } from './keys.js';
+import { parseAuthorization } from './auth.js';
+import { DISPLAY_PREFIX_LENGTH, MIN_REVOKE_PREFIX_LENGTH, hashKey, isKeyPrefix, isWellFormedKey } from './keys.js';
 import type { Operation } from './quota.js';
-import { PLANS, type AuthResult, type Plan, type Reservation } from './types.js';
+import { PLANS, type AuthResult, type Plan, type Reservation, type StoreCounts } from './types.js';
 
 /** The largest limit an operator may set (the configuration's bound too). */
 export const MAX_LIMIT = 2 ** 31;
@@ -304,4 +305,27 @@ export class LastUsed {
 /** May keys of an account on this plan call the API (protect, verify)? */
 export function hasApiAccess(plan: Plan): boolean {
   return API_PLANS.has(plan);
+}
+
+/** Does a store hold nothing (see Store.counts)? */
+export function isEmptyCounts(counts: StoreCounts): boolean {
+  return Object.values(counts).every((n) => n === 0);
+}
+
+/**
+ * Both engines' first step of `authenticate`: the key's hash from an Authorization header, or the
+ * failure to answer (no header, another scheme, not an optmark key) without asking the store.
+ */
+export function keyHashOf(authorization: string | undefined): { hash: Buffer } | { failure: AuthResult } {
+  const parsed = parseAuthorization(authorization);
+  if (parsed.kind === 'missing') return { failure: authFailure('missing_api_key') };
+  if (parsed.kind === 'other_scheme') return { failure: authFailure('invalid_api_key', 'Send the API key as "Authorization: Bearer <key>".') };
+  if (!isWellFormedKey(parsed.token)) return { failure: authFailure('invalid_api_key') };
+  return { hash: hashKey(parsed.token) };
+}
+
+/** The refusal of a key whose account's plan has no API access, or undefined when it has. */
+export function planFailure(plan: Plan): AuthResult | undefined {
+  if (hasApiAccess(plan)) return undefined;
+  return authFailure('plan_required', `The account's plan (${plan}) does not include API access; the pro and lifetime plans do.`);
 }

@@ -36,6 +36,7 @@ export type {
   Reservation,
   ReserveResult,
   Store,
+  StoreCounts,
   StoreSnapshot,
   StoreStats,
   StoredPublicKey,

@@ -107,3 +107,78 @@ export function searchTerms(query: RecordQuery): { like: string | null; lo: stri
 export function checkBatchSize(size: number): void {
   if (!Number.isSafeInteger(size) || size < 1 || size > MAX_BATCH_SIZE) throw new RangeError(`batch size must be 1..${MAX_BATCH_SIZE}`);
 }
+
+// ── the rows both engines read (SQLite gives 0/1 for the flags, PostgreSQL booleans and int8 as text) ──
+
+export interface BatchRow {
+  id: string;
+  size: number;
+  provenance: number | boolean;
+  fingerprint: number | boolean;
+  used: number;
+  key_prefix: string;
+  created_at: string;
+}
+
+export interface RecordRow {
+  id: string;
+  batch_id: string;
+  sha256: string;
+  original_name: string;
+  produced_name: string;
+  mime_type: string;
+  bytes: number | string;
+  layers: string;
+  key_prefix: string;
+  provenance_key_id: string | null;
+  marked_at: string;
+}
+
+export const RECORD_COLUMNS = 'id, batch_id, sha256, original_name, produced_name, mime_type, bytes, layers, key_prefix, provenance_key_id, marked_at';
+export const BATCH_COLUMNS = 'id, size, provenance, fingerprint, used, key_prefix, created_at';
+
+export function toBatch(row: BatchRow): Batch {
+  return {
+    id: row.id,
+    size: Number(row.size),
+    provenance: Boolean(row.provenance),
+    fingerprint: Boolean(row.fingerprint),
+    used: Number(row.used),
+    keyPrefix: row.key_prefix,
+    createdAt: row.created_at,
+  };
+}
+
+export function toRecord(row: RecordRow): MarkRecord {
+  return {
+    id: row.id,
+    batchId: row.batch_id,
+    sha256: row.sha256,
+    originalName: row.original_name,
+    producedName: row.produced_name,
+    mimeType: row.mime_type,
+    bytes: Number(row.bytes),
+    layers: row.layers ? row.layers.split(',') : [],
+    keyPrefix: row.key_prefix,
+    provenanceKeyId: row.provenance_key_id,
+    markedAt: row.marked_at,
+  };
+}
+
+/** A record's values in the order of `id, account_id, ` + RECORD_COLUMNS after its id (both engines' INSERT). */
+export function recordValues(accountId: number, r: MarkRecord): unknown[] {
+  return [
+    r.id,
+    accountId,
+    r.batchId,
+    r.sha256,
+    r.originalName,
+    r.producedName,
+    r.mimeType,
+    r.bytes,
+    r.layers.join(','),
+    r.keyPrefix,
+    r.provenanceKeyId,
+    r.markedAt,
+  ];
+}

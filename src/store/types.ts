@@ -6,7 +6,7 @@
 import type { AuthFailureCode } from './auth.js';
 import type { CheckpointStats } from './checkpoints.js';
 import type { Operation, QuotaState } from './quota.js';
-import type { DashboardRecords } from './records.js';
+import type { Batch, DashboardRecords, MarkRecord } from './records.js';
 
 export type Plan = 'free' | 'pro' | 'lifetime';
 export const PLANS: readonly Plan[] = ['free', 'pro', 'lifetime'];
@@ -61,13 +61,23 @@ export interface Usage {
   held: { protect: number; verify: number };
 }
 
-/** Everything `optmark store migrate` copies from one store into another. */
+/** Everything `optmark store migrate` copies from one store into another. Accounts are named, not numbered. */
 export interface StoreSnapshot {
   accounts: Array<{ name: string; plan: Plan; protectLimit: number | null; verifyLimit: number | null; createdAt: string }>;
   keys: Array<{ account: string; hash: Buffer; prefix: string; createdAt: string; lastUsedAt: string | null; revokedAt: string | null }>;
-  /** Counters of the months copied (committed units: held ones are not copied). */
+  /** Counters (committed units: held ones are not copied). */
   counters: Array<{ account: string; month: string; operation: Operation; used: number }>;
+  /** The dashboard's batches and records (src/store/records.ts). */
+  batches: Array<Batch & { account: string }>;
+  records: Array<MarkRecord & { account: string }>;
+  /** Provenance public keys (PostgreSQL; the SQLite engine keeps them as files, which `store migrate` adds). */
+  publicKeys: StoredPublicKey[];
+  /** Shared secrets by name (PostgreSQL; the fingerprint key of a SQLite data directory is its file). */
+  secrets: Array<{ name: string; value: Buffer }>;
 }
+
+/** How many rows of each kind a store holds (what `store migrate` reports, and refuses to overwrite). */
+export type StoreCounts = { [K in keyof StoreSnapshot]: number };
 
 export interface BackgroundOptions {
   /** Hears failures of the background work (checkpoints, heartbeats, reconciliation, last-used writes). */
@@ -110,8 +120,15 @@ export interface Store {
    * keeps it). Returns the counter after it. Idempotent. Throws StoreError `reservation_lost` when the
    * hold was reclaimed meanwhile (this instance missed its lease): the unit is then not counted and the
    * answer must not be given.
+   *
+   * `onSent` is called once the commit is on its way: SQLite, done; PostgreSQL, its statement written to
+   * a connection (not yet acknowledged) while this instance's lease is fresh, else acknowledged. The
+   * server sends the last byte of its answer there, so that a `kill -9` finds the answer and its unit
+   * together, both or neither, within microseconds instead of a database round trip (src/http/api.ts).
+   * A failure before `onSent` throws and `onSent` is not called; a failure after it (the database went
+   * away mid-statement) throws too, and the commit is retried in the background.
    */
-  commit(r: Reservation, now?: Date): Promise<QuotaState | undefined>;
+  commit(r: Reservation, now?: Date, onSent?: () => void): Promise<QuotaState | undefined>;
   /** The call failed: give its unit back to the month it came from, once (also after commit). */
   refund(r: Reservation, now?: Date): Promise<QuotaState | undefined>;
   /** The counter of `op` this month. */
@@ -144,9 +161,18 @@ export interface Store {
   onPublicKeysChanged(listener: () => void): Promise<() => Promise<void>>;
 
   // ── migration ──
-  snapshot(months: string[]): Promise<StoreSnapshot>;
+  /** Everything the store holds (counters of the given months only, when `months` is given), read in one transaction. */
+  snapshot(months?: string[]): Promise<StoreSnapshot>;
+  /** The rows of each kind (held units and instance leases are not content). */
+  counts(): Promise<StoreCounts>;
+  /** True when `counts()` is all zeros. */
   isEmpty(): Promise<boolean>;
-  /** Replaces this store's accounts, keys and counters with the snapshot's, in one transaction. */
+  /**
+   * Replaces this store's accounts, keys, counters, batches and records with the snapshot's, in one
+   * transaction; public keys are added to those already there (a public key only ever verifies), and
+   * the snapshot's secrets replace those of the same name. Engines that keep keys and secrets as files
+   * (SQLite) ignore those two parts.
+   */
   restore(snapshot: StoreSnapshot): Promise<void>;
 
   // ── lifecycle ──

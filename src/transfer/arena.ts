@@ -58,10 +58,30 @@ export class Arena {
     return this.#live.size;
   }
 
-  /** First fit; undefined when no free range is large enough. */
-  alloc(bytes: number): Slot | undefined {
+  /**
+   * First fit; undefined when no free range is large enough. With `growTo` (a slot that may grow in place
+   * up to that many bytes, ./index.ts), the slot goes where it can: into the first free range that holds
+   * `growTo`, at the offset that leaves the rest of `growTo` free right after it (the range's top end; first
+   * fit hands out its bottom first), else first fit.
+   */
+  alloc(bytes: number, growTo = 0): Slot | undefined {
     if (!(bytes > 0) || !Number.isSafeInteger(bytes)) throw new RangeError(`arena: cannot allocate ${bytes} bytes`);
     const need = alignUp(bytes);
+    const want = alignUp(growTo);
+    if (want > need) {
+      for (let i = 0; i < this.#free.length; i++) {
+        const r = this.#free[i]!;
+        if (r.length < want) continue;
+        const slot = { offset: r.offset + r.length - want, length: need };
+        const below = slot.offset - r.offset;
+        const above = { offset: slot.offset + need, length: want - need };
+        if (below > 0) {
+          r.length = below;
+          this.#free.splice(i + 1, 0, above);
+        } else this.#free[i] = above;
+        return this.#take(slot);
+      }
+    }
     for (let i = 0; i < this.#free.length; i++) {
       const r = this.#free[i]!;
       if (r.length < need) continue;
@@ -71,12 +91,40 @@ export class Arena {
         r.offset += need;
         r.length -= need;
       }
-      this.#live.set(slot.offset, need);
-      this.#used += need;
-      this.#peak = Math.max(this.#peak, this.#used);
-      return slot;
+      return this.#take(slot);
     }
     return undefined;
+  }
+
+  /**
+   * Grows a live slot in place to at least `bytes`, from the free range right after it; the larger slot,
+   * or undefined (the slot unchanged) when that range is missing or too small.
+   */
+  grow(slot: Slot, bytes: number): Slot | undefined {
+    const length = this.#live.get(slot.offset);
+    if (length === undefined || length !== slot.length) throw new Error('arena: grow of a range not in use');
+    const need = alignUp(bytes);
+    if (need <= length) return slot;
+    const end = slot.offset + length;
+    const i = this.#free.findIndex((r) => r.offset === end);
+    const r = this.#free[i];
+    if (!r || r.length < need - length) return undefined;
+    if (r.length === need - length) this.#free.splice(i, 1);
+    else {
+      r.offset += need - length;
+      r.length -= need - length;
+    }
+    this.#live.set(slot.offset, need);
+    this.#used += need - length;
+    this.#peak = Math.max(this.#peak, this.#used);
+    return { offset: slot.offset, length: need };
+  }
+
+  #take(slot: Slot): Slot {
+    this.#live.set(slot.offset, slot.length);
+    this.#used += slot.length;
+    this.#peak = Math.max(this.#peak, this.#used);
+    return slot;
   }
 
   /** Returns a slot's range; freeing twice, or a range the arena did not give out, throws. */

@@ -7,12 +7,35 @@
  *
  * The HTTP layer asks for a lease (admission: the in-flight budget, OPTMARK_MAX_INFLIGHT_BYTES), writes
  * the body's chunks into it, seals it (the references a worker task carries), reads the answer from it
- * and releases it once. Workers turn the references into plain Uint8Arrays (./worker.ts). Idle pages go
+ * and releases it once. A body declared up to UPFRONT_BODY_BYTES gets all its room, and a protect its
+ * answer's, at admission; a larger one (or one of unknown length) gets UPFRONT_BODY_BYTES and its room
+ * grows as its bytes arrive (in place when it can, else moved, doubling), its answer's room at seal: a
+ * client that declares 25 MiB and sends a byte a second holds 2 MiB of the budget, not 59 (issue #20). Workers turn the references into plain Uint8Arrays (./worker.ts). Idle pages go
  * back to the OS after a quiet stretch (./idle.ts).
  */
 import { answerBytesFor } from '../config.js';
+import { OptmarkError } from '../errors.js';
 import { Arena, type Slot } from './arena.js';
 import { QuietTimer, releaseFreePages } from './idle.js';
+
+/**
+ * Room a body is given at admission, before any of it arrived. Bodies declared up to this (most photos)
+ * are admitted as before, with all their room and their answer's: no growth on the hot path.
+ */
+export const UPFRONT_BODY_BYTES = 2 * 1024 * 1024;
+
+/**
+ * What a write did: `ok`; `grown` (the lease holds more of the budget now); `too-large` (past the room
+ * it was admitted with: nothing written); `full` (the budget has no room for the next bytes: nothing written).
+ */
+export type WriteResult = 'ok' | 'grown' | 'too-large' | 'full';
+
+/** 503: the in-flight budget could not hold a request's next bytes or its answer. */
+export class TransferFullError extends OptmarkError {
+  constructor(what: string) {
+    super('overloaded', `The server is holding as many uploads as it can (no room for ${what}); retry shortly.`);
+  }
+}
 
 /** Where a task's bytes lie; only ./worker.ts reads it. */
 export interface BytesRef {
@@ -70,19 +93,21 @@ export class Transfer {
   }
 
   /**
-   * A lease with room for a body of up to `bodyBytes` and, with `answer`, for its protect answer; or
-   * undefined when the budget has no room for it now (the caller answers 503).
+   * A lease for a body of up to `bodyBytes` and, with `answer`, for its protect answer; or undefined when
+   * the budget has no room for it now (the caller answers 503). Up to UPFRONT_BODY_BYTES, all the room is
+   * taken now; beyond, UPFRONT_BODY_BYTES now and the rest as the body arrives.
    */
   admit(bodyBytes: number, answer: boolean): Lease | undefined {
-    const input = this.#arena.alloc(bodyBytes);
+    const upfront = bodyBytes <= UPFRONT_BODY_BYTES;
+    const input = upfront ? this.#arena.alloc(bodyBytes) : this.#arena.alloc(UPFRONT_BODY_BYTES, bodyBytes);
     if (!input) return undefined;
-    const output = answer ? this.#arena.alloc(answerBytesFor(bodyBytes)) : undefined;
-    if (answer && !output) {
+    const output = answer && upfront ? this.#arena.alloc(answerBytesFor(bodyBytes)) : undefined;
+    if (answer && upfront && !output) {
       this.#arena.free(input);
       return undefined;
     }
     this.#leases++;
-    return new Lease(this.#arena, input, output, bodyBytes, () => {
+    return new Lease(this.#arena, input, output, bodyBytes, answer && !upfront, () => {
       if (--this.#leases === 0) this.#quiet.idle();
     });
   }
@@ -99,7 +124,10 @@ export class Transfer {
  */
 export class Lease {
   readonly #arena: Arena;
+  /** The most body bytes it takes (the declared length, or the limit). */
   readonly #room: number;
+  /** A protect whose answer's room is taken at seal (its body's room grows as it arrives). */
+  readonly #answerAtSeal: boolean;
   readonly #released: () => void;
   #input: Slot | undefined;
   #output: Slot | undefined;
@@ -109,33 +137,72 @@ export class Lease {
   /** Body bytes written so far. */
   received = 0;
 
-  constructor(arena: Arena, input: Slot, output: Slot | undefined, room: number, released: () => void) {
+  constructor(arena: Arena, input: Slot, output: Slot | undefined, room: number, answerAtSeal: boolean, released: () => void) {
     this.#arena = arena;
     this.#input = input;
     this.#output = output;
     this.#room = room;
+    this.#answerAtSeal = answerAtSeal;
     this.#released = released;
-    this.#dest = Buffer.from(arena.buffer, input.offset, room);
+    this.#dest = Buffer.from(arena.buffer, input.offset, Math.min(room, input.length));
   }
 
-  /** Appends a chunk of the body (valid only during this call); false, writing nothing, when it does not fit. */
-  write(chunk: ArrayBuffer): boolean {
-    const dest = this.#dest;
+  /** Bytes of the budget it holds now (its rooms, in whole pages). */
+  get held(): number {
+    return (this.#input?.length ?? 0) + (this.#output?.length ?? 0);
+  }
+
+  /** Appends a chunk of the body (valid only during this call); see WriteResult. */
+  write(chunk: ArrayBuffer): WriteResult {
+    let dest = this.#dest;
     const need = this.received + chunk.byteLength;
-    if (!dest || need > this.#room) return false;
+    if (!dest || need > this.#room) return 'too-large';
+    let result: WriteResult = 'ok';
+    if (need > dest.length) {
+      dest = this.#grow(need);
+      if (!dest) return 'full';
+      result = 'grown';
+    }
     // Buffer#fill copies with memcpy. TypedArray#set into shared memory goes through V8's relaxed
     // (atomic-safe) memmove, byte by byte on unaligned chunks: ten times slower.
     if (chunk.byteLength > 0) dest.fill(new Uint8Array(chunk), this.received, need);
     this.received = need;
-    return true;
+    return result;
+  }
+
+  /**
+   * Room for at least `need` body bytes: the slot grows in place (to double, or to what is needed), else
+   * the bytes so far move to a new slot; undefined when the budget has neither.
+   */
+  #grow(need: number): Buffer | undefined {
+    const old = this.#input!;
+    const target = Math.min(this.#room, Math.max(need, 2 * old.length));
+    let slot = this.#arena.grow(old, target) ?? this.#arena.grow(old, need);
+    if (!slot) {
+      const moved = this.#arena.alloc(target, this.#room) ?? this.#arena.alloc(need);
+      if (!moved) return undefined;
+      const to = Buffer.from(this.#arena.buffer, moved.offset, moved.length);
+      // Buffer#copy is a memmove (see write).
+      this.#dest!.copy(to, 0, 0, this.received);
+      this.#arena.free(old);
+      slot = moved;
+    }
+    this.#input = slot;
+    this.#dest = Buffer.from(this.#arena.buffer, slot.offset, Math.min(this.#room, slot.length));
+    return this.#dest;
   }
 
   /**
    * The body is complete: the rooms shrink to what it needs, and the references a worker task carries
-   * come back (the answer's only for a lease admitted with one).
+   * come back (the answer's only for a lease admitted with one). A lease whose answer's room is taken now
+   * throws TransferFullError (503) when the budget cannot hold it.
    */
   seal(): { input: BytesRef; output: BytesRef | undefined } {
     if (!this.#input || !this.#dest) throw new Error('lease: sealed twice or after release');
+    if (this.#answerAtSeal && !this.#output) {
+      this.#output = this.#arena.alloc(answerBytesFor(this.received));
+      if (!this.#output) throw new TransferFullError("the answer's bytes");
+    }
     this.#dest = undefined;
     this.#input = this.#arena.shrink(this.#input, this.received);
     if (this.#output) this.#output = this.#arena.shrink(this.#output, answerBytesFor(this.received));

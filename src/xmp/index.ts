@@ -3,7 +3,7 @@
  * merged document to write back, and encode it for the container's size limit (Extended XMP).
  * Nothing here knows about markers, chunks or file layouts.
  */
-import { createHash } from 'node:crypto';
+import { createRequire } from 'node:module';
 import { LimitExceededError } from '../errors.js';
 import { MAX_XMP_PACKETS, OutputTooLargeError } from '../formats/limits.js';
 import type { XmpPayload, XmpToWrite } from '../formats/types.js';
@@ -32,6 +32,10 @@ import {
   valuesOf,
 } from './properties.js';
 import { type DataMiningToken, isOptOut, tokenOf, tokenUri } from './vocab.js';
+
+let cryptoModule: typeof import('node:crypto') | undefined;
+/** node:crypto, loaded on first use (a batch of files without Extended XMP never needs it). */
+const nodeCrypto = (): typeof import('node:crypto') => (cryptoModule ??= createRequire(import.meta.url)('node:crypto') as typeof import('node:crypto'));
 
 export { DATA_MINING_TOKENS, DEFAULT_TOKEN, isOptOut, tokenOf, tokenUri, type DataMiningToken } from './vocab.js';
 export type { Document } from './packet.js';
@@ -176,18 +180,38 @@ const freshPackets = new Map<DataMiningToken, Uint8Array>();
 
 /**
  * The packet protect writes into a file that has no XMP at all: always the same bytes for a token, so
- * it is built once (through the same DOM path as any other) and reused. Files without XMP are the
- * common case in bulk ingestion, and this spares each of them an XML parse and serialisation.
+ * it is made once and reused. Files without XMP are the common case in bulk ingestion, and this spares
+ * each of them an XML parse and serialisation, and a batch of them the loading of the XML library.
+ * It is the text the DOM path builds (freshPacketFromDom), character for character: a test holds them
+ * equal for every token.
  */
 export function freshPacket(token: DataMiningToken): Uint8Array {
   let packet = freshPackets.get(token);
   if (!packet) {
-    const doc = emptyPacket();
-    setDataMining(doc, token);
-    packet = encoder.encode(serializePacket(doc));
+    packet = encoder.encode(freshPacketText(token));
     freshPackets.set(token, packet);
+    freshMarkup.set(packet, markupOf(packet));
   }
   return packet;
+}
+
+/** The markup of each fresh packet, counted once (checkOutputMarkup asks for every file). */
+const freshMarkup = new Map<Uint8Array, number>();
+
+/** The fresh packet's text, written out. */
+export function freshPacketText(token: DataMiningToken): string {
+  return (
+    `<?xpacket begin="\uFEFF" id="W5M0MpCehiHzreSzNTczkc9d"?>\n<x:xmpmeta xmlns:x="${NS_X}">\n <rdf:RDF xmlns:rdf="${NS_RDF}">\n` +
+    `  <rdf:Description rdf:about="" xmlns:plus="${NS_PLUS}">\n   <plus:DataMining>${tokenUri(token)}</plus:DataMining>\n </rdf:Description>\n` +
+    ` </rdf:RDF>\n</x:xmpmeta>\n<?xpacket end="w"?>`
+  );
+}
+
+/** The fresh packet built the way every other packet is: an empty document, the field set, serialised. */
+export function freshPacketFromDom(token: DataMiningToken): string {
+  const doc = emptyPacket();
+  setDataMining(doc, token);
+  return serializePacket(doc);
 }
 
 /** Sets plus:DataMining to the token's URI, replacing every existing value (also an allowing one). */
@@ -229,7 +253,7 @@ export function encodeForContainer(doc: Document, maxMainBytes: number, extended
   const extBytes = encoder.encode(serializeBare(ext));
   if (extBytes.length > MAX_PACKET_BYTES)
     throw new OutputTooLargeError(`The image's Extended XMP would be ${extBytes.length} bytes once rewritten; a packet may have ${MAX_PACKET_BYTES}.`);
-  const guid = createHash('md5').update(extBytes).digest('hex').toUpperCase();
+  const guid = nodeCrypto().createHash('md5').update(extBytes).digest('hex').toUpperCase();
   setSimpleProperty(doc, NS_XMP_NOTE, 'xmpNote', 'HasExtendedXMP', guid);
   const main = encoder.encode(serializePacket(doc));
   if (main.length > maxMainBytes) throw new OutputTooLargeError('XMP packet too large for this container even with Extended XMP');
@@ -248,7 +272,7 @@ function serializedSize(ref: PropertyRef): number {
  * verify would refuse that file.
  */
 export function checkOutputMarkup(xmp: XmpToWrite, kept: readonly Uint8Array[]): void {
-  let total = markupOf(xmp.main) + (xmp.extended ? markupOf(xmp.extended.data) : 0);
+  let total = (freshMarkup.get(xmp.main) ?? markupOf(xmp.main)) + (xmp.extended ? markupOf(xmp.extended.data) : 0);
   for (const p of kept) total += markupOf(p);
   if (total > MAX_MARKUP_PER_FILE)
     throw new OutputTooLargeError(`The image's XMP would hold more markup than a file may (${MAX_MARKUP_PER_FILE} nodes) once rewritten.`);

@@ -4,7 +4,8 @@
  * literal text, as ExifTool shows it), and the DTD itself is dropped from the document, so it is never
  * written back; nesting depth is bounded so no later walk can overflow the stack.
  */
-import { DOMParser, XMLSerializer, type Attr, type Document, type Element, type Node } from '@xmldom/xmldom';
+import { createRequire } from 'node:module';
+import type { Attr, Document, Element, Node } from '@xmldom/xmldom';
 import { LimitExceededError } from '../errors.js';
 import { NS_RDF, NS_X, NS_XMLNS } from './namespaces.js';
 
@@ -36,6 +37,22 @@ const MAX_DEPTH = 200;
 
 const PACKET_BEGIN = 'begin="\uFEFF" id="W5M0MpCehiHzreSzNTczkc9d"';
 const PACKET_END = 'end="w"';
+
+type Xmldom = typeof import('@xmldom/xmldom');
+let xmldom: Xmldom | undefined;
+
+/**
+ * xmldom, loaded on first use: compiling it costs a process about 70 ms of CPU, which marking a folder
+ * of files without XMP (the fresh packet is prebuilt text) never needs.
+ */
+function dom(): Xmldom {
+  return (xmldom ??= createRequire(import.meta.url)('@xmldom/xmldom') as Xmldom);
+}
+
+/** Loads the XML library now: a server's image worker does it at start, so no request pays for it. */
+export function loadXml(): void {
+  dom();
+}
 
 const utf8 = new TextDecoder('utf-8');
 const utf16le = new TextDecoder('utf-16le');
@@ -91,7 +108,7 @@ export function parsePacket(bytes: Uint8Array, budget: MarkupBudget = markupBudg
   budget.remaining -= countMarkup(text);
   if (budget.remaining < 0) throw new LimitExceededError('XMP holds more markup than the processing limit');
   let fatal = false;
-  const parser = new DOMParser({
+  const parser = new (dom().DOMParser)({
     locator: false,
     onError: (level) => {
       if (level === 'fatalError') fatal = true;
@@ -132,11 +149,12 @@ function dropProlog(doc: Document): void {
   }
 }
 
-const serializer = new XMLSerializer();
+let xmlSerializer: InstanceType<Xmldom['XMLSerializer']> | undefined;
+const serializer = (): InstanceType<Xmldom['XMLSerializer']> => (xmlSerializer ??= new (dom().XMLSerializer)());
 
 /** Serialises a document as a complete XMP packet, adding the xpacket wrapper when it lacks one. */
 export function serializePacket(doc: Document): string {
-  const body = serializer.serializeToString(doc);
+  const body = serializer().serializeToString(doc);
   const first = doc.firstChild;
   const last = doc.lastChild;
   const hasBegin = first?.nodeType === PROCESSING_INSTRUCTION_NODE && first.nodeName === 'xpacket';
@@ -149,13 +167,13 @@ export function serializeBare(doc: Document): string {
   let out = '';
   for (let n = doc.firstChild; n; n = n.nextSibling) {
     if (n.nodeType === PROCESSING_INSTRUCTION_NODE && n.nodeName === 'xpacket') continue;
-    out += serializer.serializeToString(n);
+    out += serializer().serializeToString(n);
   }
   return out.trim();
 }
 
 export function serializeNode(node: Node): string {
-  return serializer.serializeToString(node);
+  return serializer().serializeToString(node);
 }
 
 /** A fresh, empty packet: x:xmpmeta, rdf:RDF and one empty rdf:Description about "". */
@@ -168,7 +186,7 @@ export function emptyPacket(): Document {
     ` </rdf:RDF>\n` +
     `</x:xmpmeta>\n` +
     `<?xpacket ${PACKET_END}?>`;
-  return new DOMParser().parseFromString(text, 'text/xml');
+  return new (dom().DOMParser)().parseFromString(text, 'text/xml');
 }
 
 export function elementChildren(node: Node): Element[] {

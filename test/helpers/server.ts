@@ -57,7 +57,8 @@ export async function testPool(dataDir: string, options: { taskTimeoutMs?: numbe
       if (!lease) throw new Error("no room in the test pool's request memory");
       try {
         const chunk = form.body.buffer.slice(form.body.byteOffset, form.body.byteOffset + form.body.length) as ArrayBuffer;
-        if (!lease.write(chunk)) throw new Error('the lease refused the body');
+        const written = lease.write(chunk);
+        if (written !== 'ok' && written !== 'grown') throw new Error(`the lease refused the body (${written})`);
         const { input, output } = lease.seal();
         const r = await pool.run(kind === 'protect' ? { kind, input, output, contentType: form.contentType } : { kind, input, contentType: form.contentType });
         if (!r.ok || r.kind !== 'answer') throw new Error(`${kind} failed: ${JSON.stringify(r)}`);

@@ -17,11 +17,9 @@
  */
 import pg from 'pg';
 import { StoreError } from '../errors.js';
-import { displayPrefix, generateKey, hashKey, isWellFormedKey } from '../keys.js';
-import { parseAuthorization } from '../auth.js';
+import { displayPrefix, generateKey, hashKey } from '../keys.js';
 import { monthOf, parseMonth, quotaStateOf, type Operation, type QuotaState } from '../quota.js';
 import {
-  API_PLANS,
   AuthCache,
   BOOTSTRAP_ACCOUNT,
   DEFAULT_AUTH_CACHE_MS,
@@ -37,9 +35,12 @@ import {
   checkLimits,
   checkPlan,
   isDead,
+  isEmptyCounts,
+  keyHashOf,
   keyLookup,
   newOwner,
   pickByPrefix,
+  planFailure,
   reservationLost,
   unknownAccount,
   type AuthRow,
@@ -54,12 +55,13 @@ import type {
   Reservation,
   ReserveResult,
   Store,
+  StoreCounts,
   StoreSnapshot,
   StoreStats,
   StoredPublicKey,
   Usage,
 } from '../types.js';
-import type { DashboardRecords } from '../records.js';
+import { RECORD_COLUMNS, toBatch, toRecord, type BatchRow, type DashboardRecords, type RecordRow } from '../records.js';
 import { PgDashboardRecords } from './records.js';
 import { migrate } from './schema.js';
 
@@ -226,9 +228,15 @@ export class PostgresStore implements Store {
   #listeners: pg.Client[] = [];
   /** Refunds the database could not take when asked: retried with each reconciliation. */
   readonly #retry = new Set<Reservation>();
+  /** Commits sent whose outcome is unknown (the connection failed after the answer went out): done again. */
+  readonly #commitRetry = new Set<Reservation>();
+  /** When the lease was last written (Date.now() before the statement): see #leaseFresh. */
+  #leaseAt = 0;
+  readonly #timeoutMs: number;
 
-  private constructor(pool: pg.Pool, config: pg.PoolConfig, location: string, defaults: Record<Operation, number>, authCacheMs: number) {
+  private constructor(pool: pg.Pool, config: pg.PoolConfig, location: string, defaults: Record<Operation, number>, authCacheMs: number, timeoutMs: number) {
     this.#pool = pool;
+    this.#timeoutMs = timeoutMs;
     this.#config = config;
     this.location = location;
     this.#defaults = defaults;
@@ -264,6 +272,7 @@ export class PostgresStore implements Store {
       url.display,
       { protect: opts.defaultProtectLimit, verify: opts.defaultVerifyLimit },
       opts.authCacheMs ?? DEFAULT_AUTH_CACHE_MS,
+      timeout,
     );
     try {
       const client = await pool.connect().catch((err: unknown) => {
@@ -320,11 +329,9 @@ export class PostgresStore implements Store {
   // ── request path ──────────────────────────────────────────────────────────────────────────────
 
   async authenticate(authorization: string | undefined, now: Date = new Date()): Promise<AuthResult> {
-    const parsed = parseAuthorization(authorization);
-    if (parsed.kind === 'missing') return authFailure('missing_api_key');
-    if (parsed.kind === 'other_scheme') return authFailure('invalid_api_key', 'Send the API key as "Authorization: Bearer <key>".');
-    if (!isWellFormedKey(parsed.token)) return authFailure('invalid_api_key');
-    const hash = hashKey(parsed.token);
+    const key = keyHashOf(authorization);
+    if ('failure' in key) return key.failure;
+    const hash = key.hash;
     const cacheKey = hash.toString('base64');
     const t = Date.now();
     let row = this.#cache.get(cacheKey, t);
@@ -351,9 +358,8 @@ export class PostgresStore implements Store {
     }
     if (row.revoked) return authFailure('invalid_api_key', 'The API key has been revoked.');
     this.#lastUsed.note(row.keyId, row.lastUsedAt, now);
-    if (!API_PLANS.has(row.plan)) {
-      return authFailure('plan_required', `The account's plan (${row.plan}) does not include API access; the pro and lifetime plans do.`);
-    }
+    const refused = planFailure(row.plan);
+    if (refused) return refused;
     const account: Account = {
       id: row.accountId,
       name: row.name,
@@ -381,25 +387,79 @@ export class PostgresStore implements Store {
     return { ok: true, reservation: this.#reservations.create(accountId, op, month), state: quotaStateOf(op, taken.lim, taken.used, month, now) };
   }
 
-  commit(res: Reservation, now: Date = new Date()): Promise<QuotaState | undefined> {
-    return this.#reservations.serial(res, () => this.#commit(res, now));
+  commit(res: Reservation, now: Date = new Date(), onSent?: () => void): Promise<QuotaState | undefined> {
+    return this.#reservations.serial(res, () => this.#commit(res, now, onSent));
   }
 
-  async #commit(res: Reservation, now: Date): Promise<QuotaState | undefined> {
-    if (this.#reservations.state(res) !== 'held') return undefined;
+  async #commit(res: Reservation, now: Date, onSent: (() => void) | undefined): Promise<QuotaState | undefined> {
+    const state = this.#reservations.state(res);
+    if (state !== 'held') {
+      if (onSent && state === undefined) throw reservationLost(); // refunded or reclaimed: no answer
+      onSent?.();
+      return undefined;
+    }
     const m = monthOf(now);
-    const r = await this.#q<{ released: number; lim: number; used: number }>(
-      COMMIT,
-      [this.#owner.id, res.accountId, res.month, res.operation, m, this.#defaults[res.operation]],
-      'optmark_commit',
-    );
-    const row = r.rows[0];
+    const values = [this.#owner.id, res.accountId, res.month, res.operation, m, this.#defaults[res.operation]];
+    let row: { released: number; lim: number; used: number } | undefined;
+    if (onSent && this.#leaseFresh()) {
+      row = await this.#commitPipelined(res, values, onSent);
+    } else {
+      row = (await this.#q<{ released: number; lim: number; used: number }>(COMMIT, values, 'optmark_commit')).rows[0];
+      if (row?.released === 1) {
+        this.#reservations.set(res, 'committed');
+        onSent?.();
+      }
+    }
     if (row?.released !== 1) {
-      this.#reservations.set(res, undefined);
+      if (this.#reservations.state(res) === 'held') this.#reservations.set(res, undefined);
       throw reservationLost();
     }
     this.#reservations.set(res, 'committed');
     return quotaStateOf(res.operation, row.lim, row.used, m, now);
+  }
+
+  /**
+   * The commit statement is written to a connection, then `onSent` runs at once, before the answer comes
+   * back. Written means PostgreSQL gets it even if this process is killed the next instant (the kernel
+   * sends what the socket holds), so the unit and the answer's last byte go out together. Only while the
+   * lease is fresh: a statement that lands after this instance's holds were reclaimed would not count.
+   */
+  async #commitPipelined(res: Reservation, values: unknown[], onSent: () => void): Promise<{ released: number; lim: number; used: number } | undefined> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (err) {
+      throw unavailable(err, this.location);
+    }
+    if ((client as unknown as { _queryable?: boolean })._queryable === false) {
+      client.release(true);
+      throw unavailable(new Error('the connection broke'), this.location);
+    }
+    let sent = false;
+    let failure: Error | undefined;
+    try {
+      // node-postgres writes the statement to the socket inside query() when the connection is idle (a
+      // pooled connection is): it is on its way when the call returns.
+      const pending = client.query<{ released: number; lim: number; used: number }>({ name: 'optmark_commit', text: COMMIT, values });
+      sent = true;
+      onSent();
+      return (await pending).rows[0];
+    } catch (err) {
+      failure = err instanceof Error ? err : new Error(String(err));
+      if (!sent) throw isUnavailable(err) ? unavailable(err, this.location) : err;
+      // The answer went out; whether the statement ran is not known. Counted as committed, and the
+      // commit is done again once the database answers (taking a hold that is already gone changes nothing).
+      this.#reservations.set(res, 'committed');
+      this.#commitRetry.add(res);
+      throw isUnavailable(err) ? unavailable(err, this.location) : err;
+    } finally {
+      client.release(failure);
+    }
+  }
+
+  /** Was the lease renewed recently enough that a statement sent now lands before it could expire? */
+  #leaseFresh(): boolean {
+    return Date.now() - this.#leaseAt < LEASE_MS - this.#timeoutMs - 1000;
   }
 
   refund(res: Reservation, now: Date = new Date()): Promise<QuotaState | undefined> {
@@ -636,14 +696,21 @@ export class PostgresStore implements Store {
 
   // ── migration ─────────────────────────────────────────────────────────────────────────────────
 
-  async isEmpty(): Promise<boolean> {
-    const r = await this.#q<{ n: number }>(
-      'SELECT (SELECT count(*) FROM accounts) + (SELECT count(*) FROM api_keys) + (SELECT count(*) FROM usage_counters) + (SELECT count(*) FROM signing_keys) AS n',
+  async counts(): Promise<StoreCounts> {
+    const r = await this.#q<StoreCounts>(
+      `SELECT (SELECT count(*) FROM accounts) AS accounts, (SELECT count(*) FROM api_keys) AS keys,
+              (SELECT count(*) FROM usage_counters) AS counters, (SELECT count(*) FROM dashboard_batches) AS batches,
+              (SELECT count(*) FROM dashboard_records) AS records, (SELECT count(*) FROM signing_keys) AS "publicKeys",
+              (SELECT count(*) FROM secrets) AS secrets`,
     );
-    return r.rows[0]!.n === 0;
+    return r.rows[0]!;
   }
 
-  async snapshot(months: string[]): Promise<StoreSnapshot> {
+  async isEmpty(): Promise<boolean> {
+    return isEmptyCounts(await this.counts());
+  }
+
+  async snapshot(months?: string[]): Promise<StoreSnapshot> {
     return this.#tx(async (c) => {
       await c.query('SET TRANSACTION ISOLATION LEVEL REPEATABLE READ');
       const a = await c.query<AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a ORDER BY a.id`);
@@ -653,9 +720,19 @@ export class PostgresStore implements Store {
       const u = await c.query<{ account: string; month: string; operation: Operation; used: number }>(
         `SELECT a.name AS account, u.month, u.operation,
                 greatest(0, u.used - coalesce((SELECT sum(n) FROM holds h WHERE h.account_id = u.account_id AND h.month = u.month AND h.operation = u.operation), 0))::bigint AS used
-           FROM usage_counters u JOIN accounts a ON a.id = u.account_id WHERE u.month = ANY($1)`,
-        [months],
+           FROM usage_counters u JOIN accounts a ON a.id = u.account_id WHERE $1::text[] IS NULL OR u.month = ANY($1) ORDER BY a.id, u.month, u.operation`,
+        [months ?? null],
       );
+      const b = await c.query<BatchRow & { account: string }>(
+        'SELECT b.*, a.name AS account FROM dashboard_batches b JOIN accounts a ON a.id = b.account_id ORDER BY b.created_at, b.id',
+      );
+      const d = await c.query<RecordRow & { account: string }>(
+        'SELECT d.*, a.name AS account FROM dashboard_records d JOIN accounts a ON a.id = d.account_id ORDER BY d.marked_at, d.id',
+      );
+      const p = await c.query<{ key_id: string; public_pem: string; recorded_at: Date }>(
+        'SELECT key_id, public_pem, recorded_at FROM signing_keys ORDER BY recorded_at, key_id',
+      );
+      const x = await c.query<{ name: string; value: Buffer }>('SELECT name, value FROM secrets ORDER BY name');
       return {
         accounts: a.rows.map((r) => ({
           name: r.name,
@@ -673,39 +750,82 @@ export class PostgresStore implements Store {
           revokedAt: r.revoked_at?.toISOString() ?? null,
         })),
         counters: u.rows,
+        batches: b.rows.map((r) => ({ ...toBatch(r), account: r.account })),
+        records: d.rows.map((r) => ({ ...toRecord(r), account: r.account })),
+        publicKeys: p.rows.map((r) => ({ keyId: r.key_id, pem: r.public_pem, recordedAt: r.recorded_at.toISOString() })),
+        secrets: x.rows,
       };
     });
   }
 
   async restore(s: StoreSnapshot): Promise<void> {
     await this.#tx(async (c) => {
-      // The dashboard's batches and records belong to the accounts replaced here (they are not in a snapshot).
+      await c.query('SET LOCAL synchronous_commit = on');
       await c.query('TRUNCATE dashboard_records, dashboard_batches, holds, usage_counters, api_keys, accounts RESTART IDENTITY');
-      const ids = new Map<string, number>();
-      for (const a of s.accounts) {
-        const r = await c.query<{ id: number }>(
-          'INSERT INTO accounts (name, plan, protect_limit, verify_limit, created_at) VALUES ($1, $2, $3, $4, $5) RETURNING id',
-          [a.name, a.plan, a.protectLimit, a.verifyLimit, a.createdAt],
+      // Rows go in as JSON arrays, a few thousand per statement; accounts are matched by name.
+      await insertRows(
+        c,
+        `INSERT INTO accounts (name, plan, protect_limit, verify_limit, created_at)
+           SELECT x.name, x.plan, x.protect_limit, x.verify_limit, x.created_at
+             FROM json_to_recordset($1::json) AS x(n int, name text, plan text, protect_limit bigint, verify_limit bigint, created_at timestamptz) ORDER BY x.n`,
+        s.accounts.map((a, n) => ({ n, name: a.name, plan: a.plan, protect_limit: a.protectLimit, verify_limit: a.verifyLimit, created_at: a.createdAt })),
+      );
+      const byName = 'JOIN accounts a ON lower(a.name) = lower(x.account)';
+      await insertRows(
+        c,
+        `INSERT INTO api_keys (account_id, hash, prefix, created_at, last_used_at, revoked_at)
+           SELECT a.id, decode(x.hash, 'hex'), x.prefix, x.created_at, x.last_used_at, x.revoked_at
+             FROM json_to_recordset($1::json) AS x(n int, account text, hash text, prefix text, created_at timestamptz, last_used_at timestamptz, revoked_at timestamptz)
+             ${byName} ORDER BY x.n`,
+        s.keys.map((k, n) => ({
+          n,
+          account: k.account,
+          hash: k.hash.toString('hex'),
+          prefix: k.prefix,
+          created_at: k.createdAt,
+          last_used_at: k.lastUsedAt,
+          revoked_at: k.revokedAt,
+        })),
+      );
+      await insertRows(
+        c,
+        `INSERT INTO usage_counters (account_id, month, operation, used)
+           SELECT a.id, x.month, x.operation, x.used FROM json_to_recordset($1::json) AS x(account text, month text, operation text, used bigint) ${byName}`,
+        s.counters,
+      );
+      await insertRows(
+        c,
+        `INSERT INTO dashboard_batches (id, account_id, key_prefix, size, provenance, fingerprint, used, created_at)
+           SELECT x.id, a.id, x."keyPrefix", x.size, x.provenance, x.fingerprint, x.used, x."createdAt"
+             FROM json_to_recordset($1::json) AS x(account text, id text, "keyPrefix" text, size int, provenance boolean, fingerprint boolean, used int, "createdAt" text)
+             ${byName}`,
+        s.batches,
+      );
+      await insertRows(
+        c,
+        `INSERT INTO dashboard_records (id, account_id, ${RECORD_COLUMNS.slice(4)})
+           SELECT x.id, a.id, x."batchId", x.sha256, x."originalName", x."producedName", x."mimeType", x.bytes, x.layers, x."keyPrefix",
+                  x."provenanceKeyId", x."markedAt"
+             FROM json_to_recordset($1::json) AS x(account text, id text, "batchId" text, sha256 text, "originalName" text, "producedName" text,
+                  "mimeType" text, bytes bigint, layers text, "keyPrefix" text, "provenanceKeyId" text, "markedAt" text)
+             ${byName}`,
+        s.records.map((r) => ({ ...r, layers: r.layers.join(',') })),
+      );
+      let recorded = 0;
+      for (const k of s.publicKeys) {
+        const r = await c.query('INSERT INTO signing_keys (key_id, public_pem, recorded_at) VALUES ($1, $2, $3) ON CONFLICT (key_id) DO NOTHING', [
+          k.keyId,
+          k.pem,
+          k.recordedAt,
+        ]);
+        recorded += r.rowCount ?? 0;
+      }
+      if (recorded > 0) await c.query('SELECT pg_notify($1, $2)', [KEYS_CHANNEL, 'restore']);
+      for (const x of s.secrets) {
+        await c.query(
+          'INSERT INTO secrets (name, value, created_at) VALUES ($1, $2, now()) ON CONFLICT (name) DO UPDATE SET value = excluded.value, created_at = excluded.created_at',
+          [x.name, x.value],
         );
-        ids.set(a.name.toLowerCase(), r.rows[0]!.id);
-      }
-      for (const k of s.keys) {
-        await c.query('INSERT INTO api_keys (account_id, hash, prefix, created_at, last_used_at, revoked_at) VALUES ($1, $2, $3, $4, $5, $6)', [
-          ids.get(k.account.toLowerCase()),
-          k.hash,
-          k.prefix,
-          k.createdAt,
-          k.lastUsedAt,
-          k.revokedAt,
-        ]);
-      }
-      for (const u of s.counters) {
-        await c.query('INSERT INTO usage_counters (account_id, month, operation, used) VALUES ($1, $2, $3, $4)', [
-          ids.get(u.account.toLowerCase()),
-          u.month,
-          u.operation,
-          u.used,
-        ]);
       }
     });
     this.#cache.clear();
@@ -720,6 +840,7 @@ export class PostgresStore implements Store {
     const reconcile = async () => {
       try {
         for (const r of [...this.#retry]) await this.refund(r);
+        for (const r of [...this.#commitRetry]) await this.#recommit(r);
         const units = await this.reconcile();
         if (units > 0) options.onReconciled?.(units);
       } catch (err) {
@@ -776,19 +897,29 @@ export class PostgresStore implements Store {
 
   // ── helpers ───────────────────────────────────────────────────────────────────────────────────
 
+  /** A commit whose outcome was not known, done again (only this instance's hold of that counter changes). */
+  async #recommit(res: Reservation): Promise<void> {
+    await this.#q(COMMIT, [this.#owner.id, res.accountId, res.month, res.operation, res.month, this.#defaults[res.operation]], 'optmark_commit');
+    this.#commitRetry.delete(res);
+  }
+
   async #register(): Promise<void> {
     const o = this.#owner;
+    const at = Date.now();
     await this.#q(
       'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at',
-      [o.id, o.host, o.pid, o.started, Date.now() + LEASE_MS],
+      [o.id, o.host, o.pid, o.started, at + LEASE_MS],
     );
+    this.#leaseAt = at;
   }
 
   async #renew(): Promise<void> {
     // A missing row means another instance took this one for dead and gave its units back: register
     // again; the reservations it held fail at commit (reservation_lost).
-    const r = await this.#q('UPDATE owners SET expires_at = $1 WHERE id = $2', [Date.now() + LEASE_MS, this.#owner.id]);
+    const at = Date.now();
+    const r = await this.#q('UPDATE owners SET expires_at = $1 WHERE id = $2', [at + LEASE_MS, this.#owner.id]);
     if (r.rowCount === 0) await this.#register();
+    else this.#leaseAt = at;
   }
 
   async #flushLastUsed(): Promise<void> {
@@ -847,4 +978,12 @@ function unavailable(err: unknown, where: string): StoreError {
   return new StoreError('store_unavailable', `the PostgreSQL store at ${where} is unavailable: ${reason || (err as { code?: string }).code || 'no answer'}`, {
     cause: err,
   });
+}
+
+/** Rows per INSERT of a restore. */
+const RESTORE_CHUNK = 2000;
+
+/** Runs `sql` (whose $1 is a JSON array of rows) over `rows`, a chunk at a time. */
+async function insertRows(c: pg.PoolClient, sql: string, rows: readonly object[]): Promise<void> {
+  for (let i = 0; i < rows.length; i += RESTORE_CHUNK) await c.query(sql, [JSON.stringify(rows.slice(i, i + RESTORE_CHUNK))]);
 }

@@ -8,9 +8,16 @@
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
 import {
+  BATCH_COLUMNS,
   BATCH_LIFETIME_MS,
+  RECORD_COLUMNS,
   checkBatchSize,
   searchTerms,
+  toBatch,
+  recordValues,
+  toRecord,
+  type BatchRow,
+  type RecordRow,
   type Batch,
   type BatchSpec,
   type DashboardRecords,
@@ -21,33 +28,6 @@ import {
 
 /** The engine's query function (its errors already mapped to store_unavailable). */
 export type Query = <R extends pg.QueryResultRow>(text: string, values?: unknown[], name?: string) => Promise<pg.QueryResult<R>>;
-
-interface BatchRow {
-  id: string;
-  size: number;
-  provenance: boolean;
-  fingerprint: boolean;
-  used: number;
-  key_prefix: string;
-  created_at: string;
-}
-
-interface RecordRow {
-  id: string;
-  batch_id: string;
-  sha256: string;
-  original_name: string;
-  produced_name: string;
-  mime_type: string;
-  bytes: number | string;
-  layers: string;
-  key_prefix: string;
-  provenance_key_id: string | null;
-  marked_at: string;
-}
-
-const RECORD_COLUMNS = 'id, batch_id, sha256, original_name, produced_name, mime_type, bytes, layers, key_prefix, provenance_key_id, marked_at';
-const BATCH_COLUMNS = 'id, size, provenance, fingerprint, used, key_prefix, created_at';
 
 export class PgDashboardRecords implements DashboardRecords {
   readonly #q: Query;
@@ -99,20 +79,7 @@ export class PgDashboardRecords implements DashboardRecords {
   async addRecord(accountId: number, r: MarkRecord): Promise<void> {
     await this.#q(
       `INSERT INTO dashboard_records (id, account_id, ${RECORD_COLUMNS.slice(4)}) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12)`,
-      [
-        r.id,
-        accountId,
-        r.batchId,
-        r.sha256,
-        r.originalName,
-        r.producedName,
-        r.mimeType,
-        r.bytes,
-        r.layers.join(','),
-        r.keyPrefix,
-        r.provenanceKeyId,
-        r.markedAt,
-      ],
+      recordValues(accountId, r),
       'dash_add_record',
     );
   }
@@ -152,32 +119,4 @@ export class PgDashboardRecords implements DashboardRecords {
     );
     return r.rows[0] && toRecord(r.rows[0]);
   }
-}
-
-function toBatch(row: BatchRow): Batch {
-  return {
-    id: row.id,
-    size: Number(row.size),
-    provenance: row.provenance,
-    fingerprint: row.fingerprint,
-    used: Number(row.used),
-    keyPrefix: row.key_prefix,
-    createdAt: row.created_at,
-  };
-}
-
-function toRecord(row: RecordRow): MarkRecord {
-  return {
-    id: row.id,
-    batchId: row.batch_id,
-    sha256: row.sha256,
-    originalName: row.original_name,
-    producedName: row.produced_name,
-    mimeType: row.mime_type,
-    bytes: Number(row.bytes),
-    layers: row.layers ? row.layers.split(',') : [],
-    keyPrefix: row.key_prefix,
-    provenanceKeyId: row.provenance_key_id,
-    markedAt: row.marked_at,
-  };
 }

@@ -125,10 +125,10 @@ async function appliedVersion(client: PoolClient): Promise<number> {
   return Number(r.rows[0]!.v ?? 0);
 }
 
-function tooNew(seen: number): StoreError {
+function tooNew(seen: number, known: number): StoreError {
   return new StoreError(
     'schema_too_new',
-    `the PostgreSQL schema is at version ${seen}, newer than this optmark understands (${PG_SCHEMA_VERSION}); upgrade optmark on this instance`,
+    `the PostgreSQL schema is at version ${seen}, newer than this optmark understands (${known}); upgrade optmark on this instance`,
   );
 }
 
@@ -136,13 +136,13 @@ function tooNew(seen: number): StoreError {
 export async function migrate(client: PoolClient, migrations: readonly string[] = PG_MIGRATIONS): Promise<number[]> {
   const known = migrations.length;
   const seen = await appliedVersion(client);
-  if (seen > known) throw tooNew(seen);
+  if (seen > known) throw tooNew(seen, known);
   if (seen === known) return [];
   await client.query('SELECT pg_advisory_lock($1, hashtext(current_schema()))', [LOCK_CLASS]);
   try {
     // Read again under the lock: an instance that waited finds the work done.
     const base = await appliedVersion(client);
-    if (base > known) throw tooNew(base);
+    if (base > known) throw tooNew(base, known);
     const applied: number[] = [];
     if (base === 0)
       await client.query('CREATE TABLE IF NOT EXISTS optmark_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now())');

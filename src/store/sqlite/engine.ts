@@ -12,11 +12,9 @@ import { join } from 'node:path';
 import { BackgroundCheckpoints } from '../checkpoints.js';
 import { openDatabase, type Db } from '../db.js';
 import { StoreError } from '../errors.js';
-import { displayPrefix, generateKey, hashKey, isWellFormedKey } from '../keys.js';
-import { parseAuthorization } from '../auth.js';
+import { displayPrefix, generateKey, hashKey } from '../keys.js';
 import { monthOf, parseMonth, quotaStateOf, type Operation, type QuotaState } from '../quota.js';
 import {
-  API_PLANS,
   BOOTSTRAP_ACCOUNT,
   LAST_USED_FLUSH_MS,
   LEASE_MS,
@@ -30,9 +28,12 @@ import {
   checkLimits,
   checkPlan,
   isDead,
+  isEmptyCounts,
+  keyHashOf,
   keyLookup,
   newOwner,
   pickByPrefix,
+  planFailure,
   reservationLost,
   unknownAccount,
   type OwnerIdentity,
@@ -47,12 +48,13 @@ import type {
   Reservation,
   ReserveResult,
   Store,
+  StoreCounts,
   StoreSnapshot,
   StoreStats,
   StoredPublicKey,
   Usage,
 } from '../types.js';
-import type { DashboardRecords } from '../records.js';
+import { RECORD_COLUMNS, recordValues, toBatch, toRecord, type BatchRow, type DashboardRecords, type RecordRow } from '../records.js';
 import { SqliteDashboardRecords } from './records.js';
 
 export interface SqliteStoreOptions {
@@ -126,6 +128,7 @@ export class SqliteStore implements Store {
   readonly #reserveCounter;
   readonly #hold;
   readonly #release;
+  readonly #commitRelease;
   readonly #uncount;
   readonly #counter;
   readonly #accountByName;
@@ -180,6 +183,11 @@ export class SqliteStore implements Store {
     });
     this.#release = db.prepare<[HoldParams]>(
       'UPDATE holds SET n = n - 1 WHERE owner = :owner AND account_id = :account AND month = :month AND operation = :op AND n > 0',
+    );
+    this.#commitRelease = db.prepare<[HoldParams & { now: string; fallback: number }], { used: number; lim: number }>(
+      `UPDATE holds SET n = n - 1 WHERE owner = :owner AND account_id = :account AND month = :month AND operation = :op AND n > 0
+       RETURNING coalesce((SELECT used FROM usage_counters u WHERE u.account_id = :account AND u.month = :now AND u.operation = :op), 0) AS used,
+                 (SELECT ${LIMIT_OF_A} FROM accounts a WHERE a.id = :account) AS lim`,
     );
     this.#uncount = db.prepare<[number, string, Operation]>(
       'UPDATE usage_counters SET used = used - 1 WHERE account_id = ? AND month = ? AND operation = ? AND used > 0',
@@ -273,17 +281,14 @@ export class SqliteStore implements Store {
   }
 
   authenticateSync(authorization: string | undefined, now: Date = new Date()): AuthResult {
-    const parsed = parseAuthorization(authorization);
-    if (parsed.kind === 'missing') return authFailure('missing_api_key');
-    if (parsed.kind === 'other_scheme') return authFailure('invalid_api_key', 'Send the API key as "Authorization: Bearer <key>".');
-    if (!isWellFormedKey(parsed.token)) return authFailure('invalid_api_key');
-    const row = this.#authByHash.get(hashKey(parsed.token));
+    const key = keyHashOf(authorization);
+    if ('failure' in key) return key.failure;
+    const row = this.#authByHash.get(key.hash);
     if (!row) return authFailure('invalid_api_key');
     if (row.revoked_at !== null) return authFailure('invalid_api_key', 'The API key has been revoked.');
     this.#lastUsed.note(row.key_id, row.last_used_at, now);
-    if (!API_PLANS.has(row.plan)) {
-      return authFailure('plan_required', `The account's plan (${row.plan}) does not include API access; the pro and lifetime plans do.`);
-    }
+    const refused = planFailure(row.plan);
+    if (refused) return refused;
     return { ok: true, account: this.#toAccount(row), keyId: row.key_id };
   }
 
@@ -299,19 +304,31 @@ export class SqliteStore implements Store {
     return { ok: true, reservation: this.#reservations.create(accountId, op, month), state: quotaStateOf(op, taken.lim, taken.used, month, now) };
   }
 
-  async commit(r: Reservation, now: Date = new Date()): Promise<QuotaState | undefined> {
-    return this.commitSync(r, now);
+  async commit(r: Reservation, now: Date = new Date(), onSent?: () => void): Promise<QuotaState | undefined> {
+    if (onSent && this.#reservations.state(r) === undefined) throw reservationLost(); // refunded or reclaimed: no answer
+    const state = this.commitSync(r, now);
+    onSent?.();
+    return state;
   }
 
   commitSync(r: Reservation, now: Date = new Date()): QuotaState | undefined {
     if (this.#reservations.state(r) !== 'held') return undefined;
-    const changed = this.#release.run({ owner: this.#owner.id, account: r.accountId, month: r.month, op: r.operation }).changes;
-    if (changed !== 1) {
+    const month = monthOf(now);
+    // One statement: the hold taken off, and the counter read back for the RateLimit headers.
+    const [row] = this.#commitRelease.all({
+      owner: this.#owner.id,
+      account: r.accountId,
+      month: r.month,
+      op: r.operation,
+      now: month,
+      fallback: this.#defaults[r.operation],
+    });
+    if (!row) {
       this.#reservations.set(r, undefined);
       throw reservationLost();
     }
     this.#reservations.set(r, 'committed');
-    return this.#state(r.accountId, r.operation, monthOf(now), now);
+    return quotaStateOf(r.operation, row.lim, row.used, month, now);
   }
 
   async refund(r: Reservation, now: Date = new Date()): Promise<QuotaState | undefined> {
@@ -468,14 +485,26 @@ export class SqliteStore implements Store {
 
   // ── migration ─────────────────────────────────────────────────────────────────────────────────
 
-  async isEmpty(): Promise<boolean> {
-    return this.#countAccounts.get()!.n === 0;
+  async counts(): Promise<StoreCounts> {
+    const row = this.#db
+      .prepare<[], Omit<StoreCounts, 'publicKeys' | 'secrets'>>(
+        `SELECT (SELECT count(*) FROM accounts) AS accounts, (SELECT count(*) FROM api_keys) AS keys,
+                (SELECT count(*) FROM usage_counters) AS counters, (SELECT count(*) FROM dashboard_batches) AS batches,
+                (SELECT count(*) FROM dashboard_records) AS records`,
+      )
+      .get()!;
+    // Public keys and secrets are the data directory's files.
+    return { ...row, publicKeys: 0, secrets: 0 };
   }
 
-  async snapshot(months: string[]): Promise<StoreSnapshot> {
+  async isEmpty(): Promise<boolean> {
+    return isEmptyCounts(await this.counts());
+  }
+
+  async snapshot(months?: string[]): Promise<StoreSnapshot> {
     const db = this.#db;
     return db
-      .transaction(() => {
+      .transaction((): StoreSnapshot => {
         const accounts = db
           .prepare<[], AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a ORDER BY a.id`)
           .all()
@@ -486,15 +515,29 @@ export class SqliteStore implements Store {
           )
           .all()
           .map((k) => ({ account: k.account, hash: k.hash, prefix: k.prefix, createdAt: k.created_at, lastUsedAt: k.last_used_at, revokedAt: k.revoked_at }));
-        const counters: StoreSnapshot['counters'] = [];
-        const rows = db.prepare<[string], { account: string; month: string; operation: Operation; used: number; held: number }>(
-          `SELECT a.name AS account, u.month, u.operation, u.used,
-                  coalesce((SELECT sum(n) FROM holds h WHERE h.account_id = u.account_id AND h.month = u.month AND h.operation = u.operation), 0) AS held
-             FROM usage_counters u JOIN accounts a ON a.id = u.account_id WHERE u.month = ?`,
-        );
-        for (const m of months)
-          for (const c of rows.all(m)) counters.push({ account: c.account, month: c.month, operation: c.operation, used: Math.max(0, c.used - c.held) });
-        return { accounts, keys, counters };
+        const wanted = months && new Set(months);
+        const counters = db
+          .prepare<[], { account: string; month: string; operation: Operation; used: number; held: number }>(
+            `SELECT a.name AS account, u.month, u.operation, u.used,
+                    coalesce((SELECT sum(n) FROM holds h WHERE h.account_id = u.account_id AND h.month = u.month AND h.operation = u.operation), 0) AS held
+               FROM usage_counters u JOIN accounts a ON a.id = u.account_id ORDER BY a.id, u.month, u.operation`,
+          )
+          .all()
+          .filter((c) => !wanted || wanted.has(c.month))
+          .map((c) => ({ account: c.account, month: c.month, operation: c.operation, used: Math.max(0, c.used - c.held) }));
+        const batches = db
+          .prepare<[], BatchRow & { account: string }>(
+            'SELECT b.*, a.name AS account FROM dashboard_batches b JOIN accounts a ON a.id = b.account_id ORDER BY b.created_at, b.id',
+          )
+          .all()
+          .map((r) => ({ ...toBatch(r), account: r.account }));
+        const records = db
+          .prepare<[], RecordRow & { account: string }>(
+            'SELECT d.*, a.name AS account FROM dashboard_records d JOIN accounts a ON a.id = d.account_id ORDER BY d.marked_at, d.id',
+          )
+          .all()
+          .map((r) => ({ ...toRecord(r), account: r.account }));
+        return { accounts, keys, counters, batches, records, publicKeys: [], secrets: [] };
       })
       .deferred();
   }
@@ -502,19 +545,29 @@ export class SqliteStore implements Store {
   async restore(s: StoreSnapshot): Promise<void> {
     const db = this.#db;
     db.transaction(() => {
-      // The dashboard's batches and records belong to the accounts replaced here (they are not in a snapshot).
       db.exec(
         'DELETE FROM dashboard_records; DELETE FROM dashboard_batches; DELETE FROM holds; DELETE FROM usage_counters; DELETE FROM api_keys; DELETE FROM accounts;',
       );
       const ids = new Map<string, number>();
+      const idOf = (name: string): number => {
+        const id = ids.get(name.toLowerCase());
+        if (id === undefined) throw unknownAccount(name);
+        return id;
+      };
       const insA = db.prepare<[string, Plan, number | null, number | null, string], { id: number }>(
         'INSERT INTO accounts (name, plan, protect_limit, verify_limit, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id',
       );
       for (const a of s.accounts) ids.set(a.name.toLowerCase(), insA.all(a.name, a.plan, a.protectLimit, a.verifyLimit, a.createdAt)[0]!.id);
       const insK = db.prepare('INSERT INTO api_keys (account_id, hash, prefix, created_at, last_used_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?)');
-      for (const k of s.keys) insK.run(ids.get(k.account.toLowerCase()), k.hash, k.prefix, k.createdAt, k.lastUsedAt, k.revokedAt);
+      for (const k of s.keys) insK.run(idOf(k.account), k.hash, k.prefix, k.createdAt, k.lastUsedAt, k.revokedAt);
       const insC = db.prepare('INSERT INTO usage_counters (account_id, month, operation, used) VALUES (?, ?, ?, ?)');
-      for (const c of s.counters) insC.run(ids.get(c.account.toLowerCase()), c.month, c.operation, c.used);
+      for (const c of s.counters) insC.run(idOf(c.account), c.month, c.operation, c.used);
+      const insB = db.prepare(
+        'INSERT INTO dashboard_batches (id, account_id, key_prefix, size, provenance, fingerprint, used, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      );
+      for (const b of s.batches) insB.run(b.id, idOf(b.account), b.keyPrefix, b.size, b.provenance ? 1 : 0, b.fingerprint ? 1 : 0, b.used, b.createdAt);
+      const insR = db.prepare(`INSERT INTO dashboard_records (id, account_id, ${RECORD_COLUMNS.slice(4)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
+      for (const r of s.records) insR.run(...recordValues(idOf(r.account), r));
     }).immediate();
   }
 

@@ -5,9 +5,16 @@
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db.js';
 import {
+  BATCH_COLUMNS,
   BATCH_LIFETIME_MS,
+  RECORD_COLUMNS,
   checkBatchSize,
   searchTerms,
+  toBatch,
+  recordValues,
+  toRecord,
+  type BatchRow,
+  type RecordRow,
   type Batch,
   type BatchSpec,
   type DashboardRecords,
@@ -15,33 +22,6 @@ import {
   type RecordQuery,
   type SlotResult,
 } from '../records.js';
-
-interface BatchRow {
-  id: string;
-  size: number;
-  provenance: number;
-  fingerprint: number;
-  used: number;
-  key_prefix: string;
-  created_at: string;
-}
-
-interface RecordRow {
-  id: string;
-  batch_id: string;
-  sha256: string;
-  original_name: string;
-  produced_name: string;
-  mime_type: string;
-  bytes: number;
-  layers: string;
-  key_prefix: string;
-  provenance_key_id: string | null;
-  marked_at: string;
-}
-
-const RECORD_COLUMNS = 'id, batch_id, sha256, original_name, produced_name, mime_type, bytes, layers, key_prefix, provenance_key_id, marked_at';
-const BATCH_COLUMNS = 'id, size, provenance, fingerprint, used, key_prefix, created_at';
 
 export class SqliteDashboardRecords implements DashboardRecords {
   readonly #keyPrefix;
@@ -69,7 +49,7 @@ export class SqliteDashboardRecords implements DashboardRecords {
         RETURNING ${BATCH_COLUMNS}`,
     );
     this.#giveSlot = db.prepare<[string]>('UPDATE dashboard_batches SET used = used - 1 WHERE id = ? AND used > 0');
-    this.#insertRecord = db.prepare<[string, number, string, string, string, string, string, number, string, string, string | null, string]>(
+    this.#insertRecord = db.prepare<unknown[]>(
       `INSERT INTO dashboard_records (${RECORD_COLUMNS.replace('id, ', 'id, account_id, ')}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.#deleteRecord = db.prepare<[string]>('DELETE FROM dashboard_records WHERE id = ?');
@@ -128,21 +108,7 @@ export class SqliteDashboardRecords implements DashboardRecords {
 
   /** Stores the record of one marked image. */
   async addRecord(accountId: number, record: MarkRecord): Promise<void> {
-    const r = record;
-    this.#insertRecord.run(
-      r.id,
-      accountId,
-      r.batchId,
-      r.sha256,
-      r.originalName,
-      r.producedName,
-      r.mimeType,
-      r.bytes,
-      r.layers.join(','),
-      r.keyPrefix,
-      r.provenanceKeyId,
-      r.markedAt,
-    );
+    this.#insertRecord.run(...recordValues(accountId, record));
   }
 
   /** Removes a record whose image never reached its client. */
@@ -177,32 +143,4 @@ export class SqliteDashboardRecords implements DashboardRecords {
     const row = this.#bySha.get(sha256, accountId);
     return row && toRecord(row);
   }
-}
-
-function toBatch(row: BatchRow): Batch {
-  return {
-    id: row.id,
-    size: row.size,
-    provenance: row.provenance === 1,
-    fingerprint: row.fingerprint === 1,
-    used: row.used,
-    keyPrefix: row.key_prefix,
-    createdAt: row.created_at,
-  };
-}
-
-function toRecord(row: RecordRow): MarkRecord {
-  return {
-    id: row.id,
-    batchId: row.batch_id,
-    sha256: row.sha256,
-    originalName: row.original_name,
-    producedName: row.produced_name,
-    mimeType: row.mime_type,
-    bytes: row.bytes,
-    layers: row.layers ? row.layers.split(',') : [],
-    keyPrefix: row.key_prefix,
-    provenanceKeyId: row.provenance_key_id,
-    markedAt: row.marked_at,
-  };
 }

@@ -1,0 +1,193 @@
+/**
+ * What protect does to a file's Content Credentials (OPTMARK_C2PA, docs/c2pa.md):
+ *
+ * - update (default): the marked file gets a C2PA update manifest signed by the server, with the
+ *   previous active manifest as its `parentOf` ingredient, a `cawg.training-mining` assertion that says
+ *   what the written DataMining value says (the parent's other entries carried over), and a
+ *   `c2pa.actions.v2` assertion recording the edit (`c2pa.opened` of the parent, then
+ *   `c2pa.edited.metadata`). The reference reader reports the result valid.
+ * - refuse: 409 content_credentials_present; nothing is written.
+ * - invalidate: the XMP is written as for any file; the old manifest's hard binding no longer matches
+ *   (readers report assertion.dataHash.mismatch), and the answer says so.
+ *
+ * Files without a manifest store never reach this module. The builder and signer are c2pa-rs as wasm
+ * (@contentauth/c2pa-wasm); they run only in the image workers.
+ */
+import type { Warning } from '../formats/complete.js';
+import type { DataMiningToken } from '../xmp/index.js';
+import { coseSign1, reserveSizeFor } from './cose.js';
+import type { C2paContainer } from './detect.js';
+import type { SignerIdentity } from './identity.js';
+import { activeTrainingEntries, loadC2pa, MIME, readerSettings, readStore, storeIsValid, type TrainingEntry } from './reader.js';
+
+export const C2PA_UPDATED = 'content_credentials_updated';
+export const C2PA_INVALIDATED = 'content_credentials_invalidated';
+
+/** The software agent named in the claim and the action. */
+export const CLAIM_GENERATOR = { name: 'optmark', version: '0.1.0' };
+
+const CAWG_TRAINING = ['cawg.ai_training', 'cawg.ai_generative_training', 'cawg.data_mining'] as const;
+
+/**
+ * The training entries a DataMining value speaks for, and the use it gives them: the AI/ML training
+ * values cover `ai_training` and `ai_generative_training` (the generative one only the latter), the
+ * general prohibitions cover data mining too; the "see constraint / rights expression" values say
+ * `constrained`. Values that prohibit nothing give no entry.
+ */
+export function trainingEntriesFor(token: DataMiningToken): Record<string, 'notAllowed' | 'constrained'> {
+  const all = (use: 'notAllowed' | 'constrained') => Object.fromEntries(CAWG_TRAINING.map((e) => [e, use]));
+  switch (token) {
+    case 'DMI-PROHIBITED-AIMLTRAINING':
+      return { 'cawg.ai_training': 'notAllowed', 'cawg.ai_generative_training': 'notAllowed' };
+    case 'DMI-PROHIBITED-GENAIMLTRAINING':
+      return { 'cawg.ai_generative_training': 'notAllowed' };
+    case 'DMI-PROHIBITED':
+    case 'DMI-PROHIBITED-EXCEPTSEARCHENGINEINDEXING':
+      return all('notAllowed');
+    case 'DMI-PROHIBITED-SEECONSTRAINT':
+    case 'DMI-PROHIBITED-SEEEMBEDDEDRIGHTSEXPR':
+    case 'DMI-PROHIBITED-SEELINKEDRIGHTSEXPR':
+      return all('constrained');
+    default:
+      return {};
+  }
+}
+
+/** An entry name as CAWG spells it (`c2pa.ai_training` and a bare `ai_training` become `cawg.ai_training`). */
+const cawgName = (name: string): string => `cawg.${name.replace(/^(c2pa|cawg)\./, '')}`;
+
+/** The parent's entries carried over, then ours: ours win where both speak. */
+function mergedEntries(parent: Record<string, TrainingEntry>, token: DataMiningToken): Record<string, TrainingEntry> {
+  const out: Record<string, TrainingEntry> = {};
+  for (const [name, entry] of Object.entries(parent)) if (entry && typeof entry === 'object') out[cawgName(name)] = entry;
+  for (const [name, use] of Object.entries(trainingEntriesFor(token))) out[name] = { use };
+  return out;
+}
+
+// c2pa-wasm reads a Blob through FileReaderSync, a browser worker API Node does not have. The blobs
+// handed to it here are made from bytes we hold, so the "sync read" returns those bytes.
+const blobBytes = new WeakMap<Blob, Uint8Array>();
+export function blobOf(bytes: Uint8Array): Blob {
+  const g = globalThis as { FileReaderSync?: unknown };
+  g.FileReaderSync ??= class FileReaderSync {
+    readAsArrayBuffer(blob: Blob): ArrayBuffer {
+      const b = blobBytes.get(blob);
+      if (!b) throw new Error('FileReaderSync: not a blob optmark made');
+      return b.buffer.slice(b.byteOffset, b.byteOffset + b.byteLength) as ArrayBuffer;
+    }
+  };
+  const blob = new Blob([bytes]);
+  blobBytes.set(blob, bytes);
+  return blob;
+}
+
+export interface UpdateInput {
+  format: C2paContainer;
+  /** The file as it came, with its manifest store (the parent ingredient). */
+  original: Uint8Array;
+  /** The file with the XMP written (its old store still in it: the builder replaces it). */
+  marked: Uint8Array;
+  token: DataMiningToken;
+  identity: SignerIdentity;
+}
+
+export interface Updated {
+  bytes: Uint8Array;
+  warning: Warning;
+}
+
+/**
+ * Whether the parent ingredient validated when the builder took it: no failure in its validation
+ * results but an untrusted credential (which a reader's Valid state allows too).
+ */
+function ingredientValid(definition: unknown): boolean {
+  const ingredient = (definition as { ingredients?: { validation_results?: { activeManifest?: { failure?: { code?: string }[] } } }[] })?.ingredients?.[0];
+  const results = ingredient?.validation_results?.activeManifest;
+  if (!results) return false;
+  return (results.failure ?? []).every((f) => typeof f.code === 'string' && f.code.endsWith('.untrusted'));
+}
+
+/** A string, Error or anything a wasm call threw, as text of bounded length. */
+const why = (err: unknown): string => String((err as Error)?.message ?? err).slice(0, 200);
+
+/** The builder could not make an update manifest; `parentValid` says whether there were valid credentials to lose. */
+export class UpdateFailed extends Error {
+  constructor(
+    readonly reason: string,
+    readonly parentValid: boolean,
+  ) {
+    super(reason);
+    this.name = 'UpdateFailed';
+  }
+}
+
+/**
+ * The marked file with an update manifest signed by `identity`. Throws UpdateFailed when the builder
+ * cannot make one.
+ */
+export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
+  const m = await loadC2pa();
+  const mime = MIME[input.format];
+  let parentEntries: Record<string, TrainingEntry> = {};
+  let parsed = false;
+  try {
+    // Parsed only: the builder validates the parent when it takes it as ingredient, below.
+    parentEntries = activeTrainingEntries(await readStore(input.format, input.original, false));
+    parsed = true;
+  } catch (err) {
+    // A store the reference reader cannot parse holds no credentials that could be kept.
+    throw new UpdateFailed(`the manifest store cannot be read: ${why(err)}`, false);
+  }
+  let parentValid = false;
+  const definition = {
+    claim_generator_info: [CLAIM_GENERATOR],
+    format: mime,
+    assertions: [{ label: 'cawg.training-mining', data: { entries: mergedEntries(parentEntries, input.token) } }],
+  };
+  const { identity } = input;
+  const reserveSize = reserveSizeFor(identity);
+  let signed: Uint8Array;
+  let builder: import('@contentauth/c2pa-wasm').WasmBuilder | undefined;
+  try {
+    builder = m.WasmBuilder.fromJson(JSON.stringify(definition), readerSettings());
+    builder.setIntent('edit');
+    await builder.addIngredientFromBlob(JSON.stringify({ relationship: 'parentOf', title: 'input' }), mime, blobOf(input.original));
+    parentValid = ingredientValid(builder.getDefinition());
+    builder.addAction({
+      action: 'c2pa.edited.metadata',
+      softwareAgent: CLAIM_GENERATOR,
+      description: `XMP: IPTC PLUS DataMining set to ${input.token}`,
+    });
+    const signer = {
+      alg: identity.alg,
+      reserveSize,
+      sign: async (claim: Uint8Array) => new Uint8Array(coseSign1(identity, claim, reserveSize)),
+    };
+    signed = await builder.sign(signer as Parameters<typeof builder.sign>[0], [], mime, blobOf(input.marked));
+  } catch (err) {
+    // Were there valid credentials to lose? The builder may have failed before it said.
+    const valid = parsed && (parentValid || (await readStore(input.format, input.original).then(storeIsValid, () => false)));
+    throw new UpdateFailed(why(err), valid);
+  } finally {
+    builder?.free();
+  }
+  const message =
+    `The image's Content Credentials were kept: an update manifest signed by "${identity.subject}" records this metadata edit, ` +
+    `with the previous manifest as its parent ingredient${parentValid ? '' : ' (which did not validate before this edit)'}. ` +
+    `Readers that do not trust this signer report it as untrusted (signingCredential.untrusted) while the credentials stay valid.`;
+  return { bytes: signed, warning: { code: C2PA_UPDATED, message } };
+}
+
+/** The warning of a store that could not be updated and held no valid credentials (unreadable, or already broken). */
+export function notUpdatedWarning(reason: string): Warning {
+  return {
+    code: C2PA_INVALIDATED,
+    message: `The image carried a C2PA manifest store that did not validate and could not be updated (${reason}); the XMP was written and the store was left as it was.`,
+  };
+}
+
+export const INVALIDATED_WARNING: Warning = {
+  code: C2PA_INVALIDATED,
+  message:
+    'The image carried Content Credentials; the metadata edit breaks their hard binding (readers report assertion.dataHash.mismatch) and no update manifest was added (OPTMARK_C2PA=invalidate).',
+};

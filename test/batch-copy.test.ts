@@ -1,0 +1,135 @@
+/**
+ * Batch marking's quick way (src/batch/work.ts, files.ts, native/src/files.cc): a JPEG is marked from its
+ * first bytes and the rest is copied file to file in the kernel (copy_file_range), other files are read
+ * whole and their long stretches copied the same way. The outputs must be byte for byte what protect()
+ * makes of the whole file, for every file of the corpus and for JPEGs whose metadata runs past the first
+ * bytes read; an input that grows or shrinks while it is copied fails without leaving anything behind.
+ */
+import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, truncateSync, writeFileSync, appendFileSync } from 'node:fs';
+import { join } from 'node:path';
+import { fileURLToPath } from 'node:url';
+import sharp from 'sharp';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { FileError, openSource, writeAtomicallyCopying } from '../src/batch/files.js';
+import { protect } from '../src/marking/engine.js';
+import { filesAddon } from '../src/native/index.js';
+import { runBinary, TempDirs } from './helpers/files.js';
+
+const CORPUS = process.env.OPTMARK_TEST_CORPUS ?? fileURLToPath(new URL('../../shared/corpus', import.meta.url));
+const temp = new TempDirs('optmark-copy-');
+const tempDir = (prefix?: string): string => temp.make(prefix);
+
+/** protect()'s output for the whole file, or undefined when it refuses the file. */
+function expected(bytes: Buffer): Buffer | undefined {
+  try {
+    return Buffer.from(protect(bytes).bytes);
+  } catch {
+    return undefined;
+  }
+}
+
+/** A JPEG of `segments` COM segments of 60,000 bytes each before its frame: its metadata passes 64 KiB. */
+function withLongMetadata(jpeg: Buffer, segments: number): Buffer {
+  const parts: Buffer[] = [jpeg.subarray(0, 2)];
+  for (let i = 0; i < segments; i++) {
+    const seg = Buffer.alloc(4 + 59_998, 0x41 + i);
+    seg[0] = 0xff;
+    seg[1] = 0xfe;
+    seg.writeUInt16BE(60_000, 2);
+    parts.push(seg);
+  }
+  parts.push(jpeg.subarray(2));
+  return Buffer.concat(parts);
+}
+
+let big: Buffer;
+
+beforeAll(async () => {
+  big = await sharp({ create: { width: 1200, height: 900, channels: 3, noise: { type: 'gaussian', mean: 110, sigma: 40 } } })
+    .jpeg({ quality: 95 })
+    .toBuffer();
+});
+
+afterAll(() => temp.removeAll());
+
+describe('batch marking copies file to file', () => {
+  it('the native copy is built (npm install builds native/)', () => {
+    expect(filesAddon()?.simd()).toBe('copy_file_range');
+  });
+
+  it('every corpus file, and JPEGs whose metadata runs past the first 64 KiB: each output is what protect() makes of the whole file', async () => {
+    const input = tempDir('optmark-in-');
+    const names = existsSync(CORPUS) ? readdirSync(CORPUS).filter((n) => /\.(jpe?g|png|webp)$/i.test(n)) : [];
+    expect(names.length, `${CORPUS} holds the corpus`).toBeGreaterThan(20);
+    for (const n of names) writeFileSync(join(input, n), readFileSync(join(CORPUS, n)));
+    writeFileSync(join(input, 'big.jpg'), big); // larger than the first read: the rest is copied
+    writeFileSync(join(input, 'long-metadata.jpg'), withLongMetadata(big, 2)); // SOS past 64 KiB: read whole
+    writeFileSync(join(input, 'empty.jpg'), Buffer.alloc(0)); // not an image: skipped
+    const marked = protect(big).bytes;
+    writeFileSync(join(input, 'already.jpg'), marked); // carries the field exactly: copied as it is
+    for (const jobs of ['1', '8']) {
+      const out = tempDir();
+      const r = await runBinary(['mark', input, '--out', out, '--jobs', jobs], { env: { OPTMARK_DATA_DIR: tempDir('optmark-data-') } });
+      expect([0, 1], r.stderr).toContain(r.status);
+      let compared = 0;
+      for (const n of readdirSync(input)) {
+        const want = expected(readFileSync(join(input, n)));
+        const path = join(out, n);
+        if (want === undefined) {
+          expect(existsSync(path), `${n}: refused, so not written`).toBe(false);
+          continue;
+        }
+        expect(readFileSync(path).equals(want), `${n} (--jobs ${jobs})`).toBe(true);
+        compared++;
+      }
+      expect(compared).toBeGreaterThan(20);
+      expect(readdirSync(out).filter((n) => n.endsWith('.tmp'))).toEqual([]);
+    }
+  });
+
+  it('an input that grows or shrinks after it was opened fails (changed_while_read), leaving neither output nor temporary file', async () => {
+    const copier = filesAddon()!;
+    for (const change of ['grow', 'shrink'] as const) {
+      const dir = tempDir();
+      const src = join(dir, 'in.jpg');
+      writeFileSync(src, big);
+      const source = openSource(src, 1 << 30);
+      try {
+        if (change === 'grow') appendFileSync(src, Buffer.alloc(1000, 7));
+        else truncateSync(src, big.length - 1000);
+        const head = big.subarray(0, 1000);
+        const target = join(dir, 'out', 'o.jpg');
+        mkdirSync(join(dir, 'out'));
+        const err = await writeAtomicallyCopying(target, [head, { from: 1000, length: big.length - 1000, toEnd: true }], source.fd, copier).then(
+          () => undefined,
+          (e: unknown) => e,
+        );
+        expect(err).toBeInstanceOf(FileError);
+        expect((err as FileError).code).toBe('changed_while_read');
+        expect(readdirSync(join(dir, 'out'))).toEqual([]);
+      } finally {
+        closeSync(source.fd);
+      }
+    }
+  });
+
+  it('pieces in memory and stretches of the input land at their offsets, whatever their order', async () => {
+    const copier = filesAddon()!;
+    const dir = tempDir();
+    const src = join(dir, 'in.bin');
+    const data = Buffer.alloc(300_000);
+    for (let i = 0; i < data.length; i++) data[i] = (i * 7) & 0xff;
+    writeFileSync(src, data);
+    const fd = openSync(src, 'r');
+    try {
+      const target = join(dir, 'o.bin');
+      const a = Buffer.from('first piece');
+      const b = Buffer.from('between the stretches');
+      await writeAtomicallyCopying(target, [a, { from: 200_000, length: 100_000, toEnd: true }, b, { from: 0, length: 150_000, toEnd: false }], fd, copier);
+      // (toEnd on a stretch that is not last is the caller's promise, checked only by its length.)
+      expect(readFileSync(target).equals(Buffer.concat([a, data.subarray(200_000), b, data.subarray(0, 150_000)]))).toBe(true);
+    } finally {
+      closeSync(fd);
+    }
+  });
+});

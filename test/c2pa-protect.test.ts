@@ -1,0 +1,283 @@
+/**
+ * protect keeps Content Credentials valid (issue #21, docs/c2pa.md): on the corpus's two C2PA files and
+ * on PNG, WebP and JPEG files given credentials here by another signer, OPTMARK_C2PA=update adds an
+ * update manifest that the reference reader (c2pa-rs as wasm, the same reader the checks use) reports
+ * valid, active, with the previous manifest as its parentOf ingredient, a cawg.training-mining
+ * assertion and the c2pa.edited.metadata action; verify then says optedOut, c2pa.valid and notAllowed.
+ * refuse answers content_credentials_present, invalidate writes as before with a warning, and files
+ * without credentials come out byte for byte as the engine alone makes them, in every mode.
+ */
+import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { coseSign1, reserveSizeFor } from '../src/c2pa/cose.js';
+import type { C2paContainer } from '../src/c2pa/detect.js';
+import { C2PA_DIR, CA_FILE, IDENTITY_FILE, generateIdentity, loadC2paIdentity, parseIdentity, type SignerIdentity } from '../src/c2pa/identity.js';
+import { loadC2pa, MIME } from '../src/c2pa/reader.js';
+import { blobOf, trainingEntriesFor } from '../src/c2pa/update.js';
+import { OptmarkError } from '../src/errors.js';
+import { protect } from '../src/marking/engine.js';
+import { type CredentialsPolicy, protectWithCredentials } from '../src/pipeline/credentials.js';
+import { noLayers } from '../src/pipeline/layers.js';
+import { verifyReport } from '../src/pipeline/verify.js';
+import { pngChunk, pngWith } from './helpers/containers.js';
+import { smallImage } from './helpers/images.js';
+
+const CORPUS = join(__dirname, '..', '..', 'shared', 'corpus');
+const haveCorpus = existsSync(join(CORPUS, 'c2pa_CA.jpg'));
+const corpusFile = (name: string): Uint8Array => new Uint8Array(readFileSync(join(CORPUS, name)));
+
+let dataDir: string;
+let server: SignerIdentity;
+const policy = (mode: CredentialsPolicy['mode']): CredentialsPolicy => ({ mode, identity: async () => server });
+
+beforeAll(async () => {
+  dataDir = mkdtempSync(join(tmpdir(), 'optmark-c2pa-'));
+  server = await loadC2paIdentity({ dataDir });
+});
+afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
+
+interface Report {
+  active_manifest: string;
+  validation_state: string;
+  validation_status?: { code: string }[];
+  manifests: Record<
+    string,
+    {
+      assertions: { label: string; data: { entries?: Record<string, { use: string }>; actions?: { action: string }[] } }[];
+      ingredients: { relationship: string; active_manifest?: string }[];
+      signature_info?: { issuer?: string; common_name?: string };
+    }
+  >;
+}
+
+/** The reference reader's report, optionally trusting `anchor` (PEM). */
+async function read(format: C2paContainer, bytes: Uint8Array, anchor?: string): Promise<Report> {
+  const m = await loadC2pa();
+  const r = await m.WasmReader.fromBytes(MIME[format], bytes, anchor ? JSON.stringify({ trust: { trust_anchors: anchor } }) : undefined);
+  try {
+    return JSON.parse(r.json()) as Report;
+  } finally {
+    r.free();
+  }
+}
+
+/** `bytes` given Content Credentials by another signer (a "camera"), as the tests' PNG, WebP and JPEG cases. */
+async function withCredentials(format: C2paContainer, bytes: Uint8Array): Promise<Uint8Array> {
+  const pem = generateIdentity().identity;
+  const camera = parseIdentity(pem, pem, 'camera', true);
+  const m = await loadC2pa();
+  const b = m.WasmBuilder.fromJson(JSON.stringify({ claim_generator_info: [{ name: 'test camera', version: '1' }], assertions: [] }));
+  try {
+    b.setIntent({ create: 'http://cv.iptc.org/newscodes/digitalsourcetype/digitalCapture' });
+    const size = reserveSizeFor(camera);
+    const signer = { alg: camera.alg, reserveSize: size, sign: async (claim: Uint8Array) => new Uint8Array(coseSign1(camera, claim, size)) };
+    return await b.sign(signer as Parameters<typeof b.sign>[0], [], MIME[format], blobOf(bytes));
+  } finally {
+    b.free();
+  }
+}
+
+/** What every update must satisfy, checked with the reference reader and with verify. */
+async function expectUpdated(format: C2paContainer, input: Uint8Array, output: Uint8Array): Promise<Report> {
+  const before = await read(format, input);
+  const after = await read(format, output);
+  const codes = (after.validation_status ?? []).map((s) => s.code);
+  expect(after.validation_state).toBe('Valid');
+  expect(codes).not.toContain('assertion.dataHash.mismatch');
+  expect(codes.every((c) => c === 'signingCredential.untrusted' || c === 'cawg.x509.credential.untrusted')).toBe(true);
+  // A new manifest, active, with the previous active one as its parent.
+  expect(Object.keys(after.manifests)).toHaveLength(Object.keys(before.manifests).length + 1);
+  expect(after.active_manifest).not.toBe(before.active_manifest);
+  const active = after.manifests[after.active_manifest]!;
+  expect(active.ingredients).toEqual([expect.objectContaining({ relationship: 'parentOf', active_manifest: before.active_manifest })]);
+  const training = active.assertions.find((a) => a.label === 'cawg.training-mining');
+  expect(training?.data.entries).toMatchObject({ 'cawg.ai_training': { use: 'notAllowed' }, 'cawg.ai_generative_training': { use: 'notAllowed' } });
+  const actions = active.assertions.find((a) => a.label.startsWith('c2pa.actions'))?.data.actions?.map((a) => a.action);
+  expect(actions).toEqual(['c2pa.opened', 'c2pa.edited.metadata']);
+  const v = await verifyReport(output, noLayers);
+  expect(v.optedOut).toBe(true);
+  expect(v.signals).toEqual(['iptc.dataMining']);
+  expect(v.c2pa).toEqual({ present: true, valid: true, trainingMining: 'notAllowed' });
+  expect(v.otherSignals).toContain('c2pa.trainingMining');
+  expect(v.warnings).toEqual([]);
+  return after;
+}
+
+describe('OPTMARK_C2PA=update on the corpus files', () => {
+  it.runIf(haveCorpus)(
+    'c2pa_CA.jpg: valid update manifest, parentOf the previous one, trainingMining notAllowed',
+    async () => {
+      const input = corpusFile('c2pa_CA.jpg');
+      const out = await protectWithCredentials(input, {}, policy('update'));
+      expect(out.outcome).toBe('updated');
+      expect(out.warnings.map((w) => w.code)).toEqual(['content_credentials_updated']);
+      expect(out.warnings[0]!.message).toContain(server.subject);
+      await expectUpdated('jpeg', input, out.pieces[0]!);
+    },
+    60_000,
+  );
+
+  it.runIf(haveCorpus)(
+    'c2pa_C_with_CAWG_data.jpg: the parent CAWG entries are carried over (ai_inference stays notAllowed), ours added',
+    async () => {
+      const input = corpusFile('c2pa_C_with_CAWG_data.jpg');
+      const out = await protectWithCredentials(input, {}, policy('update'));
+      const after = await expectUpdated('jpeg', input, out.pieces[0]!);
+      const entries = after.manifests[after.active_manifest]!.assertions.find((a) => a.label === 'cawg.training-mining')!.data.entries;
+      expect(entries).toEqual({
+        'cawg.ai_inference': { use: 'notAllowed' },
+        'cawg.ai_generative_training': { use: 'notAllowed' },
+        'cawg.ai_training': { use: 'notAllowed' },
+      });
+    },
+    60_000,
+  );
+
+  it.runIf(haveCorpus)(
+    'the chain is the one generated in the data directory: trusting its CA makes the reader say Trusted',
+    async () => {
+      const input = corpusFile('c2pa_CA.jpg');
+      const out = (await protectWithCredentials(input, {}, policy('update'))).pieces[0]!;
+      const ca = readFileSync(join(dataDir, C2PA_DIR, CA_FILE), 'utf8');
+      const trusted = await read('jpeg', out, ca);
+      expect(trusted.validation_state).toBe('Trusted');
+      // Without the anchor, valid but untrusted (the signer is on no list the reader knows).
+      const plain = await read('jpeg', out);
+      expect(plain.validation_state).toBe('Valid');
+      expect(plain.validation_status?.map((s) => s.code)).toEqual(['signingCredential.untrusted']);
+    },
+    60_000,
+  );
+});
+
+describe('OPTMARK_C2PA=update on PNG, WebP and JPEG files with credentials built here', () => {
+  for (const format of ['png', 'webp', 'jpeg'] as const) {
+    it(`${format}: the reader reports the update valid and verify reads it`, async () => {
+      const input = await withCredentials(format, await smallImage(format));
+      expect((await read(format, input)).validation_state).toBe('Valid');
+      const out = await protectWithCredentials(input, {}, policy('update'));
+      expect(out.outcome).toBe('updated');
+      await expectUpdated(format, input, out.pieces[0]!);
+      // Protecting the output again: already marked, so it comes back as it is, credentials untouched.
+      const again = await protectWithCredentials(out.pieces[0]!, {}, policy('update'));
+      expect(again.outcome).toBe('unchanged');
+      expect(Buffer.from(again.pieces[0]!).equals(Buffer.from(out.pieces[0]!))).toBe(true);
+    }, 60_000);
+  }
+});
+
+describe('OPTMARK_C2PA=refuse and invalidate', () => {
+  it('refuse: content_credentials_present, for any file with a manifest store', async () => {
+    const input = await withCredentials('png', await smallImage('png'));
+    const err = await protectWithCredentials(input, {}, policy('refuse')).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(OptmarkError);
+    expect((err as OptmarkError).code).toBe('content_credentials_present');
+  }, 60_000);
+
+  it('invalidate: the engine bytes, a warning, and the reader reports the broken hard binding', async () => {
+    const input = await withCredentials('jpeg', await smallImage('jpeg'));
+    const out = await protectWithCredentials(input, {}, policy('invalidate'));
+    expect(out.outcome).toBe('invalidated');
+    expect(out.warnings.map((w) => w.code)).toEqual(['content_credentials_invalidated']);
+    expect(Buffer.from(out.pieces[0] ?? []).length > 0).toBe(true);
+    const bytes = Buffer.concat(out.pieces);
+    expect(bytes.equals(Buffer.from(protect(input).bytes))).toBe(true);
+    const after = await read('jpeg', bytes);
+    expect(after.validation_state).toBe('Invalid');
+    expect(after.validation_status?.map((s) => s.code)).toContain('assertion.dataHash.mismatch');
+    // An update of such a file says its parent did not validate; the new manifest itself does.
+    const updated = await protectWithCredentials(bytes, { token: 'DMI-PROHIBITED' }, policy('update'));
+    expect(updated.outcome).toBe('updated');
+    expect(updated.warnings[0]!.message).toContain('did not validate before this edit');
+    const report = await read('jpeg', updated.pieces[0]!);
+    const entries = report.manifests[report.active_manifest]!.assertions.find((a) => a.label === 'cawg.training-mining')!.data.entries;
+    expect(entries).toEqual({
+      'cawg.ai_training': { use: 'notAllowed' },
+      'cawg.ai_generative_training': { use: 'notAllowed' },
+      'cawg.data_mining': { use: 'notAllowed' },
+    });
+    // The parent's failure stays on record in its ingredient (validation results); the new manifest validates.
+    expect(report.validation_state).toBe('Valid');
+  }, 60_000);
+});
+
+describe('a manifest store that cannot be updated', () => {
+  it('unreadable (garbage in a PNG caBX chunk): marked as by the engine alone, with a warning saying why, not refused', async () => {
+    const input = pngWith(await smallImage('png'), [pngChunk('caBX', Buffer.from('not jumbf'))], 'beforeIdat');
+    const out = await protectWithCredentials(input, {}, policy('update'));
+    expect(out.outcome).toBe('invalidated');
+    expect(out.warnings.map((w) => w.code)).toEqual(['content_credentials_invalidated']);
+    expect(out.warnings[0]!.message).toContain('could not be updated');
+    expect(Buffer.concat(out.pieces).equals(Buffer.from(protect(input).bytes))).toBe(true);
+  }, 60_000);
+});
+
+describe('files without Content Credentials are edited exactly as before', () => {
+  for (const format of ['jpeg', 'png', 'webp'] as const) {
+    it(`${format}: same bytes and warnings as the engine alone, outcome none, in every mode, the signer never asked`, async () => {
+      const input = await smallImage(format);
+      const engine = protect(input);
+      for (const mode of ['update', 'refuse', 'invalidate'] as const) {
+        const out = await protectWithCredentials(input, {}, { mode, identity: () => Promise.reject(new Error('asked for a signer')) });
+        expect(out.outcome).toBe('none');
+        expect(Buffer.concat(out.pieces).equals(Buffer.from(engine.bytes))).toBe(true);
+        expect(out.warnings).toEqual(engine.warnings);
+      }
+    });
+  }
+});
+
+describe('the signing identity', () => {
+  it('generated once in the data directory: identity.pem 0600, a CA and an end-entity certificate meeting the profile', async () => {
+    const file = join(dataDir, C2PA_DIR, IDENTITY_FILE);
+    expect(statSync(file).mode & 0o777).toBe(0o600);
+    expect(statSync(join(dataDir, C2PA_DIR)).mode & 0o777).toBe(0o700);
+    const again = await loadC2paIdentity({ dataDir });
+    expect(Buffer.from(again.chain[0]!).equals(Buffer.from(server.chain[0]!))).toBe(true);
+    expect(server.chain).toHaveLength(2);
+    expect(server.alg).toBe('es256');
+    const { X509Certificate } = await import('node:crypto');
+    const [leaf, ca] = server.chain.map((c) => new X509Certificate(c));
+    expect(leaf!.ca).toBe(false);
+    expect(ca!.ca).toBe(true);
+    expect(leaf!.verify(ca!.publicKey)).toBe(true);
+    expect(leaf!.keyUsage).toEqual(expect.arrayContaining(['1.3.6.1.5.5.7.3.4', '1.3.6.1.5.5.7.3.36']));
+  });
+
+  it('a configured chain and key: used as given; one without the other, or a mismatched pair, is refused with a clear error', async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'optmark-c2pa-conf-'));
+    try {
+      const { writeFileSync } = await import('node:fs');
+      const pem = generateIdentity().identity;
+      const key = pem.slice(0, pem.indexOf('-----BEGIN CERTIFICATE-----'));
+      const chain = pem.slice(key.length);
+      writeFileSync(join(dir, 'key.pem'), key);
+      writeFileSync(join(dir, 'chain.pem'), chain);
+      const id = await loadC2paIdentity({ dataDir: dir, certFile: join(dir, 'chain.pem'), keyFile: join(dir, 'key.pem') });
+      expect(id.generated).toBe(false);
+      expect(existsSync(join(dir, C2PA_DIR))).toBe(false);
+      await expect(loadC2paIdentity({ dataDir: dir, certFile: join(dir, 'chain.pem') })).rejects.toMatchObject({ code: 'c2pa_identity_invalid' });
+      const other = generateIdentity().identity;
+      writeFileSync(join(dir, 'other.pem'), other.slice(other.indexOf('-----BEGIN CERTIFICATE-----')));
+      await expect(loadC2paIdentity({ dataDir: dir, certFile: join(dir, 'other.pem'), keyFile: join(dir, 'key.pem') })).rejects.toMatchObject({
+        code: 'c2pa_identity_invalid',
+        message: expect.stringContaining('not the private key'),
+      });
+      await expect(loadC2paIdentity({ dataDir: dir, certFile: join(dir, 'none.pem'), keyFile: join(dir, 'key.pem') })).rejects.toMatchObject({
+        code: 'c2pa_identity_missing',
+      });
+    } finally {
+      rmSync(dir, { recursive: true, force: true });
+    }
+  });
+
+  it('DataMining values map to CAWG training entries', () => {
+    expect(trainingEntriesFor('DMI-PROHIBITED-AIMLTRAINING')).toEqual({ 'cawg.ai_training': 'notAllowed', 'cawg.ai_generative_training': 'notAllowed' });
+    expect(trainingEntriesFor('DMI-PROHIBITED-GENAIMLTRAINING')).toEqual({ 'cawg.ai_generative_training': 'notAllowed' });
+    expect(Object.values(trainingEntriesFor('DMI-PROHIBITED'))).toEqual(['notAllowed', 'notAllowed', 'notAllowed']);
+    expect(Object.values(trainingEntriesFor('DMI-PROHIBITED-SEECONSTRAINT'))).toEqual(['constrained', 'constrained', 'constrained']);
+    expect(trainingEntriesFor('DMI-ALLOWED')).toEqual({});
+  });
+});
