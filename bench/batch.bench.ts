@@ -21,6 +21,8 @@ import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import { ExifTool } from 'exiftool-vendored';
 import sharp from 'sharp';
+import { EXT, FORMATS, type Format, SIZES, type Size } from './lib/inputs.js';
+import { QUICK } from './lib/report.js';
 
 sharp.cache(false);
 
@@ -28,7 +30,6 @@ const ROOT = resolve(import.meta.dirname, '..', '..');
 const CLI = join(ROOT, 'bin', 'optmark');
 const EXIFTOOL = join(ROOT, 'node_modules', 'exiftool-vendored.pl', 'bin', 'exiftool');
 const NATURAL = resolve(ROOT, '..', 'shared', 'natural');
-const QUICK = process.env.BENCH_QUICK === '1';
 const HUGE = process.env.BENCH_HUGE !== '0' && (!QUICK || process.env.BENCH_HUGE === '1');
 /** BENCH_PARTS=folders,verify,huge (default all): which parts to run. */
 const PARTS = new Set((process.env.BENCH_PARTS ?? 'folders,verify,huge').split(','));
@@ -38,14 +39,6 @@ const ROUNDS = QUICK ? 2 : 3;
 const ERR = join(DIR, 'stderr.txt');
 const TAG = '-XMP-plus:DataMining#=DMI-PROHIBITED-AIMLTRAINING';
 
-const SIZES = [
-  { label: '1 MP', mp: 1, width: 1224, height: 816 },
-  { label: '12 MP', mp: 12, width: 4000, height: 3000 },
-  { label: '24 MP', mp: 24, width: 6000, height: 4000 },
-] as const;
-const FORMATS = ['jpeg', 'png', 'webp'] as const;
-type Format = (typeof FORMATS)[number];
-const EXT: Record<Format, string> = { jpeg: 'jpg', png: 'png', webp: 'webp' };
 /** Files per folder: ExifTool takes about half a second per 12 MP PNG or WebP, so those folders are smaller. */
 const COUNT: Record<Format, Record<number, number>> = {
   jpeg: { 1: 400, 12: 200, 24: 100 },
@@ -80,7 +73,7 @@ function warm(dir: string): void {
   for (const f of readdirSync(dir)) readFileSync(join(dir, f));
 }
 
-async function folder(format: Format, size: (typeof SIZES)[number], count: number): Promise<string> {
+async function folder(format: Format, size: Size, count: number): Promise<string> {
   const dir = join(DIR, GENERATION, `${format}-${size.mp}mp-${count}`);
   const done = `${dir}.complete`; // beside the folder: a file inside would be one more input
   if (existsSync(done)) return dir;

@@ -7,7 +7,9 @@
  *
  *   npm run build && node dist/bench/fingerprint-robustness.js [folder ...] [--keys N] [--images N]
  *        [--range FIRST:END] [--json FILE] [--engine native|reference] [--only REGEX] [--v1]
- * (--v1: mark with the first version instead; --range/--json split a long run over processes.)
+ *   node dist/bench/fingerprint-robustness.js --merge A.json --merge B.json
+ * (--v1: mark with the first version instead; --range/--json split a long run over processes, --merge
+ * prints the one table of their --json files.)
  */
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -83,6 +85,53 @@ interface Row {
   misses: string[];
 }
 
+interface Report {
+  rows: Map<string, Row>;
+  psnrs: number[];
+  embedMsPerMp: number[];
+  files: number;
+  attacks: number;
+  keys: number;
+  engine: Engine;
+  scheme: 1 | 2;
+  seconds: number;
+}
+
+/** Prints the table (per attack family) with the published figures beside it. */
+function report(r0: Report): void {
+  const { rows, psnrs, embedMsPerMp, keys, engine, scheme } = r0;
+  const pad = (s: string | number, n: number): string => String(s).padStart(n);
+  const mean = (a: number[]): number => a.reduce((x, y) => x + y, 0) / Math.max(1, a.length);
+  const out = [
+    '',
+    `fingerprint v${scheme} marks, v1 core on ${engine}, v2 core on the TypeScript reference unless the addon exports detectCore2; ${r0.files} images, ${r0.attacks} attacks, ${keys} null keys per unmarked attacked image;`,
+    `decision: each scheme at p <= ${FPR_PER_SCHEME} (v2 and v1 both tested, union bound ${FPR})`,
+    `${'family'.padEnd(11)} ${pad('detected', 9)} ${pad('rate', 6)} ${pad('mean ratio', 10)} ${pad('min z', 6)} ${pad('FP/trials', 10)}  published (same attack family)`,
+  ];
+  let fps = 0;
+  let trials = 0;
+  for (const [family, r] of rows) {
+    fps += r.fps;
+    trials += r.nullTrials;
+    out.push(
+      `${family.padEnd(11)} ${pad(`${r.hits}/${r.n}`, 9)} ${pad((r.hits / r.n).toFixed(3), 6)} ${pad(mean(r.conf).toFixed(3), 10)} ${pad(Math.min(...r.z).toFixed(2), 6)} ${pad(`${r.fps}/${r.nullTrials}`, 10)}  ${PUBLISHED[family] ?? '-'}`,
+    );
+  }
+  out.push(`minimum PSNR (RGB) ${Math.min(...psnrs).toFixed(2)} dB over ${psnrs.length} images (mean ${mean(psnrs).toFixed(2)})`);
+  out.push(`false positives: ${fps} of ${trials} unmarked trials (every attack, ${keys} keys)`);
+  out.push(`embedding: median ${embedMsPerMp.sort((a, b) => a - b)[embedMsPerMp.length >> 1]!.toFixed(0)} ms per megapixel (decode + mark + encode, PNG)`);
+  out.push(`families: ${[...rows].map(([f, r]) => `${f} = ${[...r.attacks].join(', ')}`).join('; ')}`);
+  const missedBy = [...rows].filter(([, r]) => r.misses.length).map(([f, r]) => `${f}: ${r.misses.join(', ')}`);
+  if (missedBy.length) out.push(`misses: ${missedBy.join('; ')}`);
+  out.push(
+    'published: [1] Stable Signature, Fernandez et al., ICCV 2023 (abstract); [2] TrustMark, Bui et al. 2023: W-Bench raw data (VINE, ICLR 2025,',
+    '  Shilin-LU/VINE@d72f11a data_release, TrustMark_C, TPR at 0.1% FPR) and adobe/trustmark@0227423 FAQ.md; [3] invisible-watermark dwtDct,',
+    '  ShieldMnt/invisible-watermark@68d0376 README and W-Bench raw data. Rotation, flips, aspect, borders and chains: no published figure found.',
+  );
+  if (r0.seconds) out.push(`elapsed ${r0.seconds.toFixed(0)} s`);
+  console.log(out.join('\n'));
+}
+
 async function main(): Promise<void> {
   const args = process.argv.slice(2);
   let keys = 3;
@@ -93,6 +142,7 @@ async function main(): Promise<void> {
   let engine: Engine = fingerprintEngine();
   let scheme: 1 | 2 = 2;
   const folders: string[] = [];
+  const merge: string[] = [];
   for (let i = 0; i < args.length; i++) {
     if (args[i] === '--keys') keys = Number(args[++i]);
     else if (args[i] === '--images') images = Number(args[++i]);
@@ -101,7 +151,42 @@ async function main(): Promise<void> {
     else if (args[i] === '--only') only = new RegExp(args[++i]!);
     else if (args[i] === '--engine') engine = args[++i] as Engine;
     else if (args[i] === '--v1') scheme = 1;
+    else if (args[i] === '--merge') merge.push(args[++i]!);
     else folders.push(args[i]!);
+  }
+  if (merge.length) {
+    // One table from the --json files of runs split with --range.
+    const rows = new Map<string, Row>();
+    const psnrs: number[] = [];
+    const embedMsPerMp: number[] = [];
+    let nFiles = 0;
+    let nAttacks = 0;
+    for (const f of merge) {
+      const j = JSON.parse(readFileSync(f, 'utf8')) as {
+        files: number;
+        psnrs: number[];
+        embedMsPerMp: number[];
+        rows: Record<string, Omit<Row, 'attacks'> & { attacks: string[] }>;
+      };
+      nFiles += j.files;
+      psnrs.push(...j.psnrs);
+      embedMsPerMp.push(...j.embedMsPerMp);
+      for (const [family, r] of Object.entries(j.rows)) {
+        const row = rows.get(family) ?? { attacks: new Set(), hits: 0, n: 0, conf: [], z: [], nullTrials: 0, fps: 0, misses: [] };
+        rows.set(family, row);
+        for (const a of r.attacks) row.attacks.add(a);
+        row.hits += r.hits;
+        row.n += r.n;
+        row.conf.push(...r.conf);
+        row.z.push(...r.z);
+        row.nullTrials += r.nullTrials;
+        row.fps += r.fps;
+        row.misses.push(...r.misses);
+      }
+    }
+    for (const r of rows.values()) nAttacks += r.attacks.size;
+    report({ rows, psnrs, embedMsPerMp, files: nFiles, attacks: nAttacks, keys, engine, scheme, seconds: 0 });
+    return;
   }
   if (existsSync(NATURAL)) folders.unshift(NATURAL);
   else console.log(`note: ${NATURAL} is missing; only the folders given on the command line are used.`);
@@ -158,36 +243,7 @@ async function main(): Promise<void> {
     const name = file.split('/').pop();
     console.log(`${name}: PSNR ${psnrs[psnrs.length - 1]!.toFixed(2)} dB${missed.length ? `  missed: ${missed.join(', ')}` : ''}`);
   }
-  const pad = (s: string | number, n: number): string => String(s).padStart(n);
-  const mean = (a: number[]): number => a.reduce((x, y) => x + y, 0) / Math.max(1, a.length);
-  const out = [
-    '',
-    `fingerprint v${scheme} marks, v1 core on ${engine}, v2 core on the TypeScript reference unless the addon exports detectCore2; ${files.length} images, ${attacks.length} attacks, ${keys} null keys per unmarked attacked image;`,
-    `decision: each scheme at p <= ${FPR_PER_SCHEME} (v2 and v1 both tested, union bound ${FPR})`,
-    `${'family'.padEnd(11)} ${pad('detected', 9)} ${pad('rate', 6)} ${pad('mean ratio', 10)} ${pad('min z', 6)} ${pad('FP/trials', 10)}  published (same attack family)`,
-  ];
-  let fps = 0;
-  let trials = 0;
-  for (const [family, r] of rows) {
-    fps += r.fps;
-    trials += r.nullTrials;
-    out.push(
-      `${family.padEnd(11)} ${pad(`${r.hits}/${r.n}`, 9)} ${pad((r.hits / r.n).toFixed(3), 6)} ${pad(mean(r.conf).toFixed(3), 10)} ${pad(Math.min(...r.z).toFixed(2), 6)} ${pad(`${r.fps}/${r.nullTrials}`, 10)}  ${PUBLISHED[family] ?? '-'}`,
-    );
-  }
-  out.push(`minimum PSNR (RGB) ${Math.min(...psnrs).toFixed(2)} dB over ${psnrs.length} images (mean ${mean(psnrs).toFixed(2)})`);
-  out.push(`false positives: ${fps} of ${trials} unmarked trials (every attack, ${keys} keys)`);
-  out.push(`embedding: median ${embedMsPerMp.sort((a, b) => a - b)[embedMsPerMp.length >> 1]!.toFixed(0)} ms per megapixel (decode + mark + encode, PNG)`);
-  out.push(`families: ${[...rows].map(([f, r]) => `${f} = ${[...r.attacks].join(', ')}`).join('; ')}`);
-  const missedBy = [...rows].filter(([, r]) => r.misses.length).map(([f, r]) => `${f}: ${r.misses.join(', ')}`);
-  if (missedBy.length) out.push(`misses: ${missedBy.join('; ')}`);
-  out.push(
-    'published: [1] Stable Signature, Fernandez et al., ICCV 2023 (abstract); [2] TrustMark, Bui et al. 2023: W-Bench raw data (VINE, ICLR 2025,',
-    '  Shilin-LU/VINE@d72f11a data_release, TrustMark_C, TPR at 0.1% FPR) and adobe/trustmark@0227423 FAQ.md; [3] invisible-watermark dwtDct,',
-    '  ShieldMnt/invisible-watermark@68d0376 README and W-Bench raw data. Rotation, flips, aspect, borders and chains: no published figure found.',
-  );
-  out.push(`elapsed ${((performance.now() - t0) / 1000).toFixed(0)} s`);
-  console.log(out.join('\n'));
+  report({ rows, psnrs, embedMsPerMp, files: files.length, attacks: attacks.length, keys, engine, scheme, seconds: (performance.now() - t0) / 1000 });
   if (json) {
     const rowsOut = Object.fromEntries([...rows].map(([f, r]) => [f, { ...r, attacks: [...r.attacks] }]));
     writeFileSync(json, JSON.stringify({ files: files.length, psnrs, embedMsPerMp, rows: rowsOut }));

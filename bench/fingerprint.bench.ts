@@ -60,6 +60,34 @@ async function main(): Promise<void> {
     inputs2[name] = { ...base, workShort: WORK_SHORT_SIDE, native: 0, a: key2.a, harmonics: key2.harmonics, b: key2.b, c: key2.c, params: CORE2_PARAMS };
   }
   const opts = { maxPixels: 1e8 };
+  // CPU side by side, interleaved (the machine is shared: wall time is not what the perf check holds).
+  {
+    const cpu = (): number => {
+      const u = process.cpuUsage();
+      return (u.user + u.system) / 1000;
+    };
+    const r: Record<string, number[]> = { d8: [], d1024: [], unmarked: [], marked: [] };
+    const runs: [string, () => Promise<unknown>][] = [
+      ['d8', () => sharp(big).resize({ width: 500 }).raw().toBuffer()],
+      ['d1024', () => sharp(big).resize({ width: 1024 }).raw().toBuffer()],
+      ['unmarked', () => detectFingerprint(big, SECRET, opts)],
+      ['marked', () => detectFingerprint(bigMarked, SECRET, opts)],
+    ];
+    for (let i = 0; i < (process.env.BENCH_QUICK ? 3 : 11); i++) {
+      for (const [k, fn] of runs) {
+        const s = cpu();
+        await fn();
+        r[k]!.push(cpu() - s);
+      }
+    }
+    const med = (a: number[]): number => a.sort((x, y) => x - y)[a.length >> 1]!;
+    const m = Object.fromEntries(Object.entries(r).map(([k, v]) => [k, med(v)])) as Record<string, number>;
+    console.log("\nverify's fingerprint part (probe + decode + cores), CPU ms per 12 MP JPEG, median, interleaved:");
+    for (const k of ['unmarked', 'marked'])
+      console.log(
+        `  ${k.padEnd(9)} ${m[k]!.toFixed(1)} ms = ${(m[k]! / m.d8!).toFixed(2)}x the 1/8-scale decode (${m.d8!.toFixed(1)} ms), ${(m[k]! / m.d1024!).toFixed(2)}x the 1024-wide decode (${m.d1024!.toFixed(1)} ms)`,
+      );
+  }
   for (const [name, buf] of [
     ['unmarked', big],
     ['marked (v2)', bigMarked],

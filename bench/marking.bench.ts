@@ -18,6 +18,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { ExifTool } from 'exiftool-vendored';
 import sharp from 'sharp';
+import { EXT, FORMATS, type Format, SIZES, type Size } from './lib/inputs.js';
 import { compare, QUICK, type Row } from './lib/report.js';
 import { protect, read } from '../src/marking/engine.js';
 
@@ -26,14 +27,6 @@ sharp.cache(false);
 const DIR = join(tmpdir(), 'optmark-bench-marking');
 /** Bump when the generator changes, so stale inputs are not reused. */
 const GENERATION = 'v1';
-const SIZES = [
-  { label: '1 MP', width: 1224, height: 816 },
-  { label: '12 MP', width: 4000, height: 3000 },
-  { label: '24 MP', width: 6000, height: 4000 },
-] as const;
-const FORMATS = ['jpeg', 'png', 'webp'] as const;
-type Format = (typeof FORMATS)[number];
-const EXT: Record<Format, string> = { jpeg: 'jpg', png: 'png', webp: 'webp' };
 const EXIFTOOL_ARGS = ['-XMP-plus:DataMining#=DMI-PROHIBITED-AIMLTRAINING', '-overwrite_original'];
 /** Targets from the issue: protect within 1.5x of a copy, ExifTool at least 10x slower than protect. */
 const MAX_PROTECT_OVER_COPY = 1.5;
@@ -56,7 +49,7 @@ async function photoLike(width: number, height: number): Promise<Buffer> {
 }
 
 /** The input file for a format and size, generated on first use. */
-async function input(format: Format, size: (typeof SIZES)[number], raw: () => Promise<Buffer>): Promise<string> {
+async function input(format: Format, size: Size, raw: () => Promise<Buffer>): Promise<string> {
   const path = join(DIR, `${GENERATION}-${size.width}x${size.height}.${EXT[format]}`);
   if (existsSync(path)) return path;
   const img = sharp(await raw(), { raw: { width: size.width, height: size.height, channels: 3 } });

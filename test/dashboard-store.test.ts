@@ -2,9 +2,9 @@
 // that caps a batch under concurrency, expiry, giving a slot back, records scoped to their account,
 // search by name (LIKE wildcards typed are characters) and by SHA-256 prefix, paging, and restore.
 import { createHash } from 'node:crypto';
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
+import { describe, expect, it } from 'vitest';
 import type { MarkRecord, Store } from '../src/store/index.js';
-import { ENGINES, StoreHarness } from './helpers/stores.js';
+import { ENGINES, suiteStoreHarness } from './helpers/stores.js';
 
 const sha = (s: string): string => createHash('sha256').update(s).digest('hex');
 
@@ -25,10 +25,7 @@ function record(batchId: string, name: string, markedAt: string, keyPrefix = 'om
 }
 
 describe.each(ENGINES)('dashboard records on %s', (engine) => {
-  const h = new StoreHarness(engine);
-  beforeAll(() => h.setup());
-  afterEach(() => h.closeAll());
-  afterAll(() => h.teardown());
+  const h = suiteStoreHarness(engine);
 
   async function accountWithKey(store: Store, name: string): Promise<{ id: number; keyId: number; prefix: string }> {
     await store.createAccount(name, 'pro');

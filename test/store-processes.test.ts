@@ -2,19 +2,14 @@
 // during uploads, issue #20 item 6). The racing and kill-under-load runs are in
 // test/long/store-processes.test.ts. The children run test/fixtures/quota-worker.mjs against the built
 // store in dist/ (`npm test` builds).
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { outputUntil, QuotaWorkers, racerStore, requireBuiltStore } from './helpers/quota-workers.js';
-import { ENGINES, StoreHarness } from './helpers/stores.js';
+import { describe, expect, it } from 'vitest';
+import { outputUntil, quotaWorkers, racerStore } from './helpers/quota-workers.js';
+import { ENGINES, suiteStoreHarness } from './helpers/stores.js';
 
-const workers = new QuotaWorkers();
-beforeAll(requireBuiltStore);
-afterEach(() => workers.killAll());
+const workers = quotaWorkers();
 
 describe.each(ENGINES)('processes sharing the store on %s', (engine) => {
-  const h = new StoreHarness(engine);
-  beforeAll(() => h.setup());
-  afterEach(() => h.closeAll());
-  afterAll(() => h.teardown());
+  const h = suiteStoreHarness(engine);
 
   it('regression (#20 item 6): units held by a process killed with -9 are given back, once', async () => {
     const { target, store, accountId } = await racerStore(h, 100);

@@ -4,6 +4,7 @@
 import { spawn, type ChildProcessWithoutNullStreams } from 'node:child_process';
 import { existsSync } from 'node:fs';
 import { join } from 'node:path';
+import { afterEach, beforeAll } from 'vitest';
 import type { Store } from '../../src/store/index.js';
 import { ROOT } from './server.js';
 import type { StoreHarness } from './stores.js';
@@ -19,11 +20,18 @@ export interface QuotaWorker {
 }
 
 /** Throws the message that tells a developer to build first. */
-export function requireBuiltStore(): void {
+function requireBuiltStore(): void {
   if (!existsSync(join(ROOT, 'dist', 'src', 'store', 'index.js'))) throw new Error('dist/ is missing: run `npm run build` first');
 }
 
-/** The workers a test file started; `killAll()` in its afterEach. */
+/** The workers a test file started, killed after each test; the file fails at once without a built store. */
+export function quotaWorkers(): QuotaWorkers {
+  const workers = new QuotaWorkers();
+  beforeAll(requireBuiltStore);
+  afterEach(() => workers.killAll());
+  return workers;
+}
+
 export class QuotaWorkers {
   readonly #children: ChildProcessWithoutNullStreams[] = [];
 

@@ -11,6 +11,7 @@ import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
 import pg from 'pg';
+import { afterAll, afterEach, beforeAll } from 'vitest';
 import { openStore, type Store } from '../../src/store/index.js';
 
 export const TEST_DATABASE_URL = process.env.OPTMARK_TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
@@ -134,4 +135,13 @@ export class StoreHarness {
       await c.end();
     }
   }
+}
+
+/** A harness for the enclosing describe block: set up before its tests, its stores closed after each, torn down at its end. */
+export function suiteStoreHarness(engine: EngineName): StoreHarness {
+  const h = new StoreHarness(engine);
+  beforeAll(() => h.setup());
+  afterEach(() => h.closeAll());
+  afterAll(() => h.teardown());
+  return h;
 }

@@ -2,19 +2,14 @@
 // units of a limit, and kill -9 under load (test/long/: each run takes tens of seconds on two cores; the
 // kill -9 of a process holding units runs in npm test, test/store-processes.test.ts). The children run
 // test/fixtures/quota-worker.mjs against the built store in dist/ (`npm run test:long` builds).
-import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
-import { outputUntil, QuotaWorkers, racerStore, requireBuiltStore } from '../helpers/quota-workers.js';
-import { ENGINES, StoreHarness } from '../helpers/stores.js';
+import { describe, expect, it } from 'vitest';
+import { outputUntil, quotaWorkers, racerStore } from '../helpers/quota-workers.js';
+import { ENGINES, suiteStoreHarness } from '../helpers/stores.js';
 
-const workers = new QuotaWorkers();
-beforeAll(requireBuiltStore);
-afterEach(() => workers.killAll());
+const workers = quotaWorkers();
 
 describe.each(ENGINES)('processes sharing the store on %s', (engine) => {
-  const h = new StoreHarness(engine);
-  beforeAll(() => h.setup());
-  afterEach(() => h.closeAll());
-  afterAll(() => h.teardown());
+  const h = suiteStoreHarness(engine);
 
   it.each([
     ['commit only', 0],
