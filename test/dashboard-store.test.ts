@@ -92,6 +92,36 @@ describe.each(ENGINES)('dashboard records on %s', (engine) => {
     expect(await store.dashboard.records(a.id)).toHaveLength(2);
   });
 
+  it('pages by a (time, id) cursor: records of one millisecond are neither skipped nor repeated, at any page size', async () => {
+    const store = await h.open();
+    const a = await accountWithKey(store, 'frank');
+    const batch = await store.dashboard.openBatch(a.id, a.prefix, { size: 9, provenance: false, fingerprint: false });
+    const same = '2026-11-24T08:00:01.000Z';
+    // Ids whose byte order differs from a natural-language collation's (case, punctuation).
+    const ids = ['b0', 'B1', 'a-b', 'ab', 'a_c', 'Z', '0'];
+    for (const id of ids) await store.dashboard.addRecord(a.id, { ...record(batch.id, `same-${id}.jpg`, same), id });
+    await store.dashboard.addRecord(a.id, { ...record(batch.id, 'older.jpg', '2026-11-24T08:00:00.999Z'), id: 'zz' });
+    await store.dashboard.addRecord(a.id, { ...record(batch.id, 'newer.jpg', '2026-11-24T08:00:01.001Z'), id: '00' });
+    const all = (await store.dashboard.records(a.id)).map((r) => r.id);
+    const byteOrder = [...ids].sort((x, y) => (x < y ? 1 : x > y ? -1 : 0));
+    expect(all).toEqual(['00', ...byteOrder, 'zz']);
+    for (const limit of [1, 2, 3, 4, 8]) {
+      const seen: string[] = [];
+      let after: { markedAt: string; id: string } | undefined;
+      for (let pages = 0; pages < 20; pages++) {
+        const page = await store.dashboard.records(a.id, { after, limit });
+        seen.push(...page.map((r) => r.id));
+        if (page.length < limit) break;
+        after = page[page.length - 1]!;
+      }
+      expect(seen, `limit ${limit}`).toEqual(all);
+    }
+    // The cursor and a search together; `before` still means "strictly before this time".
+    const found = await store.dashboard.records(a.id, { q: 'same-', after: { markedAt: same, id: byteOrder[2]! }, limit: 100 });
+    expect(found.map((r) => r.id)).toEqual(byteOrder.slice(3));
+    expect((await store.dashboard.records(a.id, { before: same })).map((r) => r.id)).toEqual(['zz']);
+  });
+
   it('a snapshot carries the batches and records, and a restore puts them back with their accounts', async () => {
     const store = await h.open();
     const a = await accountWithKey(store, 'erin');

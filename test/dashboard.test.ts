@@ -264,7 +264,7 @@ describe('records', () => {
     account = k.name;
     const id: string = (await openBatch({ size: 3, provenance: true })).json.id;
     shas = [];
-    for (const name of ['=cmd|calc.jpg', 'beach, sunset.jpg', 'portrait.jpg']) {
+    for (const name of ['=cmd|calc.jpg', 'beach, sunset.jpg', 'Портрет πορτρέτο.jpg']) {
       const img = await sharp(photo)
         .jpeg({ quality: 80 + shas.length })
         .toBuffer(); // three different files
@@ -274,7 +274,7 @@ describe('records', () => {
     }
   });
 
-  it('list newest first, search by name or SHA-256 prefix, and page with `before`', async () => {
+  it('list newest first, search by name or SHA-256 prefix, and page with the `next` cursor', async () => {
     const all = await get('/api/v1/dashboard/records');
     expectConforms(all, 'get', '/api/v1/dashboard/records');
     expect(all.json.records.map((r: { sha256: string }) => r.sha256)).toEqual([...shas].reverse());
@@ -286,10 +286,19 @@ describe('records', () => {
     expect(wildcard.json.records).toEqual([]); // '%' is a character here, not a LIKE wildcard
     const first = await get('/api/v1/dashboard/records?limit=2');
     expect(first.json.records).toHaveLength(2);
-    expect(first.json.next).toBe(first.json.records[1].markedAt);
-    const rest = await get(`/api/v1/dashboard/records?limit=2&before=${encodeURIComponent(first.json.next)}`);
+    expect(typeof first.json.next).toBe('string');
+    const rest = await get(`/api/v1/dashboard/records?limit=2&cursor=${encodeURIComponent(first.json.next)}`);
+    expectConforms(rest, 'get', '/api/v1/dashboard/records');
     expect(rest.json.records.map((r: { sha256: string }) => r.sha256)).toEqual([shas[0]]);
     expect(rest.json.next).toBeNull();
+    // `before` is a time filter: only records strictly older than the newest.
+    const older = await get(`/api/v1/dashboard/records?before=${encodeURIComponent(all.json.records[0].markedAt)}`);
+    expect(older.json.records.map((r: { sha256: string }) => r.sha256)).toEqual(
+      all.json.records.filter((r: { markedAt: string }) => r.markedAt < all.json.records[0].markedAt).map((r: { sha256: string }) => r.sha256),
+    );
+    for (const bad of ['not a cursor!', Buffer.from('yesterday|x').toString('base64url'), Buffer.from('2026-11-24T08:00:00.000Z|').toString('base64url')]) {
+      expectError(await get(`/api/v1/dashboard/records?cursor=${encodeURIComponent(bad)}`), 400, 'invalid_request');
+    }
     expectError(await get('/api/v1/dashboard/records?limit=0'), 400, 'invalid_request');
     expectError(await get('/api/v1/dashboard/records?before=yesterday'), 400, 'invalid_request');
   });
@@ -305,7 +314,8 @@ describe('records', () => {
     expect(lines[2]).toContain(',"beach, sunset.jpg",');
     expect(lines[3]).toContain(`,'=cmd|calc.jpg,`);
     expect(lines[3]).toContain(`,${shas[0]},provenance,${key.slice(0, 16)},`);
-    const json = await get('/api/v1/dashboard/records/export?format=json&q=portrait');
+    expect(lines[1]).toContain(',Портрет πορτρέτο.jpg,'); // UTF-8, as it was uploaded
+    const json = await get(`/api/v1/dashboard/records/export?format=json&q=${encodeURIComponent('πορτρ')}`);
     expect(json.headers['content-type']).toBe('application/json');
     expect(json.json.records.map((r: { sha256: string }) => r.sha256)).toEqual([shas[2]]);
     expectError(await get('/api/v1/dashboard/records/export?format=xml'), 400, 'invalid_request');
@@ -322,7 +332,8 @@ describe('records', () => {
     expect(a.body.subarray(-6).toString('latin1')).toMatch(/%%EOF\s*$/);
     const text = pdfText(a.body);
     for (const sha of shas) expect(text).toContain(sha);
-    expect(text).toContain('portrait.jpg');
+    // A name outside Latin-1 (Cyrillic, Greek) comes back from the reader's text extraction as it was.
+    expect(text).toContain('Портрет πορτρέτο.jpg');
     expect(text).toContain(`Provenance key id: ${keyId}`);
     expect(text).toContain('Layers: provenance');
     expectError(await get('/api/v1/dashboard/batches/00000000-0000-4000-8000-000000000000/receipt'), 404, 'not_found');

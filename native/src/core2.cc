@@ -25,10 +25,11 @@ constexpr int kTM = kTile - 1;
 constexpr double kSpecClip = 6;
 constexpr int kWhitenBox = 17;
 const double kCropStep = std::log(1.005);
-constexpr int kPoolRadius = 1;           // max filter of the coarse pass, bins
-constexpr int kCoarseKeep = 32;          // coarse cells refined
-constexpr double kCropMin = 0.98;        // crop line from this times the no-geometry scale (crops only enlarge)
-constexpr double kGatedScaleMin = 0.85;  // below the gate, grid hypotheses from this times the no-geometry scale
+constexpr int kPoolRadius = 1;            // max filter of the coarse pass, bins
+constexpr int kCoarseKeep = 32;           // coarse cells refined
+constexpr double kCropMin = 0.98;         // crop line from this times the no-geometry scale (crops only enlarge)
+constexpr double kSameAsIdentity = 0.02;  // candidates this close (relative) to the no-geometry lattice are skipped
+constexpr double kGatedScaleMin = 0.85;   // below the gate, grid hypotheses from this times the no-geometry scale
 
 const int kDihedral[8][4] = {{1, 0, 0, 1}, {0, -1, 1, 0}, {-1, 0, 0, -1}, {0, 1, -1, 0}, {-1, 0, 0, 1}, {1, 0, 0, -1}, {0, 1, 1, 0}, {0, -1, -1, 0}};
 
@@ -693,6 +694,11 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
         LatticeCandidates(base.x.data(), w, h, in.native == 1, in.harmonics, in.nHarmonics, p, kCropMin * p0 / period, top);
     out.combScore = top;
     for (const auto& v : cands) {
+      // A hypothesis within 2% of the no-geometry one is that one, already tried: folded again it could
+      // win on noise with a slightly wrong period (the refinement, which would correct it, needs z >= refineZ).
+      double off = 0;
+      for (int i = 0; i < 4; i++) off = std::max(off, std::abs(v[i] - v0[i]));
+      if (off < kSameAsIdentity * p0) continue;
       tried++;
       Tried r = trySync(v.data(), -1);
       if (r.hit.z > best.hit.z) best = r;

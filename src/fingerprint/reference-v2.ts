@@ -169,6 +169,8 @@ const COARSE_KEEP = 32;
 const CROP_MIN = 0.98;
 /** Below the gate, grid hypotheses are tried from this times the no-geometry scale up. */
 const GATED_SCALE_MIN = 0.85;
+/** Candidates this close (relative) to the no-geometry lattice are skipped: it is tried anyway. */
+const SAME_AS_IDENTITY = 0.02;
 const WHITEN_BOX = 17;
 
 export function whitenedSpectrum(x: Float32Array, w: number, h: number, notchGrid: boolean): Spectrum {
@@ -725,7 +727,13 @@ export function detectCore2(input: Core2Input): Core2Output {
     const found = latticeCandidates(base, w, h, input.native === 1, input.harmonics, p, (CROP_MIN * p0) / period);
     const cands = found.cands;
     combScore = found.top;
+    const v0 = [p0, 0, 0, p0];
     for (const v of cands) {
+      // A hypothesis within 2% of the no-geometry one is that one, already tried: folded again it could
+      // win on noise with a slightly wrong period (the refinement, which would correct it, needs z >= refineZ).
+      let off = 0;
+      for (let i = 0; i < 4; i++) off = Math.max(off, Math.abs(v[i]! - v0[i]!));
+      if (off < SAME_AS_IDENTITY * p0) continue;
       tried++;
       const r = trySync(v);
       if (r.hit.z > best.hit.z) best = r;

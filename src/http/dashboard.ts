@@ -9,15 +9,17 @@ import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { type Assets, chooseEncoding } from '../dashboard/assets.js';
 import { recordsCsv, recordsJson } from '../dashboard/export.js';
-import { buildReceipt } from '../dashboard/receipt.js';
+import type { ReceiptMaker } from '../dashboard/receipts.js';
 import { OptmarkError, toErrorShape } from '../errors.js';
-import { MAX_BATCH_SIZE, wwwAuthenticate, type Account, type MarkRecord, type Store } from '../store/index.js';
+import { MAX_BATCH_SIZE, wwwAuthenticate, type Account, type MarkRecord, type RecordCursor, type Store } from '../store/index.js';
 import { handleApi, type ApiDeps, type ApiExtension } from './api.js';
 import { requestId } from './filename.js';
 import { Exchange, type Headers } from './respond.js';
 
 export interface DashboardDeps extends ApiDeps {
   assets: Assets;
+  /** Makes the PDF receipts off the event loop. */
+  receipts: ReceiptMaker;
   /** Worker threads: the page runs a few more uploads than this at once, so no worker waits for bytes. */
   poolSize: number;
 }
@@ -139,7 +141,7 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
 
   json(app, deps, 'get', '/api/v1/dashboard/batches/:id/receipt', async (caller, req) => {
     const batch = await findBatch(caller, req.param);
-    const pdf = await buildReceipt({
+    const pdf = await deps.receipts.make({
       batch,
       records: await records.batchRecords(caller.account.id, batch.id),
       account: caller.account.name,
@@ -157,12 +159,14 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
     const q = req.query.get('q') ?? undefined;
     const before = req.query.get('before') ?? undefined;
     if (before !== undefined && Number.isNaN(Date.parse(before))) throw new OptmarkError('invalid_request', '"before" must be an ISO date-time.');
+    const cursor = req.query.get('cursor');
+    const after = cursor === null ? undefined : parseCursor(cursor);
     const limit = Number(req.query.get('limit') ?? 50);
     if (!Number.isInteger(limit) || limit < 1 || limit > 500) throw new OptmarkError('invalid_request', '"limit" must be a whole number from 1 to 500.');
-    const list = await records.records(caller.account.id, { q, before, limit: limit + 1 });
+    const list = await records.records(caller.account.id, { q, before, after, limit: limit + 1 });
     const more = list.length > limit;
     const page = list.slice(0, limit);
-    return ok({ records: page, next: more ? page[page.length - 1]!.markedAt : null });
+    return ok({ records: page, next: more ? cursorOf(page[page.length - 1]!) : null });
   });
 
   json(app, deps, 'get', '/api/v1/dashboard/records/export', async (caller, req) => {
@@ -170,12 +174,12 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
     if (format !== 'csv' && format !== 'json') throw new OptmarkError('invalid_request', '"format" must be csv or json.');
     const q = req.query.get('q') ?? undefined;
     const all: MarkRecord[] = [];
-    let before: string | undefined;
+    let after: RecordCursor | undefined;
     while (all.length < MAX_EXPORT) {
-      const page = await records.records(caller.account.id, { q, before, limit: 500 });
+      const page = await records.records(caller.account.id, { q, after, limit: 500 });
       all.push(...page);
       if (page.length < 500) break;
-      before = page[page.length - 1]!.markedAt;
+      after = page[page.length - 1]!;
     }
     const day = new Date().toISOString().slice(0, 10);
     return {
@@ -310,6 +314,23 @@ function withRecord(body: Uint8Array, value: unknown): Uint8Array {
   if (end <= 0) return body;
   const tail = Buffer.from(`,"record":${JSON.stringify(value)}}`, 'utf8');
   return Buffer.concat([body.subarray(0, end), tail]);
+}
+
+/**
+ * The history's page cursor: the last record's time and id (records of one millisecond are ordered by
+ * id), as one opaque base64url string the page hands back as `cursor`.
+ */
+export function cursorOf(record: RecordCursor): string {
+  return Buffer.from(`${record.markedAt}|${record.id}`, 'utf8').toString('base64url');
+}
+
+/** The record place a `cursor` names; a 400 for anything this server did not hand out. */
+export function parseCursor(cursor: string): RecordCursor {
+  const bad = new OptmarkError('invalid_request', '"cursor" must be the "next" value of a previous page, unchanged.');
+  if (cursor.length > 200 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw bad;
+  const [markedAt, id, ...rest] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
+  if (rest.length || !markedAt || !id || Number.isNaN(Date.parse(markedAt)) || !/^[0-9A-Za-z-]{1,64}$/.test(id)) throw bad;
+  return { markedAt, id };
 }
 
 function ok(value: unknown): Answer {

@@ -11,6 +11,7 @@ import type { ImagePool } from '../pool/pool.js';
 import type { Store } from '../store/index.js';
 import type { Transfer } from '../transfer/index.js';
 import { Assets } from '../dashboard/assets.js';
+import { ReceiptMaker } from '../dashboard/receipts.js';
 import { handleApi, type ApiDeps, type InFlight } from './api.js';
 import { registerDashboard, verifyWithRecords } from './dashboard.js';
 import { requestId } from './filename.js';
@@ -80,6 +81,8 @@ export class HttpServer {
   readonly metrics: Metrics;
   readonly #inflight = new RequestsInFlight();
   readonly #uploads: Uploads;
+  /** The dashboard's PDF receipts, made on a thread of their own. */
+  readonly #receipts = new ReceiptMaker();
   #listen: us_listen_socket | undefined;
   #ready = false;
   #openapi: Buffer;
@@ -121,7 +124,7 @@ export class HttpServer {
         () => ex.error('internal_error'),
       );
     });
-    registerDashboard(app, { ...deps, assets: Assets.load(), poolSize: options.poolSize ?? options.pool.stats.threads });
+    registerDashboard(app, { ...deps, assets: Assets.load(), receipts: this.#receipts, poolSize: options.poolSize ?? options.pool.stats.threads });
     app.get('/api/v1/openapi.json', (res, req) =>
       this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })),
     );
@@ -190,6 +193,7 @@ export class HttpServer {
     const unfinished = this.#inflight.count;
     this.#uploads.stop();
     (this.#app as unknown as { close(): void }).close();
+    await this.#receipts.close();
     return { unfinished };
   }
 }

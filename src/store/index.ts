@@ -15,7 +15,16 @@ export { monthOf, rateLimitHeaders, OPERATIONS, resetTimeOf, utcMinuteText, type
 export { SCHEMA_VERSION } from './db.js';
 export { PG_SCHEMA_VERSION } from './postgres/schema.js';
 export type { CheckpointStats } from './checkpoints.js';
-export { MAX_BATCH_SIZE, type Batch, type BatchSpec, type DashboardRecords, type MarkRecord, type RecordQuery, type SlotResult } from './records.js';
+export {
+  MAX_BATCH_SIZE,
+  type Batch,
+  type BatchSpec,
+  type DashboardRecords,
+  type MarkRecord,
+  type RecordCursor,
+  type RecordQuery,
+  type SlotResult,
+} from './records.js';
 export { MAX_LIMIT, LAST_USED_GRANULARITY_MS, DEFAULT_AUTH_CACHE_MS, LEASE_MS, RECONCILE_INTERVAL_MS, hasApiAccess, isPlan } from './common.js';
 export { PLANS } from './types.js';
 export type {

@@ -43,9 +43,20 @@ export type SlotResult = { ok: true; batch: Batch } | { ok: false; reason: 'unkn
 export interface RecordQuery {
   /** Part of an original or produced file name, or the start of a SHA-256 (hex, at least 4 characters). */
   q?: string | undefined;
-  /** Only records marked before this ISO time (the previous page's last `markedAt`). */
+  /** Only records marked strictly before this ISO time. */
   before?: string | undefined;
+  /**
+   * Only records after this one in the newest-first order (the previous page's last record): a
+   * (time, id) cursor, so records marked in the same millisecond are neither skipped nor repeated.
+   */
+  after?: RecordCursor | undefined;
   limit?: number | undefined;
+}
+
+/** A place in the newest-first order of records: the last record of the page before. */
+export interface RecordCursor {
+  markedAt: string;
+  id: string;
 }
 
 export interface BatchSpec {

@@ -14,15 +14,15 @@ export function HistoryView({ apiKey }: { apiKey: string }) {
   const [error, setError] = useState('');
   const [loading, setLoading] = useState(false);
 
-  const load = async (q: string, before?: string) => {
+  const load = async (q: string, cursor?: string) => {
     setLoading(true);
     setError('');
     try {
       const params = new URLSearchParams({ limit: '50' });
       if (q) params.set('q', q);
-      if (before) params.set('before', before);
+      if (cursor) params.set('cursor', cursor);
       const page = await getJson<Page>(apiKey, `/api/v1/dashboard/records?${params}`);
-      setShown((prev) => ({ q, records: before && prev ? [...prev.records, ...page.records] : page.records, next: page.next }));
+      setShown((prev) => ({ q, records: cursor && prev ? [...prev.records, ...page.records] : page.records, next: page.next }));
     } catch (err) {
       setError(err instanceof ApiError ? err.message : String(err));
     } finally {

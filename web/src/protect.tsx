@@ -130,7 +130,9 @@ export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: A
           };
           update(item.id, { state: 'done', result });
         } catch (err) {
-          update(item.id, { state: 'failed', message: err instanceof ApiError ? err.message : String(err) });
+          // The server's own message, after a plain statement of what happened (its messages can be
+          // technical, e.g. "JPEG: no image data (SOS) found").
+          update(item.id, { state: 'failed', message: `Could not protect this file: ${err instanceof ApiError ? err.message : String(err)}` });
         }
       };
       const lanes = Math.max(1, Math.min(info.limits.concurrency, queue.length));
@@ -262,7 +264,10 @@ export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: A
 
 function FileRow({ item, onRemove }: { item: Item; onRemove: (() => void) | undefined }) {
   const r = item.result;
-  const progress = item.state === 'uploading' ? item.sent : item.state === 'done' ? 1 : undefined;
+  // Always a determinate bar: the upload's share, then full once every byte is sent (the badge says the
+  // server is working). An indeterminate bar animates without end, and repainting it costs the browser more
+  // CPU than the rest of the page, CPU the server's workers need on a small machine (bench/dashboard.ts).
+  const progress = item.state === 'uploading' ? item.sent : 1;
   return (
     <li class={`file ${item.state}`}>
       <div class="file-head">

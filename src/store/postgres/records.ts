@@ -92,11 +92,11 @@ export class PgDashboardRecords implements DashboardRecords {
     const t = searchTerms(query);
     const r = await this.#q<RecordRow>(
       `SELECT ${RECORD_COLUMNS} FROM dashboard_records
-        WHERE account_id = $1 AND marked_at < $2
+        WHERE account_id = $1 AND marked_at < $2 AND (marked_at, id COLLATE "C") < ($7::text, $8::text COLLATE "C")
           AND ($3::text IS NULL OR original_name ILIKE $3 ESCAPE '\\' OR produced_name ILIKE $3 ESCAPE '\\'
                OR ($4::text IS NOT NULL AND sha256 >= $4 AND sha256 < $5))
-        ORDER BY marked_at DESC, id DESC LIMIT $6`,
-      [accountId, query.before ?? '9999', t.like, t.lo, t.hi, t.limit],
+        ORDER BY marked_at DESC, id COLLATE "C" DESC LIMIT $6`,
+      [accountId, query.before ?? '9999', t.like, t.lo, t.hi, t.limit, query.after?.markedAt ?? '9999', query.after?.id ?? ''],
       'dash_records',
     );
     return r.rows.map(toRecord);

@@ -53,9 +53,14 @@ export class SqliteDashboardRecords implements DashboardRecords {
       `INSERT INTO dashboard_records (${RECORD_COLUMNS.replace('id, ', 'id, account_id, ')}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`,
     );
     this.#deleteRecord = db.prepare<[string]>('DELETE FROM dashboard_records WHERE id = ?');
-    this.#search = db.prepare<{ account: number; before: string; like: string | null; lo: string | null; hi: string | null; limit: number }, RecordRow>(
+    this.#search = db.prepare<
+      { account: number; before: string; at: string; id: string; like: string | null; lo: string | null; hi: string | null; limit: number },
+      RecordRow
+    >(
+      // (marked_at, id) < (:at, :id): the page after the cursor record in the ORDER BY below, so
+      // records of one millisecond are split across pages by id, never skipped or repeated.
       `SELECT ${RECORD_COLUMNS} FROM dashboard_records
-        WHERE account_id = :account AND marked_at < :before
+        WHERE account_id = :account AND marked_at < :before AND (marked_at, id) < (:at, :id)
           AND (:like IS NULL OR original_name LIKE :like ESCAPE '\\' OR produced_name LIKE :like ESCAPE '\\'
                OR (:lo IS NOT NULL AND sha256 >= :lo AND sha256 < :hi))
         ORDER BY marked_at DESC, id DESC LIMIT :limit`,
@@ -114,7 +119,18 @@ export class SqliteDashboardRecords implements DashboardRecords {
   /** The account's records, newest first, optionally filtered by name or SHA-256 prefix. */
   async records(accountId: number, query: RecordQuery = {}): Promise<MarkRecord[]> {
     const t = searchTerms(query);
-    return this.#search.all({ account: accountId, before: query.before ?? '9999', like: t.like, lo: t.lo, hi: t.hi, limit: t.limit }).map(toRecord);
+    return this.#search
+      .all({
+        account: accountId,
+        before: query.before ?? '9999',
+        at: query.after?.markedAt ?? '9999',
+        id: query.after?.id ?? '',
+        like: t.like,
+        lo: t.lo,
+        hi: t.hi,
+        limit: t.limit,
+      })
+      .map(toRecord);
   }
 
   /** Every record of one batch, in the order they were marked. */
