@@ -24,7 +24,8 @@ constexpr int kT2 = kTile * kTile;
 constexpr int kTM = kTile - 1;
 constexpr double kSpecClip = 6;
 constexpr int kWhitenBox = 17;
-constexpr double kGridSkip = 2;  // template peaks this close (bins) to a notched grid line leave the comb
+constexpr double kSyncPower = 0.25;  // sync filter: each frequency of A at this power of its amplitude
+constexpr double kGridSkip = 2;      // template peaks this close (bins) to a notched grid line leave the comb
 const double kCropStep = std::log(1.005);
 constexpr int kPoolRadius = 1;            // max filter of the coarse pass, bins
 constexpr int kCoarseKeep = 32;           // coarse cells refined
@@ -569,22 +570,34 @@ struct SyncHit {
   double fx = 0, fy = 0;
 };
 
+// Correlates a period x period fold with part A under each symmetry, each frequency of A at the power
+// kSyncPower of its amplitude (its phase kept); sync z is the peak over the surface's noise level sqrt(sum_k |W_D(k)|^2 Q(k)),
+// Q the fold's power except at the template's frequencies, where it is the mean of their other 3 x 3
+// neighbours (reference-v2.ts says why).
 struct SyncA {
   int n;
-  std::vector<double> re[8], im[8];
-  SyncA(const float* a, int period) : n(period) {
+  std::vector<double> re[8], im[8], w2[8];
+  std::vector<unsigned char> tpl;  // 1 at the template's frequencies (the same set under every symmetry)
+  SyncA(const float* a, int period, const double* harm, int nh) : n(period) {
     const size_t n2 = size_t(n) * n;
+    const int m = n - 1;
+    tpl.assign(n2, 0);
+    for (int i = 0; i < 2 * nh; i += 2) {
+      const int m1 = int(harm[i]), m2 = int(harm[i + 1]);
+      tpl[size_t(m2 & m) * n + (m1 & m)] = 1;
+      tpl[size_t(-m2 & m) * n + (-m1 & m)] = 1;
+    }
     for (int d = 0; d < 8; d++) {
       re[d] = Transformed(a, n, kDihedral[d]);
       im[d].assign(n2, 0.0);
       Fft2dRect(re[d].data(), im[d].data(), n, n, -1);
-      double max = 0;
-      for (size_t i = 0; i < n2; i++) max = std::max(max, std::hypot(re[d][i], im[d][i]));
+      w2[d].resize(n2);
       for (size_t i = 0; i < n2; i++) {
         const double mag = std::hypot(re[d][i], im[d][i]);
-        const double k = mag > 1e-3 * max ? 1 / mag : 0;
+        const double k = mag > 0 ? std::pow(mag, kSyncPower - 1) : 0;
         re[d][i] *= k;
         im[d][i] *= k;
+        w2[d][i] = re[d][i] * re[d][i] + im[d][i] * im[d][i];
       }
     }
   }
@@ -592,25 +605,39 @@ struct SyncA {
     const size_t n2 = size_t(n) * n;
     std::vector<double> fr(f, f + n2), fi(n2, 0.0), pr(n2), pi(n2);
     Fft2dRect(fr.data(), fi.data(), n, n, -1);
-    SyncHit hit;
     const int m = n - 1;
+    std::vector<double> q(n2), qn(n2);
+    for (size_t k = 0; k < n2; k++) q[k] = fr[k] * fr[k] + fi[k] * fi[k];
+    qn = q;
+    for (size_t k = 0; k < n2; k++) {
+      if (!tpl[k]) continue;
+      const int ky = int(k / n), kx = int(k % n);
+      double acc = 0;
+      int cnt = 0;
+      for (int ey = -1; ey <= 1; ey++)
+        for (int ex = -1; ex <= 1; ex++) {
+          const size_t j = size_t((ky + ey) & m) * n + ((kx + ex) & m);
+          if (tpl[j]) continue;
+          acc += q[j];
+          cnt++;
+        }
+      if (cnt) qn[k] = acc / cnt;
+    }
+    SyncHit hit;
     for (int d = only < 0 ? 0 : only; d < (only < 0 ? 8 : only + 1); d++) {
+      double noise = 0;
       for (size_t i = 0; i < n2; i++) {
         pr[i] = fr[i] * re[d][i] + fi[i] * im[d][i];
         pi[i] = fr[i] * im[d][i] - fi[i] * re[d][i];
+        noise += w2[d][i] * qn[i];
       }
       Fft2dRect(pr.data(), pi.data(), n, n, 1);
       size_t best = 0;
-      double sq = 0;
-      for (size_t i = 0; i < n2; i++) {
-        sq += pr[i] * pr[i];
+      for (size_t i = 1; i < n2; i++)
         if (pr[i] > pr[best]) best = i;
-      }
       const int ty = int(best / n), tx = int(best % n);
-      for (int ey = -1; ey <= 1; ey++)
-        for (int ex = -1; ex <= 1; ex++) sq -= std::pow(pr[size_t((ty + ey) & m) * n + ((tx + ex) & m)], 2);
-      const double rms = std::sqrt(std::max(0.0, sq) / double(n2 - 9));
-      const double z = rms > 0 ? pr[best] / rms : 0;
+      const double sd = std::sqrt(noise);
+      const double z = sd > 0 ? pr[best] / sd : 0;
       if (z > hit.z) {
         const double v = pr[best];
         auto sub = [v](double a, double b) {
@@ -668,7 +695,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     f = step == 0 ? 1.0 : double(w) / it->second.w;
     return it->second;
   };
-  const SyncA sync(in.a, period);
+  const SyncA sync(in.a, period, in.harmonics, in.nHarmonics);
   std::vector<double> fold(kT2), small(size_t(period) * period);
   const int reps = kT / period;
 
@@ -694,6 +721,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   const double p0 = double(period) * std::min(w, h) / in.workShort;
   const double v0[4] = {p0, 0, 0, p0};
   Tried best = trySync(v0, -1);
+  bool identity = true;
   int tier = 1, tried = 1;
   out.combScore = -INFINITY;
   if (best.hit.z < p.fastZ) {
@@ -712,10 +740,14 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
       if (off < kSameAsIdentity * p0) continue;
       tried++;
       Tried r = trySync(v.data(), -1);
-      if (r.hit.z > best.hit.z) best = r;
+      if (r.hit.z > best.hit.z) {
+        best = r;
+        identity = false;
+      }
     }
+    // The no-geometry lattice is exact for every copy without geometry; refining it would only chase noise.
     for (const double eps : {0.004, 0.0015}) {
-      if (best.hit.z < p.refineZ) break;
+      if (identity || best.hit.z < p.refineZ) break;
       for (int iter = 0; iter < 3; iter++) {
         bool moved = false;
         for (int e = 0; e < 8; e++) {

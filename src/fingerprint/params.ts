@@ -71,7 +71,7 @@ export const V2_MIN_PSNR_DB = 40.5;
 /** Each scheme is tested at half the budget, so that testing both keeps the union bound at FPR. */
 export const FPR_PER_SCHEME = FPR / 2;
 /** Sync z of the no-geometry hypothesis above which the lattice search is skipped. */
-export const V2_FAST_Z = 5.5;
+export const V2_FAST_Z = 7.5;
 /** Lattice search: period range in pixels of each pyramid level, angle window (degrees) about each axis. */
 export const V2_PMIN = 14;
 export const V2_PMAX = 96;
@@ -87,7 +87,7 @@ export const V2_CANDIDATES = 3;
  */
 export const V2_GATE = 2.6;
 /** Sync z of the best hypothesis below which the coherent refinement (up to 48 folds) is skipped. */
-export const V2_REFINE_Z = 5;
+export const V2_REFINE_Z = 5.3;
 
 /** Version 2's tunables as one plain object (handed to the native addon on every call). */
 export const CORE2_PARAMS = {

@@ -174,6 +174,13 @@ const GATED_SCALE_MIN = 0.85;
 /** Candidates this close (relative) to the no-geometry lattice are skipped: it is tried anyway. */
 const SAME_AS_IDENTITY = 0.02;
 const WHITEN_BOX = 17;
+/**
+ * Sync filter: each frequency of part A at this power of its amplitude, its phase kept. Measured on the
+ * 18 photographs (bench attacks, unmarked, 3 keys): 0 (phase only) lost weak marks; 0.5 and 1 let
+ * unmarked pictures reach the refinement threshold too often (and 1 let wrong lattices that fold two
+ * template peaks coherently pass for marks); 0.25 keeps the unmarked refinement rate of phase only.
+ */
+const SYNC_POWER = 0.25;
 /** Template peaks this close (bins) to a notched grid line are left out of the comb score. */
 const GRID_SKIP = 2;
 
@@ -620,59 +627,95 @@ interface SyncHit {
   fy: number;
 }
 
-/** Correlates a period x period fold with part A under each symmetry: corr_D(t) = sum_u F(u) A(D (u + t)). */
+/**
+ * Correlates a period x period fold with part A under each symmetry: corr_D(t) = sum_u F(u) W_D(u + t),
+ * W the key part A with each frequency's amplitude raised to SYNC_POWER. Most of A's power sits in the
+ * template's 24 frequencies, so this leans towards them as a matched filter would, only less: a
+ * phase-only filter gave every frequency of the host the same say (a weak mark was lost in it), the
+ * matched filter lets two template peaks that a wrong lattice happens to fold coherently (an aspect
+ * change of 3/4 maps harmonic 3 onto 4) pass for a mark, and its few frequencies give unmarked pictures
+ * a heavier tail. Sync z is the peak over the surface's noise
+ * level, sqrt(sum_k |W_D(k)|^2 Q(k)) (Parseval: the variance the surface has at any shift when the fold is
+ * noise of power Q), with Q(k) the fold's power |F(k)|^2, except at the template's frequencies, where Q
+ * is the mean power of their other 3 x 3 neighbours: the mark's own power there is not noise, so a strong
+ * mark is not capped by the key's sidelobes. No key material but A and its template's frequencies is read.
+ */
 class SyncA {
   private readonly n: number;
-  private readonly specs: { re: Float64Array; im: Float64Array }[] = [];
-  constructor(a: Float32Array, n: number) {
+  private readonly specs: { re: Float64Array; im: Float64Array; w2: Float64Array }[] = [];
+  /** 1 at the template's frequencies (the same set under every symmetry: its orbits are symmetric). */
+  private readonly tpl: Uint8Array;
+  constructor(a: Float32Array, n: number, harm: Float64Array) {
     this.n = n;
+    const m = n - 1;
+    this.tpl = new Uint8Array(n * n);
+    for (let i = 0; i < harm.length; i += 2) {
+      this.tpl[(harm[i + 1]! & m) * n + (harm[i]! & m)] = 1;
+      this.tpl[(-harm[i + 1]! & m) * n + (-harm[i]! & m)] = 1;
+    }
     for (const d of DIHEDRAL) {
       const re = transformed(a, n, d);
       const im = new Float64Array(n * n);
       fft2d(re, im, n, -1);
-      // Phase only: the key's own autocorrelation becomes a sharp peak with flat sidelobes, so the
-      // surface's RMS measures the host, not the key's sidelobes.
-      let max = 0;
-      for (let i = 0; i < n * n; i++) max = Math.max(max, Math.hypot(re[i]!, im[i]!));
+      // A's phase with |A(k)|^SYNC_POWER: between the matched filter (power 1), best against a weak mark,
+      // and phase only (power 0), which no small set of frequencies can dominate (see the class comment).
+      const w2 = new Float64Array(n * n);
       for (let i = 0; i < n * n; i++) {
         const mag = Math.hypot(re[i]!, im[i]!);
-        const k = mag > 1e-3 * max ? 1 / mag : 0;
+        const k = mag > 0 ? mag ** (SYNC_POWER - 1) : 0;
         re[i]! *= k;
         im[i]! *= k;
+        w2[i] = re[i]! * re[i]! + im[i]! * im[i]!;
       }
-      this.specs.push({ re, im });
+      this.specs.push({ re, im, w2 });
     }
   }
   best(f: Float64Array, only = -1): SyncHit {
     const n = this.n;
     const n2 = n * n;
+    const m = n - 1;
     const fr = Float64Array.from(f);
     const fi = new Float64Array(n2);
     fft2d(fr, fi, n, -1);
+    // The fold's power as the host's, the template's frequencies from their neighbours.
+    const q = new Float64Array(n2);
+    for (let k = 0; k < n2; k++) q[k] = fr[k]! * fr[k]! + fi[k]! * fi[k]!;
+    const qn = Float64Array.from(q);
+    for (let k = 0; k < n2; k++) {
+      if (!this.tpl[k]) continue;
+      const ky = Math.floor(k / n);
+      const kx = k % n;
+      let acc = 0;
+      let cnt = 0;
+      for (let ey = -1; ey <= 1; ey++) {
+        for (let ex = -1; ex <= 1; ex++) {
+          const j = ((ky + ey) & m) * n + ((kx + ex) & m);
+          if (this.tpl[j]) continue;
+          acc += q[j]!;
+          cnt++;
+        }
+      }
+      if (cnt) qn[k] = acc / cnt;
+    }
     let hit: SyncHit = { z: -Infinity, d: 0, tx: 0, ty: 0, fx: 0, fy: 0 };
     const pr = new Float64Array(n2);
     const pi = new Float64Array(n2);
     for (let d = only < 0 ? 0 : only; d < (only < 0 ? 8 : only + 1); d++) {
       const s = this.specs[d]!;
       // IFFT(conj(F) S) = sum_u F(u) S(u + t)
+      let noise = 0;
       for (let i = 0; i < n2; i++) {
         pr[i] = fr[i]! * s.re[i]! + fi[i]! * s.im[i]!;
         pi[i] = fr[i]! * s.im[i]! - fi[i]! * s.re[i]!;
+        noise += s.w2[i]! * qn[i]!;
       }
       fft2d(pr, pi, n, 1);
       let best = 0;
-      let sq = 0;
-      for (let i = 0; i < n2; i++) {
-        sq += pr[i]! * pr[i]!;
-        if (pr[i]! > pr[best]!) best = i;
-      }
-      // RMS of the surface without the peak's 3 x 3 neighbourhood.
+      for (let i = 1; i < n2; i++) if (pr[i]! > pr[best]!) best = i;
       const ty = Math.floor(best / n);
       const tx = best % n;
-      const m = n - 1;
-      for (let ey = -1; ey <= 1; ey++) for (let ex = -1; ex <= 1; ex++) sq -= pr[((ty + ey) & m) * n + ((tx + ex) & m)]! ** 2;
-      const rms = Math.sqrt(Math.max(0, sq) / (n2 - 9));
-      const z = rms > 0 ? pr[best]! / rms : 0;
+      const sd = Math.sqrt(noise);
+      const z = sd > 0 ? pr[best]! / sd : 0;
       if (z > hit.z) {
         const v = pr[best]!;
         const sub = (a: number, b: number): number => {
@@ -728,7 +771,7 @@ export function detectCore2(input: Core2Input): Core2Output {
   const period = p.period;
   const y = luma(input.pixels, w, h, input.channels);
   const images = new FoldImages(y, w, h, p);
-  const sync = new SyncA(input.a, period);
+  const sync = new SyncA(input.a, period, input.harmonics);
   const fold = new Float64Array(T2);
   const small = new Float64Array(period * period);
   const reps = TILE / period;
@@ -745,6 +788,7 @@ export function detectCore2(input: Core2Input): Core2Output {
 
   const p0 = (period * Math.min(w, h)) / input.workShort;
   let best = trySync([p0, 0, 0, p0]);
+  let identity = true;
   let tier = 1;
   let tried = 1;
   let combScore = -Infinity;
@@ -763,11 +807,15 @@ export function detectCore2(input: Core2Input): Core2Output {
       if (off < SAME_AS_IDENTITY * p0) continue;
       tried++;
       const r = trySync(v);
-      if (r.hit.z > best.hit.z) best = r;
+      if (r.hit.z > best.hit.z) {
+        best = r;
+        identity = false;
+      }
     }
   }
 
-  if (tier === 2) {
+  // The no-geometry lattice is exact for every copy without geometry; refining it would only chase noise.
+  if (tier === 2 && !identity) {
     // Coherent refinement of the chosen lattice: small linear maps (I + E) V that raise the sync z
     // (same symmetry). The spectrum's estimate is good to about 1%; the fold wants better over many periods.
     for (const eps of [0.004, 0.0015]) {
