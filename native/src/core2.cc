@@ -24,8 +24,7 @@ constexpr int kT2 = kTile * kTile;
 constexpr int kTM = kTile - 1;
 constexpr double kSpecClip = 6;
 constexpr int kWhitenBox = 17;
-constexpr double kSyncPower = 0.25;  // sync filter: each frequency of A at this power of its amplitude
-constexpr double kGridSkip = 2;      // template peaks this close (bins) to a notched grid line leave the comb
+constexpr double kGridSkip = 2;  // template peaks this close (bins) to a notched grid line leave the comb
 const double kCropStep = std::log(1.005);
 constexpr int kPoolRadius = 1;            // max filter of the coarse pass, bins
 constexpr int kCoarseKeep = 32;           // coarse cells refined
@@ -571,7 +570,7 @@ struct SyncHit {
 };
 
 // Correlates a period x period fold with part A under each symmetry, each frequency of A at the power
-// kSyncPower of its amplitude (its phase kept); sync z is the peak over the surface's noise level sqrt(sum_k |W_D(k)|^2 Q(k)),
+// 0.25 of its amplitude (its phase kept); sync z is the peak over the surface's noise level sqrt(sum_k |W_D(k)|^2 Q(k)),
 // Q the fold's power except at the template's frequencies, where it is the mean of their other 3 x 3
 // neighbours (reference-v2.ts says why).
 struct SyncA {
@@ -593,8 +592,9 @@ struct SyncA {
       Fft2dRect(re[d].data(), im[d].data(), n, n, -1);
       w2[d].resize(n2);
       for (size_t i = 0; i < n2; i++) {
-        const double mag = std::hypot(re[d][i], im[d][i]);
-        const double k = mag > 0 ? std::pow(mag, kSyncPower - 1) : 0;
+        // |A|^(0.25 - 1) = |A|^-0.75 = 1 / (r sqrt(r)) with r = |A|^(1/2), without a pow() per bin.
+        const double r = std::sqrt(std::sqrt(re[d][i] * re[d][i] + im[d][i] * im[d][i]));
+        const double k = r > 0 ? 1 / (r * std::sqrt(r)) : 0;
         re[d][i] *= k;
         im[d][i] *= k;
         w2[d][i] = re[d][i] * re[d][i] + im[d][i] * im[d][i];
