@@ -22,6 +22,7 @@ export {
   type DashboardRecords,
   type MarkRecord,
   type RecordCursor,
+  type RecordMatch,
   type RecordQuery,
   type SlotResult,
 } from './records.js';
