@@ -3,7 +3,9 @@
  * nothing in it is for other local users. The directory is 0700 and the store's files 0600, made so
  * when created and tightened at start when an older version (or an operator) left them looser.
  */
+import { randomBytes } from 'node:crypto';
 import { chmodSync, closeSync, constants, fchmodSync, mkdirSync, openSync, statSync, writeSync } from 'node:fs';
+import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 
 export const DATA_DIR_MODE = 0o700;
@@ -83,5 +85,41 @@ export function writePrivateFile(path: string, text: string): void {
     writeSync(fd, text);
   } finally {
     closeSync(fd);
+  }
+}
+
+/**
+ * Writes `data` to a fresh temporary file beside `target` (exclusive create, given mode, fsynced) and
+ * returns its path, for the caller to rename or link into place: readers never see half a file.
+ */
+export async function writeTemp(target: string, data: string, mode: number): Promise<string> {
+  const tmp = `${target}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
+  const fh = await open(tmp, 'wx', mode);
+  try {
+    await fh.writeFile(data);
+    await fh.sync();
+  } finally {
+    await fh.close();
+  }
+  return tmp;
+}
+
+export const isErrno = (err: unknown, code: string): boolean => (err as NodeJS.ErrnoException | undefined)?.code === code;
+
+/** A small file's bytes, undefined when it does not exist; a file over `max` bytes throws `tooLarge(size)`. */
+export async function readSmallFile(path: string, max: number, tooLarge: (size: number) => Error): Promise<Buffer | undefined> {
+  let fh;
+  try {
+    fh = await open(path, 'r');
+  } catch (err) {
+    if (isErrno(err, 'ENOENT')) return undefined;
+    throw err;
+  }
+  try {
+    const { size } = await fh.stat();
+    if (size > max) throw tooLarge(size);
+    return await fh.readFile();
+  } finally {
+    await fh.close();
   }
 }

@@ -7,20 +7,26 @@
  * refuse answers content_credentials_present, invalidate writes as before with a warning, and files
  * without credentials come out byte for byte as the engine alone makes them, in every mode.
  */
+import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { coseSign1, reserveSizeFor } from '../src/c2pa/cose.js';
-import type { C2paContainer } from '../src/c2pa/detect.js';
+import { type C2paContainer, hasManifestStore } from '../src/c2pa/detect.js';
 import { C2PA_DIR, CA_FILE, IDENTITY_FILE, generateIdentity, loadC2paIdentity, parseIdentity, type SignerIdentity } from '../src/c2pa/identity.js';
 import { loadC2pa, MIME } from '../src/c2pa/reader.js';
 import { blobOf, trainingEntriesFor } from '../src/c2pa/update.js';
 import { OptmarkError } from '../src/errors.js';
+import { requireFormat } from '../src/formats/index.js';
 import { protect } from '../src/marking/engine.js';
 import { type CredentialsPolicy, protectWithCredentials } from '../src/pipeline/credentials.js';
 import { noLayers } from '../src/pipeline/layers.js';
+import { runMark } from '../src/pipeline/mark.js';
 import { verifyReport } from '../src/pipeline/verify.js';
+import { contentDigest, keyIdOf, signingTime, verifyProvenance } from '../src/provenance/index.js';
+import { signFields, writeTag } from '../src/provenance/tag.js';
+import { DEFAULT_TOKEN, tokenUri } from '../src/xmp/index.js';
 import { pngChunk, pngWith } from './helpers/containers.js';
 import { smallImage } from './helpers/images.js';
 
@@ -80,7 +86,7 @@ async function withCredentials(format: C2paContainer, bytes: Uint8Array): Promis
 }
 
 /** What every update must satisfy, checked with the reference reader and with verify. */
-async function expectUpdated(format: C2paContainer, input: Uint8Array, output: Uint8Array): Promise<Report> {
+async function expectUpdated(format: C2paContainer, input: Uint8Array, output: Uint8Array, edit = 'c2pa.edited.metadata'): Promise<Report> {
   const before = await read(format, input);
   const after = await read(format, output);
   const codes = (after.validation_status ?? []).map((s) => s.code);
@@ -95,7 +101,7 @@ async function expectUpdated(format: C2paContainer, input: Uint8Array, output: U
   const training = active.assertions.find((a) => a.label === 'cawg.training-mining');
   expect(training?.data.entries).toMatchObject({ 'cawg.ai_training': { use: 'notAllowed' }, 'cawg.ai_generative_training': { use: 'notAllowed' } });
   const actions = active.assertions.find((a) => a.label.startsWith('c2pa.actions'))?.data.actions?.map((a) => a.action);
-  expect(actions).toEqual(['c2pa.opened', 'c2pa.edited.metadata']);
+  expect(actions).toEqual(['c2pa.opened', edit]);
   const v = await verifyReport(output, noLayers);
   expect(v.optedOut).toBe(true);
   expect(v.signals).toEqual(['iptc.dataMining']);
@@ -227,6 +233,77 @@ describe('files without Content Credentials are edited exactly as before', () =>
       }
     });
   }
+});
+
+describe('the layer path (dashboard, optmark mark) with a credentials policy', () => {
+  const tagKey = generateKeyPairSync('ed25519').privateKey;
+  const publicKey = createPublicKey(tagKey);
+  const signingKey = { keyId: keyIdOf(publicKey), privateKey: tagKey, publicKey };
+  const ctx = { maxPixels: 50_000_000, signingKey: async () => signingKey, fingerprintSecret: async () => new Uint8Array(32).fill(7) };
+  const provenanceOf = (bytes: Uint8Array) => verifyProvenance(bytes, { find: async (id) => (id === signingKey.keyId ? publicKey : undefined) });
+
+  for (const format of ['jpeg', 'png', 'webp'] as const) {
+    it(`${format}, both layers, update: the credentials stay valid (c2pa.edited) and so does the provenance tag`, async () => {
+      const input = await withCredentials(format, await smallImage(format, 480, 320));
+      const out = await runMark(input, { provenance: true, fingerprint: true }, ctx, policy('update'));
+      expect(out.credentials).toBe('updated');
+      expect(out.warnings?.map((w) => w.code)).toEqual(['content_credentials_updated']);
+      expect(out.warnings?.[0]?.message).toContain('fingerprint and metadata');
+      await expectUpdated(format, input, out.bytes, 'c2pa.edited');
+      // The tag leaves the manifest store out of its digest, so the update manifest added after it keeps it valid.
+      expect((await provenanceOf(out.bytes)).reason).toBe('valid');
+    }, 60_000);
+  }
+
+  it.runIf(haveCorpus)(
+    'c2pa_CA.jpg, provenance only: c2pa.edited.metadata, the tag valid',
+    async () => {
+      const input = corpusFile('c2pa_CA.jpg');
+      const out = await runMark(input, { provenance: true, fingerprint: false }, ctx, policy('update'));
+      expect(out.credentials).toBe('updated');
+      await expectUpdated('jpeg', input, out.bytes);
+      expect((await provenanceOf(out.bytes)).reason).toBe('valid');
+    },
+    60_000,
+  );
+
+  it('refuse: content_credentials_present before any layer work; a file without credentials is marked', async () => {
+    const input = await withCredentials('jpeg', await smallImage('jpeg', 480, 320));
+    const never = { ...ctx, signingKey: () => Promise.reject(new Error('layer work')), fingerprintSecret: () => Promise.reject(new Error('layer work')) };
+    const err = await runMark(input, { provenance: true, fingerprint: true }, never, policy('refuse')).catch((e: unknown) => e);
+    expect((err as OptmarkError).code).toBe('content_credentials_present');
+    const plain = await runMark(await smallImage('jpeg'), { provenance: false, fingerprint: false }, ctx, policy('refuse'));
+    expect(plain.credentials).toBe('none');
+    expect(plain.warnings).toEqual([]);
+  }, 60_000);
+
+  it('invalidate with the fingerprint: the re-encode leaves the store out, and the warning says so', async () => {
+    const input = await withCredentials('jpeg', await smallImage('jpeg', 480, 320));
+    const out = await runMark(input, { provenance: false, fingerprint: true }, ctx, policy('invalidate'));
+    expect(out.credentials).toBe('invalidated');
+    expect(out.warnings?.map((w) => w.code)).toEqual(['content_credentials_invalidated']);
+    expect(out.warnings?.[0]?.message).toContain('leaves the manifest store out');
+    expect(hasManifestStore('jpeg', out.bytes)).toBe(false);
+  }, 60_000);
+
+  it('no credentials: the same bytes as without a policy, outcome none, the signer never asked', async () => {
+    const input = await smallImage('png');
+    const out = await runMark(input, { provenance: false, fingerprint: false }, ctx, { mode: 'update', identity: () => Promise.reject(new Error('asked')) });
+    expect(out.credentials).toBe('none');
+    expect(Buffer.from(out.bytes).equals(Buffer.from((await runMark(input, { provenance: false, fingerprint: false }, ctx)).bytes))).toBe(true);
+  });
+
+  it('a tag signed before the store was left out of the digest (over the store) still verifies', async () => {
+    const input = await withCredentials('png', await smallImage('png'));
+    const png = requireFormat(input);
+    const fields = { keyId: signingKey.keyId, signedAt: signingTime(new Date()), dataMining: tokenUri(DEFAULT_TOKEN) };
+    const old = signFields({ ...fields, contentDigest: contentDigest(png, input, { withManifestStore: true }) }, tagKey);
+    const marked = protect(input, { edit: (doc) => writeTag(doc, old) }).bytes;
+    expect((await provenanceOf(marked)).reason).toBe('valid');
+    // ... and the digest binds the content: a tag over other content does not.
+    const other = signFields({ ...fields, contentDigest: contentDigest(png, await smallImage('png', 33, 17)) }, tagKey);
+    expect((await provenanceOf(protect(input, { edit: (doc) => writeTag(doc, other) }).bytes)).reason).toBe('digest_mismatch');
+  }, 60_000);
 });
 
 describe('the signing identity', () => {

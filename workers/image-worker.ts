@@ -105,8 +105,8 @@ async function perform(task: Posted): Promise<TaskResult> {
       case 'mark':
         return { ok: true, kind: 'marked', ...(await runMark(task.input, task, layers)) };
       case 'dashboard-mark': {
-        const { body, mark } = await runDashboardMark(memory.view(task.input), task, layers, init.maxUploadBytes);
-        return { ok: true, kind: 'answer', answer: { bytes: body }, mark };
+        const { body, mark, headers } = await runDashboardMark(memory.view(task.input), task, layers, init.maxUploadBytes, credentials);
+        return { ok: true, kind: 'answer', answer: { bytes: body }, mark, extraHeaders: headers };
       }
       case 'warmup':
         await Promise.all([warmUp(), layers.warm()]);

@@ -14,15 +14,17 @@ import type { Layers } from '../pipeline/layers.js';
 import type { WorkerInit } from '../pool/tasks.js';
 import type { VerifyReport } from '../pipeline/verify.js';
 import type { SigningKey } from '../provenance/index.js';
-import { closeSync } from 'node:fs';
+import { closeSync, readSync } from 'node:fs';
 import { filesAddon, type FilesAddon } from '../native/index.js';
 import { imageDataOffset } from '../formats/jpeg.js';
+import { hasManifestStore } from '../c2pa/detect.js';
 import {
   errnoText,
   FileError,
   openSource,
   type OutputPart,
   ReadBuffer,
+  readIfFile,
   sha256Of,
   type Source,
   statFile,
@@ -111,6 +113,7 @@ export class Lane {
   readonly #setup: LaneSetup;
   readonly #buffer = new ReadBuffer();
   #second: ReadBuffer | undefined;
+  readonly #last2 = Buffer.alloc(2);
   #signingKey: Promise<SigningKey> | undefined;
   #layers: Promise<Layers> | undefined;
   #markLayered: Promise<typeof import('../pipeline/mark.js')> | undefined;
@@ -244,13 +247,9 @@ export class Lane {
     });
     if (job.inPlace && !result.changed) return done('done', null); // already carries the field exactly: nothing to write
     if (s.skipExisting === 'hash' && !job.inPlace) {
-      const there = (this.#second ??= new ReadBuffer());
-      try {
-        const old = there.read(target, init.maxUploadBytes + (8 << 20)).bytes;
-        if (old.length === size && sha256Of([old]) === sha256) return done('skipped', 'up_to_date', 'output up to date (same content)');
-      } catch {
-        // no output yet (or unreadable): write it
-      }
+      // No output yet (or unreadable): it is written.
+      const old = readIfFile((this.#second ??= new ReadBuffer()), target, init.maxUploadBytes + (8 << 20));
+      if (old && old.length === size && sha256Of([old]) === sha256) return done('skipped', 'up_to_date', 'output up to date (same content)');
     }
     const options = {
       mode: job.inPlace ? stats.mode & 0o7777 : undefined,
@@ -296,39 +295,63 @@ export class Lane {
   }
 
   async #verifyFile(job: FileJob): Promise<FileOutcome> {
+    let source: Source;
+    try {
+      source = openSource(job.source, this.#setup.init.maxUploadBytes);
+    } catch (err) {
+      return readFailure({ input: job.input }, err);
+    }
+    try {
+      return await this.#verifyOpened(job, source);
+    } finally {
+      closeSync(source.fd);
+    }
+  }
+
+  async #verifyOpened(job: FileJob, source: Source): Promise<FileOutcome> {
     const s = this.#setup;
     const base = { input: job.input };
+    const size = source.stats.size;
     // Without the detector and without the hash, only the metadata is needed: a JPEG's segments before
     // its image data are in its first bytes (the scan after them is never looked at by read()).
     const metadataOnly = s.skipFingerprint && !s.hash;
     if (metadataOnly) {
-      let head;
+      let head: Buffer;
       try {
-        head = this.#buffer.readHead(job.source, s.init.maxUploadBytes, HEAD_BYTES);
+        // Most JPEGs' segments before the image data fit in a few KiB (a camera's, with its thumbnail, in tens).
+        head = this.#buffer.readStart(source, FIRST_HEAD_BYTES);
+        if (head.length < size && detectFormat(head)?.name === 'jpeg' && imageDataOffset(head) === undefined) head = this.#buffer.readStart(source, HEAD_BYTES);
       } catch (err) {
         return readFailure(base, err);
       }
-      const format = detectFormat(head.bytes);
-      if (!format) return { ...base, format: null, bytes: head.size, status: 'skipped', code: 'unsupported_format', message: 'not a JPEG, PNG or WebP image' };
-      // A JPEG's end marker (EOI) says whether the file is whole: looked for in its last bytes.
-      const ended = !head.whole && format.name === 'jpeg' && this.#endsWithEoi(job.source, head.size, head.bytes.length);
-      if (head.whole || ended) {
+      const format = detectFormat(head);
+      if (!format) return { ...base, format: null, bytes: size, status: 'skipped', code: 'unsupported_format', message: 'not a JPEG, PNG or WebP image' };
+      const whole = head.length === size;
+      if (whole) {
         try {
-          const report = await this.#metadataReport(head.bytes);
-          // The head alone ends without EOI: the warning is about the cut, not the file (whose end has one).
-          if (!head.whole) report.warnings = report.warnings.filter((w) => w.code !== TRUNCATED_IMAGE_DATA);
-          // A provenance tag's digest covers the whole file: then it is read whole (below).
-          if (head.whole || !report.provenance.present)
-            return { ...base, format: format.name, bytes: head.size, sha256: null, status: 'done', code: null, report };
+          return { ...base, format: format.name, bytes: size, sha256: null, status: 'done', code: null, report: await this.#metadataReport(head) };
         } catch (err) {
-          if (head.whole) return verifyFailure(base, format.name, head.size, err);
-          // The segments before the image data go on past the first bytes (or are damaged): read it whole.
+          return verifyFailure(base, format.name, size, err);
+        }
+      }
+      // A JPEG is answered from its first bytes when they hold every segment before its image data, when
+      // it carries no Content Credentials (their validation hashes the whole file) and when its end
+      // marker (EOI), which says whether the file is whole, is found in its last bytes.
+      if (format.name === 'jpeg' && imageDataOffset(head) !== undefined && !hasStoreSafe(head) && this.#endsWithEoi(source.fd, size, head.length)) {
+        try {
+          const report = await this.#metadataReport(head);
+          // The head alone ends without EOI: the warning is about the cut, not the file (whose end has one).
+          report.warnings = report.warnings.filter((w) => w.code !== TRUNCATED_IMAGE_DATA);
+          // A provenance tag's digest covers the whole file: then it is read whole (below).
+          if (!report.provenance.present) return { ...base, format: format.name, bytes: size, sha256: null, status: 'done', code: null, report };
+        } catch {
+          // read whole (below): the whole file gives the answer and the error
         }
       }
     }
     let bytes: Buffer;
     try {
-      ({ bytes } = this.#buffer.read(job.source, s.init.maxUploadBytes));
+      bytes = this.#buffer.readAll(source);
     } catch (err) {
       return readFailure(base, err);
     }
@@ -347,12 +370,14 @@ export class Lane {
 
   /**
    * True when the file's last bytes hold a JPEG end marker (FF D9) past the head (so not a thumbnail's in
-   * the metadata); false sends the file to a whole read, which tells a cut file from a whole one.
+   * the metadata); false sends the file to a whole read, which tells a cut file from a whole one. The
+   * last two bytes first (where a whole JPEG has it), then the last TAIL_BYTES.
    */
-  #endsWithEoi(path: string, size: number, headLength: number): boolean {
+  #endsWithEoi(fd: number, size: number, headLength: number): boolean {
     try {
+      if (size - 2 >= headLength && readSync(fd, this.#last2, 0, 2, size - 2) === 2 && this.#last2.equals(EOI)) return true;
       const from = Math.max(0, size - TAIL_BYTES);
-      const tail = (this.#second ??= new ReadBuffer()).readRange(path, from, Math.min(TAIL_BYTES, size));
+      const tail = (this.#second ??= new ReadBuffer()).readRange(fd, from, Math.min(TAIL_BYTES, size));
       const at = tail.lastIndexOf(EOI);
       return at >= 0 && from + at >= headLength;
     } catch {
@@ -417,6 +442,8 @@ export class Lane {
 
 /** Bytes read first for a metadata-only verify or a quick mark: a JPEG's segments before its image data fit in them. */
 const HEAD_BYTES = 64 * 1024;
+/** A metadata-only verify reads this much first, then HEAD_BYTES when the segments go on past it. */
+const FIRST_HEAD_BYTES = 16 * 1024;
 /** Stretches of the input at least this long are copied file to file rather than written from memory. */
 const COPY_MIN_BYTES = 64 * 1024;
 
@@ -448,6 +475,15 @@ function outputParts(pieces: readonly Uint8Array[], bytes: Uint8Array, fileSize:
 /** ...and its last bytes, for the end marker (after it come at most trailers such as MPF images, ending in one too). */
 const TAIL_BYTES = 64 * 1024;
 const EOI = Buffer.from([0xff, 0xd9]);
+
+/** hasManifestStore on a file's first bytes; a walk that throws (too many segments) counts as a store: the whole file is read. */
+function hasStoreSafe(head: Uint8Array): boolean {
+  try {
+    return hasManifestStore('jpeg', head);
+  } catch {
+    return true;
+  }
+}
 
 function verifyFailure(base: { input: string }, format: string, size: number, err: unknown): FileOutcome {
   const shape = toErrorShape(err);

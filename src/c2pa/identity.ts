@@ -13,8 +13,9 @@
  * as valid and reports `signingCredential.untrusted`: its issuer is on no trust list it knows.
  */
 import { createPrivateKey, generateKeyPairSync, type KeyObject, randomBytes, X509Certificate } from 'node:crypto';
-import { link, mkdir, open, rename, unlink } from 'node:fs/promises';
+import { link, mkdir, rename, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
+import { isErrno, readSmallFile, writeTemp } from '../datadir.js';
 import { CodedError } from '../errors.js';
 import { algOfKey, type CoseIdentity } from './cose.js';
 import { certificatePem, issueCertificate } from './x509.js';
@@ -44,23 +45,9 @@ export interface SignerIdentity extends CoseIdentity {
   generated: boolean;
 }
 
-const isErrno = (err: unknown, code: string): boolean => (err as NodeJS.ErrnoException | undefined)?.code === code;
-
 async function readSmall(path: string, what: string): Promise<string | undefined> {
-  let fh;
-  try {
-    fh = await open(path, 'r');
-  } catch (err) {
-    if (isErrno(err, 'ENOENT')) return undefined;
-    throw err;
-  }
-  try {
-    const { size } = await fh.stat();
-    if (size > MAX_IDENTITY_FILE_BYTES) throw new C2paIdentityError('c2pa_identity_invalid', `${what} ${path} is ${size} bytes, too large for a PEM file`);
-    return (await fh.readFile()).toString('latin1');
-  } finally {
-    await fh.close();
-  }
+  const tooLarge = (size: number) => new C2paIdentityError('c2pa_identity_invalid', `${what} ${path} is ${size} bytes, too large for a PEM file`);
+  return (await readSmallFile(path, MAX_IDENTITY_FILE_BYTES, tooLarge))?.toString('latin1');
 }
 
 const PEM_BLOCK = /-----BEGIN ([A-Z ]+)-----[\s\S]*?-----END \1-----/g;
@@ -130,18 +117,6 @@ export function generateIdentity(now = new Date()): { identity: string; ca: stri
   });
   const key = signer.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
   return { identity: key + certificatePem(signerCert) + certificatePem(caCert), ca: certificatePem(caCert) };
-}
-
-async function writeTemp(target: string, data: string, mode: number): Promise<string> {
-  const tmp = `${target}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  const fh = await open(tmp, 'wx', mode);
-  try {
-    await fh.writeFile(data);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  return tmp;
 }
 
 /**

@@ -407,7 +407,7 @@ class ApiRequest {
     }
     if (result.kind !== 'answer') throw new Error(`worker answered a ${this.#operation} with a ${result.kind} result`);
     const body = lease.answer(result.answer);
-    if (this.#extra) return { bytes: await this.#extra.answered(result, body) };
+    if (this.#extra) return { bytes: await this.#extra.answered(result, body), extraHeaders: result.extraHeaders };
     return { bytes: body, headers: result.headers, extraHeaders: result.extraHeaders };
   }
 

@@ -64,11 +64,15 @@ export class Exchange {
       // Bytes that may go before the gate has passed.
       let limit = gate && total > 0 ? total - 1 : total;
       let start = 0;
+      // The gate runs once: uWS may call the writable handler again while the commit is pending.
+      let gated = false;
       const refuse = () => {
         this.close();
         resolve(false);
       };
       const passGate = (g: (release: () => void) => Promise<boolean>) => {
+        if (gated) return;
+        gated = true;
         let released = false;
         const release = () => {
           if (released || this.aborted) return;

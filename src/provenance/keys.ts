@@ -11,10 +11,11 @@
  * OPTMARK_SIGNING_KEY_FILE replaces current.pem; its public key is recorded in public/ on first use.
  * Private key material is never put into an error message or a log line.
  */
-import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, randomBytes, type KeyObject } from 'node:crypto';
+import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
 import { chmod, link, mkdir, open, readdir, rename, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
+import { isErrno, readSmallFile, writeTemp } from '../datadir.js';
 import { SigningKeyError } from './errors.js';
 
 export const SIGNING_DIR = 'signing';
@@ -63,24 +64,9 @@ function signingKeyFrom(privateKey: KeyObject): SigningKey {
   return { keyId: keyIdOf(publicKey), privateKey, publicKey };
 }
 
-const isErrno = (err: unknown, code: string): boolean => (err as NodeJS.ErrnoException | undefined)?.code === code;
-
 /** A small file's bytes, undefined when it does not exist; larger than a key file can be is an error. */
-async function readKeyFile(path: string): Promise<Buffer | undefined> {
-  let fh;
-  try {
-    fh = await open(path, 'r');
-  } catch (err) {
-    if (isErrno(err, 'ENOENT')) return undefined;
-    throw err;
-  }
-  try {
-    const { size } = await fh.stat();
-    if (size > MAX_KEY_FILE_BYTES) throw new SigningKeyError('signing_key_invalid', `${path} is ${size} bytes, too large for a PEM key`);
-    return await fh.readFile();
-  } finally {
-    await fh.close();
-  }
+function readKeyFile(path: string): Promise<Buffer | undefined> {
+  return readSmallFile(path, MAX_KEY_FILE_BYTES, (size) => new SigningKeyError('signing_key_invalid', `${path} is ${size} bytes, too large for a PEM key`));
 }
 
 function parsePrivateKey(pem: Buffer, source: string): SigningKey {
@@ -113,19 +99,6 @@ async function syncDir(dir: string): Promise<void> {
   } finally {
     await fh.close();
   }
-}
-
-/** Writes `data` to a fresh temporary file beside `target` (exclusive create, given mode, fsynced). */
-async function writeTemp(target: string, data: string, mode: number): Promise<string> {
-  const tmp = `${target}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  const fh = await open(tmp, 'wx', mode);
-  try {
-    await fh.writeFile(data);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  return tmp;
 }
 
 /** Adds the public key to public/ unless it is there; atomic (rename), so readers never see half a file. */

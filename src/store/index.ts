@@ -21,6 +21,7 @@ export {
   type DashboardRecords,
   type MarkRecord,
   type RecordCursor,
+  type RecordMatch,
   type RecordQuery,
   type SlotResult,
 } from './records.js';
