@@ -193,7 +193,7 @@ export class Lane {
     const needsAll = !copier || s.hash || s.skipExisting === 'hash';
     let bytes: Buffer;
     try {
-      bytes = needsAll || stats.size <= HEAD_BYTES ? this.#buffer.readAll(source) : this.#buffer.readStart(source, HEAD_BYTES);
+      bytes = needsAll ? this.#buffer.readAll(source) : this.#readForMetadata(source);
     } catch (err) {
       return readFailure({ input: job.input, output: null }, err);
     }
@@ -228,14 +228,6 @@ export class Lane {
           code: 'up_to_date',
           message: 'output up to date (size and time)',
         };
-      }
-    }
-    // Only a JPEG whose segments before the image data lie within its first bytes is marked from them.
-    if (bytes.length < stats.size && (format.name !== 'jpeg' || imageDataOffset(bytes) === undefined)) {
-      try {
-        bytes = this.#buffer.readAll(source);
-      } catch (err) {
-        return readFailure(base, err);
       }
     }
     // Content Credentials (a C2PA manifest store) are kept, refused or invalidated as the API does
@@ -390,26 +382,23 @@ export class Lane {
     if (metadataOnly) {
       let head: Buffer;
       try {
-        // Most JPEGs' segments before the image data fit in a few KiB (a camera's, with its thumbnail, in tens).
-        head = this.#buffer.readStart(source, FIRST_HEAD_BYTES);
-        if (head.length < size && detectFormat(head)?.name === 'jpeg' && imageDataOffset(head) === undefined) head = this.#buffer.readStart(source, HEAD_BYTES);
+        head = this.#readForMetadata(source);
       } catch (err) {
         return readFailure(base, err);
       }
       const format = detectFormat(head);
       if (!format) return { ...base, format: null, bytes: size, status: 'skipped', code: 'unsupported_format', message: 'not a JPEG, PNG or WebP image' };
-      const whole = head.length === size;
-      if (whole) {
+      if (head.length === size) {
         try {
           return { ...base, format: format.name, bytes: size, sha256: null, status: 'done', code: null, report: await this.#metadataReport(head) };
         } catch (err) {
           return verifyFailure(base, format.name, size, err);
         }
       }
-      // A JPEG is answered from its first bytes when they hold every segment before its image data, when
-      // it carries no Content Credentials (their validation hashes the whole file) and when its end
-      // marker (EOI), which says whether the file is whole, is found in its last bytes.
-      if (format.name === 'jpeg' && imageDataOffset(head) !== undefined && !carriesStore('jpeg', head) && this.#endsWithEoi(source.fd, size, head.length)) {
+      // A JPEG's head (every segment before its image data) answers when the file carries no Content
+      // Credentials (their validation hashes the whole file) and when its end marker (EOI), which says
+      // whether the file is whole, is found in its last bytes.
+      if (!carriesStore('jpeg', head) && this.#endsWithEoi(source.fd, size, head.length)) {
         try {
           const report = await this.#metadataReport(head);
           // The head alone ends without EOI: the warning is about the cut, not the file (whose end has one).
@@ -438,6 +427,26 @@ export class Lane {
     } catch (err) {
       return verifyFailure(base, format.name, bytes.length, err);
     }
+  }
+
+  /**
+   * What the metadata of an opened file needs read: a JPEG's first FIRST_HEAD_BYTES, or HEAD_BYTES, when
+   * they hold every segment before its image data (the head: shorter than the file, ending inside its
+   * scan); else the whole file (PNG, WebP, a JPEG whose segments go on). A file that is none of the three
+   * formats: its first bytes only, enough to say so.
+   */
+  #readForMetadata(source: Source): Buffer {
+    const size = source.stats.size;
+    if (size <= FIRST_HEAD_BYTES) return this.#buffer.readAll(source);
+    for (const length of [FIRST_HEAD_BYTES, HEAD_BYTES]) {
+      if (length >= size) break;
+      const head = this.#buffer.readStart(source, length);
+      const format = detectFormat(head);
+      if (!format) return head;
+      if (format.name !== 'jpeg') break;
+      if (imageDataOffset(head) !== undefined) return head;
+    }
+    return this.#buffer.readAll(source);
   }
 
   /**
@@ -512,10 +521,12 @@ export class Lane {
   }
 }
 
-/** Bytes read first for a metadata-only verify or a quick mark: a JPEG's segments before its image data fit in them. */
-const HEAD_BYTES = 64 * 1024;
-/** A metadata-only verify reads this much first, then HEAD_BYTES when the segments go on past it. */
+/**
+ * What a metadata-only verify or a quick mark reads of a JPEG first: most JPEGs' segments before the image
+ * data fit in a few KiB (a camera's, with its thumbnail, in tens); then HEAD_BYTES, then the whole file.
+ */
 const FIRST_HEAD_BYTES = 16 * 1024;
+const HEAD_BYTES = 64 * 1024;
 /** Stretches of the input at least this long are copied file to file rather than written from memory. */
 const COPY_MIN_BYTES = 64 * 1024;
 
