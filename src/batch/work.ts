@@ -285,7 +285,7 @@ export class Lane {
     };
     try {
       if (copier) await writeAtomicallyCopying(target, outputParts(result.pieces, bytes, stats.size), source.fd, copier, options);
-      else writeAtomically(target, result.pieces, options);
+      else await writeAtomically(target, result.pieces, options);
     } catch (err) {
       if (err instanceof FileError) return { ...base, format: format.name, bytes: null, sha256: null, status: 'failed', code: err.code, message: err.message };
       return {
