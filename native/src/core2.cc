@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "core.h"
@@ -384,15 +386,16 @@ double CombScoreCS(const Spectrum& sp, const std::vector<float>& plane, const do
   return n ? sum / std::sqrt(double(n)) : -INFINITY;
 }
 
-// Comb score with nearest-bin lookups (the coarse pass, on the max-filtered plane).
+// Comb score with nearest-bin lookups (the coarse pass, on the max-filtered plane). `rot` holds the
+// harmonics rotated by the hypothesis' angle, (m0 c - m1 s, m0 s + m1 c) pairs, computed once per angle.
 OPTMARK_CLONES
-double CombNearest(const std::vector<float>& plane, int nx, int ny, const double* m, int nm, int period, double c, double s, double sx, double sy) {
+double CombNearest(const std::vector<float>& plane, int nx, int ny, const double* rot, int nm, int period, double sx, double sy) {
   const double kx = 1 / (period * sx), ky = 1 / (period * sy);
   double sum = 0;
   int n = 0;
   for (int i = 0; i < 2 * nm; i += 2) {
-    const double fx = (m[i] * c - m[i + 1] * s) * kx;
-    const double fy = (m[i] * s + m[i + 1] * c) * ky;
+    const double fx = rot[i] * kx;
+    const double fy = rot[i + 1] * ky;
     if (std::abs(fx) > 0.45 || std::abs(fy) > 0.45) continue;
     const int u = int(std::floor(fx * nx + 0.5)) & (nx - 1), v = int(std::floor(fy * ny + 0.5)) & (ny - 1);
     sum += plane[size_t(v) * nx + u];
@@ -487,16 +490,22 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
     };
     // The best kCoarseKeep cells, best first (ties: first found first).
     std::vector<Cell> cells;
-    for (const int i : ci)
+    std::vector<double> rot(size_t(2) * nh);
+    for (const int i : ci) {
+      for (int q = 0; q < 2 * nh; q += 2) {
+        rot[q] = harm[q] * cs[i] - harm[q + 1] * sn[i];
+        rot[q + 1] = harm[q] * sn[i] + harm[q + 1] * cs[i];
+      }
       for (const int j : cj)
         for (const int k : ck) {
-          const double score = CombNearest(pooled, sp.nx, sp.ny, harm, nh, period, cs[i], sn[i], ex[j], exr[size_t(j) * nR + k]);
+          const double score = CombNearest(pooled, sp.nx, sp.ny, rot.data(), nh, period, ex[j], exr[size_t(j) * nR + k]);
           if (cells.size() == size_t(kCoarseKeep) && !(score > cells.back().score)) continue;
           size_t at = cells.size();
           while (at > 0 && score > cells[at - 1].score) at--;
           cells.insert(cells.begin() + at, Cell{i, j, k, score});
           if (cells.size() > size_t(kCoarseKeep)) cells.pop_back();
         }
+    }
     std::vector<uint8_t> seen(size_t(nT) * nA * nR, 0);
     for (const Cell& c : cells)
       for (int i = std::max(0, c.i - 1); i <= std::min(nT - 1, c.i + 1); i++)
@@ -689,6 +698,18 @@ struct SyncA {
   }
 };
 
+// The sync correlator of the last key part A seen on this thread (workers verify with one secret).
+const SyncA& SyncAFor(const float* a, int period) {
+  thread_local std::vector<float> key;
+  thread_local std::unique_ptr<SyncA> last;
+  const size_t n2 = size_t(period) * period;
+  if (!last || last->n != period || std::memcmp(key.data(), a, sizeof(float) * n2) != 0) {
+    key.assign(a, a + n2);
+    last = std::make_unique<SyncA>(a, period);
+  }
+  return *last;
+}
+
 struct FoldImage {
   std::vector<float> x;
   int w = 0, h = 0;
@@ -726,7 +747,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     f = step == 0 ? 1.0 : double(w) / it->second.w;
     return it->second;
   };
-  const SyncA sync(in.a, period);
+  const SyncA& sync = SyncAFor(in.a, period);
   std::vector<double> fold(kT2), small(size_t(period) * period);
   const int reps = kT / period;
 
