@@ -7,20 +7,23 @@
  * refuse answers content_credentials_present, invalidate writes as before with a warning, and files
  * without credentials come out byte for byte as the engine alone makes them, in every mode.
  */
+import { createPublicKey, generateKeyPairSync } from 'node:crypto';
 import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { coseSign1, reserveSizeFor } from '../src/c2pa/cose.js';
-import type { C2paContainer } from '../src/c2pa/detect.js';
-import { C2PA_DIR, CA_FILE, IDENTITY_FILE, generateIdentity, loadC2paIdentity, parseIdentity, type SignerIdentity } from '../src/c2pa/identity.js';
-import { loadC2pa, MIME } from '../src/c2pa/reader.js';
-import { blobOf, trainingEntriesFor } from '../src/c2pa/update.js';
+import { hasManifestStore } from '../src/c2pa/detect.js';
+import { C2PA_DIR, CA_FILE, IDENTITY_FILE, generateIdentity, loadC2paIdentity, type SignerIdentity } from '../src/c2pa/identity.js';
+import { trainingEntriesFor } from '../src/c2pa/update.js';
 import { OptmarkError } from '../src/errors.js';
+import { requireFormat } from '../src/formats/index.js';
 import { protect } from '../src/marking/engine.js';
 import { type CredentialsPolicy, protectWithCredentials } from '../src/pipeline/credentials.js';
-import { noLayers } from '../src/pipeline/layers.js';
-import { verifyReport } from '../src/pipeline/verify.js';
+import { runMark } from '../src/pipeline/mark.js';
+import { contentDigest, keyIdOf, signingTime, verifyProvenance } from '../src/provenance/index.js';
+import { signFields, writeTag } from '../src/provenance/tag.js';
+import { DEFAULT_TOKEN, tokenUri } from '../src/xmp/index.js';
+import { expectUpdated, read, withCredentials } from './helpers/c2pa.js';
 import { pngChunk, pngWith } from './helpers/containers.js';
 import { smallImage } from './helpers/images.js';
 
@@ -37,73 +40,6 @@ beforeAll(async () => {
   server = await loadC2paIdentity({ dataDir });
 });
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
-
-interface Report {
-  active_manifest: string;
-  validation_state: string;
-  validation_status?: { code: string }[];
-  manifests: Record<
-    string,
-    {
-      assertions: { label: string; data: { entries?: Record<string, { use: string }>; actions?: { action: string }[] } }[];
-      ingredients: { relationship: string; active_manifest?: string }[];
-      signature_info?: { issuer?: string; common_name?: string };
-    }
-  >;
-}
-
-/** The reference reader's report, optionally trusting `anchor` (PEM). */
-async function read(format: C2paContainer, bytes: Uint8Array, anchor?: string): Promise<Report> {
-  const m = await loadC2pa();
-  const r = await m.WasmReader.fromBytes(MIME[format], bytes, anchor ? JSON.stringify({ trust: { trust_anchors: anchor } }) : undefined);
-  try {
-    return JSON.parse(r.json()) as Report;
-  } finally {
-    r.free();
-  }
-}
-
-/** `bytes` given Content Credentials by another signer (a "camera"), as the tests' PNG, WebP and JPEG cases. */
-async function withCredentials(format: C2paContainer, bytes: Uint8Array): Promise<Uint8Array> {
-  const pem = generateIdentity().identity;
-  const camera = parseIdentity(pem, pem, 'camera', true);
-  const m = await loadC2pa();
-  const b = m.WasmBuilder.fromJson(JSON.stringify({ claim_generator_info: [{ name: 'test camera', version: '1' }], assertions: [] }));
-  try {
-    b.setIntent({ create: 'http://cv.iptc.org/newscodes/digitalsourcetype/digitalCapture' });
-    const size = reserveSizeFor(camera);
-    const signer = { alg: camera.alg, reserveSize: size, sign: async (claim: Uint8Array) => new Uint8Array(coseSign1(camera, claim, size)) };
-    return await b.sign(signer as Parameters<typeof b.sign>[0], [], MIME[format], blobOf(bytes));
-  } finally {
-    b.free();
-  }
-}
-
-/** What every update must satisfy, checked with the reference reader and with verify. */
-async function expectUpdated(format: C2paContainer, input: Uint8Array, output: Uint8Array): Promise<Report> {
-  const before = await read(format, input);
-  const after = await read(format, output);
-  const codes = (after.validation_status ?? []).map((s) => s.code);
-  expect(after.validation_state).toBe('Valid');
-  expect(codes).not.toContain('assertion.dataHash.mismatch');
-  expect(codes.every((c) => c === 'signingCredential.untrusted' || c === 'cawg.x509.credential.untrusted')).toBe(true);
-  // A new manifest, active, with the previous active one as its parent.
-  expect(Object.keys(after.manifests)).toHaveLength(Object.keys(before.manifests).length + 1);
-  expect(after.active_manifest).not.toBe(before.active_manifest);
-  const active = after.manifests[after.active_manifest]!;
-  expect(active.ingredients).toEqual([expect.objectContaining({ relationship: 'parentOf', active_manifest: before.active_manifest })]);
-  const training = active.assertions.find((a) => a.label === 'cawg.training-mining');
-  expect(training?.data.entries).toMatchObject({ 'cawg.ai_training': { use: 'notAllowed' }, 'cawg.ai_generative_training': { use: 'notAllowed' } });
-  const actions = active.assertions.find((a) => a.label.startsWith('c2pa.actions'))?.data.actions?.map((a) => a.action);
-  expect(actions).toEqual(['c2pa.opened', 'c2pa.edited.metadata']);
-  const v = await verifyReport(output, noLayers);
-  expect(v.optedOut).toBe(true);
-  expect(v.signals).toEqual(['iptc.dataMining']);
-  expect(v.c2pa).toEqual({ present: true, valid: true, trainingMining: 'notAllowed' });
-  expect(v.otherSignals).toContain('c2pa.trainingMining');
-  expect(v.warnings).toEqual([]);
-  return after;
-}
 
 describe('OPTMARK_C2PA=update on the corpus files', () => {
   it.runIf(haveCorpus)(
@@ -227,6 +163,77 @@ describe('files without Content Credentials are edited exactly as before', () =>
       }
     });
   }
+});
+
+describe('the layer path (dashboard, optmark mark) with a credentials policy', () => {
+  const tagKey = generateKeyPairSync('ed25519').privateKey;
+  const publicKey = createPublicKey(tagKey);
+  const signingKey = { keyId: keyIdOf(publicKey), privateKey: tagKey, publicKey };
+  const ctx = { maxPixels: 50_000_000, signingKey: async () => signingKey, fingerprintSecret: async () => new Uint8Array(32).fill(7) };
+  const provenanceOf = (bytes: Uint8Array) => verifyProvenance(bytes, { find: async (id) => (id === signingKey.keyId ? publicKey : undefined) });
+
+  for (const format of ['jpeg', 'png', 'webp'] as const) {
+    it(`${format}, both layers, update: the credentials stay valid (c2pa.edited) and so does the provenance tag`, async () => {
+      const input = await withCredentials(format, await smallImage(format, 480, 320));
+      const out = await runMark(input, { provenance: true, fingerprint: true }, ctx, policy('update'));
+      expect(out.credentials).toBe('updated');
+      expect(out.warnings?.map((w) => w.code)).toEqual(['content_credentials_updated']);
+      expect(out.warnings?.[0]?.message).toContain('fingerprint and metadata');
+      await expectUpdated(format, input, out.bytes, 'c2pa.edited');
+      // The tag leaves the manifest store out of its digest, so the update manifest added after it keeps it valid.
+      expect((await provenanceOf(out.bytes)).reason).toBe('valid');
+    }, 60_000);
+  }
+
+  it.runIf(haveCorpus)(
+    'c2pa_CA.jpg, provenance only: c2pa.edited.metadata, the tag valid',
+    async () => {
+      const input = corpusFile('c2pa_CA.jpg');
+      const out = await runMark(input, { provenance: true, fingerprint: false }, ctx, policy('update'));
+      expect(out.credentials).toBe('updated');
+      await expectUpdated('jpeg', input, out.bytes);
+      expect((await provenanceOf(out.bytes)).reason).toBe('valid');
+    },
+    60_000,
+  );
+
+  it('refuse: content_credentials_present before any layer work; a file without credentials is marked', async () => {
+    const input = await withCredentials('jpeg', await smallImage('jpeg', 480, 320));
+    const never = { ...ctx, signingKey: () => Promise.reject(new Error('layer work')), fingerprintSecret: () => Promise.reject(new Error('layer work')) };
+    const err = await runMark(input, { provenance: true, fingerprint: true }, never, policy('refuse')).catch((e: unknown) => e);
+    expect((err as OptmarkError).code).toBe('content_credentials_present');
+    const plain = await runMark(await smallImage('jpeg'), { provenance: false, fingerprint: false }, ctx, policy('refuse'));
+    expect(plain.credentials).toBe('none');
+    expect(plain.warnings).toEqual([]);
+  }, 60_000);
+
+  it('invalidate with the fingerprint: the re-encode leaves the store out, and the warning says so', async () => {
+    const input = await withCredentials('jpeg', await smallImage('jpeg', 480, 320));
+    const out = await runMark(input, { provenance: false, fingerprint: true }, ctx, policy('invalidate'));
+    expect(out.credentials).toBe('invalidated');
+    expect(out.warnings?.map((w) => w.code)).toEqual(['content_credentials_invalidated']);
+    expect(out.warnings?.[0]?.message).toContain('leaves the manifest store out');
+    expect(hasManifestStore('jpeg', out.bytes)).toBe(false);
+  }, 60_000);
+
+  it('no credentials: the same bytes as without a policy, outcome none, the signer never asked', async () => {
+    const input = await smallImage('png');
+    const out = await runMark(input, { provenance: false, fingerprint: false }, ctx, { mode: 'update', identity: () => Promise.reject(new Error('asked')) });
+    expect(out.credentials).toBe('none');
+    expect(Buffer.from(out.bytes).equals(Buffer.from((await runMark(input, { provenance: false, fingerprint: false }, ctx)).bytes))).toBe(true);
+  });
+
+  it('a tag signed before the store was left out of the digest (over the store) still verifies', async () => {
+    const input = await withCredentials('png', await smallImage('png'));
+    const png = requireFormat(input);
+    const fields = { keyId: signingKey.keyId, signedAt: signingTime(new Date()), dataMining: tokenUri(DEFAULT_TOKEN) };
+    const old = signFields({ ...fields, contentDigest: contentDigest(png, input, { withManifestStore: true }) }, tagKey);
+    const marked = protect(input, { edit: (doc) => writeTag(doc, old) }).bytes;
+    expect((await provenanceOf(marked)).reason).toBe('valid');
+    // ... and the digest binds the content: a tag over other content does not.
+    const other = signFields({ ...fields, contentDigest: contentDigest(png, await smallImage('png', 33, 17)) }, tagKey);
+    expect((await provenanceOf(protect(input, { edit: (doc) => writeTag(doc, other) }).bytes)).reason).toBe('digest_mismatch');
+  }, 60_000);
 });
 
 describe('the signing identity', () => {

@@ -32,15 +32,15 @@ const auth = (k: string = key): Record<string, string> => ({ Authorization: `Bea
 /** GET with the test's key, another key, or none (null). */
 const get = (path: string, k: string | null = key, headers: Record<string, string> = {}): Promise<Answer> =>
   request(server, path, { headers: { ...(k ? auth(k) : {}), ...headers } });
-const openBatch = (body: unknown, k: string = key): Promise<Answer> =>
-  request(server, '/api/v1/dashboard/batches', {
+const openBatch = (body: unknown, k: string = key, on: TestServer = server): Promise<Answer> =>
+  request(on, '/api/v1/dashboard/batches', {
     method: 'POST',
     headers: { ...auth(k), 'Content-Type': 'application/json' },
     body: Buffer.from(JSON.stringify(body)),
   });
-const markImage = (batch: string, image: Buffer, filename = 'photo.jpg', type = 'image/jpeg', k: string = key): Promise<Answer> => {
+const markImage = (batch: string, image: Buffer, filename = 'photo.jpg', type = 'image/jpeg', k: string = key, on: TestServer = server): Promise<Answer> => {
   const form = imageForm(image, filename, type);
-  return request(server, `/api/v1/dashboard/batches/${batch}/images`, {
+  return request(on, `/api/v1/dashboard/batches/${batch}/images`, {
     method: 'POST',
     headers: { ...auth(k), 'Content-Type': form.contentType },
     body: form.body,
@@ -254,6 +254,50 @@ describe('batches', () => {
     // ... the same counter /api/v1/protect draws on.
     expectError(await api(server, 'protect', limited.key, imageForm(photo)), 429, 'quota_exceeded');
   });
+});
+
+describe('Content Credentials (C2PA): the dashboard follows OPTMARK_C2PA as protect does', () => {
+  const c2paFile = () => readFileSync(join(ROOT, '..', 'shared', 'corpus', 'c2pa_CA.jpg'));
+
+  it('default (update): both layers, the credentials kept valid, the tag valid, the fingerprint present; said in the header, the field and a warning', async () => {
+    const id: string = (await openBatch({ size: 2, provenance: true, fingerprint: true })).json.id;
+    const a = await markImage(id, c2paFile(), 'c2pa_CA.jpg');
+    expect(a.status, a.body.toString().slice(0, 300)).toBe(200);
+    expectConforms(a, 'post', '/api/v1/dashboard/batches/{id}/images');
+    expect(a.headers['optmark-content-credentials']).toBe('updated');
+    expect(a.json.credentials).toBe('updated');
+    expect(a.json.warnings.map((w: { code: string }) => w.code)).toEqual(['content_credentials_updated']);
+    expect(a.json.before.c2pa).toEqual({ present: true, valid: true, trainingMining: null });
+    expect(a.json.after).toMatchObject({
+      optedOut: true,
+      c2pa: { present: true, valid: true, trainingMining: 'notAllowed' },
+      provenance: { present: true, valid: true },
+      fingerprint: { present: true },
+    });
+    // A file without credentials: none, and no warning.
+    const b = await markImage(id, photo, 'plain.jpg');
+    expect(b.headers['optmark-content-credentials']).toBe('none');
+    expect(b.json).toMatchObject({ credentials: 'none', warnings: [] });
+  });
+
+  it('OPTMARK_C2PA=refuse: 409 content_credentials_present, the slot and the protection given back', async () => {
+    const refusing = await TestServer.start({ env: { OPTMARK_POOL_SIZE: '1', OPTMARK_C2PA: 'refuse' } });
+    try {
+      const acct = await refusing.account();
+      const id: string = (await openBatch({ size: 1, provenance: true, fingerprint: true }, acct.key, refusing)).json.id;
+      const refused = await markImage(id, c2paFile(), 'c2pa_CA.jpg', 'image/jpeg', acct.key, refusing);
+      expectError(refused, 409, 'content_credentials_present');
+      expectConforms(refused, 'post', '/api/v1/dashboard/batches/{id}/images');
+      expect((await refusing.usage(acct.name)).protect.used).toBe(0);
+      // The batch's one slot is free again: a file without credentials takes it.
+      const ok = await markImage(id, photo, 'plain.jpg', 'image/jpeg', acct.key, refusing);
+      expect(ok.status).toBe(200);
+      expect(ok.json.credentials).toBe('none');
+      expect((await refusing.usage(acct.name)).protect.used).toBe(1);
+    } finally {
+      await refusing.dispose();
+    }
+  }, 60_000);
 });
 
 describe('records', () => {

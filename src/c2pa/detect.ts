@@ -79,6 +79,17 @@ function webpHasStore(b: Uint8Array): boolean {
 
 export type C2paContainer = 'jpeg' | 'png' | 'webp';
 
+/**
+ * Whether one slice of contentOutsideXmp (a whole JPEG segment, PNG chunk or WebP chunk) belongs to a
+ * C2PA manifest store: an APP11 JPEG XT segment carrying a JUMBF box (every segment of a store repeats
+ * `JP`, En, Z and the superbox's LBox/`jumb`), a PNG `caBX` chunk, a WebP `C2PA` chunk.
+ */
+export function isManifestStoreSlice(format: C2paContainer, slice: Uint8Array): boolean {
+  if (format === 'jpeg') return slice[0] === 0xff && slice[1] === 0xeb && ascii(slice, 4, 'JP') && ascii(slice, 16, 'jumb');
+  if (format === 'png') return ascii(slice, 4, 'caBX');
+  return ascii(slice, 0, 'C2PA');
+}
+
 /** True when the file carries a C2PA manifest store where its container puts one. */
 export function hasManifestStore(format: C2paContainer, bytes: Uint8Array): boolean {
   if (format === 'jpeg') return jpegHasStore(bytes);

@@ -88,8 +88,13 @@ export interface UpdateInput {
   /** The file with the XMP written (its old store still in it: the builder replaces it). */
   marked: Uint8Array;
   token: DataMiningToken;
+  /** What the marking changed (the recorded action): the metadata only, or the pixels too. */
+  edit?: EditKind;
   identity: SignerIdentity;
 }
+
+/** `metadata`: the XMP was written (c2pa.edited.metadata); `pixels`: the fingerprint layer re-encoded the image too (c2pa.edited). */
+export type EditKind = 'metadata' | 'pixels';
 
 export interface Updated {
   bytes: Uint8Array;
@@ -153,11 +158,15 @@ export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
     builder.setIntent('edit');
     await builder.addIngredientFromBlob(JSON.stringify({ relationship: 'parentOf', title: 'input' }), mime, blobOf(input.original));
     parentValid = ingredientValid(builder.getDefinition());
-    builder.addAction({
-      action: 'c2pa.edited.metadata',
-      softwareAgent: CLAIM_GENERATOR,
-      description: `XMP: IPTC PLUS DataMining set to ${input.token}`,
-    });
+    builder.addAction(
+      input.edit === 'pixels'
+        ? {
+            action: 'c2pa.edited',
+            softwareAgent: CLAIM_GENERATOR,
+            description: `Pixels: an invisible fingerprint added (the image re-encoded); XMP: IPTC PLUS DataMining set to ${input.token}`,
+          }
+        : { action: 'c2pa.edited.metadata', softwareAgent: CLAIM_GENERATOR, description: `XMP: IPTC PLUS DataMining set to ${input.token}` },
+    );
     const signer = {
       alg: identity.alg,
       reserveSize,
@@ -172,19 +181,27 @@ export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
     builder?.free();
   }
   const message =
-    `The image's Content Credentials were kept: an update manifest signed by "${identity.subject}" records this metadata edit, ` +
+    `The image's Content Credentials were kept: an update manifest signed by "${identity.subject}" records this ${input.edit === 'pixels' ? 'edit (fingerprint and metadata)' : 'metadata edit'}, ` +
     `with the previous manifest as its parent ingredient${parentValid ? '' : ' (which did not validate before this edit)'}. ` +
     `Readers that do not trust this signer report it as untrusted (signingCredential.untrusted) while the credentials stay valid.`;
   return { bytes: signed, warning: { code: C2PA_UPDATED, message } };
 }
 
 /** The warning of a store that could not be updated and held no valid credentials (unreadable, or already broken). */
-export function notUpdatedWarning(reason: string): Warning {
+export function notUpdatedWarning(reason: string, edit: EditKind = 'metadata'): Warning {
+  const what = edit === 'pixels' ? 'the image was marked and the re-encode did not keep the store' : 'the XMP was written and the store was left as it was';
   return {
     code: C2PA_INVALIDATED,
-    message: `The image carried a C2PA manifest store that did not validate and could not be updated (${reason}); the XMP was written and the store was left as it was.`,
+    message: `The image carried a C2PA manifest store that did not validate and could not be updated (${reason}); ${what}.`,
   };
 }
+
+/** invalidate with the fingerprint layer: the re-encode leaves the manifest store out altogether. */
+export const REMOVED_WARNING: Warning = {
+  code: C2PA_INVALIDATED,
+  message:
+    'The image carried Content Credentials; the fingerprint layer re-encodes the image, which leaves the manifest store out, and no update manifest was added (OPTMARK_C2PA=invalidate).',
+};
 
 export const INVALIDATED_WARNING: Warning = {
   code: C2PA_INVALIDATED,

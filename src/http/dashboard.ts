@@ -11,7 +11,7 @@ import { type Assets, chooseEncoding } from '../dashboard/assets.js';
 import { recordsCsv, recordsJson } from '../dashboard/export.js';
 import type { ReceiptMaker } from '../dashboard/receipts.js';
 import { OptmarkError, toErrorShape } from '../errors.js';
-import { MAX_BATCH_SIZE, wwwAuthenticate, type Account, type MarkRecord, type RecordCursor, type Store } from '../store/index.js';
+import { MAX_BATCH_SIZE, wwwAuthenticate, type Account, type MarkRecord, type RecordCursor, type RecordMatch, type Store } from '../store/index.js';
 import { handleApi, type ApiDeps, type ApiExtension } from './api.js';
 import { requestId } from './filename.js';
 import { Exchange, type Headers } from './respond.js';
@@ -290,7 +290,7 @@ export function verifyWithRecords(store: Store): ApiExtension {
 }
 
 /** The `record` field for a verify body: the newest record whose SHA-256 is the body's `sha256`. */
-async function recordField(store: Store, accountId: number, body: Uint8Array): Promise<unknown> {
+async function recordField(store: Store, accountId: number, body: Uint8Array): Promise<RecordMatch | null> {
   const text = Buffer.from(body.buffer, body.byteOffset, body.byteLength).toString('utf8');
   const sha = /"sha256":"([0-9a-f]{64})"/.exec(text)?.[1];
   const r = sha ? await store.dashboard.recordBySha256(accountId, sha) : undefined;

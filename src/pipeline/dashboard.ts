@@ -2,9 +2,12 @@
  * The dashboard's mark: one uploaded image through the layer path (the same runMark as `optmark mark`),
  * with what verify reports about it before and after, as one JSON body built in the worker:
  * `{imageBase64, mimeType, filename, sha256, signals, layers, bytes, originalName, record, before, after,
- * warnings}`. The base64 is written straight into the body, as protect's is.
+ * credentials, warnings}`. The base64 is written straight into the body, as protect's is. Content
+ * Credentials follow OPTMARK_C2PA as protect's do (`credentials` is the Optmark-Content-Credentials value).
  */
+import { CREDENTIALS_HEADER } from '../c2pa/modes.js';
 import { base64Into, base64Length } from './base64.js';
+import type { CredentialsPolicy } from './credentials.js';
 import type { LiveLayers } from './layers-live.js';
 import { LAYER_PROVENANCE, runMark, type MarkOptions } from './mark.js';
 import { safeBasename, parseUpload } from './upload.js';
@@ -41,12 +44,15 @@ export async function runDashboardMark(
   task: DashboardMarkOptions,
   layers: LiveLayers,
   maxUploadBytes: number,
-): Promise<{ body: Uint8Array; mark: MarkedImage }> {
+  policy: CredentialsPolicy,
+): Promise<{ body: Uint8Array; mark: MarkedImage; headers: Record<string, string> }> {
   const upload = await parseUpload(body, task.contentType, maxUploadBytes);
   const input = upload.bytes;
+  // Marked first: a refusal (OPTMARK_C2PA=refuse, limits) costs no verify.
+  const marked = await runMark(input, { provenance: task.provenance, fingerprint: task.fingerprint }, layers, policy);
   const before = await verifyReport(input, layers);
-  const marked = await runMark(input, { provenance: task.provenance, fingerprint: task.fingerprint }, layers);
   const after = await verifyReport(marked.bytes, layers);
+  const credentials = marked.credentials ?? 'none';
   const originalName = originalNameOf(upload.filename);
   const mark: MarkedImage = {
     sha256: after.sha256,
@@ -69,10 +75,12 @@ export async function runDashboardMark(
     record: { id: task.recordId, batchId: task.batchId, markedAt: mark.markedAt, provenanceKeyId: mark.provenanceKeyId },
     before,
     after,
-    // What the input's reading found (a truncated file, ...), in verify's shape.
-    warnings: before.warnings,
+    credentials,
+    // What the input's reading found (a truncated file, ...), in verify's shape, then what happened to
+    // its Content Credentials.
+    warnings: [...before.warnings, ...(marked.warnings ?? [])],
   };
-  return { body: base64Body(marked.bytes, fields), mark };
+  return { body: base64Body(marked.bytes, fields), mark, headers: { [CREDENTIALS_HEADER]: credentials } };
 }
 
 /** `{"imageBase64":"<base64 of image>", ...fields}` as UTF-8 bytes in one standalone buffer. */

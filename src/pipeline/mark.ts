@@ -3,11 +3,17 @@
  * bytes back. Order matters: the fingerprint goes first because it re-encodes the pixels; the opt-out
  * field and the provenance tag go last, so the signed digest covers the final pixels and metadata.
  */
+import { hasManifestStore } from '../c2pa/detect.js';
+import type { CredentialsOutcome } from '../c2pa/modes.js';
 import { embedFingerprint } from '../fingerprint/index.js';
+import type { Warning } from '../formats/complete.js';
 import { requireFormat } from '../formats/index.js';
 import { checkCompressedText } from '../formats/png.js';
+import { sameBytes } from '../formats/bytes.js';
 import { protect } from '../marking/engine.js';
 import { protectSigned, type SigningKey } from '../provenance/index.js';
+import { DEFAULT_TOKEN } from '../xmp/index.js';
+import { type CredentialsPolicy, credentialsRefused, keepCredentials } from './credentials.js';
 
 /** Names of the optional layers, as MarkResult.layers lists them. */
 export const LAYER_FINGERPRINT = 'fingerprint';
@@ -33,13 +39,43 @@ export interface Marked {
   extension: string;
   /** The layers applied (LAYER_FINGERPRINT, LAYER_PROVENANCE). */
   layers: string[];
+  /** What happened to the input's Content Credentials (only when a policy was given). */
+  credentials?: CredentialsOutcome;
+  /** The credentials' warning, when the input had any (only when a policy was given). */
+  warnings?: Warning[];
 }
 
-/** Applies the opt-out field and the requested layers; throws typed errors (unsupported, damaged, limits). */
-export async function runMark(image: Uint8Array, options: MarkOptions, ctx: MarkContext): Promise<Marked> {
+/**
+ * Applies the opt-out field and the requested layers; throws typed errors (unsupported, damaged,
+ * limits). With a credentials `policy` (OPTMARK_C2PA), a file carrying Content Credentials is refused
+ * before any work (`refuse`), gets an update manifest over the marked file (`update`), or goes out with
+ * a warning (`invalidate`), as protect does (src/pipeline/credentials.ts); without one, as `invalidate`
+ * without the warning.
+ */
+export async function runMark(image: Uint8Array, options: MarkOptions, ctx: MarkContext, policy?: CredentialsPolicy): Promise<Marked> {
   // The container must be editable before any pixel work: a file protect refuses is refused here too,
   // whatever the decoder would make of it.
-  requireFormat(image).readXmp(image);
+  const format = requireFormat(image);
+  format.readXmp(image);
+  const store = policy !== undefined && hasManifestStore(format.name, image);
+  // A file that would come back as it came (no layer, the field already there) keeps its credentials.
+  if (store && policy.mode === 'refuse' && (options.fingerprint || options.provenance || protect(image).changed)) throw credentialsRefused();
+  const marked = await markLayers(image, options, ctx);
+  if (!policy) return marked;
+  if (!store) return { ...marked, credentials: 'none', warnings: [] };
+  if (sameBytes(marked.bytes, image)) return { ...marked, credentials: 'unchanged', warnings: [] };
+  const kept = await keepCredentials({
+    format: format.name,
+    original: image,
+    marked: () => marked.bytes,
+    token: DEFAULT_TOKEN,
+    edit: options.fingerprint ? 'pixels' : 'metadata',
+    policy,
+  });
+  return { ...marked, bytes: kept.bytes ?? marked.bytes, credentials: kept.outcome, warnings: [kept.warning] };
+}
+
+async function markLayers(image: Uint8Array, options: MarkOptions, ctx: MarkContext): Promise<Marked> {
   let bytes = image;
   const layers: string[] = [];
   if (options.fingerprint) {

@@ -5,8 +5,9 @@
  * last, so a garbage or foreign tag never costs a pass over the file. Never throws.
  */
 import type { KeyObject } from 'node:crypto';
-import { detectFormat, type XmpPayload } from '../formats/index.js';
-import { dataMiningValues, isOptOut, openPayload, readOptOut, tokenOf, type XmpView } from '../xmp/index.js';
+import { hasManifestStore } from '../c2pa/detect.js';
+import { type ContainerFormat, detectFormat, type XmpPayload } from '../formats/index.js';
+import { dataMiningValues, isOptOut, readOptOut, tokenOf, viewOfPayload, type XmpView } from '../xmp/index.js';
 import { contentDigest } from './digest.js';
 import { NS_PROVENANCE, readTag, signatureHolds } from './tag.js';
 
@@ -65,7 +66,7 @@ export async function verifyProvenance(bytes: Uint8Array, keys: PublicKeys): Pro
   try {
     const payload = format.readXmp(bytes);
     if (!mayCarryTag(payload)) return ABSENT;
-    view = openPayload(payload);
+    view = viewOfPayload(payload);
   } catch {
     // A container or packet verify cannot read has no tag it could report on (read() reports the error).
     return ABSENT;
@@ -81,13 +82,17 @@ export async function verifyProvenance(bytes: Uint8Array, keys: PublicKeys): Pro
   if (!key) return report(true, false, 'unknown_key', tag.keyId);
   if (!signatureHolds(tag, key)) return report(true, true, 'bad_signature', tag.keyId);
   if (!vouchedValueHolds(view, tag.dataMining)) return report(true, true, 'value_mismatch', tag.keyId);
-  let digest: string | undefined;
+  return report(true, true, digestHolds(format, bytes, tag.contentDigest) ? 'valid' : 'digest_mismatch', tag.keyId);
+}
+
+/** The content digest (C2PA manifest store left out), or for a tag signed before that rule, with the store. */
+function digestHolds(format: ContainerFormat, bytes: Uint8Array, signed: string): boolean {
   try {
-    digest = contentDigest(format, bytes);
+    if (contentDigest(format, bytes) === signed) return true;
+    return hasManifestStore(format.name, bytes) && contentDigest(format, bytes, { withManifestStore: true }) === signed;
   } catch {
-    digest = undefined; // structure past the XMP is damaged: it is not the content that was signed
+    return false; // structure past the XMP is damaged: it is not the content that was signed
   }
-  return report(true, true, digest === tag.contentDigest ? 'valid' : 'digest_mismatch', tag.keyId);
 }
 
 /**

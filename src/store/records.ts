@@ -38,6 +38,9 @@ export interface MarkRecord {
   markedAt: string;
 }
 
+/** What verify adds (`record`) when the uploaded bytes are an image the dashboard marked. */
+export type RecordMatch = Omit<MarkRecord, 'sha256' | 'mimeType' | 'bytes'>;
+
 export type SlotResult = { ok: true; batch: Batch } | { ok: false; reason: 'unknown' | 'full' | 'expired' };
 
 export interface RecordQuery {

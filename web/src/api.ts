@@ -2,6 +2,12 @@
  * The dashboard's calls to the server. The key travels only in the Authorization header of
  * same-origin requests; it is never put in a URL.
  */
+import type { CredentialsOutcome } from '../../src/c2pa/modes';
+import type { RecordMatch } from '../../src/store/records';
+
+// The server's own types (type-only imports of dependency-free modules: nothing of the server is bundled).
+export type { CredentialsOutcome } from '../../src/c2pa/modes';
+export type { MarkRecord, RecordMatch } from '../../src/store/records';
 
 export interface Counter {
   used: number;
@@ -26,29 +32,6 @@ export interface VerifyReport {
   warnings?: Array<{ code: string; message: string }>;
 }
 
-export interface RecordMatch {
-  markedAt: string;
-  originalName: string;
-  producedName: string;
-  layers: string[];
-  keyPrefix: string;
-  batchId: string;
-}
-
-export interface MarkRecord {
-  id: string;
-  batchId: string;
-  sha256: string;
-  originalName: string;
-  producedName: string;
-  mimeType: string;
-  bytes: number;
-  layers: string[];
-  keyPrefix: string;
-  provenanceKeyId: string | null;
-  markedAt: string;
-}
-
 export interface Batch {
   id: string;
   size: number;
@@ -67,6 +50,8 @@ export interface MarkAnswer {
   record: { id: string; batchId: string; markedAt: string; provenanceKeyId: string | null };
   before: VerifyReport;
   after: VerifyReport;
+  /** What happened to the input's Content Credentials (the Optmark-Content-Credentials header). */
+  credentials: CredentialsOutcome;
   warnings: Array<{ code: string; message: string }>;
 }
 

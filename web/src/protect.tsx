@@ -1,6 +1,6 @@
 import { zipSync } from 'fflate';
 import { useEffect, useRef, useState } from 'preact/hooks';
-import { ApiError, getBlob, postJson, uploadImage, type AccountInfo, type Batch, type MarkAnswer, type VerifyReport } from './api';
+import { ApiError, getBlob, postJson, uploadImage, type AccountInfo, type Batch, type CredentialsOutcome, type MarkAnswer, type VerifyReport } from './api';
 import { DropZone } from './dropzone';
 import { BeforeAfter } from './report';
 import { formatBytes, fromBase64, percent, saveBlob, sniff } from './util';
@@ -17,6 +17,8 @@ interface Result {
   layers: string[];
   before: VerifyReport;
   after: VerifyReport;
+  credentials: CredentialsOutcome;
+  warnings: MarkAnswer['warnings'];
 }
 
 interface Item {
@@ -33,6 +35,13 @@ interface Item {
 let nextId = 1;
 
 const NOT_AN_IMAGE = 'This file is not a JPEG, PNG or WebP image (judged by its content, not its name), so it was not sent.';
+
+/** What happened to a file's Content Credentials (C2PA), when it had any. */
+const CREDENTIALS: Record<Exclude<CredentialsOutcome, 'none'>, string> = {
+  updated: 'Kept: an update manifest signed by this server records the change',
+  unchanged: 'Unchanged (the file was already marked)',
+  invalidated: 'No longer valid after marking (see the warning)',
+};
 
 const STATUS: Record<State, string> = {
   waiting: 'Waiting',
@@ -127,6 +136,8 @@ export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: A
             layers: answer.layers,
             before: answer.before,
             after: answer.after,
+            credentials: answer.credentials,
+            warnings: answer.warnings,
           };
           update(item.id, { state: 'done', result });
         } catch (err) {
@@ -310,7 +321,20 @@ function FileRow({ item, onRemove }: { item: Item; onRemove: (() => void) | unde
             <dd>
               <code class="hash">{r.sha256}</code>
             </dd>
+            {r.credentials !== 'none' && (
+              <>
+                <dt>Content Credentials</dt>
+                <dd>{CREDENTIALS[r.credentials]}</dd>
+              </>
+            )}
           </dl>
+          {r.warnings.length > 0 && (
+            <ul class="warnings" aria-label={`Warnings for ${item.file.name}`}>
+              {r.warnings.map((w) => (
+                <li key={w.code}>{w.message}</li>
+              ))}
+            </ul>
+          )}
           <BeforeAfter before={r.before} after={r.after} />
           <a class="button" href={r.url} download={r.filename}>
             Download {r.filename}
