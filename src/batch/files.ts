@@ -195,35 +195,11 @@ function openTemp(target: string, mode: number): { fd: number; tmp: string } {
 
 /**
  * Writes `pieces` to a new temporary file beside `target` and renames it over the target: a reader, a
- * crash or an interrupt sees the old file or the whole new one, never half of one.
+ * crash or an interrupt sees the old file or the whole new one, never half of one. (Written before the
+ * promise is returned: there is nothing to copy.)
  */
-export function writeAtomically(target: string, pieces: readonly Uint8Array[], options: WriteOptions = {}): void {
-  ensureDir(dirname(target));
-  // O_EXCL: never follows or reuses something already there.
-  const { fd, tmp } = openTemp(target, options.mode ?? 0o666);
-  writing.add(tmp);
-  let renamed = false;
-  try {
-    try {
-      writeAll(fd, pieces);
-      if (options.mode !== undefined) fchmodSync(fd, options.mode); // exactly the input's mode, not masked by the umask
-      if (options.mtimeMs !== undefined) futimesSync(fd, options.mtimeMs / 1000, options.mtimeMs / 1000);
-      if (options.fsync) fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(tmp, target);
-    renamed = true;
-  } finally {
-    if (!renamed) {
-      try {
-        unlinkSync(tmp);
-      } catch {
-        // already gone
-      }
-    }
-    writing.delete(tmp);
-  }
+export function writeAtomically(target: string, pieces: readonly Uint8Array[], options: WriteOptions = {}): Promise<void> {
+  return writeAtomicallyCopying(target, pieces, -1, undefined, options);
 }
 
 /**
@@ -249,10 +225,11 @@ export async function writeAtomicallyCopying(
   target: string,
   parts: readonly OutputPart[],
   source: number,
-  copier: FilesAddon,
+  copier: FilesAddon | undefined,
   options: WriteOptions = {},
 ): Promise<void> {
   ensureDir(dirname(target));
+  // O_EXCL: never follows or reuses something already there.
   const { fd, tmp } = openTemp(target, options.mode ?? 0o666);
   writing.add(tmp);
   let renamed = false;
@@ -269,6 +246,7 @@ export async function writeAtomicallyCopying(
         } else {
           if (run.length > 0) writeAll(fd, run, runAt);
           run = [];
+          if (!copier) throw new Error('a stretch of the input to copy, and no copier');
           copies.push(copyRange(copier, source, fd, part, at));
         }
         at += part.length;
@@ -277,7 +255,7 @@ export async function writeAtomicallyCopying(
       // Every copy ends before the descriptors close, even when one failed.
       const settled = await Promise.allSettled(copies);
       for (const r of settled) if (r.status === 'rejected') throw r.reason;
-      if (options.mode !== undefined) fchmodSync(fd, options.mode);
+      if (options.mode !== undefined) fchmodSync(fd, options.mode); // exactly the input's mode, not masked by the umask
       if (options.mtimeMs !== undefined) futimesSync(fd, options.mtimeMs / 1000, options.mtimeMs / 1000);
       if (options.fsync) fsyncSync(fd);
     } finally {
