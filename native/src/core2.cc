@@ -24,6 +24,7 @@ constexpr int kT2 = kTile * kTile;
 constexpr int kTM = kTile - 1;
 constexpr double kSpecClip = 6;
 constexpr int kWhitenBox = 17;
+constexpr double kGridSkip = 2;  // template peaks this close (bins) to a notched grid line leave the comb
 const double kCropStep = std::log(1.005);
 constexpr int kPoolRadius = 1;            // max filter of the coarse pass, bins
 constexpr int kCoarseKeep = 32;           // coarse cells refined
@@ -201,6 +202,7 @@ std::vector<float> AreaResize(const float* src, int w, int h, int ow, int oh) {
 
 struct Spectrum {
   int nx = 0, ny = 0;
+  bool notch = false;  // JPEG grid lines notched out: the comb skips the peaks that fall on them
   std::vector<float> fine, coarse;
 };
 
@@ -210,6 +212,7 @@ Spectrum WhitenedSpectrum(const float* x, int w, int h, bool notchGrid) {
   const int nx = NextPow2(w), ny = NextPow2(h);
   sp.nx = nx;
   sp.ny = ny;
+  sp.notch = notchGrid;
   const size_t n = size_t(nx) * ny;
   std::vector<double> re(n, 0.0), im(n, 0.0);
   const int tx = std::max(1, int(JsRound(w / 10.0)));
@@ -301,6 +304,14 @@ Spectrum WhitenedSpectrum(const float* x, int w, int h, bool notchGrid) {
   return sp;
 }
 
+// Whether a frequency (in bins, any sign) lies within kGridSkip bins of a notched JPEG grid line: its bins
+// were set to 0, so a template peak there is not counted at all (rather than counted as absent).
+inline bool OnGrid(double u, double v, int nx, int ny) {
+  const double gx = nx / 8, gy = ny / 8;
+  const double du = std::fmod(std::abs(u), gx), dv = std::fmod(std::abs(v), gy);
+  return std::min(du, gx - du) < kGridSkip || std::min(dv, gy - dv) < kGridSkip;
+}
+
 inline double SpecAt(const std::vector<float>& plane, int nx, int ny, double fx, double fy) {
   const double u = fx * nx, v = fy * ny;
   const double uf = std::floor(u), vf = std::floor(v);
@@ -320,7 +331,7 @@ double CombScoreCS(const Spectrum& sp, const std::vector<float>& plane, const do
   for (int i = 0; i < 2 * nm; i += 2) {
     const double fx = (m[i] * c - m[i + 1] * s) * kx;
     const double fy = (m[i] * s + m[i + 1] * c) * ky;
-    if (std::abs(fx) > 0.45 || std::abs(fy) > 0.45) continue;
+    if (std::abs(fx) > 0.45 || std::abs(fy) > 0.45 || (sp.notch && OnGrid(fx * sp.nx, fy * sp.ny, sp.nx, sp.ny))) continue;
     sum += SpecAt(plane, sp.nx, sp.ny, fx, fy);
     n++;
   }
@@ -329,14 +340,14 @@ double CombScoreCS(const Spectrum& sp, const std::vector<float>& plane, const do
 
 // Comb score with nearest-bin lookups (the coarse pass, on the max-filtered plane).
 OPTMARK_CLONES
-double CombNearest(const std::vector<float>& plane, int nx, int ny, const double* m, int nm, int period, double c, double s, double sx, double sy) {
+double CombNearest(const std::vector<float>& plane, int nx, int ny, bool notch, const double* m, int nm, int period, double c, double s, double sx, double sy) {
   const double kx = 1 / (period * sx), ky = 1 / (period * sy);
   double sum = 0;
   int n = 0;
   for (int i = 0; i < 2 * nm; i += 2) {
     const double fx = (m[i] * c - m[i + 1] * s) * kx;
     const double fy = (m[i] * s + m[i + 1] * c) * ky;
-    if (std::abs(fx) > 0.45 || std::abs(fy) > 0.45) continue;
+    if (std::abs(fx) > 0.45 || std::abs(fy) > 0.45 || (notch && OnGrid(fx * nx, fy * ny, nx, ny))) continue;
     const int u = int(std::floor(fx * nx + 0.5)) & (nx - 1), v = int(std::floor(fy * ny + 0.5)) & (ny - 1);
     sum += plane[size_t(v) * nx + u];
     n++;
@@ -421,7 +432,7 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
     for (const int i : ci)
       for (const int j : cj)
         for (const int k : ck) {
-          const double score = CombNearest(pooled, sp.nx, sp.ny, harm, nh, period, cs[i], sn[i], ex[j], exr[size_t(j) * nR + k]);
+          const double score = CombNearest(pooled, sp.nx, sp.ny, sp.notch, harm, nh, period, cs[i], sn[i], ex[j], exr[size_t(j) * nR + k]);
           if (cells.size() == size_t(kCoarseKeep) && !(score > cells.back().score)) continue;
           size_t at = cells.size();
           while (at > 0 && score > cells[at - 1].score) at--;

@@ -22,6 +22,12 @@ const WORKER_AHEAD = 3;
  */
 const SPAWN_AFTER_FILES = 24;
 /**
+ * The same for a verify of the metadata alone (--skip-fingerprint without --sha256): a file then costs
+ * a few hundred microseconds (its first bytes and its last two; one parse per distinct packet), so a
+ * thread's start-up is won back only after about a thousand files.
+ */
+const SPAWN_AFTER_FILES_METADATA = 1000;
+/**
  * Files in flight by default when the main thread copies in the kernel (Lane.concurrent): the work per
  * file is then mostly the copy, which waits on memory or the disk, on libuv's thread pool (sized to
  * match unless UV_THREADPOOL_SIZE says otherwise); a deeper queue keeps a disk busy and, on a shared
@@ -205,6 +211,7 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
   const workers: WorkerSlot[] = [];
   let spawning: Promise<void> | undefined;
   const heavy = setup.fingerprint || (setup.command === 'verify' && !setup.skipFingerprint && setup.init.fingerprintDetect);
+  const spawnAfter = setup.command === 'verify' && setup.skipFingerprint && !setup.hash ? SPAWN_AFTER_FILES_METADATA : SPAWN_AFTER_FILES;
 
   const dispatch = async (slot: Slot, job: FileJob): Promise<void> => {
     started++;
@@ -259,7 +266,7 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
         continue;
       }
       // Pixel work (fingerprint, detector) takes long per file: threads start at once.
-      if (!spawned && jobs > 1 && !main.concurrent && (heavy || started >= SPAWN_AFTER_FILES)) spawning = spawn();
+      if (!spawned && jobs > 1 && !main.concurrent && (heavy || started >= spawnAfter)) spawning = spawn();
       const slot = await acquire();
       if (!slot) break;
       const p: Promise<void> = dispatch(slot, planned).finally(() => {

@@ -56,10 +56,19 @@ function notExamined(engine: Engine, decodeMs: number): FingerprintDetail {
   };
 }
 
-/** Runs both schemes' cores on decoded base pixels (exported for benchmarks that decode once). */
+/**
+ * 1 when the base is a JPEG at its own size: its 8 x 8 block grid then sits at 8 base pixels and the
+ * lattice search notches it out of the spectrum. Other inputs keep every frequency (a notch there would
+ * only hide template peaks, e.g. at the period of a PNG crop of a twice-larger picture: docs/fingerprint.md).
+ */
+export function jpegGridAtOwnSize(head: { width: number; height: number; format: string }): 0 | 1 {
+  return head.format === 'jpeg' && Math.min(head.width, head.height) === WORK_SHORT_SIDE ? 1 : 0;
+}
+
+/** Runs both schemes' cores on decoded base pixels (exported for benchmarks that decode once); `head` is the input's probe. */
 export function detectOnBase(
   base: { pixels: Uint8Array; width: number; height: number; channels: number },
-  inputShort: number,
+  head: { width: number; height: number; format: string },
   secret: Uint8Array,
   engine: Engine,
 ): Omit<FingerprintDetail, 'decodeMs' | 'detectMs'> {
@@ -68,7 +77,7 @@ export function detectOnBase(
     {
       ...base,
       workShort: WORK_SHORT_SIDE,
-      native: inputShort === WORK_SHORT_SIDE ? 1 : 0,
+      native: jpegGridAtOwnSize(head),
       a: k2.a,
       harmonics: k2.harmonics,
       b: k2.b,
@@ -139,7 +148,7 @@ export async function detectFingerprint(bytes: Uint8Array, secret: Uint8Array, o
     return notExamined(engine, performance.now() - t0);
   }
   const t1 = performance.now();
-  const r = detectOnBase(base, Math.min(head.width, head.height), secret, engine);
+  const r = detectOnBase(base, head, secret, engine);
   const t2 = performance.now();
   return { ...r, decodeMs: t1 - t0, detectMs: t2 - t1 };
 }

@@ -43,7 +43,7 @@ export interface Core2Input {
   channels: number;
   /** Short side of the work resolution the base was scaled from (WORK_SHORT_SIDE, or less for small inputs). */
   workShort: number;
-  /** 1 when the base is the input at its own size (a JPEG grid, if any, is then at 8 px). */
+  /** 1 when the base is a JPEG at its own size: its 8 x 8 block grid is then at 8 px and is notched out of the spectrum. */
   native: number;
   /** Key parts: a is period^2, b and c TILE^2. */
   a: Float32Array;
@@ -154,6 +154,8 @@ function fft2dRect(re: Float64Array, im: Float64Array, nx: number, ny: number, s
 export interface Spectrum {
   nx: number;
   ny: number;
+  /** Whether the JPEG grid lines were notched out (the comb then skips the peaks that fall on them). */
+  notch: boolean;
   fine: Float32Array;
   coarse: Float32Array;
 }
@@ -172,6 +174,8 @@ const GATED_SCALE_MIN = 0.85;
 /** Candidates this close (relative) to the no-geometry lattice are skipped: it is tried anyway. */
 const SAME_AS_IDENTITY = 0.02;
 const WHITEN_BOX = 17;
+/** Template peaks this close (bins) to a notched grid line are left out of the comb score. */
+const GRID_SKIP = 2;
 
 export function whitenedSpectrum(x: Float32Array, w: number, h: number, notchGrid: boolean): Spectrum {
   const nx = nextPow2(w);
@@ -197,9 +201,9 @@ export function whitenedSpectrum(x: Float32Array, w: number, h: number, notchGri
       const i = v * nx + u;
       const du = Math.abs(fu) % gx;
       const dv = Math.abs(fv) % gy;
-      const onGrid = notchGrid && (Math.min(du, gx - du) <= 1 || Math.min(dv, gy - dv) <= 1);
+      const gridLine = notchGrid && (Math.min(du, gx - du) <= 1 || Math.min(dv, gy - dv) <= 1);
       const rr = Math.sqrt((fu / nx) ** 2 + (fv / ny) ** 2);
-      if (Math.abs(fu) <= 1 || Math.abs(fv) <= 1 || onGrid || rr < 0.01) continue;
+      if (Math.abs(fu) <= 1 || Math.abs(fv) <= 1 || gridLine || rr < 0.01) continue;
       pw[i] = re[i]! * re[i]! + im[i]! * im[i]!;
       valid[i] = 1;
     }
@@ -254,7 +258,19 @@ export function whitenedSpectrum(x: Float32Array, w: number, h: number, notchGri
     }
     return out;
   };
-  return { nx, ny, fine: smooth(pw, [0.25, 0.5, 0.25]), coarse: smooth(pw, [1 / 3, 1 / 3, 1 / 3]) };
+  return { nx, ny, notch: notchGrid, fine: smooth(pw, [0.25, 0.5, 0.25]), coarse: smooth(pw, [1 / 3, 1 / 3, 1 / 3]) };
+}
+
+/**
+ * Whether a frequency (in bins, any sign) lies within GRID_SKIP bins of a notched JPEG grid line: its bins
+ * were set to 0, so a template peak there is not counted at all (rather than counted as absent).
+ */
+function onGrid(u: number, v: number, nx: number, ny: number): boolean {
+  const gx = nx / 8;
+  const gy = ny / 8;
+  const du = Math.abs(u) % gx;
+  const dv = Math.abs(v) % gy;
+  return Math.min(du, gx - du) < GRID_SKIP || Math.min(dv, gy - dv) < GRID_SKIP;
 }
 
 /** Bilinear value of a spectrum plane at a frequency given in cycles per pixel (any sign). */
@@ -310,7 +326,7 @@ function combScoreCS(sp: Spectrum, plane: Float32Array, m: Float64Array, period:
   for (let i = 0; i < m.length; i += 2) {
     const fx = (m[i]! * c - m[i + 1]! * s) * kx;
     const fy = (m[i]! * s + m[i + 1]! * c) * ky;
-    if (Math.abs(fx) > 0.45 || Math.abs(fy) > 0.45) continue;
+    if (Math.abs(fx) > 0.45 || Math.abs(fy) > 0.45 || (sp.notch && onGrid(fx * sp.nx, fy * sp.ny, sp.nx, sp.ny))) continue;
     sum += specAt(plane, sp.nx, sp.ny, fx, fy);
     n++;
   }
@@ -318,7 +334,18 @@ function combScoreCS(sp: Spectrum, plane: Float32Array, m: Float64Array, period:
 }
 
 /** Comb score with nearest-bin lookups (the coarse pass, on the max-filtered plane). */
-function combNearest(plane: Float32Array, nx: number, ny: number, m: Float64Array, period: number, c: number, s: number, sx: number, sy: number): number {
+function combNearest(
+  plane: Float32Array,
+  nx: number,
+  ny: number,
+  notch: boolean,
+  m: Float64Array,
+  period: number,
+  c: number,
+  s: number,
+  sx: number,
+  sy: number,
+): number {
   const kx = 1 / (period * sx);
   const ky = 1 / (period * sy);
   let sum = 0;
@@ -326,7 +353,7 @@ function combNearest(plane: Float32Array, nx: number, ny: number, m: Float64Arra
   for (let i = 0; i < m.length; i += 2) {
     const fx = (m[i]! * c - m[i + 1]! * s) * kx;
     const fy = (m[i]! * s + m[i + 1]! * c) * ky;
-    if (Math.abs(fx) > 0.45 || Math.abs(fy) > 0.45) continue;
+    if (Math.abs(fx) > 0.45 || Math.abs(fy) > 0.45 || (notch && onGrid(fx * nx, fy * ny, nx, ny))) continue;
     const u = Math.floor(fx * nx + 0.5) & (nx - 1);
     const v = Math.floor(fy * ny + 0.5) & (ny - 1);
     sum += plane[v * nx + u]!;
@@ -414,7 +441,7 @@ export function latticeCandidates(
     for (const i of coarseIndices(nT)) {
       for (const j of coarseIndices(nA)) {
         for (const k of coarseIndices(nR)) {
-          const score = combNearest(pooled, sp.nx, sp.ny, harm, period, cs[i]!, sn[i]!, ex[j]!, exr[j * nR + k]!);
+          const score = combNearest(pooled, sp.nx, sp.ny, sp.notch, harm, period, cs[i]!, sn[i]!, ex[j]!, exr[j * nR + k]!);
           if (cells.length === COARSE_KEEP && !(score > cells[cells.length - 1]!.score)) continue;
           let at = cells.length;
           while (at > 0 && score > cells[at - 1]!.score) at--;

@@ -1,8 +1,11 @@
 /**
  * Fixtures of the fingerprint tests: a deterministic photo-like image made on the spot (nothing binary in
- * the repository) and the PSNR the embedding is held to.
+ * the repository), the PSNR the embedding is held to, and the check that an attack keeps the mark.
  */
 import sharp from 'sharp';
+import { expect } from 'vitest';
+import type { AttackFn } from '../../bench/lib/fingerprint-attacks.js';
+import { detectFingerprint } from '../../src/fingerprint/index.js';
 
 /** Deterministic photo-like fixture: smooth gradients plus multi-scale value noise, RGB, as PNG. */
 export async function texturedImage(width: number, height: number, seed: number): Promise<Buffer> {
@@ -48,4 +51,24 @@ export async function psnr(a: Uint8Array, b: Uint8Array): Promise<number> {
   let se = 0;
   for (let i = 0; i < x!.length; i++) se += (x![i]! - y![i]!) ** 2;
   return 10 * Math.log10((255 * 255) / (se / x!.length));
+}
+
+/**
+ * The lattice is found after an attack: the attacked marked image is present as version 2, and the same
+ * attack on the unmarked original stays absent (examined: 256 cells).
+ */
+export async function expectFoundAfter(
+  fn: AttackFn,
+  marked: Buffer,
+  orig: Buffer,
+  secret: Uint8Array,
+  maxPixels: number,
+  rng: () => number = () => 0.5,
+): Promise<void> {
+  const hit = await detectFingerprint(await fn(marked, rng), secret, { maxPixels });
+  expect(hit.present, `z=${hit.z} sync=${hit.syncZ} lattice=${hit.lattice.join(',')}`).toBe(true);
+  expect(hit.scheme).toBe(2);
+  const miss = await detectFingerprint(await fn(orig, rng), secret, { maxPixels });
+  expect(miss.present).toBe(false);
+  expect(miss.blocks).toBe(256);
 }
