@@ -397,7 +397,7 @@ export const SETTINGS: readonly Setting[] = [
       if (!/^postgres(ql)?:\/\//.test(raw)) throw new Invalid('expected a postgres:// URL (postgres://user:password@host:5432/database)');
       return raw;
     },
-    doc: 'postgres://user:pass@host:5432/db[?schema=s&pool=10]: the store shared by several instances (docs/scaling.md).',
+    doc: 'postgres://user:pass@host:5432/db[?schema=s&pool=10&synchronous_commit=on]: the store shared by several instances (docs/scaling.md).',
   }),
   setting({
     variable: 'OPTMARK_STORE_TIMEOUT_MS',

@@ -14,6 +14,7 @@ struct CoreParams {
   double scaleMin;       // smallest scale searched
   double scaleStep;      // coarse scale step
   double tier1Z;         // sync z at scale 1 that skips the search
+  int fullScales;        // coarse scales (ranked at half resolution) folded at full resolution
   double sigmaHighpass;  // prefilter: subtract a Gaussian of this sigma
   double sigmaLocal;     // prefilter: divide by the local RMS over this sigma
   double localFloor;     // added to the local energy so flat areas stay quiet
@@ -24,8 +25,9 @@ struct CoreIn {
   int width;
   int height;
   int channels;
-  const float* sync;   // kTile2
-  const float* count;  // kTile2
+  const float* sync;         // kTile2
+  const float* count;        // kTile2
+  const float* prefiltered;  // optional: the prefiltered luma (width*height), as version 2 computes it
 };
 
 struct CoreOut {

@@ -10,6 +10,8 @@ export interface CoreInput {
   sync: Float32Array;
   count: Float32Array;
   params: CoreParams;
+  /** Optional: the prefiltered luma (width*height) when the caller has it (version 2 computes the same one). */
+  prefiltered?: Float32Array;
 }
 
 /** Tunables handed to the core on every call, so that the native code has no copy of them. */
@@ -18,6 +20,8 @@ export interface CoreParams {
   scaleMin: number;
   scaleStep: number;
   tier1Z: number;
+  /** Coarse scales, ranked at half resolution, that the search folds at full resolution. */
+  fullScales: number;
   sigmaHighpass: number;
   sigmaLocal: number;
   localFloor: number;

@@ -30,6 +30,11 @@ export const SCALE_MIN = 0.78;
 export const SCALE_STEP = 0.01;
 /** Sync z at scale 1 above which the search is skipped. */
 export const TIER1_Z = 6;
+/**
+ * Detector only (marks stay valid when it changes): the coarse scales are ranked at half resolution and
+ * only this many are folded at full resolution before the refinement.
+ */
+export const V1_FULL_SCALES = 4;
 /** Detector prefilter: subtract a Gaussian (sigma in work px), divide by the local RMS over another. */
 export const SIGMA_HIGHPASS = 2.5;
 export const SIGMA_LOCAL = 4;
@@ -44,6 +49,7 @@ export const CORE_PARAMS = {
   scaleMin: SCALE_MIN,
   scaleStep: SCALE_STEP,
   tier1Z: TIER1_Z,
+  fullScales: V1_FULL_SCALES,
   sigmaHighpass: SIGMA_HIGHPASS,
   sigmaLocal: SIGMA_LOCAL,
   localFloor: LOCAL_FLOOR,

@@ -84,6 +84,7 @@ export interface PostgresStoreOptions {
    * disk, and only a crash of the PostgreSQL host itself (not of optmark) can lose the last ~0.6 s of
    * counter updates. With it on, every reservation waits for an fsync while it holds the account's
    * counter row: measured here, 46 reserve+commit per second instead of thousands (bench/quota.bench.ts).
+   * `synchronous_commit=on` in the URL keeps it on for the server too (the operator's choice).
    */
   synchronousCommit?: boolean;
 }
@@ -225,7 +226,8 @@ export class PostgresStore implements Store {
     const url = parseDatabaseUrl(opts.url);
     const timeout = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const settings = [`-c statement_timeout=${timeout}`, `-c idle_in_transaction_session_timeout=${4 * timeout}`];
-    if (opts.synchronousCommit === false) settings.push('-c synchronous_commit=off');
+    // The server's default (off) gives way to the operator's `synchronous_commit=on` in the URL.
+    if (opts.synchronousCommit === false && url.synchronousCommit !== true) settings.push('-c synchronous_commit=off');
     if (url.schema) settings.push(`-c search_path=${url.schema}`);
     const config: pg.PoolConfig = {
       connectionString: url.connectionString,

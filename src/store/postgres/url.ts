@@ -4,8 +4,19 @@
  */
 import { StoreError } from '../errors.js';
 
-/** Connection settings from the URL: our own parameters (schema, pool) are taken out of it. */
-export function parseDatabaseUrl(url: string): { connectionString: string; schema: string | undefined; pool: number | undefined; display: string } {
+export interface DatabaseUrl {
+  /** The URL for the `pg` client, without optmark's own parameters. */
+  connectionString: string;
+  schema: string | undefined;
+  pool: number | undefined;
+  /** `synchronous_commit=on`: the server's counter writes wait for the WAL flush too (off, the default: they do not). */
+  synchronousCommit: boolean | undefined;
+  /** The URL with its password hidden, for messages. */
+  display: string;
+}
+
+/** Connection settings from the URL: our own parameters (schema, pool, synchronous_commit) are taken out of it. */
+export function parseDatabaseUrl(url: string): DatabaseUrl {
   let u: URL;
   try {
     u = new URL(url);
@@ -23,9 +34,12 @@ export function parseDatabaseUrl(url: string): { connectionString: string; schem
   const pool = poolArg === null ? undefined : Number(poolArg);
   if (pool !== undefined && (!Number.isInteger(pool) || pool < 1 || pool > 1000))
     throw new StoreError('invalid_database_url', `pool must be 1..1000, got ${poolArg}`);
-  u.searchParams.delete('schema');
-  u.searchParams.delete('pool');
+  const syncArg = u.searchParams.get('synchronous_commit');
+  if (syncArg !== null && syncArg !== 'on' && syncArg !== 'off')
+    throw new StoreError('invalid_database_url', `synchronous_commit must be on or off, got ${JSON.stringify(syncArg)}`);
+  const synchronousCommit = syncArg === null ? undefined : syncArg === 'on';
+  for (const ours of ['schema', 'pool', 'synchronous_commit']) u.searchParams.delete(ours);
   const display = new URL(u.href);
   if (display.password) display.password = '***';
-  return { connectionString: u.href, schema, pool, display: display.href };
+  return { connectionString: u.href, schema, pool, synchronousCommit, display: display.href };
 }
