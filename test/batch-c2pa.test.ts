@@ -127,7 +127,7 @@ describe('optmark mark and Content Credentials (OPTMARK_C2PA)', () => {
   );
 
   it.runIf(haveCorpus)(
-    'the layer path (--provenance): an update manifest over the tagged file, both valid; refuse refuses it; a file already marked is left as it is',
+    'the layer path (--provenance, --fingerprint): an update manifest over the tagged or re-encoded file, valid; refuse refuses it; a file already marked is left as it is',
     async () => {
       const cc = join(crafted, 'cc.jpg');
       const r = await mark(undefined, ['--provenance', CORPUS_C2PA[0]!, cc]);
@@ -137,6 +137,12 @@ describe('optmark mark and Content Credentials (OPTMARK_C2PA)', () => {
         const output = new Uint8Array(readFileSync(line.output));
         await expectUpdated('jpeg', new Uint8Array(readFileSync(line.input)), output);
       }
+      // The pixel layer re-encodes: the update manifest over the new pixels records c2pa.edited.
+      const fingerprinted = await mark(undefined, ['--fingerprint', cc]);
+      expect(fingerprinted.status, fingerprinted.stdout).toBe(0);
+      const fp = fingerprinted.lines.get('cc.jpg')!;
+      expect(fp).toMatchObject({ status: 'done', credentials: 'updated' });
+      await expectUpdated('jpeg', new Uint8Array(readFileSync(cc)), new Uint8Array(readFileSync(fp.output)), 'c2pa.edited');
       const refused = await mark('refuse', ['--provenance', cc]);
       expect(refused.status).toBe(1);
       expect(refused.lines.get('cc.jpg')).toMatchObject({ status: 'failed', code: 'content_credentials_present' });

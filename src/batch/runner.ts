@@ -34,6 +34,8 @@ const SPAWN_AFTER_FILES_METADATA = 1000;
  * machine, the copies on more cores (measured: docs/batch.md).
  */
 export const COPY_JOBS = 8;
+/** The main thread's lane lets the event loop turn at least this often (ms). */
+const YIELD_EVERY_MS = 1;
 
 export interface BatchHooks {
   /** A found file as a job, or an outcome when it is refused before being read. */
@@ -66,6 +68,7 @@ class MainSlot implements Slot {
   inflight = 0;
   readonly capacity: number;
   readonly #lane: Lane;
+  #turnAt = 0;
   constructor(lane: Lane, capacity: number) {
     this.#lane = lane;
     this.capacity = capacity;
@@ -73,8 +76,13 @@ class MainSlot implements Slot {
   async run(job: FileJob): Promise<FileOutcome> {
     this.inflight++;
     try {
-      // Worker answers and signals are handled between two files.
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      // Worker answers, copies done and signals are handled between two files: a turn of the event loop
+      // when the last one is more than a millisecond ago (one per file cost more than a small file).
+      const now = performance.now();
+      if (now - this.#turnAt >= YIELD_EVERY_MS) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        this.#turnAt = performance.now();
+      }
       return await this.#lane.run(job);
     } finally {
       this.inflight--;

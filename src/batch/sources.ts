@@ -4,8 +4,7 @@
  * few entries at a time and a list a chunk at a time, so 100,000 files cost no more memory than ten.
  * Consequently files come in directory order, not sorted; reports name every file.
  */
-import { createReadStream, realpathSync, statSync, type Stats } from 'node:fs';
-import { opendir } from 'node:fs/promises';
+import { createReadStream, type Dir, opendirSync, realpathSync, statSync, type Stats } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { errnoText } from './files.js';
 
@@ -141,16 +140,17 @@ async function* walk(root: string, display: string, relBase: string, options: So
   while (stack.length > 0) {
     const relDir = stack.pop()!;
     const dirPath = relDir === '' ? root : join(root, relDir);
-    let dir;
+    let dir: Dir;
     try {
-      dir = await opendir(dirPath, { bufferSize: 64 });
+      // Read synchronously, 64 entries a system call: a promise per entry cost more than the entry itself.
+      dir = opendirSync(dirPath, { bufferSize: 64 });
     } catch (err) {
       yield passed(join(display, relDir), 'failed', `read_${codeOf(err)}`, errnoText(err));
       continue;
     }
     const subdirs: string[] = [];
     try {
-      for await (const e of dir) {
+      for (let e = dir.readSync(); e !== null; e = dir.readSync()) {
         const rel = relDir === '' ? e.name : join(relDir, e.name);
         const path = join(root, rel);
         const input = join(display, rel);
@@ -176,6 +176,8 @@ async function* walk(root: string, display: string, relBase: string, options: So
       }
     } catch (err) {
       yield passed(join(display, relDir), 'failed', `read_${codeOf(err)}`, errnoText(err));
+    } finally {
+      dir.closeSync();
     }
     // Subfolders in reverse so they pop in the order the directory listed them.
     for (let i = subdirs.length - 1; i >= 0; i--) stack.push(subdirs[i]!);

@@ -244,7 +244,7 @@ export class Lane {
     try {
       if (store) {
         // Its own memory: other files of the quick way reuse the read buffer while this one awaits.
-        bytes = Buffer.from(Uint8Array.prototype.slice.call(bytes));
+        bytes = Buffer.from(bytes);
         result = await this.#produceWithCredentials(bytes);
       } else if (copier) {
         // Synchronous on the quick way: the read buffer is not reused before its pieces are written.
