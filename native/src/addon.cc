@@ -75,8 +75,8 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
     Napi::Object po = pv.As<Napi::Object>();
     if (!GetInt(o, "width", 2, kMaxSide, in.width) || !GetInt(o, "height", 2, kMaxSide, in.height) || !GetInt(o, "channels", 1, 4, in.channels) ||
         !GetInt(po, "cell", 1, optmark::kTile, p.cell) || !GetDouble(po, "scaleMin", p.scaleMin) || !GetDouble(po, "scaleStep", p.scaleStep) ||
-        !GetDouble(po, "tier1Z", p.tier1Z) || !GetInt(po, "fullScales", 1, 64, p.fullScales) || !GetDouble(po, "sigmaHighpass", p.sigmaHighpass) ||
-        !GetDouble(po, "sigmaLocal", p.sigmaLocal) || !GetDouble(po, "localFloor", p.localFloor)) {
+        !GetDouble(po, "tier1Z", p.tier1Z) || !GetInt(po, "fullScales", 1, 64, p.fullScales) || !GetDouble(po, "refineZ", p.refineZ) ||
+        !GetDouble(po, "sigmaHighpass", p.sigmaHighpass) || !GetDouble(po, "sigmaLocal", p.sigmaLocal) || !GetDouble(po, "localFloor", p.localFloor)) {
       return env.Undefined();
     }
     if (optmark::kTile % p.cell != 0 || !(p.scaleStep > 0.001) || !(p.scaleMin > 0.3 && p.scaleMin <= 1) || !(p.sigmaHighpass > 0 && p.sigmaHighpass < 50) ||
@@ -101,6 +101,7 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
     r.Set("dx", out.dx);
     r.Set("dy", out.dy);
     r.Set("syncZ", out.syncZ);
+    r.Set("coarseZ", out.coarseZ);
     r.Set("tier", out.tier);
     r.Set("cells", cells);
     return r;

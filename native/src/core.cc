@@ -79,7 +79,9 @@ void Blur(const float* __restrict src, int w, int h, const std::vector<float>& t
 OPTMARK_CLONES
 void Prefilter(const float* __restrict y, int w, int h, const CoreParams& p, float* __restrict x) {
   const size_t n = size_t(w) * h;
-  std::vector<float> low(n), tmp(n), sq(n), loc(n);
+  // Per-thread scratch planes (reused across calls rather than fresh pages every time).
+  thread_local std::vector<float> low, tmp, sq, loc;
+  for (std::vector<float>* v : {&low, &tmp, &sq, &loc}) v->resize(n);
   Blur(y, w, h, GaussianTaps(p.sigmaHighpass), tmp.data(), low.data());
   for (size_t i = 0; i < n; i++) {
     x[i] = y[i] - low[i];
@@ -359,6 +361,7 @@ void DetectCore(const CoreIn& in, const CoreParams& params, CoreOut& out) {
   };
   best.z = -1e300;
   consider({1.0});
+  double coarseZ = best.z;
   int tier = 1;
   if (best.z < params.tier1Z) {
     tier = 2;
@@ -387,9 +390,13 @@ void DetectCore(const CoreIn& in, const CoreParams& params, CoreOut& out) {
     std::vector<double> chosen;
     for (size_t k = 0; k < ranked.size() && int(k) < params.fullScales; k++) chosen.push_back(coarse[ranked[k].second]);
     consider(chosen);
-    for (const double step : {params.scaleStep / 2, params.scaleStep / 4}) {
-      const double centre = bestS;
-      consider({centre - step, centre + step});
+    coarseZ = best.z;
+    // The refinement sharpens an alignment that is there: below refineZ (unmarked pictures) it is skipped.
+    if (best.z >= params.refineZ) {
+      for (const double step : {params.scaleStep / 2, params.scaleStep / 4}) {
+        const double centre = bestS;
+        consider({centre - step, centre + step});
+      }
     }
   }
   std::vector<double>& f = fa;
@@ -408,6 +415,7 @@ void DetectCore(const CoreIn& in, const CoreParams& params, CoreOut& out) {
   out.dx = best.dx + best.fx;
   out.dy = best.dy + best.fy;
   out.syncZ = best.z;
+  out.coarseZ = coarseZ;
   out.tier = tier;
 }
 

@@ -15,6 +15,7 @@ struct CoreParams {
   double scaleStep;      // coarse scale step
   double tier1Z;         // sync z at scale 1 that skips the search
   int fullScales;        // coarse scales (ranked at half resolution) folded at full resolution
+  double refineZ;        // sync z from which the scale is refined around the best coarse one
   double sigmaHighpass;  // prefilter: subtract a Gaussian of this sigma
   double sigmaLocal;     // prefilter: divide by the local RMS over this sigma
   double localFloor;     // added to the local energy so flat areas stay quiet
@@ -35,6 +36,7 @@ struct CoreOut {
   double dx;
   double dy;
   double syncZ;
+  double coarseZ;  // sync z of the best scale before the refinement
   int tier;
   double* cells;  // (kTile/cell)^2, filled by the core
 };

@@ -208,11 +208,11 @@ struct Spectrum {
   std::vector<float> fine, coarse;
 };
 
-// Row transforms of the first h rows of an nx-wide complex array whose imaginary part is zero, eight
+// Row transforms of the first h rows of an nx-wide complex array whose imaginary part is zero, sixteen
 // rows at a time: interleaved into a small block, transformed there as columns (FftColumns: per element the
-// same butterflies as Fft1d, vectorised across the eight rows), and written back.
+// same butterflies as Fft1d, vectorised across the sixteen rows), and written back.
 void FftRealRows(double* re, double* im, int nx, int h, int sign, std::vector<double>& br, std::vector<double>& bi) {
-  constexpr int R = 8;
+  constexpr int R = 16;
   br.resize(size_t(nx) * R);
   bi.resize(size_t(nx) * R);
   for (int r0 = 0; r0 < h; r0 += R) {

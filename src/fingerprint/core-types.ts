@@ -22,6 +22,8 @@ export interface CoreParams {
   tier1Z: number;
   /** Coarse scales, ranked at half resolution, that the search folds at full resolution. */
   fullScales: number;
+  /** Sync z from which the scale is refined (by half and quarter steps) around the best coarse one. */
+  refineZ: number;
   sigmaHighpass: number;
   sigmaLocal: number;
   localFloor: number;
@@ -35,6 +37,8 @@ export interface CoreOutput {
   dy: number;
   /** Sync correlation peak over its surface's RMS at the chosen alignment. */
   syncZ: number;
+  /** Sync z of the best scale before the refinement. */
+  coarseZ: number;
   /** 1 when the scale-1 fast path was taken, 2 when the scale search ran. */
   tier: number;
   /** Correlation of each count cell with the key at the chosen alignment. */

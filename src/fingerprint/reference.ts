@@ -254,6 +254,7 @@ export function detectCore(input: CoreInput): CoreOutput {
     }
   };
   consider([1]);
+  let coarseZ = best.z;
   let tier = 1;
   if (best.z < params.tier1Z) {
     tier = 2;
@@ -278,9 +279,13 @@ export function detectCore(input: CoreInput): CoreOutput {
     }
     ranked.sort((a, b) => b.z - a.z); // stable: equal z keeps list order
     consider(ranked.slice(0, params.fullScales).map((r) => coarse[r.i]!));
-    for (const step of [params.scaleStep / 2, params.scaleStep / 4]) {
-      const centre = bestS;
-      consider([centre - step, centre + step]);
+    coarseZ = best.z;
+    // The refinement sharpens an alignment that is there: below refineZ (unmarked pictures) it is skipped.
+    if (best.z >= params.refineZ) {
+      for (const step of [params.scaleStep / 2, params.scaleStep / 4]) {
+        const centre = bestS;
+        consider([centre - step, centre + step]);
+      }
     }
   }
   const f = fa;
@@ -298,5 +303,5 @@ export function detectCore(input: CoreInput): CoreOutput {
       cells[cellRow + ((kx / cell) | 0)]! += f[fr + ((kx - best.dx) & MASK)]! * input.count[crow + kx]!;
     }
   }
-  return { scale: bestS, dx: best.dx + best.fx, dy: best.dy + best.fy, syncZ: best.z, tier, cells };
+  return { scale: bestS, dx: best.dx + best.fx, dy: best.dy + best.fy, syncZ: best.z, coarseZ, tier, cells };
 }
