@@ -16,6 +16,7 @@ import { chromium } from 'playwright-core';
 import sharp from 'sharp';
 import { median as upperMedian } from '../src/capacity/report.js';
 import { startOptmark } from '../src/capacity/servers.js';
+import { parseServerTiming } from '../src/http/timing.js';
 
 const { values } = parseArgs({
   options: {
@@ -91,11 +92,57 @@ function cpuSeconds(pids: number[]): number {
   return ticks / 100; // USER_HZ
 }
 
-/** One pass: its wall time, and the CPU the server and the client (this process, or the browser) used. */
+/** CPU seconds every CPU of the machine has been busy so far (/proc/stat: all but idle and iowait). */
+function machineBusySeconds(): number {
+  const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/).slice(1).map(Number);
+  const total = f.slice(0, 8).reduce((a, b) => a + b, 0); // user nice system idle iowait irq softirq steal
+  return (total - f[3]! - f[4]!) / 100;
+}
+
+/** CPU seconds so far by the browser's process type (browser, renderer, gpu-process, utility). */
+function cpuByType(pids: number[]): Map<string, number> {
+  const out = new Map<string, number>();
+  for (const pid of pids) {
+    let type = 'browser';
+    try {
+      type = /--type=([\w-]+)/.exec(readFileSync(`/proc/${pid}/cmdline`, 'utf8'))?.[1] ?? 'browser';
+    } catch {
+      continue;
+    }
+    out.set(type, (out.get(type) ?? 0) + cpuSeconds([pid]));
+  }
+  return out;
+}
+
+/** One image request as the client saw it (ms from the first request's start) and the server's phases (Server-Timing). */
+interface Req {
+  start: number;
+  end: number;
+  receive: number;
+  queue: number;
+  work: number;
+}
+
+/** One pass: its wall time, the CPU the server and the client (this process, or the browser) used, and its requests. */
 interface Run {
   ms: number;
   serverCpu: number;
   clientCpu: number;
+  reqs: Req[];
+  /** The 1-minute load average when the pass ended. */
+  load: number;
+  /** CPU seconds the rest of the machine (other engineers' work) used during the pass. */
+  othersCpu: number;
+  /** The page only: the browser's CPU by process type. */
+  byType?: string;
+}
+
+const loadAverage = (): number => Number(readFileSync('/proc/loadavg', 'utf8').split(' ')[0]);
+
+/** Requests with their times made relative to the first start. */
+function relative(reqs: Req[]): Req[] {
+  const t0 = Math.min(...reqs.map((r) => r.start));
+  return reqs.map((r) => ({ ...r, start: r.start - t0, end: r.end - t0 }));
 }
 
 interface AccountInfo {
@@ -135,7 +182,7 @@ async function main(): Promise<void> {
 
     /** The same work without the page: open a batch, send every image, parse every answer. */
     const direct = async (): Promise<Run> => {
-      const cpu0 = { server: cpuSeconds([serverPid]), client: cpuSeconds([process.pid]) };
+      const cpu0 = { server: cpuSeconds([serverPid]), client: cpuSeconds([process.pid]), machine: machineBusySeconds() };
       const t0 = performance.now();
       const batch = (await (
         await fetch(`${base}/api/v1/dashboard/batches`, {
@@ -145,20 +192,27 @@ async function main(): Promise<void> {
         })
       ).json()) as { id: string };
       const queue = bytes.map((b, i) => ({ b, name: `photo-${i}.jpg` }));
+      const reqs: Req[] = [];
       await Promise.all(
         Array.from({ length: lanes }, async () => {
           for (let item = queue.shift(); item; item = queue.shift()) {
+            const start = performance.now();
             const form = new FormData();
             form.append('image', new Blob([item.b], { type: 'image/jpeg' }), item.name);
             const res = await fetch(`${base}/api/v1/dashboard/batches/${batch.id}/images`, { method: 'POST', headers, body: form });
             const answer = (await res.json()) as { imageBase64?: string; error?: string };
             if (res.status !== 200 || !answer.imageBase64) throw new Error(`direct: ${res.status} ${answer.error}`);
             Buffer.from(answer.imageBase64, 'base64'); // the client's decode, as the page does it
+            const t = parseServerTiming(res.headers.get('server-timing') ?? '');
+            reqs.push({ start, end: performance.now(), receive: t.receive ?? 0, queue: t.queue ?? 0, work: t.work ?? 0 });
           }
         }),
       );
       const ms = performance.now() - t0;
-      return { ms, serverCpu: cpuSeconds([serverPid]) - cpu0.server, clientCpu: cpuSeconds([process.pid]) - cpu0.client };
+      const serverCpu = cpuSeconds([serverPid]) - cpu0.server;
+      const clientCpu = cpuSeconds([process.pid]) - cpu0.client;
+      const othersCpu = machineBusySeconds() - cpu0.machine - serverCpu - clientCpu;
+      return { ms, serverCpu, clientCpu, reqs: relative(reqs), load: loadAverage(), othersCpu };
     };
 
     /** The page: signed in, files picked and layers ticked beforehand; timed from the click to the last result. */
@@ -173,7 +227,9 @@ async function main(): Promise<void> {
         await p.getByLabel('Provenance').check();
         await p.getByLabel('Fingerprint').check();
         const pids = browserPids();
-        const cpu0 = { server: cpuSeconds([serverPid]), client: cpuSeconds(pids) };
+        const types0 = cpuByType(pids);
+        const cpu0 = { server: cpuSeconds([serverPid]), client: cpuSeconds(pids), machine: machineBusySeconds() };
+        const self0 = cpuSeconds([process.pid]); // this process drives the page meanwhile: not "others"
         const t0 = performance.now();
         await p.getByRole('button', { name: 'Protect', exact: true }).click();
         // Every file settled (protected or failed). A function, not a string: the page's CSP forbids
@@ -188,7 +244,23 @@ async function main(): Promise<void> {
         );
         const ms = performance.now() - t0;
         // Processes the browser started meanwhile count from zero; those it ended are lost (few, small).
-        const run = { ms, serverCpu: cpuSeconds([serverPid]) - cpu0.server, clientCpu: cpuSeconds([...new Set([...pids, ...browserPids()])]) - cpu0.client };
+        const all = [...new Set([...pids, ...browserPids()])];
+        const cpu = { serverCpu: cpuSeconds([serverPid]) - cpu0.server, clientCpu: cpuSeconds(all) - cpu0.client };
+        const othersCpu = machineBusySeconds() - cpu0.machine - cpu.serverCpu - cpu.clientCpu - (cpuSeconds([process.pid]) - self0);
+        const byType = [...cpuByType(all)].map(([t, c]) => `${t} ${(c - (types0.get(t) ?? 0)).toFixed(1)}`).join(', ');
+        // The page's image requests from its Resource Timing entries (same origin: Server-Timing is readable).
+        type Entry = { name: string; startTime: number; responseEnd: number; serverTiming: { name: string; duration: number }[] };
+        const entries = await p.evaluate(() =>
+          (globalThis as unknown as { performance: { getEntriesByType(t: string): Entry[] } }).performance
+            .getEntriesByType('resource')
+            .filter((e) => e.name.endsWith('/images'))
+            .map((e) => ({ start: e.startTime, end: e.responseEnd, timing: e.serverTiming.map((t) => [t.name, t.duration] as const) })),
+        );
+        const reqs = entries.map((e) => {
+          const t = Object.fromEntries(e.timing);
+          return { start: e.start, end: e.end, receive: t.receive ?? 0, queue: t.queue ?? 0, work: t.work ?? 0 };
+        });
+        const run: Run = { ms, ...cpu, reqs: relative(reqs), load: loadAverage(), othersCpu, byType };
         const failed = await p.locator('li.file.failed').allTextContents();
         if (failed.length) throw new Error(`page: ${failed.length} files failed: ${failed.slice(0, 3).join(' | ')}`);
         return run;
@@ -197,7 +269,24 @@ async function main(): Promise<void> {
       }
     };
 
-    const show = (r: Run) => `${(r.ms / 1000).toFixed(2)} s (CPU: server ${r.serverCpu.toFixed(1)} s, client ${r.clientCpu.toFixed(1)} s)`;
+    const workers = Math.max(1, lanes - 1); // the page runs one upload more than the pool has workers
+    const ms = (x: number | undefined) => `${Math.round(x ?? 0)} ms`;
+    /**
+     * A pass in one line: wall, CPU, how busy the workers were (their reported work over wall x workers),
+     * the median upload (receive), wait for a worker (queue) and work per image, and the client's gaps: from
+     * the first request's start to the last one's end against the pass's wall time.
+     */
+    const show = (r: Run) => {
+      const work = r.reqs.reduce((n, q) => n + q.work, 0);
+      const span = Math.max(...r.reqs.map((q) => q.end));
+      return (
+        `${(r.ms / 1000).toFixed(2)} s (CPU: server ${r.serverCpu.toFixed(1)} s, client ${r.clientCpu.toFixed(1)} s; ` +
+        `workers busy ${((100 * work) / (r.ms * workers)).toFixed(0)}%, per image: receive ${ms(upperMedian(r.reqs.map((q) => q.receive)))}, ` +
+        `queue ${ms(upperMedian(r.reqs.map((q) => q.queue)))}, work ${ms(upperMedian(r.reqs.map((q) => q.work)))}; ` +
+        `requests span ${(span / 1000).toFixed(2)} s; load ${r.load.toFixed(1)}, other processes ${r.othersCpu.toFixed(1)} CPU s` +
+        `${r.byType ? `; browser: ${r.byType}` : ''})`
+      );
+    };
     // One untimed pass of each warms the workers, the page and the browser.
     console.log(`warm-up direct ${show(await direct())}`);
     console.log(`warm-up page   ${show(await page())}`);
@@ -218,7 +307,21 @@ async function main(): Promise<void> {
       `wall time, median: direct ${(d / 1000).toFixed(2)} s, page ${(p / 1000).toFixed(2)} s; page / direct = ${(p / d).toFixed(3)} (target <= 1.20)`,
     );
     const ratios = runs.page.map((r, i) => r.ms / runs.direct[i]!.ms);
+    const sorted = [...ratios].sort((a, b) => a - b);
     console.log(`  per round page / direct: ${ratios.map((x) => x.toFixed(3)).join(', ')}`);
+    console.log(
+      `  distribution: min ${sorted[0]!.toFixed(3)}, median ${upperMedian(ratios)!.toFixed(3)}, max ${sorted[sorted.length - 1]!.toFixed(3)}; ` +
+        `load average ${Math.min(...runs.page.map((r) => r.load)).toFixed(1)}-${Math.max(...runs.page.map((r) => r.load)).toFixed(1)}`,
+    );
+    // The machine is shared: every pass runs with other work on the same cores, and that work changes from
+    // one pass to the next. Both passes are CPU-bound (workers busy ~100%), so the wall time a pass would have
+    // taken alone is estimated as its wall time x its share of the CPU the machine spent meanwhile.
+    const alone = (r: Run) => r.ms * ((r.serverCpu + r.clientCpu) / (r.serverCpu + r.clientCpu + Math.max(0, r.othersCpu)));
+    const adjusted = runs.page.map((r, i) => alone(r) / alone(runs.direct[i]!));
+    console.log(
+      `  estimate without the other processes (wall x share of the machine's CPU): per round ${adjusted.map((x) => x.toFixed(3)).join(', ')}; ` +
+        `median ${upperMedian(adjusted)!.toFixed(3)}`,
+    );
     const cpu = (r: Run) => r.serverCpu + r.clientCpu;
     console.log(
       `CPU, median: direct ${med('direct', cpu).toFixed(1)} s (client ${med('direct', (r) => r.clientCpu).toFixed(1)} s), ` +

@@ -7,11 +7,14 @@
  * PostgreSQL: each with a data directory of its own and OPTMARK_DATABASE_URL on a fresh database
  * (OPTMARK_BENCH_DATABASE_URL or OPTMARK_TEST_DATABASE_URL, default the local server; dropped after).
  * A closed loop of CONCURRENCY protects of one corpus image (default jpeg-1mp) spread over the instances
- * in turn by the capacity client (`bench load --url a --url b` does the same), for SECONDS each, after a
- * short warm-up; SQLite and PostgreSQL alternate at each n, so both see the same machine. Prints protects
- * per second, the PostgreSQL/SQLite ratio at each n, and each engine's growth over n = 1.
+ * in turn by the capacity client (`bench load --url a --url b` does the same). At each n both engines'
+ * instances are up at once and take ROUNDS turns of SECONDS each (after a short warm-up), alternating which
+ * goes first, so a change in the machine's load falls on both alike. Prints protects per second (the
+ * median of the rounds), the PostgreSQL/SQLite ratio at each n (the median of the rounds' ratios, with
+ * every round's), and each engine's growth over n = 1.
  *
- *   npm run build && node dist/bench/instances.bench.js     (INSTANCES=3 SECONDS=10 CONCURRENCY=8 IMAGE=jpeg-1mp; BENCH_QUICK=1)
+ *   npm run build && node dist/bench/instances.bench.js
+ *   (INSTANCES=3 ROUNDS=5 SECONDS=4 CONCURRENCY=8 IMAGE=jpeg-1mp; BENCH_QUICK=1 for one short round)
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -24,9 +27,11 @@ import { startOptmark, type Running } from '../src/capacity/servers.js';
 import { QUICK } from './lib/report.js';
 
 const INSTANCES = Number(process.env.INSTANCES ?? 3);
-const SECONDS = Number(process.env.SECONDS ?? (QUICK ? 2 : 10));
+const SECONDS = Number(process.env.SECONDS ?? (QUICK ? 2 : 4));
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 8);
 const IMAGE = process.env.IMAGE ?? 'jpeg-1mp';
+const ROUNDS = Number(process.env.ROUNDS ?? (QUICK ? 1 : 5));
+const TIMEOUT_MS = 60_000;
 
 type Engine = 'sqlite' | 'postgres';
 
@@ -59,50 +64,82 @@ async function startInstances(engine: Engine, n: number, databaseUrl: string): P
   return { servers, cleanup: () => rmSync(shared, { recursive: true, force: true }) };
 }
 
-async function measure(engine: Engine, n: number, databaseUrl: string, body: ReturnType<typeof prepare>): Promise<number> {
-  const { servers, cleanup } = await startInstances(engine, n, databaseUrl);
-  try {
-    const first = servers[0]!.target;
-    const client = new Client({ ...first, urls: servers.map((s) => s.target.url) }, CONCURRENCY);
-    const timeoutMs = 60_000;
-    // Warm-up: every instance's workers loaded, connections open.
-    await closedLoop(client, [body], () => 0, CONCURRENCY * 2, CONCURRENCY, timeoutMs);
-    let done = 0;
-    let failed = 0;
-    const t0 = performance.now();
-    while (performance.now() - t0 < SECONDS * 1000) {
-      const { outcomes } = await closedLoop(client, [body], () => 0, CONCURRENCY * 4, CONCURRENCY, timeoutMs);
-      done += outcomes.filter((o) => o.status === 200).length;
-      failed += outcomes.filter((o) => o.status !== 200).length;
-    }
-    const perSecond = done / ((performance.now() - t0) / 1000);
-    client.close();
-    if (failed > 0) console.log(`  (${engine}, ${n}: ${failed} requests failed)`);
-    return perSecond;
-  } finally {
-    for (const s of servers) await s.stop();
-    cleanup();
-  }
+interface Side {
+  servers: Running[];
+  client: Client;
+  cleanup: () => void;
 }
+
+async function startSide(engine: Engine, n: number, databaseUrl: string): Promise<Side> {
+  const { servers, cleanup } = await startInstances(engine, n, databaseUrl);
+  const first = servers[0]!.target;
+  const client = new Client({ ...first, urls: servers.map((s) => s.target.url) }, CONCURRENCY);
+  // Warm-up: every instance's workers loaded, connections open.
+  await closedLoop(client, [body], () => 0, CONCURRENCY * 2, CONCURRENCY, TIMEOUT_MS);
+  return { servers, client, cleanup };
+}
+
+async function stopSide(side: Side): Promise<void> {
+  side.client.close();
+  for (const s of side.servers) await s.stop();
+  side.cleanup();
+}
+
+/** Protects per second through one side's instances for `seconds` (a closed loop of CONCURRENCY). */
+async function measure(engine: Engine, n: number, side: Side, seconds: number): Promise<number> {
+  let done = 0;
+  let failed = 0;
+  const t0 = performance.now();
+  while (performance.now() - t0 < seconds * 1000) {
+    const { outcomes } = await closedLoop(side.client, [body], () => 0, CONCURRENCY * 2, CONCURRENCY, TIMEOUT_MS);
+    done += outcomes.filter((o) => o.status === 200).length;
+    failed += outcomes.filter((o) => o.status !== 200).length;
+  }
+  if (failed > 0) console.log(`  (${engine}, ${n}: ${failed} requests failed)`);
+  return done / ((performance.now() - t0) / 1000);
+}
+
+const median = (xs: number[]): number => {
+  const s = [...xs].sort((a, b) => a - b);
+  return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
+};
 
 const [image] = await generatedCorpus([IMAGE]);
 if (!image) throw new Error(`no corpus image ${IMAGE}`);
 const body = prepare('protect', image);
 const db = await freshDatabase();
 console.log(
-  `protect of ${image.name} (${(image.bytes.length / 1e6).toFixed(2)} MB), ${CONCURRENCY} in flight, ${SECONDS} s per point, ${cpus().length} cores, load ${loadavg()
+  `protect of ${image.name} (${(image.bytes.length / 1e6).toFixed(2)} MB), ${CONCURRENCY} in flight, ${ROUNDS} rounds of ${SECONDS} s per engine and count, ${cpus().length} cores, load ${loadavg()
     .map((l) => l.toFixed(1))
     .join(' ')}`,
 );
 const results: Record<Engine, number[]> = { sqlite: [], postgres: [] };
+const ratios: number[] = [];
 try {
   for (let n = 1; n <= INSTANCES; n++) {
-    // Alternate which engine goes first, so neither always gets the quieter moment.
-    const order: Engine[] = n % 2 === 1 ? ['sqlite', 'postgres'] : ['postgres', 'sqlite'];
-    for (const engine of order) results[engine][n - 1] = await measure(engine, n, db.url, body);
-    const s = results.sqlite[n - 1]!;
-    const p = results.postgres[n - 1]!;
-    console.log(`${n} instance${n === 1 ? ' ' : 's'}: SQLite ${s.toFixed(1)}/s, PostgreSQL ${p.toFixed(1)}/s, PostgreSQL/SQLite ${(p / s).toFixed(2)}`);
+    // Both engines' instances run at once (idle while the other is measured); ROUNDS short turns each,
+    // alternating which goes first, so a change in the machine's load falls on both alike. The ratio is
+    // the median of the rounds' ratios.
+    const sides = { sqlite: await startSide('sqlite', n, db.url), postgres: await startSide('postgres', n, db.url) };
+    const rounds: Record<Engine, number>[] = [];
+    try {
+      for (let r = 0; r < ROUNDS; r++) {
+        const order: Engine[] = (n + r) % 2 === 1 ? ['sqlite', 'postgres'] : ['postgres', 'sqlite'];
+        const round = { sqlite: 0, postgres: 0 };
+        for (const engine of order) round[engine] = await measure(engine, n, sides[engine], SECONDS);
+        rounds.push(round);
+      }
+    } finally {
+      await stopSide(sides.sqlite);
+      await stopSide(sides.postgres);
+    }
+    results.sqlite[n - 1] = median(rounds.map((r) => r.sqlite));
+    results.postgres[n - 1] = median(rounds.map((r) => r.postgres));
+    ratios[n - 1] = median(rounds.map((r) => r.postgres / r.sqlite));
+    console.log(
+      `${n} instance${n === 1 ? ' ' : 's'}: SQLite ${results.sqlite[n - 1]!.toFixed(1)}/s, PostgreSQL ${results.postgres[n - 1]!.toFixed(1)}/s, ` +
+        `PostgreSQL/SQLite ${ratios[n - 1]!.toFixed(2)} (rounds: ${rounds.map((r) => (r.postgres / r.sqlite).toFixed(2)).join(' ')})`,
+    );
   }
 } finally {
   await db.drop();
@@ -113,7 +150,7 @@ for (let n = 1; n <= INSTANCES; n++) {
   const s = results.sqlite[n - 1]!;
   const p = results.postgres[n - 1]!;
   console.log(
-    `| ${n} | ${s.toFixed(1)} | ${(s / results.sqlite[0]!).toFixed(2)} | ${p.toFixed(1)} | ${(p / results.postgres[0]!).toFixed(2)} | ${(p / s).toFixed(2)} |`,
+    `| ${n} | ${s.toFixed(1)} | ${(s / results.sqlite[0]!).toFixed(2)} | ${p.toFixed(1)} | ${(p / results.postgres[0]!).toFixed(2)} | ${ratios[n - 1]!.toFixed(2)} |`,
   );
 }
 console.log(`load average at the end: ${loadavg()[0]!.toFixed(1)}`);

@@ -21,7 +21,8 @@ import { pathToFileURL } from 'node:url';
 import Database from 'better-sqlite3';
 import pg from 'pg';
 import { compare } from './lib/report.js';
-import { MAX_LIMIT, PostgresStore, SqliteStore, monthOf, type Store } from '../src/store/index.js';
+import { MAX_LIMIT, SqliteStore, monthOf, type Store } from '../src/store/index.js';
+import { PostgresStore } from '../src/store/postgres/engine.js';
 
 async function reserveCommit(store: Store, id: number): Promise<void> {
   const r = await store.reserve(id, 'protect');

@@ -54,6 +54,7 @@ export interface Config {
   c2paKeyFile: string | undefined;
   /** postgres://... : the PostgreSQL store shared by several instances (docs/scaling.md); undefined = the SQLite file in dataDir. */
   databaseUrl: string | undefined;
+  storeTimeoutMs: number;
 }
 
 export class ConfigError extends Error {
@@ -396,7 +397,16 @@ export const SETTINGS: readonly Setting[] = [
       if (!/^postgres(ql)?:\/\//.test(raw)) throw new Invalid('expected a postgres:// URL (postgres://user:password@host:5432/database)');
       return raw;
     },
-    doc: 'postgres://user:pass@host:5432/db[?schema=s&pool=10]: the store shared by several instances (docs/scaling.md).',
+    doc: 'postgres://user:pass@host:5432/db[?schema=s&pool=10&synchronous_commit=on]: the store shared by several instances (docs/scaling.md).',
+  }),
+  setting({
+    variable: 'OPTMARK_STORE_TIMEOUT_MS',
+    key: 'storeTimeoutMs',
+    shown: '5000',
+    fallback: () => 5000,
+    // At most 10 s: a PostgreSQL statement must end well within an instance's 15 s lease.
+    parse: wholeNumber(100, 10_000),
+    doc: "How long a request waits for the store (SQLite: another process's write lock; PostgreSQL: a statement, a pooled connection) before 503.",
   }),
 ];
 

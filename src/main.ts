@@ -52,6 +52,7 @@ export async function startService(config: Config, announce: ((text: string) => 
     defaultProtectLimit: config.defaultProtectLimit,
     defaultVerifyLimit: config.defaultVerifyLimit,
     databaseUrl: config.databaseUrl,
+    storeTimeoutMs: config.storeTimeoutMs,
     // Counter writes are acknowledged before PostgreSQL's WAL flush (docs/scaling.md, "Durability").
     synchronousCommit: false,
   });

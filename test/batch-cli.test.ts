@@ -6,17 +6,28 @@
  */
 import { spawn, spawnSync } from 'node:child_process';
 import { createHash } from 'node:crypto';
-import { existsSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
+import { existsSync, readdirSync, readFileSync, statSync, utimesSync, writeFileSync } from 'node:fs';
 import { join, relative, resolve } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { toErrorShape } from '../src/errors.js';
 import { protect } from '../src/marking/engine.js';
+import { NOT_FOUND_FINGERPRINT, withoutFingerprint } from '../src/pipeline/layers.js';
+import { verifyReport } from '../src/pipeline/verify.js';
 import { expectConforms, expectError } from './helpers/assert.js';
 import { optmarkHere } from './helpers/cli.js';
+import { app1Xmp, jpegSegment } from './helpers/containers.js';
+import { NS, packet, VARIANTS, vocab } from './helpers/fixtures.js';
 import { noiseImages, runBinary, TempDirs, tree, type Run } from './helpers/files.js';
 import { api, CLI, imageForm, request, ROOT, TestServer, waitFor, type Answer } from './helpers/server.js';
 
 const EXIFTOOL = join(ROOT, 'node_modules', 'exiftool-vendored.pl', 'bin', 'exiftool');
+/** The shared corpus, read in place. */
+const CORPUS = join(import.meta.dirname, '..', '..', 'shared', 'corpus');
+/** `b` with more segments right after SOI (what it had kept). */
+const afterSoi = (b: Buffer, ...segments: Uint8Array[]): Buffer => Buffer.concat([b.subarray(0, 2), ...segments, b.subarray(2)]);
+/** `b` with one more XMP APP1 segment, right after SOI. */
+const appendApp1 = (b: Buffer, p: Uint8Array): Buffer => afterSoi(b, app1Xmp(p));
 const temp = new TempDirs('optmark-batch-');
 const tempDir = (): string => temp.make();
 const folder = (files: Record<string, Uint8Array | string>): string => temp.folder(files);
@@ -347,6 +358,73 @@ describe('optmark verify', () => {
     expect(meta.map((l) => ({ ...l, sha256: null }))).toEqual(whole.map((l) => ({ ...l, sha256: null })));
     expect(meta.find((l) => l.input.endsWith('whole.jpg'))!.warnings).toEqual([]);
     expect(meta.find((l) => l.input.endsWith('cut.jpg'))!.warnings.map((w: { code: string }) => w.code)).toEqual(['truncated_image_data']);
+  });
+
+  it("--skip-fingerprint answers every corpus file and crafted JPEG (heads of 16 KiB, 64 KiB and more, cut, trailing bytes, packets read before) exactly as the API's verifyReport", async () => {
+    const big = images.get('bigjpg')!;
+    const com = (n: number): Buffer => jpegSegment(0xfe, Buffer.alloc(n, 0x20));
+    const files: Record<string, Buffer> = {};
+    // Every crafted packet form in a JPEG whose image data runs far past the first bytes read.
+    for (const v of VARIANTS) if (v.packets().every((p) => p.length < 60_000)) files[`v-${v.key}.jpg`] = afterSoi(big, ...v.packets().map((p) => app1Xmp(p)));
+    const prohibit = Buffer.from(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': vocab('DMI-PROHIBITED') } }));
+    const allow = Buffer.from(packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': vocab('DMI-ALLOWED') } }));
+    // The same packets again and again, interleaved with one a byte apart: what was read before must not leak.
+    for (let i = 0; i < 6; i++) {
+      files[`same-${i}-p.jpg`] = appendApp1(big, prohibit);
+      files[`same-${i}-a.jpg`] = appendApp1(big, allow);
+      files[`same-${i}-fresh.jpg`] = Buffer.from(protect(big).bytes);
+    }
+    files['head-20k.jpg'] = afterSoi(appendApp1(big, prohibit), com(20_000)); // segments past the first 16 KiB
+    files['head-70k.jpg'] = afterSoi(appendApp1(big, prohibit), com(65_000), com(6_000)); // ... and past 64 KiB
+    files['trailing.jpg'] = Buffer.concat([appendApp1(big, prohibit), Buffer.from('trailing bytes after EOI')]);
+    files['trailing-far.jpg'] = Buffer.concat([appendApp1(big, prohibit), Buffer.alloc(70_000, 7)]);
+    files['cut.jpg'] = appendApp1(big, prohibit).subarray(0, big.length - 5000);
+    files['cut-at-ff.jpg'] = Buffer.concat([appendApp1(big, prohibit).subarray(0, big.length - 5000), Buffer.from([0xff])]);
+    const input = folder(files);
+    const dataDir = temp.make('optmark-data-');
+    // A provenance tag, signed by the data directory's key (its digest covers the whole file).
+    expect((await optmark(['mark', join(input, 'same-0-a.jpg'), '--out', join(input, 'tagged'), '--provenance'], { dataDir })).status).toBe(0);
+    const { Keyring, verifyProvenance } = await import('../src/provenance/index.js');
+    const keyring = await Keyring.open({ dataDir });
+    const layers = withoutFingerprint({
+      verifyProvenance: async (i: Uint8Array) => {
+        const r = await verifyProvenance(i, keyring);
+        return { present: r.present, valid: r.valid, verifiable: r.verifiable };
+      },
+      detectFingerprint: async () => ({ ...NOT_FOUND_FINGERPRINT }),
+    });
+    for (const jobs of ['1', '2']) {
+      const r = await optmark(['verify', input, CORPUS, '--skip-fingerprint', '--report', '-', '--jobs', jobs], { dataDir });
+      const got = r.stdout
+        .split('\n')
+        .filter(Boolean)
+        .map((l) => JSON.parse(l) as Record<string, any>);
+      expect(got.length).toBe(Object.keys(files).length + 1 + readdirSync(CORPUS).length);
+      for (const l of got) {
+        const bytes = readFileSync(l.input);
+        if (l.status === 'skipped') {
+          expect(l.code, l.input).toBe('unsupported_format');
+          continue;
+        }
+        let want: Record<string, unknown>;
+        try {
+          const { sha256: _s, ...answer } = await verifyReport(bytes, layers);
+          want = { status: 'done', code: null, ...answer };
+        } catch (err) {
+          want = { status: 'failed', code: toErrorShape(err).code };
+        }
+        const { input: _i, format: _f, bytes: size, sha256, message: _m, ...fields } = l;
+        expect(fields, l.input).toEqual(want);
+        expect([size, sha256], l.input).toEqual([bytes.length, null]);
+      }
+      const by = new Map(got.map((l) => [relative(input, l.input), l]));
+      expect(by.get('same-3-p.jpg')!.optedOut).toBe(true);
+      expect(by.get('same-3-a.jpg')!.optedOut).toBe(false);
+      expect(by.get(join('tagged', 'same-0-a.jpg'))!.provenance).toEqual({ present: true, valid: true, verifiable: true });
+      expect(by.get('cut.jpg')!.warnings.map((w: { code: string }) => w.code)).toEqual(['truncated_image_data']);
+      expect(by.get('trailing-far.jpg')!.warnings).toEqual([]);
+      expect(by.get(relative(input, join(CORPUS, 'c2pa_C_with_CAWG_data.jpg')))!.c2pa).toEqual({ present: true, valid: true, trainingMining: 'notAllowed' });
+    }
   });
 
   it('a folder and a NUL-separated list give the same answers; an unreadable file is a failure (exit 1)', async () => {

@@ -6,11 +6,13 @@
  * bytes read; an input that grows or shrinks while it is copied fails without leaving anything behind.
  */
 import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, truncateSync, writeFileSync, appendFileSync } from 'node:fs';
-import { join } from 'node:path';
+import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FileError, openSource, writeAtomicallyCopying } from '../src/batch/files.js';
+import { hasManifestStore } from '../src/c2pa/detect.js';
+import { INVALIDATED_WARNING } from '../src/c2pa/update.js';
 import { protect } from '../src/marking/engine.js';
 import { filesAddon } from '../src/native/index.js';
 import { runBinary, TempDirs } from './helpers/files.js';
@@ -67,21 +69,40 @@ describe('batch marking copies file to file', () => {
     writeFileSync(join(input, 'empty.jpg'), Buffer.alloc(0)); // not an image: skipped
     const marked = protect(big).bytes;
     writeFileSync(join(input, 'already.jpg'), marked); // carries the field exactly: copied as it is
+    writeFileSync(join(input, 'cut.jpg'), big.subarray(0, big.length - 5000)); // marked from its head, cut off: warned
+    writeFileSync(join(input, 'trailer.jpg'), Buffer.concat([big, Buffer.alloc(70_000, 9)])); // EOI not in its last bytes
     for (const jobs of ['1', '8']) {
       const out = tempDir();
-      const r = await runBinary(['mark', input, '--out', out, '--jobs', jobs], { env: { OPTMARK_DATA_DIR: tempDir('optmark-data-') } });
+      const report = join(tempDir(), 'r.jsonl');
+      // invalidate: files with Content Credentials get protect()'s bytes too (update adds a manifest: test/batch-c2pa.test.ts).
+      const env = { OPTMARK_DATA_DIR: tempDir('optmark-data-'), OPTMARK_C2PA: 'invalidate' };
+      const r = await runBinary(['mark', input, '--out', out, '--jobs', jobs, '--report', report], { env });
       expect([0, 1], r.stderr).toContain(r.status);
+      const lines = new Map(
+        readFileSync(report, 'utf8')
+          .split('\n')
+          .filter(Boolean)
+          .map((l) => JSON.parse(l) as Record<string, any>)
+          .map((l) => [basename(l.input), l]),
+      );
       let compared = 0;
       for (const n of readdirSync(input)) {
-        const want = expected(readFileSync(join(input, n)));
+        const bytes = readFileSync(join(input, n));
+        const want = expected(bytes);
         const path = join(out, n);
         if (want === undefined) {
           expect(existsSync(path), `${n}: refused, so not written`).toBe(false);
           continue;
         }
         expect(readFileSync(path).equals(want), `${n} (--jobs ${jobs})`).toBe(true);
+        // The report's warnings are protect's (a cut file), plus what became of Content Credentials.
+        const line = lines.get(n)!;
+        const store = hasManifestStore(protect(bytes).format, bytes);
+        expect(line.credentials, n).toBe(store ? 'invalidated' : 'none');
+        expect(line.warnings, n).toEqual([...protect(bytes).warnings, ...(store ? [INVALIDATED_WARNING] : [])]);
         compared++;
       }
+      expect(lines.get('cut.jpg')!.warnings.map((w: { code: string }) => w.code)).toEqual(['truncated_image_data']);
       expect(compared).toBeGreaterThan(20);
       expect(readdirSync(out).filter((n) => n.endsWith('.tmp'))).toEqual([]);
     }

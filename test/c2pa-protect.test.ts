@@ -12,21 +12,18 @@ import { existsSync, mkdtempSync, readFileSync, rmSync, statSync } from 'node:fs
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { coseSign1, reserveSizeFor } from '../src/c2pa/cose.js';
-import { type C2paContainer, hasManifestStore } from '../src/c2pa/detect.js';
-import { C2PA_DIR, CA_FILE, IDENTITY_FILE, generateIdentity, loadC2paIdentity, parseIdentity, type SignerIdentity } from '../src/c2pa/identity.js';
-import { loadC2pa, MIME } from '../src/c2pa/reader.js';
-import { blobOf, trainingEntriesFor } from '../src/c2pa/update.js';
+import { hasManifestStore } from '../src/c2pa/detect.js';
+import { C2PA_DIR, CA_FILE, IDENTITY_FILE, generateIdentity, loadC2paIdentity, type SignerIdentity } from '../src/c2pa/identity.js';
+import { trainingEntriesFor } from '../src/c2pa/update.js';
 import { OptmarkError } from '../src/errors.js';
 import { requireFormat } from '../src/formats/index.js';
 import { protect } from '../src/marking/engine.js';
 import { type CredentialsPolicy, protectWithCredentials } from '../src/pipeline/credentials.js';
-import { noLayers } from '../src/pipeline/layers.js';
 import { runMark } from '../src/pipeline/mark.js';
-import { verifyReport } from '../src/pipeline/verify.js';
 import { contentDigest, keyIdOf, signingTime, verifyProvenance } from '../src/provenance/index.js';
 import { signFields, writeTag } from '../src/provenance/tag.js';
 import { DEFAULT_TOKEN, tokenUri } from '../src/xmp/index.js';
+import { expectUpdated, read, withCredentials } from './helpers/c2pa.js';
 import { pngChunk, pngWith } from './helpers/containers.js';
 import { smallImage } from './helpers/images.js';
 
@@ -43,73 +40,6 @@ beforeAll(async () => {
   server = await loadC2paIdentity({ dataDir });
 });
 afterAll(() => rmSync(dataDir, { recursive: true, force: true }));
-
-interface Report {
-  active_manifest: string;
-  validation_state: string;
-  validation_status?: { code: string }[];
-  manifests: Record<
-    string,
-    {
-      assertions: { label: string; data: { entries?: Record<string, { use: string }>; actions?: { action: string }[] } }[];
-      ingredients: { relationship: string; active_manifest?: string }[];
-      signature_info?: { issuer?: string; common_name?: string };
-    }
-  >;
-}
-
-/** The reference reader's report, optionally trusting `anchor` (PEM). */
-async function read(format: C2paContainer, bytes: Uint8Array, anchor?: string): Promise<Report> {
-  const m = await loadC2pa();
-  const r = await m.WasmReader.fromBytes(MIME[format], bytes, anchor ? JSON.stringify({ trust: { trust_anchors: anchor } }) : undefined);
-  try {
-    return JSON.parse(r.json()) as Report;
-  } finally {
-    r.free();
-  }
-}
-
-/** `bytes` given Content Credentials by another signer (a "camera"), as the tests' PNG, WebP and JPEG cases. */
-async function withCredentials(format: C2paContainer, bytes: Uint8Array): Promise<Uint8Array> {
-  const pem = generateIdentity().identity;
-  const camera = parseIdentity(pem, pem, 'camera', true);
-  const m = await loadC2pa();
-  const b = m.WasmBuilder.fromJson(JSON.stringify({ claim_generator_info: [{ name: 'test camera', version: '1' }], assertions: [] }));
-  try {
-    b.setIntent({ create: 'http://cv.iptc.org/newscodes/digitalsourcetype/digitalCapture' });
-    const size = reserveSizeFor(camera);
-    const signer = { alg: camera.alg, reserveSize: size, sign: async (claim: Uint8Array) => new Uint8Array(coseSign1(camera, claim, size)) };
-    return await b.sign(signer as Parameters<typeof b.sign>[0], [], MIME[format], blobOf(bytes));
-  } finally {
-    b.free();
-  }
-}
-
-/** What every update must satisfy, checked with the reference reader and with verify. */
-async function expectUpdated(format: C2paContainer, input: Uint8Array, output: Uint8Array, edit = 'c2pa.edited.metadata'): Promise<Report> {
-  const before = await read(format, input);
-  const after = await read(format, output);
-  const codes = (after.validation_status ?? []).map((s) => s.code);
-  expect(after.validation_state).toBe('Valid');
-  expect(codes).not.toContain('assertion.dataHash.mismatch');
-  expect(codes.every((c) => c === 'signingCredential.untrusted' || c === 'cawg.x509.credential.untrusted')).toBe(true);
-  // A new manifest, active, with the previous active one as its parent.
-  expect(Object.keys(after.manifests)).toHaveLength(Object.keys(before.manifests).length + 1);
-  expect(after.active_manifest).not.toBe(before.active_manifest);
-  const active = after.manifests[after.active_manifest]!;
-  expect(active.ingredients).toEqual([expect.objectContaining({ relationship: 'parentOf', active_manifest: before.active_manifest })]);
-  const training = active.assertions.find((a) => a.label === 'cawg.training-mining');
-  expect(training?.data.entries).toMatchObject({ 'cawg.ai_training': { use: 'notAllowed' }, 'cawg.ai_generative_training': { use: 'notAllowed' } });
-  const actions = active.assertions.find((a) => a.label.startsWith('c2pa.actions'))?.data.actions?.map((a) => a.action);
-  expect(actions).toEqual(['c2pa.opened', edit]);
-  const v = await verifyReport(output, noLayers);
-  expect(v.optedOut).toBe(true);
-  expect(v.signals).toEqual(['iptc.dataMining']);
-  expect(v.c2pa).toEqual({ present: true, valid: true, trainingMining: 'notAllowed' });
-  expect(v.otherSignals).toContain('c2pa.trainingMining');
-  expect(v.warnings).toEqual([]);
-  return after;
-}
 
 describe('OPTMARK_C2PA=update on the corpus files', () => {
   it.runIf(haveCorpus)(

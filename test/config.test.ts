@@ -54,6 +54,7 @@ describe('the configuration table', () => {
       c2paMode: 'update',
       c2paCertFile: undefined,
       c2paKeyFile: undefined,
+      storeTimeoutMs: 5000,
     });
   });
 

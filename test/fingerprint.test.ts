@@ -10,9 +10,10 @@ import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { detectFingerprint, embedFingerprint, fingerprintEngine, loadFingerprintSecret } from '../src/fingerprint/index.js';
 import { decodeBase } from '../src/fingerprint/decode.js';
-import { runCore } from '../src/fingerprint/native.js';
+import { runCore, runCore2 } from '../src/fingerprint/native.js';
 import { keyTileFor } from '../src/fingerprint/pattern.js';
-import { CORE_PARAMS } from '../src/fingerprint/params.js';
+import { keyTileV2For } from '../src/fingerprint/pattern-v2.js';
+import { CORE2_PARAMS, CORE_PARAMS, WORK_SHORT_SIDE } from '../src/fingerprint/params.js';
 import { binomialTail, cellTest, signFlipTail } from '../src/fingerprint/stats.js';
 import { psnr, texturedImage } from './helpers/fingerprint.js';
 
@@ -121,6 +122,27 @@ describe('fingerprint on synthetic images', async () => {
       const big = Math.max(...Array.from(r.out.cells, Math.abs));
       for (let i = 0; i < r.out.cells.length; i++) expect(Math.abs(n.out.cells[i]! - r.out.cells[i]!)).toBeLessThan(1e-4 * big);
       expect(cellTest(n.out.cells).k).toBe(cellTest(r.out.cells).k);
+    }
+  });
+
+  it('version 1 gives the same answer on the prefiltered picture version 2 hands over, on both engines', async () => {
+    const key = keyTileFor(SECRET);
+    const k2 = keyTileV2For(SECRET);
+    for (const buf of [await attacks.crop90!(marked), orig]) {
+      const m = await sharp(buf).metadata();
+      const base = await decodeBase(buf, m.width!, m.height!);
+      for (const engine of ['native', 'reference'] as const) {
+        const kept = new Float32Array(base.width * base.height);
+        const in2 = { ...base, workShort: WORK_SHORT_SIDE, native: 0, a: k2.a, harmonics: k2.harmonics, b: k2.b, c: k2.c, params: CORE2_PARAMS };
+        runCore2({ ...in2, keepPrefiltered: kept }, engine);
+        expect(kept.some((v) => v !== 0)).toBe(true);
+        const input = { ...base, sync: key.sync, count: key.count, params: CORE_PARAMS };
+        const own = runCore(input, engine).out;
+        const handed = runCore({ ...input, prefiltered: kept }, engine).out;
+        expect(handed.scale).toBe(own.scale);
+        expect(handed.syncZ).toBe(own.syncZ);
+        expect(Array.from(handed.cells)).toEqual(Array.from(own.cells));
+      }
     }
   });
 });

@@ -29,7 +29,14 @@ function secondsToNextMonth(): number {
 beforeAll(async () => {
   // trace: the most the server can log, and still no key may appear in it.
   server = await TestServer.start({
-    env: { OPTMARK_POOL_SIZE: '2', OPTMARK_QUEUE_LENGTH: '64', OPTMARK_LOG_LEVEL: 'trace', OPTMARK_SHUTDOWN_TIMEOUT_MS: '3000' },
+    env: {
+      OPTMARK_POOL_SIZE: '2',
+      OPTMARK_QUEUE_LENGTH: '64',
+      OPTMARK_LOG_LEVEL: 'trace',
+      OPTMARK_SHUTDOWN_TIMEOUT_MS: '3000',
+      // The busy-store case waits this long for the write lock, twice: 1 s, not the default 5 s.
+      OPTMARK_STORE_TIMEOUT_MS: '1000',
+    },
   });
   image = await smallImage('jpeg');
 });
@@ -127,7 +134,7 @@ describe('keys', () => {
     const used = await account();
     expect((await api(server, 'protect', used.key, image)).status).toBe(200); // last use just written
     const db = new Database(join(server.dataDir, 'optmark.db'));
-    db.exec('BEGIN IMMEDIATE'); // hold the write lock past the server's 5 s busy_timeout
+    db.exec('BEGIN IMMEDIATE'); // hold the write lock past the server's store timeout (1 s here)
     let answers: Answer[];
     try {
       // The first waits in authenticate's last-use write, the second in the quota reservation.

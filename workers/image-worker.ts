@@ -7,14 +7,13 @@
 import { parentPort, threadId, workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import sharp from 'sharp';
-import { loadC2paIdentity, type SignerIdentity } from '../src/c2pa/identity.js';
 import { toErrorShape } from '../src/errors.js';
 import { createLogger } from '../src/log.js';
 import { setNativeLog } from '../src/native/index.js';
 import { LiveLayers } from '../src/pipeline/layers-live.js';
 import { runDashboardMark } from '../src/pipeline/dashboard.js';
 import { runMark } from '../src/pipeline/mark.js';
-import type { CredentialsPolicy } from '../src/pipeline/credentials.js';
+import { credentialsPolicy } from '../src/pipeline/credentials.js';
 import { runProtect, runProtectRaw } from '../src/pipeline/protect.js';
 import { parseUpload, safeBasename } from '../src/pipeline/upload.js';
 import { withoutFingerprint } from '../src/pipeline/layers.js';
@@ -39,15 +38,7 @@ const memory = new TransferViews(init.transfer);
 // Keys and secrets load once per worker, on first use or at warm-up, never per request.
 const layers = new LiveLayers(init);
 // The C2PA signing identity, read (the server created it at start) on the first file with credentials.
-let identity: Promise<SignerIdentity> | undefined;
-const credentials: CredentialsPolicy = {
-  mode: init.c2paMode ?? 'update',
-  identity: () =>
-    (identity ??= loadC2paIdentity({ dataDir: init.dataDir, certFile: init.c2paCertFile, keyFile: init.c2paKeyFile }).catch((err: unknown) => {
-      identity = undefined;
-      throw err;
-    })),
-};
+const credentials = credentialsPolicy(init.c2paMode, { dataDir: init.dataDir, certFile: init.c2paCertFile, keyFile: init.c2paKeyFile });
 
 /** A view that owns its whole ArrayBuffer (a pooled or oversized one must not be transferred). */
 function standalone(view: Uint8Array): Uint8Array {

@@ -42,6 +42,13 @@ bool GetArray(Napi::Object o, const char* key, size_t length, const T*& out) {
   return true;
 }
 
+// An optional Float32Array of at least `length` elements (absent or undefined: nullptr).
+bool GetOptionalArray(Napi::Object o, const char* key, size_t length, const float*& out) {
+  out = nullptr;
+  if (o.Get(key).IsUndefined()) return true;
+  return GetArray<float, napi_float32_array>(o, key, length, out);
+}
+
 class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
  public:
   FingerprintAddon(Napi::Env env, Napi::Object exports) {
@@ -68,8 +75,8 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
     Napi::Object po = pv.As<Napi::Object>();
     if (!GetInt(o, "width", 2, kMaxSide, in.width) || !GetInt(o, "height", 2, kMaxSide, in.height) || !GetInt(o, "channels", 1, 4, in.channels) ||
         !GetInt(po, "cell", 1, optmark::kTile, p.cell) || !GetDouble(po, "scaleMin", p.scaleMin) || !GetDouble(po, "scaleStep", p.scaleStep) ||
-        !GetDouble(po, "tier1Z", p.tier1Z) || !GetDouble(po, "sigmaHighpass", p.sigmaHighpass) || !GetDouble(po, "sigmaLocal", p.sigmaLocal) ||
-        !GetDouble(po, "localFloor", p.localFloor)) {
+        !GetDouble(po, "tier1Z", p.tier1Z) || !GetInt(po, "fullScales", 1, 64, p.fullScales) || !GetDouble(po, "refineZ", p.refineZ) ||
+        !GetDouble(po, "sigmaHighpass", p.sigmaHighpass) || !GetDouble(po, "sigmaLocal", p.sigmaLocal) || !GetDouble(po, "localFloor", p.localFloor)) {
       return env.Undefined();
     }
     if (optmark::kTile % p.cell != 0 || !(p.scaleStep > 0.001) || !(p.scaleMin > 0.3 && p.scaleMin <= 1) || !(p.sigmaHighpass > 0 && p.sigmaHighpass < 50) ||
@@ -80,7 +87,7 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
     const size_t n = size_t(in.width) * in.height;
     if (!GetArray<uint8_t, napi_uint8_array>(o, "pixels", n * in.channels, in.pixels) ||
         !GetArray<float, napi_float32_array>(o, "sync", optmark::kTile2, in.sync) ||
-        !GetArray<float, napi_float32_array>(o, "count", optmark::kTile2, in.count)) {
+        !GetArray<float, napi_float32_array>(o, "count", optmark::kTile2, in.count) || !GetOptionalArray(o, "prefiltered", n, in.prefiltered)) {
       return env.Undefined();
     }
     const int per = optmark::kTile / p.cell;
@@ -94,6 +101,7 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
     r.Set("dx", out.dx);
     r.Set("dy", out.dy);
     r.Set("syncZ", out.syncZ);
+    r.Set("coarseZ", out.coarseZ);
     r.Set("tier", out.tier);
     r.Set("cells", cells);
     return r;
@@ -147,6 +155,9 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
         !GetArray<float, napi_float32_array>(o, "b", optmark::kTile2, in.b) || !GetArray<float, napi_float32_array>(o, "c", optmark::kTile2, in.c)) {
       return env.Undefined();
     }
+    const float* keep = nullptr;
+    if (!GetOptionalArray(o, "keepPrefiltered", n, keep)) return env.Undefined();
+    in.prefilteredOut = const_cast<float*>(keep);
     const int per = optmark::kTile / p.cell;
     Napi::Float64Array cells = Napi::Float64Array::New(env, size_t(per) * per);
     optmark::Core2Out out{};

@@ -6,6 +6,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
+#include <memory>
+#include <utility>
 #include <vector>
 
 #include "core2.h"
@@ -76,7 +79,9 @@ void Blur(const float* __restrict src, int w, int h, const std::vector<float>& t
 OPTMARK_CLONES
 void Prefilter(const float* __restrict y, int w, int h, const CoreParams& p, float* __restrict x) {
   const size_t n = size_t(w) * h;
-  std::vector<float> low(n), tmp(n), sq(n), loc(n);
+  // Per-thread scratch planes (reused across calls rather than fresh pages every time).
+  thread_local std::vector<float> low, tmp, sq, loc;
+  for (std::vector<float>* v : {&low, &tmp, &sq, &loc}) v->resize(n);
   Blur(y, w, h, GaussianTaps(p.sigmaHighpass), tmp.data(), low.data());
   for (size_t i = 0; i < n; i++) {
     x[i] = y[i] - low[i];
@@ -112,10 +117,11 @@ Axis MakeAxis(int n, double s, double off) {
   return a;
 }
 
-// Bilinear resampling by scale s (with sub-pixel offset), summed onto one key tile.
-OPTMARK_CLONES
-void Fold(const float* __restrict x, int w, int h, double s, double ox, double oy, double* __restrict out, float* __restrict line) {
-  std::fill(out, out + kTile2, 0.0);
+// Bilinear resampling by scale s (with sub-pixel offset), summed onto one N x N tile.
+template <int N>
+OPTMARK_CLONES void Fold(const float* __restrict x, int w, int h, double s, double ox, double oy, double* __restrict out, float* __restrict line) {
+  constexpr int M = N - 1;
+  std::fill(out, out + N * N, 0.0);
   const Axis ax = MakeAxis(w, s, ox);
   const Axis ay = MakeAxis(h, s, oy);
   const int nx = int(ax.idx.size());
@@ -132,27 +138,28 @@ void Fold(const float* __restrict x, int w, int h, double s, double ox, double o
       const float bot = r1[k] + fx * (r1[k + 1] - r1[k]);
       line[i] = top + fy * (bot - top);
     }
-    double* row = out + size_t((ay.start + int(j)) & kMask) * kTile;
-    for (int i = 0; i < nx; i++) row[(ax.start + i) & kMask] += line[i];
+    double* row = out + size_t((ay.start + int(j)) & M) * N;
+    for (int i = 0; i < nx; i++) row[(ax.start + i) & M] += line[i];
   }
 }
 
-// Radix-2 complex 2-D FFT of kTile x kTile. Each butterfly works on two whole rows, so the inner loop
-// runs over 128 contiguous doubles and vectorises; the second axis goes through a transpose.
+// Radix-2 complex 2-D FFT of N x N. Each butterfly works on two whole rows, so the inner loop runs over N
+// contiguous doubles and vectorises; the second axis goes through a transpose.
+template <int N>
 struct Fft {
   std::vector<int> rev;
   std::vector<double> wr[2], wi[2];  // per sign, per stage: cos/sin(ang*k)
   Fft() {
-    rev.resize(kTile);
-    for (int i = 1, j = 0; i < kTile; i++) {
-      int bit = kTile >> 1;
+    rev.resize(N);
+    for (int i = 1, j = 0; i < N; i++) {
+      int bit = N >> 1;
       for (; j & bit; bit >>= 1) j ^= bit;
       j ^= bit;
       rev[i] = j;
     }
     for (int si = 0; si < 2; si++) {
       const int sign = si == 0 ? -1 : 1;
-      for (int len = 2; len <= kTile; len <<= 1) {
+      for (int len = 2; len <= N; len <<= 1) {
         const double ang = sign * 2 * M_PI / len;
         for (int k = 0; k < len / 2; k++) {
           wr[si].push_back(std::cos(ang * k));
@@ -164,26 +171,26 @@ struct Fft {
   // Transforms every column (along y) at once.
   OPTMARK_CLONES
   void Columns(double* __restrict re, double* __restrict im, int sign) const {
-    for (int i = 1; i < kTile; i++) {
+    for (int i = 1; i < N; i++) {
       const int j = rev[i];
       if (i < j) {
-        std::swap_ranges(re + i * kTile, re + (i + 1) * kTile, re + j * kTile);
-        std::swap_ranges(im + i * kTile, im + (i + 1) * kTile, im + j * kTile);
+        std::swap_ranges(re + i * N, re + (i + 1) * N, re + j * N);
+        std::swap_ranges(im + i * N, im + (i + 1) * N, im + j * N);
       }
     }
     const int si = sign < 0 ? 0 : 1;
     const double* twr = wr[si].data();
     const double* twi = wi[si].data();
-    for (int len = 2; len <= kTile; len <<= 1) {
+    for (int len = 2; len <= N; len <<= 1) {
       const int half = len >> 1;
       for (int k = 0; k < half; k++) {
         const double c = twr[k], s = twi[k];
-        for (int i = k; i < kTile; i += len) {
-          double* __restrict ar = re + i * kTile;
-          double* __restrict ai = im + i * kTile;
-          double* __restrict br = re + (i + half) * kTile;
-          double* __restrict bi = im + (i + half) * kTile;
-          for (int x = 0; x < kTile; x++) {
+        for (int i = k; i < N; i += len) {
+          double* __restrict ar = re + i * N;
+          double* __restrict ai = im + i * N;
+          double* __restrict br = re + (i + half) * N;
+          double* __restrict bi = im + (i + half) * N;
+          for (int x = 0; x < N; x++) {
             const double xr = br[x] * c - bi[x] * s;
             const double xi = br[x] * s + bi[x] * c;
             br[x] = ar[x] - xr;
@@ -207,10 +214,10 @@ struct Fft {
   }
   static void Transpose(const double* __restrict a, double* __restrict b) {
     constexpr int B = 16;
-    for (int y0 = 0; y0 < kTile; y0 += B)
-      for (int x0 = 0; x0 < kTile; x0 += B)
+    for (int y0 = 0; y0 < N; y0 += B)
+      for (int x0 = 0; x0 < N; x0 += B)
         for (int y = y0; y < y0 + B; y++)
-          for (int x = x0; x < x0 + B; x++) b[x * kTile + y] = a[y * kTile + x];
+          for (int x = x0; x < x0 + B; x++) b[x * N + y] = a[y * N + x];
   }
 };
 
@@ -227,23 +234,32 @@ double SubPixel(double m, double c, double p) {
   return v > 0.5 ? 0.5 : v < -0.5 ? -0.5 : v;
 }
 
+template <int N>
+const Fft<N>& SharedFft() {
+  static const Fft<N> fft;  // immutable after construction; thread-safe static init
+  return fft;
+}
+
+// Correlates folds of one N x N tile with the sync tile (its spectrum is kept per thread for the last key).
+template <int N>
 struct Sync {
-  const Fft& fft;
+  static constexpr int N2 = N * N, M = N - 1;
+  const Fft<N>& fft = SharedFft<N>();
   std::vector<double> specRe, specIm, re, im, tre, tim;
-  explicit Sync(const Fft& f, const float* sync) : fft(f), specRe(kTile2), specIm(kTile2), re(kTile2), im(kTile2), tre(kTile2), tim(kTile2) {
-    for (int i = 0; i < kTile2; i++) specRe[i] = sync[i];
+  explicit Sync(const std::vector<float>& sync) : specRe(N2), specIm(N2), re(N2), im(N2), tre(N2), tim(N2) {
+    for (int i = 0; i < N2; i++) specRe[i] = sync[i];
     fft.TwoD(specRe.data(), specIm.data(), -1, tre.data(), tim.data());
   }
   // Correlates two real folds at once: with Z = FFT(a + i b), IFFT(S(k) Z(-k)) = corr_a + i corr_b.
   void Correlate(const double* a, const double* b, Peak& pa, Peak& pb) {
-    std::copy(a, a + kTile2, re.begin());
-    if (b) std::copy(b, b + kTile2, im.begin());
+    std::copy(a, a + N2, re.begin());
+    if (b) std::copy(b, b + N2, im.begin());
     else std::fill(im.begin(), im.end(), 0.0);
     fft.TwoD(re.data(), im.data(), -1, tre.data(), tim.data());
-    for (int v = 0; v < kTile; v++) {
-      const int nv = (kTile - v) & kMask;
-      for (int u = 0; u < kTile; u++) {
-        const int i = v * kTile + u, j = nv * kTile + ((kTile - u) & kMask);
+    for (int v = 0; v < N; v++) {
+      const int nv = (N - v) & M;
+      for (int u = 0; u < N; u++) {
+        const int i = v * N + u, j = nv * N + ((N - u) & M);
         tre[i] = re[j] * specRe[i] - im[j] * specIm[i];
         tim[i] = re[j] * specIm[i] + im[j] * specRe[i];
       }
@@ -257,25 +273,53 @@ struct Sync {
   static Peak PeakOf(const double* c) {
     int best = 0;
     double sq = 0;
-    for (int i = 0; i < kTile2; i++) {
+    for (int i = 0; i < N2; i++) {
       sq += c[i] * c[i];
       if (c[i] > c[best]) best = i;
     }
-    const double rms = std::sqrt(sq / kTile2);
+    const double rms = std::sqrt(sq / N2);
     Peak p;
-    p.dy = best >> 7;
-    p.dx = best & kMask;
+    p.dy = best / N;
+    p.dx = best & M;
     const double v = c[best];
-    p.fx = SubPixel(c[p.dy * kTile + ((p.dx - 1) & kMask)], v, c[p.dy * kTile + ((p.dx + 1) & kMask)]);
-    p.fy = SubPixel(c[((p.dy - 1) & kMask) * kTile + p.dx], v, c[((p.dy + 1) & kMask) * kTile + p.dx]);
+    p.fx = SubPixel(c[p.dy * N + ((p.dx - 1) & M)], v, c[p.dy * N + ((p.dx + 1) & M)]);
+    p.fy = SubPixel(c[((p.dy - 1) & M) * N + p.dx], v, c[((p.dy + 1) & M) * N + p.dx]);
     p.z = rms > 0 ? v / rms : 0;
     return p;
   }
 };
 
-const Fft& SharedFft() {
-  static const Fft fft;  // immutable after construction; thread-safe static init
-  return fft;
+// Half resolution (2 x 2 means, odd last row/column dropped) of a w x h picture.
+std::vector<float> HalfOf(const float* x, int w, int h, int& hw, int& hh) {
+  hw = w / 2;
+  hh = h / 2;
+  std::vector<float> out(size_t(hw) * hh);
+  for (int y = 0; y < hh; y++) {
+    const float* a = x + size_t(2 * y) * w;
+    const float* b = a + w;
+    float* o = out.data() + size_t(y) * hw;
+    for (int i = 0; i < hw; i++) o[i] = 0.25f * ((a[2 * i] + a[2 * i + 1]) + (b[2 * i] + b[2 * i + 1]));
+  }
+  return out;
+}
+
+// The sync correlators of one key (full and half resolution), kept per thread for the last key seen:
+// the workers verify with one secret, so the two spectra are built once.
+struct SyncPair {
+  std::vector<float> key;
+  Sync<kTile> full;
+  Sync<kTile / 2> half;
+  explicit SyncPair(const float* sync) : key(sync, sync + kTile2), full(key), half(HalfKey(key)) {}
+  static std::vector<float> HalfKey(const std::vector<float>& k) {
+    int hw = 0, hh = 0;
+    return HalfOf(k.data(), kTile, kTile, hw, hh);
+  }
+};
+
+SyncPair& SyncFor(const float* sync) {
+  thread_local std::unique_ptr<SyncPair> last;
+  if (!last || std::memcmp(last->key.data(), sync, sizeof(float) * kTile2) != 0) last = std::make_unique<SyncPair>(sync);
+  return *last;
 }
 
 }  // namespace
@@ -283,22 +327,28 @@ const Fft& SharedFft() {
 void DetectCore(const CoreIn& in, const CoreParams& params, CoreOut& out) {
   const int w = in.width, h = in.height;
   const size_t n = size_t(w) * h;
-  std::vector<float> y(n), x(n), line(size_t(std::ceil(w * 1.05)) + 8);
-  Luma(in.pixels, w, h, in.channels, y.data());
-  Prefilter(y.data(), w, h, params, x.data());
+  std::vector<float> own, line(size_t(std::ceil(w * 1.05)) + 8);
+  const float* x = in.prefiltered;
+  if (!x) {
+    std::vector<float> y(n);
+    own.resize(n);
+    Luma(in.pixels, w, h, in.channels, y.data());
+    Prefilter(y.data(), w, h, params, own.data());
+    x = own.data();
+  }
 
-  Sync sync(SharedFft(), in.sync);
+  SyncPair& sync = SyncFor(in.sync);
   std::vector<double> fa(kTile2), fb(kTile2);
   double bestS = 1;
   Peak best;
   // Scales are evaluated in pairs; candidates are compared in list order so ties resolve as in reference.ts.
   auto consider = [&](const std::vector<double>& scales) {
     for (size_t i = 0; i < scales.size(); i += 2) {
-      Fold(x.data(), w, h, scales[i], 0, 0, fa.data(), line.data());
+      Fold<kTile>(x, w, h, scales[i], 0, 0, fa.data(), line.data());
       const bool two = i + 1 < scales.size();
-      if (two) Fold(x.data(), w, h, scales[i + 1], 0, 0, fb.data(), line.data());
+      if (two) Fold<kTile>(x, w, h, scales[i + 1], 0, 0, fb.data(), line.data());
       Peak pa, pb;
-      sync.Correlate(fa.data(), two ? fb.data() : nullptr, pa, pb);
+      sync.full.Correlate(fa.data(), two ? fb.data() : nullptr, pa, pb);
       if (pa.z > best.z) {
         best = pa;
         bestS = scales[i];
@@ -311,21 +361,47 @@ void DetectCore(const CoreIn& in, const CoreParams& params, CoreOut& out) {
   };
   best.z = -1e300;
   consider({1.0});
+  double coarseZ = best.z;
   int tier = 1;
   if (best.z < params.tier1Z) {
     tier = 2;
     const int steps = int(std::lround((1 - params.scaleMin) / params.scaleStep));
     std::vector<double> coarse;
     for (int i = 1; i <= steps; i++) coarse.push_back(1 - i * params.scaleStep);
-    consider(coarse);
-    for (const double step : {params.scaleStep / 2, params.scaleStep / 4}) {
-      const double centre = bestS;
-      consider({centre - step, centre + step});
+    // The coarse scales are ranked at half resolution (a quarter of the work per scale; the key's band
+    // lies mostly below the half-resolution Nyquist), and only the best kFullScales are folded at full
+    // resolution, then refined there as before.
+    int hw = 0, hh = 0;
+    const std::vector<float> xh = HalfOf(x, w, h, hw, hh);
+    constexpr int H2 = (kTile / 2) * (kTile / 2);
+    std::vector<double> ha(H2), hb(H2);
+    std::vector<std::pair<double, int>> ranked;
+    for (size_t i = 0; i < coarse.size(); i += 2) {
+      Fold<kTile / 2>(xh.data(), hw, hh, coarse[i], 0, 0, ha.data(), line.data());
+      const bool two = i + 1 < coarse.size();
+      if (two) Fold<kTile / 2>(xh.data(), hw, hh, coarse[i + 1], 0, 0, hb.data(), line.data());
+      Peak pa, pb;
+      sync.half.Correlate(ha.data(), two ? hb.data() : nullptr, pa, pb);
+      ranked.push_back({pa.z, int(i)});
+      if (two) ranked.push_back({pb.z, int(i + 1)});
+    }
+    // Best first; equal z keeps list order.
+    std::stable_sort(ranked.begin(), ranked.end(), [](const auto& a, const auto& b) { return a.first > b.first; });
+    std::vector<double> chosen;
+    for (size_t k = 0; k < ranked.size() && int(k) < params.fullScales; k++) chosen.push_back(coarse[ranked[k].second]);
+    consider(chosen);
+    coarseZ = best.z;
+    // The refinement sharpens an alignment that is there: below refineZ (unmarked pictures) it is skipped.
+    if (best.z >= params.refineZ) {
+      for (const double step : {params.scaleStep / 2, params.scaleStep / 4}) {
+        const double centre = bestS;
+        consider({centre - step, centre + step});
+      }
     }
   }
   std::vector<double>& f = fa;
 
-  Fold(x.data(), w, h, bestS, best.fx, best.fy, f.data(), line.data());
+  Fold<kTile>(x, w, h, bestS, best.fx, best.fy, f.data(), line.data());
   const int cell = params.cell;
   const int per = kTile / cell;
   std::fill(out.cells, out.cells + per * per, 0.0);
@@ -339,6 +415,7 @@ void DetectCore(const CoreIn& in, const CoreParams& params, CoreOut& out) {
   out.dx = best.dx + best.fx;
   out.dy = best.dy + best.fy;
   out.syncZ = best.z;
+  out.coarseZ = coarseZ;
   out.tier = tier;
 }
 

@@ -14,6 +14,8 @@ struct CoreParams {
   double scaleMin;       // smallest scale searched
   double scaleStep;      // coarse scale step
   double tier1Z;         // sync z at scale 1 that skips the search
+  int fullScales;        // coarse scales (ranked at half resolution) folded at full resolution
+  double refineZ;        // sync z from which the scale is refined around the best coarse one
   double sigmaHighpass;  // prefilter: subtract a Gaussian of this sigma
   double sigmaLocal;     // prefilter: divide by the local RMS over this sigma
   double localFloor;     // added to the local energy so flat areas stay quiet
@@ -24,8 +26,9 @@ struct CoreIn {
   int width;
   int height;
   int channels;
-  const float* sync;   // kTile2
-  const float* count;  // kTile2
+  const float* sync;         // kTile2
+  const float* count;        // kTile2
+  const float* prefiltered;  // optional: the prefiltered luma (width*height), as version 2 computes it
 };
 
 struct CoreOut {
@@ -33,6 +36,7 @@ struct CoreOut {
   double dx;
   double dy;
   double syncZ;
+  double coarseZ;  // sync z of the best scale before the refinement
   int tier;
   double* cells;  // (kTile/cell)^2, filled by the core
 };

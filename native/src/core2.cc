@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
+#include <memory>
 #include <vector>
 
 #include "core.h"
@@ -206,6 +208,64 @@ struct Spectrum {
   std::vector<float> fine, coarse;
 };
 
+// Row transforms of the first h rows of an nx-wide complex array whose imaginary part is zero, sixteen
+// rows at a time: interleaved into a small block, transformed there as columns (FftColumns: per element the
+// same butterflies as Fft1d, vectorised across the sixteen rows), and written back.
+void FftRealRows(double* re, double* im, int nx, int h, int sign, std::vector<double>& br, std::vector<double>& bi) {
+  constexpr int R = 16;
+  br.resize(size_t(nx) * R);
+  bi.resize(size_t(nx) * R);
+  for (int r0 = 0; r0 < h; r0 += R) {
+    const int rr = std::min(R, h - r0);
+    for (int r = 0; r < R; r++) {
+      const double* src = r < rr ? re + size_t(r0 + r) * nx : nullptr;
+      for (int k = 0; k < nx; k++) br[size_t(k) * R + r] = src ? src[k] : 0.0;
+    }
+    std::fill(bi.begin(), bi.end(), 0.0);
+    FftColumns(br.data(), bi.data(), R, nx, sign);
+    for (int r = 0; r < rr; r++) {
+      double* dr = re + size_t(r0 + r) * nx;
+      double* di = im + size_t(r0 + r) * nx;
+      for (int k = 0; k < nx; k++) {
+        dr[k] = br[size_t(k) * R + r];
+        di[k] = bi[size_t(k) * R + r];
+      }
+    }
+  }
+}
+
+// 1 x 3 (cyclic) smoothing of every row then every column with taps k, same sums in the same order as
+// smooth() in reference-v2.ts; the interior runs without wrap-around indexing so that it vectorises.
+OPTMARK_CLONES
+void Smooth3(const float* __restrict src, int nx, int ny, double k0, double k1, double k2, float* __restrict tmp, float* __restrict out) {
+  for (int v = 0; v < ny; v++) {
+    const float* r = src + size_t(v) * nx;
+    float* t = tmp + size_t(v) * nx;
+    t[0] = float(0.0 + k0 * r[nx - 1] + k1 * r[0] + k2 * r[1]);
+    for (int u = 1; u < nx - 1; u++) t[u] = float(0.0 + k0 * r[u - 1] + k1 * r[u] + k2 * r[u + 1]);
+    t[nx - 1] = float(0.0 + k0 * r[nx - 2] + k1 * r[nx - 1] + k2 * r[0]);
+  }
+  for (int v = 0; v < ny; v++) {
+    const float* a = tmp + size_t((v - 1 + ny) & (ny - 1)) * nx;
+    const float* b = tmp + size_t(v) * nx;
+    const float* c = tmp + size_t((v + 1) & (ny - 1)) * nx;
+    float* o = out + size_t(v) * nx;
+    for (int u = 0; u < nx; u++) o[u] = float(0.0 + k0 * a[u] + k1 * b[u] + k2 * c[u]);
+  }
+}
+
+// Per-thread scratch planes of the spectrum (a few MB, reused across calls instead of fresh pages).
+struct SpectrumScratch {
+  std::vector<double> re, im, tr, ti;
+  std::vector<float> pw, tmp, box;
+};
+
+// The bins the whitening keeps (axes, DC, JPEG grid lines when asked removed) and their box sums: they
+// depend on the size and the notch only, so they are kept per thread.
+struct ValidMask {
+  std::vector<float> valid, sums;
+};
+
 OPTMARK_CLONES
 Spectrum WhitenedSpectrum(const float* x, int w, int h, bool notchGrid) {
   Spectrum sp;
@@ -214,37 +274,33 @@ Spectrum WhitenedSpectrum(const float* x, int w, int h, bool notchGrid) {
   sp.ny = ny;
   sp.notch = notchGrid;
   const size_t n = size_t(nx) * ny;
-  std::vector<double> re(n, 0.0), im(n, 0.0);
+  thread_local SpectrumScratch S;
+  S.re.assign(n, 0.0);
+  S.im.assign(n, 0.0);
+  double* re = S.re.data();
+  double* im = S.im.data();
   const int tx = std::max(1, int(JsRound(w / 10.0)));
   const int ty = std::max(1, int(JsRound(h / 10.0)));
   auto taper = [](int d, int t) { return d >= t ? 1.0 : 0.5 - 0.5 * std::cos(M_PI * (d + 0.5) / t); };
+  std::vector<double> wx(w);
+  for (int i = 0; i < w; i++) wx[i] = taper(std::min(i, w - 1 - i), tx);
   for (int y = 0; y < h; y++) {
     const double wy = taper(std::min(y, h - 1 - y), ty);
-    for (int i = 0; i < w; i++) re[size_t(y) * nx + i] = double(x[size_t(y) * w + i]) * wy * taper(std::min(i, w - 1 - i), tx);
+    for (int i = 0; i < w; i++) re[size_t(y) * nx + i] = double(x[size_t(y) * w + i]) * wy * wx[i];
   }
   // Rows past the image are zero and stay zero: only the image's rows are transformed.
-  for (int r = 0; r < h; r++) Fft1d(re.data(), im.data(), -1, size_t(r) * nx, 1, nx);
-  FftColumns(re.data(), im.data(), nx, ny, -1);
-  const int gx = nx / 8, gy = ny / 8;
-  std::vector<float> pw(n, 0.0f), valid(n, 0.0f);
-  for (int v = 0; v < ny; v++) {
-    const int fv = v < ny / 2 ? v : v - ny;
-    for (int u = 0; u < nx; u++) {
-      const int fu = u < nx / 2 ? u : u - nx;
-      const size_t i = size_t(v) * nx + u;
-      const int du = std::abs(fu) % gx;
-      const int dv = std::abs(fv) % gy;
-      const bool onGrid = notchGrid && (std::min(du, gx - du) <= 1 || std::min(dv, gy - dv) <= 1);
-      const double gu = double(fu) / nx, gv = double(fv) / ny;
-      const double rr = std::sqrt(gu * gu + gv * gv);
-      if (std::abs(fu) <= 1 || std::abs(fv) <= 1 || onGrid || rr < 0.01) continue;
-      pw[i] = float(re[i] * re[i] + im[i] * im[i]);
-      valid[i] = 1;
-    }
-  }
-  auto boxSum = [&](const std::vector<float>& src) {
+  FftRealRows(re, im, nx, h, -1, S.tr, S.ti);
+  FftColumns(re, im, nx, ny, -1);
+  thread_local std::map<int, ValidMask> masks;
+  const int vkey = (nx * 4096 + ny) * 2 + (notchGrid ? 1 : 0);
+  auto vit = masks.find(vkey);
+  S.pw.resize(n);
+  S.tmp.resize(n);
+  S.box.resize(n);
+  float* pw = S.pw.data();
+  auto boxSum = [&](const float* src, float* out) {
     const int r = kWhitenBox >> 1;
-    std::vector<float> tmp(n), out(n);
+    float* tmp = S.tmp.data();
     for (int v = 0; v < ny; v++) {
       const size_t row = size_t(v) * nx;
       double acc = 0;
@@ -257,50 +313,53 @@ Spectrum WhitenedSpectrum(const float* x, int w, int h, bool notchGrid) {
     // Columns: one running sum per column, swept down the rows (same additions, in the same order).
     std::vector<double> acc(nx, 0.0);
     for (int j = -r; j <= r; j++) {
-      const float* row = tmp.data() + size_t((j + ny) & (ny - 1)) * nx;
+      const float* row = tmp + size_t((j + ny) & (ny - 1)) * nx;
       for (int u = 0; u < nx; u++) acc[u] += row[u];
     }
     for (int v = 0; v < ny; v++) {
-      const float* add = tmp.data() + size_t((v + r + 1) & (ny - 1)) * nx;
-      const float* sub = tmp.data() + size_t((v - r + ny) & (ny - 1)) * nx;
-      float* o = out.data() + size_t(v) * nx;
+      const float* add = tmp + size_t((v + r + 1) & (ny - 1)) * nx;
+      const float* sub = tmp + size_t((v - r + ny) & (ny - 1)) * nx;
+      float* o = out + size_t(v) * nx;
       for (int u = 0; u < nx; u++) {
         o[u] = float(acc[u]);
         acc[u] += double(add[u]) - sub[u];
       }
     }
-    return out;
   };
-  // The valid mask depends on the size and the grid notch only: its box sum is kept per thread.
-  thread_local std::map<int, std::vector<float>> validSums;
-  const int vkey = (nx * 4096 + ny) * 2 + (notchGrid ? 1 : 0);
-  auto vit = validSums.find(vkey);
-  if (vit == validSums.end()) vit = validSums.emplace(vkey, boxSum(valid)).first;
-  const std::vector<float> ps = boxSum(pw);
-  const std::vector<float>& vs = vit->second;
+  if (vit == masks.end()) {
+    ValidMask m;
+    m.valid.assign(n, 0.0f);
+    m.sums.resize(n);
+    const int gx = nx / 8, gy = ny / 8;
+    for (int v = 0; v < ny; v++) {
+      const int fv = v < ny / 2 ? v : v - ny;
+      for (int u = 0; u < nx; u++) {
+        const int fu = u < nx / 2 ? u : u - nx;
+        const int du = std::abs(fu) % gx;
+        const int dv = std::abs(fv) % gy;
+        const bool onGrid = notchGrid && (std::min(du, gx - du) <= 1 || std::min(dv, gy - dv) <= 1);
+        const double gu = double(fu) / nx, gv = double(fv) / ny;
+        const double rr = std::sqrt(gu * gu + gv * gv);
+        if (std::abs(fu) <= 1 || std::abs(fv) <= 1 || onGrid || rr < 0.01) continue;
+        m.valid[size_t(v) * nx + u] = 1;
+      }
+    }
+    boxSum(m.valid.data(), m.sums.data());
+    vit = masks.emplace(vkey, std::move(m)).first;
+  }
+  const float* valid = vit->second.valid.data();
+  const float* vs = vit->second.sums.data();
+  for (size_t i = 0; i < n; i++) pw[i] = valid[i] != 0 ? float(re[i] * re[i] + im[i] * im[i]) : 0.0f;
+  float* ps = S.box.data();
+  boxSum(pw, ps);
   for (size_t i = 0; i < n; i++) {
     const double mean = vs[i] > 0 ? double(ps[i]) / vs[i] : 0;
     pw[i] = valid[i] != 0 && mean > 0 ? float(std::min(kSpecClip, pw[i] / mean) - 1) : 0.0f;
   }
-  auto smooth = [&](const std::vector<float>& src, const std::vector<double>& k) {
-    const int r = int(k.size() - 1) >> 1;
-    std::vector<float> tmp(n), out(n);
-    for (int v = 0; v < ny; v++)
-      for (int u = 0; u < nx; u++) {
-        double s = 0;
-        for (int j = -r; j <= r; j++) s += k[j + r] * src[size_t(v) * nx + ((u + j + nx) & (nx - 1))];
-        tmp[size_t(v) * nx + u] = float(s);
-      }
-    for (int v = 0; v < ny; v++)
-      for (int u = 0; u < nx; u++) {
-        double s = 0;
-        for (int j = -r; j <= r; j++) s += k[j + r] * tmp[size_t((v + j + ny) & (ny - 1)) * nx + u];
-        out[size_t(v) * nx + u] = float(s);
-      }
-    return out;
-  };
-  sp.fine = smooth(pw, {0.25, 0.5, 0.25});
-  sp.coarse = smooth(pw, {1.0 / 3, 1.0 / 3, 1.0 / 3});
+  sp.fine.resize(n);
+  sp.coarse.resize(n);
+  Smooth3(pw, nx, ny, 0.25, 0.5, 0.25, S.tmp.data(), sp.fine.data());
+  Smooth3(pw, nx, ny, 1.0 / 3, 1.0 / 3, 1.0 / 3, S.tmp.data(), sp.coarse.data());
   return sp;
 }
 
@@ -338,15 +397,16 @@ double CombScoreCS(const Spectrum& sp, const std::vector<float>& plane, const do
   return n ? sum / std::sqrt(double(n)) : -INFINITY;
 }
 
-// Comb score with nearest-bin lookups (the coarse pass, on the max-filtered plane).
+// Comb score with nearest-bin lookups (the coarse pass, on the max-filtered plane). `rot` holds the
+// harmonics rotated by the hypothesis' angle, (m0 c - m1 s, m0 s + m1 c) pairs, computed once per angle.
 OPTMARK_CLONES
-double CombNearest(const std::vector<float>& plane, int nx, int ny, bool notch, const double* m, int nm, int period, double c, double s, double sx, double sy) {
+double CombNearest(const std::vector<float>& plane, int nx, int ny, bool notch, const double* rot, int nm, int period, double sx, double sy) {
   const double kx = 1 / (period * sx), ky = 1 / (period * sy);
   double sum = 0;
   int n = 0;
   for (int i = 0; i < 2 * nm; i += 2) {
-    const double fx = (m[i] * c - m[i + 1] * s) * kx;
-    const double fy = (m[i] * s + m[i + 1] * c) * ky;
+    const double fx = rot[i] * kx;
+    const double fy = rot[i + 1] * ky;
     if (std::abs(fx) > 0.45 || std::abs(fy) > 0.45 || (notch && OnGrid(fx * nx, fy * ny, nx, ny))) continue;
     const int u = int(std::floor(fx * nx + 0.5)) & (nx - 1), v = int(std::floor(fy * ny + 0.5)) & (ny - 1);
     sum += plane[size_t(v) * nx + u];
@@ -370,18 +430,30 @@ std::vector<float> MaxPool(const std::vector<float>& src, int nx, int ny, int r)
   std::vector<float> tmp(src.size()), out(src.size());
   for (int v = 0; v < ny; v++) {
     const float* row = src.data() + size_t(v) * nx;
+    float* t = tmp.data() + size_t(v) * nx;
     for (int u = 0; u < nx; u++) {
+      if (u == r && nx > 2 * r) {
+        // Interior: no wrap-around, so the loop vectorises (max is exact: same values as the cyclic form).
+        for (; u < nx - r; u++) {
+          float m = row[u];
+          for (int j = -r; j <= r; j++) m = std::max(m, row[u + j]);
+          t[u] = m;
+        }
+        if (u >= nx) break;
+      }
       float m = row[u];
       for (int j = -r; j <= r; j++) m = std::max(m, row[(u + j + nx) & (nx - 1)]);
-      tmp[size_t(v) * nx + u] = m;
+      t[u] = m;
     }
   }
-  for (int v = 0; v < ny; v++)
-    for (int u = 0; u < nx; u++) {
-      float m = tmp[size_t(v) * nx + u];
-      for (int j = -r; j <= r; j++) m = std::max(m, tmp[size_t((v + j + ny) & (ny - 1)) * nx + u]);
-      out[size_t(v) * nx + u] = m;
+  for (int v = 0; v < ny; v++) {
+    float* o = out.data() + size_t(v) * nx;
+    std::copy(tmp.begin() + size_t(v) * nx, tmp.begin() + size_t(v + 1) * nx, o);
+    for (int j = -r; j <= r; j++) {
+      const float* a = tmp.data() + size_t((v + j + ny) & (ny - 1)) * nx;
+      for (int u = 0; u < nx; u++) o[u] = std::max(o[u], a[u]);
     }
+  }
   return out;
 }
 
@@ -429,16 +501,22 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
     };
     // The best kCoarseKeep cells, best first (ties: first found first).
     std::vector<Cell> cells;
-    for (const int i : ci)
+    std::vector<double> rot(size_t(2) * nh);
+    for (const int i : ci) {
+      for (int q = 0; q < 2 * nh; q += 2) {
+        rot[q] = harm[q] * cs[i] - harm[q + 1] * sn[i];
+        rot[q + 1] = harm[q] * sn[i] + harm[q + 1] * cs[i];
+      }
       for (const int j : cj)
         for (const int k : ck) {
-          const double score = CombNearest(pooled, sp.nx, sp.ny, sp.notch, harm, nh, period, cs[i], sn[i], ex[j], exr[size_t(j) * nR + k]);
+          const double score = CombNearest(pooled, sp.nx, sp.ny, sp.notch, rot.data(), nh, period, ex[j], exr[size_t(j) * nR + k]);
           if (cells.size() == size_t(kCoarseKeep) && !(score > cells.back().score)) continue;
           size_t at = cells.size();
           while (at > 0 && score > cells[at - 1].score) at--;
           cells.insert(cells.begin() + at, Cell{i, j, k, score});
           if (cells.size() > size_t(kCoarseKeep)) cells.pop_back();
         }
+    }
     std::vector<uint8_t> seen(size_t(nT) * nA * nR, 0);
     for (const Cell& c : cells)
       for (int i = std::max(0, c.i - 1); i <= std::min(nT - 1, c.i + 1); i++)
@@ -658,6 +736,21 @@ struct SyncA {
   }
 };
 
+// The sync correlator of the last key part A seen on this thread (workers verify with one secret).
+const SyncA& SyncAFor(const float* a, int period, const double* harm, int nh) {
+  thread_local std::vector<float> key;
+  thread_local std::vector<double> keyHarm;
+  thread_local std::unique_ptr<SyncA> last;
+  const size_t n2 = size_t(period) * period;
+  if (!last || last->n != period || keyHarm.size() != size_t(2 * nh) || std::memcmp(key.data(), a, sizeof(float) * n2) != 0 ||
+      std::memcmp(keyHarm.data(), harm, sizeof(double) * 2 * nh) != 0) {
+    key.assign(a, a + n2);
+    keyHarm.assign(harm, harm + 2 * nh);
+    last = std::make_unique<SyncA>(a, period, harm, nh);
+  }
+  return *last;
+}
+
 struct FoldImage {
   std::vector<float> x;
   int w = 0, h = 0;
@@ -695,7 +788,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     f = step == 0 ? 1.0 : double(w) / it->second.w;
     return it->second;
   };
-  const SyncA sync(in.a, period, in.harmonics, in.nHarmonics);
+  const SyncA& sync = SyncAFor(in.a, period, in.harmonics, in.nHarmonics);
   std::vector<double> fold(kT2), small(size_t(period) * period);
   const int reps = kT / period;
 
@@ -814,6 +907,11 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
       const int ky = (D[2] * ux + D[3] * uy) & kTM;
       out.cells[(ky / cell) * per + (kx / cell)] += fold[size_t(j) * kT + i] * in.c[size_t(ky) * kT + kx];
     }
+  }
+  if (in.prefilteredOut) {
+    double f0 = 1;
+    const std::vector<float>& x0 = images(period, f0).x;
+    std::copy(x0.begin(), x0.end(), in.prefilteredOut);
   }
   std::copy(v, v + 4, out.lattice);
   out.dihedral = hit.d;

@@ -25,8 +25,9 @@ struct Core2In {
   const float* a;           // period^2
   const double* harmonics;  // nHarmonics pairs (m1, m2)
   int nHarmonics;
-  const float* b;  // kTile^2
-  const float* c;  // kTile^2
+  const float* b;         // kTile^2
+  const float* c;         // kTile^2
+  float* prefilteredOut;  // optional (width*height): receives the prefiltered luma, for version 1 to reuse
 };
 
 struct Core2Out {

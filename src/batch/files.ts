@@ -72,97 +72,43 @@ export class ReadBuffer {
 
   /** The whole of an opened file (checked by openSource), refusing one that grew since its fstat. */
   readAll(source: Source): Buffer {
+    // One byte more than the size: a file that grew since fstat shows it, and is refused.
     const want = source.stats.size + 1;
-    if (this.#buf.length < want) this.#buf = Buffer.allocUnsafeSlow(Math.max(want, Math.min(this.#buf.length * 2, source.maxBytes + 1)));
-    let n = 0;
-    for (;;) {
-      const r = readSync(source.fd, this.#buf, n, want - n, n);
-      if (r === 0) break;
-      n += r;
-      if (n === want) throw new FileError('changed_while_read', 'the file grew while it was read');
-    }
+    const n = this.#fill(source.fd, 0, want, Math.min(this.#buf.length * 2, source.maxBytes + 1));
+    if (n === want) throw new FileError('changed_while_read', 'the file grew while it was read');
     return this.#buf.subarray(0, n);
   }
 
   /** The first `length` bytes of an opened file (fewer when it is shorter). */
   readStart(source: Source, length: number): Buffer {
-    const want = Math.min(length, source.stats.size);
-    if (this.#buf.length < want) this.#buf = Buffer.allocUnsafeSlow(want);
+    return this.readRange(source.fd, 0, Math.min(length, source.stats.size));
+  }
+
+  /** `length` bytes of an open file from `offset` (fewer at its end). */
+  readRange(fd: number, offset: number, length: number): Buffer {
+    return this.#buf.subarray(0, this.#fill(fd, offset, length, length));
+  }
+
+  /** The whole file (opened, checked and closed here); see openSource and readAll. */
+  read(path: string, maxBytes: number): { bytes: Buffer; stats: Stats } {
+    const source = openSource(path, maxBytes);
+    try {
+      return { bytes: this.readAll(source), stats: source.stats };
+    } finally {
+      closeSync(source.fd);
+    }
+  }
+
+  /** Reads up to `want` bytes from `offset` into the buffer (grown to at least `grow` when too small); returns how many. */
+  #fill(fd: number, offset: number, want: number, grow: number): number {
+    if (this.#buf.length < want) this.#buf = Buffer.allocUnsafeSlow(Math.max(want, grow));
     let n = 0;
     while (n < want) {
-      const r = readSync(source.fd, this.#buf, n, want - n, n);
+      const r = readSync(fd, this.#buf, n, want - n, offset + n);
       if (r === 0) break;
       n += r;
     }
-    return this.#buf.subarray(0, n);
-  }
-
-  /**
-   * The whole file and its stats. Files larger than `maxBytes` are refused before a byte is read.
-   * A file that grows while it is read is refused too (its end would be a guess).
-   */
-  read(path: string, maxBytes: number): { bytes: Buffer; stats: Stats } {
-    const fd = openSync(path, constants.O_RDONLY);
-    try {
-      const stats = fstatSync(fd);
-      if (!stats.isFile()) throw new FileError('not_a_file', 'not a regular file');
-      if (stats.size > maxBytes) {
-        throw new FileError('limit_exceeded', `${stats.size} bytes, over the ${maxBytes}-byte limit (OPTMARK_MAX_UPLOAD_BYTES)`);
-      }
-      // One byte more than the size: a file that grew since fstat shows it, and is refused.
-      const want = stats.size + 1;
-      if (this.#buf.length < want) this.#buf = Buffer.allocUnsafeSlow(Math.max(want, Math.min(this.#buf.length * 2, maxBytes + 1)));
-      let n = 0;
-      for (;;) {
-        const r = readSync(fd, this.#buf, n, want - n, n);
-        if (r === 0) break;
-        n += r;
-        if (n === want) throw new FileError('changed_while_read', 'the file grew while it was read');
-      }
-      return { bytes: this.#buf.subarray(0, n), stats };
-    } finally {
-      closeSync(fd);
-    }
-  }
-
-  /** `length` bytes of the file from `offset` (fewer at its end). */
-  readRange(path: string, offset: number, length: number): Buffer {
-    const fd = openSync(path, constants.O_RDONLY);
-    try {
-      if (this.#buf.length < length) this.#buf = Buffer.allocUnsafeSlow(length);
-      let n = 0;
-      while (n < length) {
-        const r = readSync(fd, this.#buf, n, length - n, offset + n);
-        if (r === 0) break;
-        n += r;
-      }
-      return this.#buf.subarray(0, n);
-    } finally {
-      closeSync(fd);
-    }
-  }
-
-  /** The first `headBytes` of the file (one read), and whether that is all of it. */
-  readHead(path: string, maxBytes: number, headBytes: number): Head {
-    const fd = openSync(path, constants.O_RDONLY);
-    try {
-      const stats = fstatSync(fd);
-      if (!stats.isFile()) throw new FileError('not_a_file', 'not a regular file');
-      if (stats.size > maxBytes) {
-        throw new FileError('limit_exceeded', `${stats.size} bytes, over the ${maxBytes}-byte limit (OPTMARK_MAX_UPLOAD_BYTES)`);
-      }
-      const want = Math.min(headBytes, stats.size);
-      if (this.#buf.length < want) this.#buf = Buffer.allocUnsafeSlow(want);
-      let n = 0;
-      while (n < want) {
-        const r = readSync(fd, this.#buf, n, want - n, n);
-        if (r === 0) break;
-        n += r;
-      }
-      return { bytes: this.#buf.subarray(0, n), size: stats.size, whole: n === stats.size };
-    } finally {
-      closeSync(fd);
-    }
+    return n;
   }
 }
 
@@ -185,14 +131,6 @@ export function openSource(path: string, maxBytes: number): Source {
     closeSync(fd);
     throw err;
   }
-}
-
-export interface Head {
-  /** The first bytes of the file (all of it when `whole`). */
-  bytes: Buffer;
-  /** The file's size. */
-  size: number;
-  whole: boolean;
 }
 
 /** SHA-256 (hex) of the pieces in order. */
@@ -257,35 +195,11 @@ function openTemp(target: string, mode: number): { fd: number; tmp: string } {
 
 /**
  * Writes `pieces` to a new temporary file beside `target` and renames it over the target: a reader, a
- * crash or an interrupt sees the old file or the whole new one, never half of one.
+ * crash or an interrupt sees the old file or the whole new one, never half of one. (Written before the
+ * promise is returned: there is nothing to copy.)
  */
-export function writeAtomically(target: string, pieces: readonly Uint8Array[], options: WriteOptions = {}): void {
-  ensureDir(dirname(target));
-  // O_EXCL: never follows or reuses something already there.
-  const { fd, tmp } = openTemp(target, options.mode ?? 0o666);
-  writing.add(tmp);
-  let renamed = false;
-  try {
-    try {
-      writeAll(fd, pieces);
-      if (options.mode !== undefined) fchmodSync(fd, options.mode); // exactly the input's mode, not masked by the umask
-      if (options.mtimeMs !== undefined) futimesSync(fd, options.mtimeMs / 1000, options.mtimeMs / 1000);
-      if (options.fsync) fsyncSync(fd);
-    } finally {
-      closeSync(fd);
-    }
-    renameSync(tmp, target);
-    renamed = true;
-  } finally {
-    if (!renamed) {
-      try {
-        unlinkSync(tmp);
-      } catch {
-        // already gone
-      }
-    }
-    writing.delete(tmp);
-  }
+export function writeAtomically(target: string, pieces: readonly Uint8Array[], options: WriteOptions = {}): Promise<void> {
+  return writeAtomicallyCopying(target, pieces, -1, undefined, options);
 }
 
 /**
@@ -311,10 +225,11 @@ export async function writeAtomicallyCopying(
   target: string,
   parts: readonly OutputPart[],
   source: number,
-  copier: FilesAddon,
+  copier: FilesAddon | undefined,
   options: WriteOptions = {},
 ): Promise<void> {
   ensureDir(dirname(target));
+  // O_EXCL: never follows or reuses something already there.
   const { fd, tmp } = openTemp(target, options.mode ?? 0o666);
   writing.add(tmp);
   let renamed = false;
@@ -331,6 +246,7 @@ export async function writeAtomicallyCopying(
         } else {
           if (run.length > 0) writeAll(fd, run, runAt);
           run = [];
+          if (!copier) throw new Error('a stretch of the input to copy, and no copier');
           copies.push(copyRange(copier, source, fd, part, at));
         }
         at += part.length;
@@ -339,7 +255,7 @@ export async function writeAtomicallyCopying(
       // Every copy ends before the descriptors close, even when one failed.
       const settled = await Promise.allSettled(copies);
       for (const r of settled) if (r.status === 'rejected') throw r.reason;
-      if (options.mode !== undefined) fchmodSync(fd, options.mode);
+      if (options.mode !== undefined) fchmodSync(fd, options.mode); // exactly the input's mode, not masked by the umask
       if (options.mtimeMs !== undefined) futimesSync(fd, options.mtimeMs / 1000, options.mtimeMs / 1000);
       if (options.fsync) fsyncSync(fd);
     } finally {

@@ -64,7 +64,7 @@ export class ReportWriter {
 
 /** The report line of an outcome: fixed keys first, absent values as null. */
 export function reportLine(o: FileOutcome): object {
-  const { input, output, format, bytes, sha256, status, changed, code, message, report } = o;
+  const { input, output, format, bytes, sha256, status, changed, code, message, credentials, warnings, report } = o;
   return {
     input,
     ...(output !== undefined ? { output } : {}),
@@ -75,6 +75,8 @@ export function reportLine(o: FileOutcome): object {
     ...(changed !== undefined ? { changed } : {}),
     code,
     ...(message !== undefined ? { message } : {}),
+    ...(credentials !== undefined ? { credentials } : {}),
+    ...(warnings !== undefined ? { warnings } : {}),
     ...(report ?? {}),
   };
 }

@@ -22,12 +22,20 @@ const WORKER_AHEAD = 3;
  */
 const SPAWN_AFTER_FILES = 24;
 /**
+ * The same for a verify of the metadata alone (--skip-fingerprint without --sha256): a file then costs
+ * a few hundred microseconds (its first bytes and its last two; one parse per distinct packet), so a
+ * thread's start-up is won back only after about a thousand files.
+ */
+const SPAWN_AFTER_FILES_METADATA = 1000;
+/**
  * Files in flight by default when the main thread copies in the kernel (Lane.concurrent): the work per
  * file is then mostly the copy, which waits on memory or the disk, on libuv's thread pool (sized to
  * match unless UV_THREADPOOL_SIZE says otherwise); a deeper queue keeps a disk busy and, on a shared
  * machine, the copies on more cores (measured: docs/batch.md).
  */
 export const COPY_JOBS = 8;
+/** The main thread's lane lets the event loop turn at least this often (ms). */
+const YIELD_EVERY_MS = 1;
 
 export interface BatchHooks {
   /** A found file as a job, or an outcome when it is refused before being read. */
@@ -60,6 +68,7 @@ class MainSlot implements Slot {
   inflight = 0;
   readonly capacity: number;
   readonly #lane: Lane;
+  #turnAt = 0;
   constructor(lane: Lane, capacity: number) {
     this.#lane = lane;
     this.capacity = capacity;
@@ -67,8 +76,13 @@ class MainSlot implements Slot {
   async run(job: FileJob): Promise<FileOutcome> {
     this.inflight++;
     try {
-      // Worker answers and signals are handled between two files.
-      await new Promise<void>((resolve) => setImmediate(resolve));
+      // Worker answers, copies done and signals are handled between two files: a turn of the event loop
+      // when the last one is more than a millisecond ago (one per file cost more than a small file).
+      const now = performance.now();
+      if (now - this.#turnAt >= YIELD_EVERY_MS) {
+        await new Promise<void>((resolve) => setImmediate(resolve));
+        this.#turnAt = performance.now();
+      }
       return await this.#lane.run(job);
     } finally {
       this.inflight--;
@@ -205,6 +219,7 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
   const workers: WorkerSlot[] = [];
   let spawning: Promise<void> | undefined;
   const heavy = setup.fingerprint || (setup.command === 'verify' && !setup.skipFingerprint && setup.init.fingerprintDetect);
+  const spawnAfter = setup.command === 'verify' && setup.skipFingerprint && !setup.hash ? SPAWN_AFTER_FILES_METADATA : SPAWN_AFTER_FILES;
 
   const dispatch = async (slot: Slot, job: FileJob): Promise<void> => {
     started++;
@@ -259,7 +274,7 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
         continue;
       }
       // Pixel work (fingerprint, detector) takes long per file: threads start at once.
-      if (!spawned && jobs > 1 && !main.concurrent && (heavy || started >= SPAWN_AFTER_FILES)) spawning = spawn();
+      if (!spawned && jobs > 1 && !main.concurrent && (heavy || started >= spawnAfter)) spawning = spawn();
       const slot = await acquire();
       if (!slot) break;
       const p: Promise<void> = dispatch(slot, planned).finally(() => {

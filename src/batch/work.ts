@@ -7,22 +7,26 @@
 import type { Stats } from 'node:fs';
 import { toErrorShape } from '../errors.js';
 import { extname, join, parse } from 'node:path';
-import { TRUNCATED_IMAGE_DATA } from '../formats/complete.js';
+import { imageDataWarnings, TRUNCATED_IMAGE_DATA, type Warning } from '../formats/complete.js';
+import type { CredentialsOutcome } from '../c2pa/modes.js';
+import type { CredentialsPolicy } from '../pipeline/credentials.js';
 import { detectFormat, type ContainerFormat } from '../formats/index.js';
 import { protect, read, type ProtectResult } from '../marking/engine.js';
 import type { Layers } from '../pipeline/layers.js';
 import type { WorkerInit } from '../pool/tasks.js';
 import type { VerifyReport } from '../pipeline/verify.js';
 import type { SigningKey } from '../provenance/index.js';
-import { closeSync } from 'node:fs';
+import { closeSync, readSync } from 'node:fs';
 import { filesAddon, type FilesAddon } from '../native/index.js';
 import { imageDataOffset } from '../formats/jpeg.js';
+import { hasManifestStore } from '../c2pa/detect.js';
 import {
   errnoText,
   FileError,
   openSource,
   type OutputPart,
   ReadBuffer,
+  readIfFile,
   sha256Of,
   type Source,
   statFile,
@@ -102,8 +106,20 @@ export interface FileOutcome {
   /** A stable code for skipped and failed files (the API's error codes, or the reason's). */
   code: string | null;
   message?: string;
+  /** mark: what happened to the file's Content Credentials (the API's Optmark-Content-Credentials value). */
+  credentials?: CredentialsOutcome;
+  /** mark: the warnings protect's answer has for the file (a cut file, Content Credentials). */
+  warnings?: Warning[];
   /** verify: the API's verify report fields. */
   report?: Omit<VerifyReport, 'sha256'>;
+}
+
+/** A file marked in memory: its pieces, and what the report says of it. */
+interface Produced {
+  pieces: Uint8Array[];
+  changed: boolean;
+  warnings: Warning[];
+  credentials: CredentialsOutcome;
 }
 
 /** Lazily loaded layer machinery, per lane. */
@@ -111,11 +127,13 @@ export class Lane {
   readonly #setup: LaneSetup;
   readonly #buffer = new ReadBuffer();
   #second: ReadBuffer | undefined;
+  readonly #last2 = Buffer.alloc(2);
   #signingKey: Promise<SigningKey> | undefined;
   #layers: Promise<Layers> | undefined;
   #markLayered: Promise<typeof import('../pipeline/mark.js')> | undefined;
   #verify: Promise<typeof import('../pipeline/verify.js')> | undefined;
   #liveLayers: Promise<import('../pipeline/layers-live.js').LiveLayers> | undefined;
+  #policy: CredentialsPolicy | undefined;
 
   /** The in-kernel copy, on the quick way only (see `concurrent`). */
   readonly #copier: FilesAddon | undefined;
@@ -175,7 +193,7 @@ export class Lane {
     const needsAll = !copier || s.hash || s.skipExisting === 'hash';
     let bytes: Buffer;
     try {
-      bytes = needsAll || stats.size <= HEAD_BYTES ? this.#buffer.readAll(source) : this.#buffer.readStart(source, HEAD_BYTES);
+      bytes = needsAll ? this.#buffer.readAll(source) : this.#readForMetadata(source);
     } catch (err) {
       return readFailure({ input: job.input, output: null }, err);
     }
@@ -212,18 +230,28 @@ export class Lane {
         };
       }
     }
-    // Only a JPEG whose segments before the image data lie within its first bytes is marked from them.
-    if (bytes.length < stats.size && (format.name !== 'jpeg' || imageDataOffset(bytes) === undefined)) {
+    // Content Credentials (a C2PA manifest store) are kept, refused or invalidated as the API does
+    // (OPTMARK_C2PA); their update manifest is built over the whole file.
+    const store = carriesStore(format.name, bytes);
+    if (store && bytes.length < stats.size) {
       try {
         bytes = this.#buffer.readAll(source);
       } catch (err) {
         return readFailure(base, err);
       }
     }
-    let result: { pieces: Uint8Array[]; changed: boolean };
+    let result: Produced;
     try {
-      // Synchronous on the quick way: the read buffer is not reused before its pieces are written.
-      result = copier ? protect(bytes, { warnings: false }) : await this.#produce(bytes);
+      if (store) {
+        // Its own memory: other files of the quick way reuse the read buffer while this one awaits.
+        bytes = Buffer.from(bytes);
+        result = await this.#produceWithCredentials(bytes);
+      } else if (copier) {
+        // Synchronous on the quick way: the read buffer is not reused before its pieces are written.
+        const whole = bytes.length === stats.size;
+        const r = protect(bytes, { warnings: whole });
+        result = { pieces: r.pieces, changed: r.changed, warnings: whole ? r.warnings : this.#cutWarnings(source, bytes.length), credentials: 'none' };
+      } else result = await this.#produce(bytes);
     } catch (err) {
       const shape = toErrorShape(err);
       const detail = shape.code === 'internal_error' && err instanceof Error ? `: ${err.message}` : '';
@@ -241,16 +269,14 @@ export class Lane {
       changed: result.changed,
       code,
       ...(message ? { message } : {}),
+      credentials: result.credentials,
+      warnings: result.warnings,
     });
     if (job.inPlace && !result.changed) return done('done', null); // already carries the field exactly: nothing to write
     if (s.skipExisting === 'hash' && !job.inPlace) {
-      const there = (this.#second ??= new ReadBuffer());
-      try {
-        const old = there.read(target, init.maxUploadBytes + (8 << 20)).bytes;
-        if (old.length === size && sha256Of([old]) === sha256) return done('skipped', 'up_to_date', 'output up to date (same content)');
-      } catch {
-        // no output yet (or unreadable): write it
-      }
+      // No output yet (or unreadable): it is written.
+      const old = readIfFile((this.#second ??= new ReadBuffer()), target, init.maxUploadBytes + (8 << 20));
+      if (old && old.length === size && sha256Of([old]) === sha256) return done('skipped', 'up_to_date', 'output up to date (same content)');
     }
     const options = {
       mode: job.inPlace ? stats.mode & 0o7777 : undefined,
@@ -259,7 +285,7 @@ export class Lane {
     };
     try {
       if (copier) await writeAtomicallyCopying(target, outputParts(result.pieces, bytes, stats.size), source.fd, copier, options);
-      else writeAtomically(target, result.pieces, options);
+      else await writeAtomically(target, result.pieces, options);
     } catch (err) {
       if (err instanceof FileError) return { ...base, format: format.name, bytes: null, sha256: null, status: 'failed', code: err.code, message: err.message };
       return {
@@ -275,15 +301,15 @@ export class Lane {
     return done('done', null);
   }
 
-  /** The marked file as pieces (views of the read buffer and new segments). */
-  async #produce(input: Buffer): Promise<{ pieces: Uint8Array[]; changed: boolean }> {
+  /** The marked file as pieces (views of the read buffer and new segments), for a file without Content Credentials. */
+  async #produce(input: Buffer): Promise<Produced> {
     const s = this.#setup;
     if (s.fingerprint) {
       // The pixel layer: the same layer path as the dashboard's (pipeline/mark.ts), which decodes and
       // re-encodes; its input must own its memory (the read buffer is reused).
       const [{ runMark }, live] = await Promise.all([this.#layered(), this.#live(s.init)]);
       const r = await runMark(Uint8Array.prototype.slice.call(input), { provenance: s.provenance, fingerprint: true }, live);
-      return { pieces: [r.bytes], changed: true };
+      return { pieces: [r.bytes], changed: true, warnings: [], credentials: 'none' };
     }
     let result: ProtectResult;
     if (s.provenance) {
@@ -292,43 +318,101 @@ export class Lane {
     } else {
       result = protect(input);
     }
-    return { pieces: result.pieces, changed: result.changed };
+    return { pieces: result.pieces, changed: result.changed, warnings: result.warnings, credentials: 'none' };
+  }
+
+  /**
+   * A file carrying Content Credentials (its whole bytes, its own memory), marked by the code the API
+   * runs: protect's (src/pipeline/credentials.ts), or the layer path's with --provenance or --fingerprint
+   * (src/pipeline/mark.ts). `refuse` throws the API's content_credentials_present.
+   */
+  async #produceWithCredentials(input: Buffer): Promise<Produced> {
+    const s = this.#setup;
+    const policy = (this.#policy ??= (await import('../pipeline/credentials.js')).credentialsPolicy(s.init.c2paMode, {
+      dataDir: s.init.dataDir,
+      certFile: s.init.c2paCertFile,
+      keyFile: s.init.c2paKeyFile,
+    }));
+    if (s.fingerprint || s.provenance) {
+      const [{ runMark }, ctx] = await Promise.all([
+        this.#layered(),
+        s.fingerprint
+          ? this.#live(s.init)
+          : { maxPixels: s.init.maxPixels, signingKey: () => this.#key(), fingerprintSecret: () => Promise.reject(new Error('no fingerprint layer')) },
+      ]);
+      const r = await runMark(input, { provenance: s.provenance, fingerprint: s.fingerprint }, ctx, policy);
+      const credentials = r.credentials ?? 'none';
+      return { pieces: [r.bytes], changed: credentials !== 'unchanged', warnings: r.warnings ?? [], credentials };
+    }
+    const { protectWithCredentials } = await import('../pipeline/credentials.js');
+    const r = await protectWithCredentials(input, {}, policy);
+    return { pieces: r.pieces, changed: r.outcome !== 'unchanged', warnings: r.warnings, credentials: r.outcome };
+  }
+
+  /**
+   * protect's warnings about a JPEG marked from its first bytes: none when its end marker is there (its
+   * last bytes), else those of the whole file, read for that (a file cut off in its image data).
+   */
+  #cutWarnings(source: Source, headLength: number): Warning[] {
+    if (this.#endsWithEoi(source.fd, source.stats.size, headLength)) return [];
+    return imageDataWarnings('jpeg', (this.#second ??= new ReadBuffer()).readAll(source));
   }
 
   async #verifyFile(job: FileJob): Promise<FileOutcome> {
+    let source: Source;
+    try {
+      source = openSource(job.source, this.#setup.init.maxUploadBytes);
+    } catch (err) {
+      return readFailure({ input: job.input }, err);
+    }
+    try {
+      return await this.#verifyOpened(job, source);
+    } finally {
+      closeSync(source.fd);
+    }
+  }
+
+  async #verifyOpened(job: FileJob, source: Source): Promise<FileOutcome> {
     const s = this.#setup;
     const base = { input: job.input };
+    const size = source.stats.size;
     // Without the detector and without the hash, only the metadata is needed: a JPEG's segments before
     // its image data are in its first bytes (the scan after them is never looked at by read()).
     const metadataOnly = s.skipFingerprint && !s.hash;
     if (metadataOnly) {
-      let head;
+      let head: Buffer;
       try {
-        head = this.#buffer.readHead(job.source, s.init.maxUploadBytes, HEAD_BYTES);
+        head = this.#readForMetadata(source);
       } catch (err) {
         return readFailure(base, err);
       }
-      const format = detectFormat(head.bytes);
-      if (!format) return { ...base, format: null, bytes: head.size, status: 'skipped', code: 'unsupported_format', message: 'not a JPEG, PNG or WebP image' };
-      // A JPEG's end marker (EOI) says whether the file is whole: looked for in its last bytes.
-      const ended = !head.whole && format.name === 'jpeg' && this.#endsWithEoi(job.source, head.size, head.bytes.length);
-      if (head.whole || ended) {
+      const format = detectFormat(head);
+      if (!format) return { ...base, format: null, bytes: size, status: 'skipped', code: 'unsupported_format', message: 'not a JPEG, PNG or WebP image' };
+      if (head.length === size) {
         try {
-          const report = await this.#metadataReport(head.bytes);
-          // The head alone ends without EOI: the warning is about the cut, not the file (whose end has one).
-          if (!head.whole) report.warnings = report.warnings.filter((w) => w.code !== TRUNCATED_IMAGE_DATA);
-          // A provenance tag's digest covers the whole file: then it is read whole (below).
-          if (head.whole || !report.provenance.present)
-            return { ...base, format: format.name, bytes: head.size, sha256: null, status: 'done', code: null, report };
+          return { ...base, format: format.name, bytes: size, sha256: null, status: 'done', code: null, report: await this.#metadataReport(head) };
         } catch (err) {
-          if (head.whole) return verifyFailure(base, format.name, head.size, err);
-          // The segments before the image data go on past the first bytes (or are damaged): read it whole.
+          return verifyFailure(base, format.name, size, err);
+        }
+      }
+      // A JPEG's head (every segment before its image data) answers when the file carries no Content
+      // Credentials (their validation hashes the whole file) and when its end marker (EOI), which says
+      // whether the file is whole, is found in its last bytes.
+      if (!carriesStore('jpeg', head) && this.#endsWithEoi(source.fd, size, head.length)) {
+        try {
+          const report = await this.#metadataReport(head);
+          // The head alone ends without EOI: the warning is about the cut, not the file (whose end has one).
+          report.warnings = report.warnings.filter((w) => w.code !== TRUNCATED_IMAGE_DATA);
+          // A provenance tag's digest covers the whole file: then it is read whole (below).
+          if (!report.provenance.present) return { ...base, format: format.name, bytes: size, sha256: null, status: 'done', code: null, report };
+        } catch {
+          // read whole (below): the whole file gives the answer and the error
         }
       }
     }
     let bytes: Buffer;
     try {
-      ({ bytes } = this.#buffer.read(job.source, s.init.maxUploadBytes));
+      bytes = this.#buffer.readAll(source);
     } catch (err) {
       return readFailure(base, err);
     }
@@ -346,13 +430,35 @@ export class Lane {
   }
 
   /**
-   * True when the file's last bytes hold a JPEG end marker (FF D9) past the head (so not a thumbnail's in
-   * the metadata); false sends the file to a whole read, which tells a cut file from a whole one.
+   * What the metadata of an opened file needs read: a JPEG's first FIRST_HEAD_BYTES, or HEAD_BYTES, when
+   * they hold every segment before its image data (the head: shorter than the file, ending inside its
+   * scan); else the whole file (PNG, WebP, a JPEG whose segments go on). A file that is none of the three
+   * formats: its first bytes only, enough to say so.
    */
-  #endsWithEoi(path: string, size: number, headLength: number): boolean {
+  #readForMetadata(source: Source): Buffer {
+    const size = source.stats.size;
+    if (size <= FIRST_HEAD_BYTES) return this.#buffer.readAll(source);
+    for (const length of [FIRST_HEAD_BYTES, HEAD_BYTES]) {
+      if (length >= size) break;
+      const head = this.#buffer.readStart(source, length);
+      const format = detectFormat(head);
+      if (!format) return head;
+      if (format.name !== 'jpeg') break;
+      if (imageDataOffset(head) !== undefined) return head;
+    }
+    return this.#buffer.readAll(source);
+  }
+
+  /**
+   * True when the file's last bytes hold a JPEG end marker (FF D9) past the head (so not a thumbnail's in
+   * the metadata); false sends the file to a whole read, which tells a cut file from a whole one. The
+   * last two bytes first (where a whole JPEG has it), then the last TAIL_BYTES.
+   */
+  #endsWithEoi(fd: number, size: number, headLength: number): boolean {
     try {
+      if (size - 2 >= headLength && readSync(fd, this.#last2, 0, 2, size - 2) === 2 && this.#last2.equals(EOI)) return true;
       const from = Math.max(0, size - TAIL_BYTES);
-      const tail = (this.#second ??= new ReadBuffer()).readRange(path, from, Math.min(TAIL_BYTES, size));
+      const tail = (this.#second ??= new ReadBuffer()).readRange(fd, from, Math.min(TAIL_BYTES, size));
       const at = tail.lastIndexOf(EOI);
       return at >= 0 && from + at >= headLength;
     } catch {
@@ -415,7 +521,11 @@ export class Lane {
   }
 }
 
-/** Bytes read first for a metadata-only verify or a quick mark: a JPEG's segments before its image data fit in them. */
+/**
+ * What a metadata-only verify or a quick mark reads of a JPEG first: most JPEGs' segments before the image
+ * data fit in a few KiB (a camera's, with its thumbnail, in tens); then HEAD_BYTES, then the whole file.
+ */
+const FIRST_HEAD_BYTES = 16 * 1024;
 const HEAD_BYTES = 64 * 1024;
 /** Stretches of the input at least this long are copied file to file rather than written from memory. */
 const COPY_MIN_BYTES = 64 * 1024;
@@ -448,6 +558,18 @@ function outputParts(pieces: readonly Uint8Array[], bytes: Uint8Array, fileSize:
 /** ...and its last bytes, for the end marker (after it come at most trailers such as MPF images, ending in one too). */
 const TAIL_BYTES = 64 * 1024;
 const EOI = Buffer.from([0xff, 0xd9]);
+
+/**
+ * hasManifestStore, where a walk that throws (too many segments) counts as a store: the file then goes
+ * the whole way the API's goes, which answers that error.
+ */
+function carriesStore(format: ContainerFormat['name'], bytes: Uint8Array): boolean {
+  try {
+    return hasManifestStore(format, bytes);
+  } catch {
+    return true;
+  }
+}
 
 function verifyFailure(base: { input: string }, format: string, size: number, err: unknown): FileOutcome {
   const shape = toErrorShape(err);

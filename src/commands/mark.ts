@@ -116,6 +116,8 @@ export async function runMark(opts: MarkOptions): Promise<number> {
     }
     return { input: found.input, source: found.source, outDir, rel: found.rel };
   };
+  // What happened to files with Content Credentials (refused ones are failures, named below).
+  const credentials = { updated: 0, invalidated: 0, unchanged: 0 };
   let summary;
   try {
     summary = await runCommand({
@@ -138,6 +140,9 @@ export async function runMark(opts: MarkOptions): Promise<number> {
         skipFingerprint: false,
       },
       plan,
+      onOutcome(o) {
+        if (o.credentials !== undefined && o.credentials !== 'none') credentials[o.credentials]++;
+      },
     });
   } catch (err) {
     // The layers' keys and secrets fail here (before any file), with a message that says what to do.
@@ -149,6 +154,11 @@ export async function runMark(opts: MarkOptions): Promise<number> {
   const out = opts.report === '-' ? process.stderr : process.stdout;
   const lines = [
     `done ${tally.counts.done}, skipped ${tally.counts.skipped}, failed ${tally.counts.failed} (${applied.join(', ')})`,
+    ...(credentials.updated + credentials.invalidated + credentials.unchanged > 0
+      ? [
+          `Content Credentials: ${credentials.updated} updated, ${credentials.invalidated} invalidated, ${credentials.unchanged} unchanged (OPTMARK_C2PA=${config.c2paMode})`,
+        ]
+      : []),
     ...tally.details(summary.reportHint),
   ];
   out.write(`${lines.join('\n')}\n`);

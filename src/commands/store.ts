@@ -35,7 +35,7 @@ function describeCounts(c: import('../store/index.js').StoreCounts): string {
 
 async function migrate(opts: { to: string; force?: boolean }): Promise<number> {
   const config = loadConfig();
-  const [{ openStore, PostgresStore, StoreError, parseDatabaseUrl }, { localPublicKeys }, { FINGERPRINT_SECRET, localFingerprintKey }] = await Promise.all([
+  const [{ openStore, postgresEngine, StoreError, parseDatabaseUrl }, { localPublicKeys }, { FINGERPRINT_SECRET, localFingerprintKey }] = await Promise.all([
     import('../store/index.js'),
     import('../provenance/keys.js'),
     import('../shared-secrets.js'),
@@ -63,6 +63,7 @@ async function migrate(opts: { to: string; force?: boolean }): Promise<number> {
   let into;
   try {
     source = await openStore(config);
+    const { PostgresStore } = await postgresEngine();
     into = await PostgresStore.open({
       url: opts.to,
       defaultProtectLimit: config.defaultProtectLimit,

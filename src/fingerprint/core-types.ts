@@ -10,6 +10,8 @@ export interface CoreInput {
   sync: Float32Array;
   count: Float32Array;
   params: CoreParams;
+  /** Optional: the prefiltered luma (width*height) when the caller has it (version 2 computes the same one). */
+  prefiltered?: Float32Array;
 }
 
 /** Tunables handed to the core on every call, so that the native code has no copy of them. */
@@ -18,6 +20,10 @@ export interface CoreParams {
   scaleMin: number;
   scaleStep: number;
   tier1Z: number;
+  /** Coarse scales, ranked at half resolution, that the search folds at full resolution. */
+  fullScales: number;
+  /** Sync z from which the scale is refined (by half and quarter steps) around the best coarse one. */
+  refineZ: number;
   sigmaHighpass: number;
   sigmaLocal: number;
   localFloor: number;
@@ -31,6 +37,8 @@ export interface CoreOutput {
   dy: number;
   /** Sync correlation peak over its surface's RMS at the chosen alignment. */
   syncZ: number;
+  /** Sync z of the best scale before the refinement. */
+  coarseZ: number;
   /** 1 when the scale-1 fast path was taken, 2 when the scale search ran. */
   tier: number;
   /** Correlation of each count cell with the key at the chosen alignment. */

@@ -73,6 +73,8 @@ export function detectOnBase(
   engine: Engine,
 ): Omit<FingerprintDetail, 'decodeMs' | 'detectMs'> {
   const k2 = keyTileV2For(secret);
+  // Both versions prefilter the luma the same way: version 2 hands its prefiltered picture to version 1.
+  const prefiltered = new Float32Array(base.width * base.height);
   const r2 = runCore2(
     {
       ...base,
@@ -83,6 +85,7 @@ export function detectOnBase(
       b: k2.b,
       c: k2.c,
       params: CORE2_PARAMS,
+      keepPrefiltered: prefiltered,
     },
     engine,
   );
@@ -104,7 +107,7 @@ export function detectOnBase(
   };
   if (v2.present) return v2;
   const k1 = keyTileFor(secret);
-  const r1 = runCore({ ...base, sync: k1.sync, count: k1.count, params: CORE_PARAMS }, engine);
+  const r1 = runCore({ ...base, sync: k1.sync, count: k1.count, params: CORE_PARAMS, prefiltered }, engine);
   const t1 = cellTest(r1.out.cells);
   if (t1.pValue > FPR_PER_SCHEME) return v2;
   return {

@@ -52,6 +52,8 @@ export interface Core2Input {
   b: Float32Array;
   c: Float32Array;
   params: Core2Params;
+  /** Optional, width*height: receives the prefiltered luma, for the version-1 core to reuse (same prefilter). */
+  keepPrefiltered?: Float32Array;
 }
 
 export interface Core2Output {
@@ -884,6 +886,7 @@ export function detectCore2(input: Core2Input): Core2Output {
       cells[((ky / cell) | 0) * per + ((kx / cell) | 0)]! += fold[j * TILE + i]! * input.c[ky * TILE + kx]!;
     }
   }
+  input.keepPrefiltered?.set(images.get(period).x);
   return {
     lattice: Float64Array.from(v),
     dihedral: d,

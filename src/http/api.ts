@@ -23,6 +23,7 @@ import { MULTIPART_SLACK_BYTES } from '../config.js';
 import { OptmarkError, toErrorShape } from '../errors.js';
 import type { Logger } from '../log.js';
 import { checkContentType } from '../pipeline/form-type.js';
+import { EarlyBody } from './early.js';
 import { PoolOverloadedError, type ImagePool } from '../pool/pool.js';
 import type { AnswerResult, Task } from '../pool/tasks.js';
 import {
@@ -208,9 +209,8 @@ class ApiRequest {
   #reserved: QuotaState | undefined;
   #lease: Lease | undefined;
   /** Chunks that arrived before #receive took over (copied: uWS reuses its buffer), or undefined once it did. */
-  #early: Array<{ bytes: Uint8Array; isLast: boolean }> | undefined = [];
-  #earlyBytes = 0;
-  #sink: ((chunk: ArrayBuffer, isLast: boolean) => void) | undefined;
+  #early: EarlyBody | undefined = new EarlyBody();
+  #sink: ((chunk: ArrayBuffer | Uint8Array, isLast: boolean) => void) | undefined;
   #paused = false;
   /** The watch of the arriving body (its share of the client's room); set while the body arrives. */
   #arrival: ArrivalWatch | undefined;
@@ -235,9 +235,9 @@ class ApiRequest {
     res.onData((chunk, isLast) => {
       if (this.#sink) return this.#sink(chunk, isLast);
       if (!this.#early) return;
-      this.#earlyBytes += chunk.byteLength;
-      if (this.#earlyBytes > MAX_EARLY_BYTES) this.#early = undefined;
-      else this.#early.push({ bytes: new Uint8Array(chunk.slice(0)), isLast });
+      if (this.#early.bytes + chunk.byteLength <= MAX_EARLY_BYTES) return this.#early.add(chunk, isLast);
+      this.#early.release();
+      this.#early = undefined;
     });
     try {
       res.pause();
@@ -352,7 +352,7 @@ class ApiRequest {
         this.#closeAfter = true;
         end(err);
       };
-      const onData = (chunk: ArrayBuffer, isLast: boolean): void => {
+      const onData = (chunk: ArrayBuffer | Uint8Array, isLast: boolean): void => {
         if (settled) return; // refused already: uWS drains the rest of the body
         if (lease.received + chunk.byteLength > maxBody) {
           return end(new OptmarkError('payload_too_large', `The upload is larger than the ${this.#deps.maxUploadBytes}-byte limit.`));
@@ -383,7 +383,7 @@ class ApiRequest {
       this.#early = undefined;
       this.#sink = onData;
       if (!early) end(new PoolOverloadedError('The upload arrived faster than it could be admitted; retry shortly.'));
-      else for (const c of early) onData(c.bytes.buffer as ArrayBuffer, c.isLast);
+      else early.replay(onData);
       this.#resume();
     });
   }
@@ -434,6 +434,7 @@ class ApiRequest {
     this.#tooSlow = undefined;
     if (this.#reservation) void this.#giveBack();
     this.#extra?.settle(this.#delivered).catch((err: unknown) => this.#deps.log.error({ reqId: this.#head.id, err }, 'settling the request failed'));
+    this.#early?.release();
     this.#early = undefined;
     const received = this.#lease?.received ?? 0;
     this.#lease?.release();

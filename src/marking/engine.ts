@@ -17,8 +17,7 @@ import {
   freshPacket,
   mergedDocument,
   openPayload,
-  readOptOut,
-  readTdmRep,
+  readPayload,
   setDataMining,
   type TdmRepReading,
   type XmpView,
@@ -141,8 +140,7 @@ function holdsAlready(payload: XmpPayload, xmp: XmpToWrite): boolean {
 /** Reads the opt-out state of an image: opted out exactly when a prohibiting DataMining value is present. */
 export function read(input: Uint8Array): ReadResult {
   const format = requireFormat(input);
-  const view = openPayload(format.readXmp(input));
-  const reading = readOptOut(view);
+  const { optOut: reading, tdmrep } = readPayload(format.readXmp(input));
   return {
     format: format.name,
     mimeType: format.mimeType,
@@ -151,6 +149,6 @@ export function read(input: Uint8Array): ReadResult {
     values: reading.values,
     token: reading.token,
     warnings: imageDataWarnings(format.name, input),
-    tdmrep: readTdmRep(view),
+    tdmrep,
   };
 }

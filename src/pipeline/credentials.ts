@@ -5,7 +5,7 @@
  * says. The answer says which (`outcome`, sent as the Optmark-Content-Credentials header, and a warning).
  */
 import { hasManifestStore, type C2paContainer } from '../c2pa/detect.js';
-import type { SignerIdentity } from '../c2pa/identity.js';
+import { type IdentityLocation, loadC2paIdentity, type SignerIdentity } from '../c2pa/identity.js';
 import type { C2paMode, CredentialsOutcome } from '../c2pa/modes.js';
 import { addUpdateManifest, type EditKind, INVALIDATED_WARNING, notUpdatedWarning, REMOVED_WARNING, UpdateFailed } from '../c2pa/update.js';
 import { OptmarkError } from '../errors.js';
@@ -17,6 +17,23 @@ import { DEFAULT_TOKEN, type DataMiningToken } from '../xmp/index.js';
 export interface CredentialsPolicy {
   mode: C2paMode;
   identity(): Promise<SignerIdentity>;
+}
+
+/**
+ * The policy a process applies (the image workers, a batch lane): OPTMARK_C2PA's mode (default update)
+ * and the signing identity, read or created on the first file with credentials and kept (a failure is
+ * tried again on the next file).
+ */
+export function credentialsPolicy(mode: C2paMode | undefined, location: IdentityLocation): CredentialsPolicy {
+  let identity: Promise<SignerIdentity> | undefined;
+  return {
+    mode: mode ?? 'update',
+    identity: () =>
+      (identity ??= loadC2paIdentity(location).catch((err: unknown) => {
+        identity = undefined;
+        throw err;
+      })),
+  };
 }
 
 export interface Protected {

@@ -112,14 +112,14 @@ const MIGRATIONS: readonly string[] = [
 export const SCHEMA_VERSION = MIGRATIONS.length;
 
 /** Opens (creating if needed) the database file with the pragmas the store relies on, migrated to SCHEMA_VERSION. */
-export function openDatabase(file: string): Db {
+export function openDatabase(file: string, busyTimeoutMs: number = BUSY_TIMEOUT_MS): Db {
   if (file !== ':memory:') {
     // Key hashes and usage are for the service's user only: the directory 0700, the file 0600 (SQLite
     // gives -wal and -shm the database file's mode).
     makePrivateDir(dirname(file));
     makePrivateFile(file);
   }
-  const db = new Database(file, { timeout: BUSY_TIMEOUT_MS });
+  const db = new Database(file, { timeout: busyTimeoutMs });
   try {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');

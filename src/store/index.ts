@@ -4,7 +4,6 @@
  * engines: the embedded WAL-mode SQLite file (default, one machine) and PostgreSQL
  * (OPTMARK_DATABASE_URL=postgres://..., any number of instances).
  */
-import { PostgresStore } from './postgres/engine.js';
 import { SqliteStore } from './sqlite/engine.js';
 import type { Store } from './types.js';
 
@@ -44,7 +43,16 @@ export type {
   Usage,
 } from './types.js';
 export { SqliteStore } from './sqlite/engine.js';
-export { PostgresStore, parseDatabaseUrl } from './postgres/engine.js';
+export { parseDatabaseUrl } from './postgres/url.js';
+export type { PostgresStore, PostgresStoreOptions } from './postgres/engine.js';
+
+/**
+ * The PostgreSQL engine, loaded on first use: `pg` and its dependencies cost a start-up that opens the
+ * SQLite file 2-3 CPU-seconds of module loading on a busy machine, for nothing.
+ */
+export async function postgresEngine(): Promise<typeof import('./postgres/engine.js')> {
+  return import('./postgres/engine.js');
+}
 
 export interface StoreOptions {
   dataDir: string;
@@ -56,6 +64,11 @@ export interface StoreOptions {
   file?: string;
   /** PostgreSQL: upper bound on how long an authentication result is reused (default 2000 ms). */
   authCacheMs?: number;
+  /**
+   * How long a store call may wait before the request is answered 503 (default 5000 ms): SQLite, for the
+   * write lock of another connection; PostgreSQL, for a statement and for a connection from the pool.
+   */
+  storeTimeoutMs?: number;
   /** PostgreSQL: wait for the WAL flush at each commit (default true; the server passes false, see PostgresStoreOptions). */
   synchronousCommit?: boolean;
 }
@@ -63,12 +76,14 @@ export interface StoreOptions {
 /** Opens the configured store: PostgreSQL when a database URL is given, else the SQLite file. */
 export async function openStore(opts: StoreOptions): Promise<Store> {
   if (opts.databaseUrl) {
+    const { PostgresStore } = await postgresEngine();
     return PostgresStore.open({
       url: opts.databaseUrl,
       defaultProtectLimit: opts.defaultProtectLimit,
       defaultVerifyLimit: opts.defaultVerifyLimit,
       authCacheMs: opts.authCacheMs,
       synchronousCommit: opts.synchronousCommit,
+      timeoutMs: opts.storeTimeoutMs,
     });
   }
   return SqliteStore.open({
@@ -76,5 +91,6 @@ export async function openStore(opts: StoreOptions): Promise<Store> {
     defaultProtectLimit: opts.defaultProtectLimit,
     defaultVerifyLimit: opts.defaultVerifyLimit,
     file: opts.file,
+    busyTimeoutMs: opts.storeTimeoutMs,
   });
 }

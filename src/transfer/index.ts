@@ -153,7 +153,7 @@ export class Lease {
   }
 
   /** Appends a chunk of the body (valid only during this call); see WriteResult. */
-  write(chunk: ArrayBuffer): WriteResult {
+  write(chunk: ArrayBuffer | Uint8Array): WriteResult {
     let dest = this.#dest;
     const need = this.received + chunk.byteLength;
     if (!dest || need > this.#room) return 'too-large';
@@ -165,7 +165,7 @@ export class Lease {
     }
     // Buffer#fill copies with memcpy. TypedArray#set into shared memory goes through V8's relaxed
     // (atomic-safe) memmove, byte by byte on unaligned chunks: ten times slower.
-    if (chunk.byteLength > 0) dest.fill(new Uint8Array(chunk), this.received, need);
+    if (chunk.byteLength > 0) dest.fill(chunk instanceof Uint8Array ? chunk : new Uint8Array(chunk), this.received, need);
     this.received = need;
     return result;
   }

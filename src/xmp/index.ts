@@ -31,7 +31,7 @@ import {
   setSimpleProperty,
   valuesOf,
 } from './properties.js';
-import { type DataMiningToken, isOptOut, tokenOf, tokenUri } from './vocab.js';
+import { DATA_MINING_TOKENS, type DataMiningToken, isOptOut, tokenOf, tokenUri } from './vocab.js';
 
 let cryptoModule: typeof import('node:crypto') | undefined;
 /** node:crypto, loaded on first use (a batch of files without Extended XMP never needs it). */
@@ -86,6 +86,111 @@ export function openPayload(payload: XmpPayload): XmpView {
   if (!extBytes && !extendedGuid && payload.extended.size === 1) extBytes = [...payload.extended.values()][0];
   const extended = extBytes ? parse(extBytes) : undefined;
   return { main, extended, extendedGuid, others, unreadable };
+}
+
+/**
+ * What a file's packets say, as read() and verify ask it: the opt-out and TDMRep. A pure function of the
+ * packets' bytes (and the Extended XMP the container reassembled), so a reading is reused for the same
+ * bytes without parsing them again (readPayload).
+ */
+export interface XmpReading {
+  optOut: OptOutReading;
+  tdmrep: TdmRepReading;
+}
+
+/**
+ * Readings already made, keyed by the exact bytes of every packet (payloadKey): a folder of files that
+ * carry the same packet (optmark's own, written into files that had none, or one pipeline's template)
+ * pays for one parse. Bounded in entries and in the bytes a key may hold; errors are never kept (a
+ * payload that throws throws again, the same way).
+ */
+const readings = new Map<string, XmpReading>();
+const READINGS_MAX = 128;
+/** Packets (all of one file's together) larger than this are parsed every time, not kept. */
+const READING_KEY_MAX_BYTES = 64 * 1024;
+/** The fresh packets' readings, known without parsing them (a test holds them equal to the parsed ones). */
+let freshReadings: Map<string, XmpReading> | undefined;
+
+/** The exact bytes of a payload as one string (length-prefixed, so two payloads never share one), or undefined when too large. */
+function payloadKey(payload: XmpPayload): string | undefined {
+  let size = 0;
+  for (const p of payload.packets) size += p.length;
+  for (const [guid, data] of payload.extended) size += guid.length + data.length;
+  if (size > READING_KEY_MAX_BYTES) return undefined;
+  let key = `${payload.packets.length}`;
+  for (const p of payload.packets) key += `|${p.length}|${latin1(p)}`;
+  for (const [guid, data] of payload.extended) key += `#${guid.length}|${guid}${data.length}|${latin1(data)}`;
+  return key;
+}
+
+const latin1 = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('latin1');
+
+function readingOf(view: XmpView): XmpReading {
+  return { optOut: readOptOut(view), tdmrep: readTdmRep(view) };
+}
+
+/** A copy a caller may change without touching the kept reading. */
+function copyReading(r: XmpReading): XmpReading {
+  return { optOut: { ...r.optOut, values: [...r.optOut.values] }, tdmrep: { ...r.tdmrep } };
+}
+
+function freshReading(key: string): XmpReading | undefined {
+  if (!freshReadings) {
+    freshReadings = new Map();
+    for (const token of Object.keys(DATA_MINING_TOKENS) as DataMiningToken[]) {
+      const uri = tokenUri(token);
+      const k = payloadKey({ packets: [freshPacket(token)], extended: new Map(), canonical: true, keptOnRewrite: 0 })!;
+      freshReadings.set(k, { optOut: { optedOut: isOptOut(uri), values: [uri], token: tokenOf(uri) }, tdmrep: { reserved: false, policy: undefined } });
+    }
+  }
+  return freshReadings.get(key);
+}
+
+/**
+ * The last view parsed for a reading, with its key: verify reads a file (readPayload) and then checks
+ * its provenance tag (viewOfPayload) over the same packets, which are then parsed once. Only for
+ * callers that never change the documents (protect opens its own with openPayload).
+ */
+let lastView: { key: string; view: XmpView } | undefined;
+
+/**
+ * The last file's one packet and its reading: a folder's files in a row mostly carry the same packet,
+ * which a byte comparison finds before any key is built.
+ */
+let lastSingle: { packet: Buffer; reading: XmpReading } | undefined;
+
+/** readOptOut and readTdmRep over openPayload(payload), parsing only packets not read before (see `readings`). */
+export function readPayload(payload: XmpPayload): XmpReading {
+  const single = payload.packets.length === 1 && payload.extended.size === 0 ? payload.packets[0]! : undefined;
+  if (single && lastSingle?.packet.equals(single)) return copyReading(lastSingle.reading);
+  const reading = readPayloadKeyed(payload);
+  if (single && single.length <= READING_KEY_MAX_BYTES) lastSingle = { packet: Buffer.from(single), reading: copyReading(reading) };
+  return reading;
+}
+
+function readPayloadKeyed(payload: XmpPayload): XmpReading {
+  const key = payloadKey(payload);
+  if (key === undefined) return readingOf(openPayload(payload));
+  const known = readings.get(key) ?? freshReading(key);
+  if (known) return copyReading(known);
+  const view = openPayload(payload);
+  lastView = { key, view };
+  const reading = readingOf(view);
+  if (readings.size >= READINGS_MAX) readings.delete(readings.keys().next().value!);
+  readings.set(key, copyReading(reading));
+  return reading;
+}
+
+/**
+ * openPayload for a reader that never changes the documents: the view readPayload parsed last when it is
+ * of the same bytes, else a fresh parse.
+ */
+export function viewOfPayload(payload: XmpPayload): XmpView {
+  const key = payloadKey(payload);
+  if (key !== undefined && lastView?.key === key) return lastView.view;
+  const view = openPayload(payload);
+  if (key !== undefined) lastView = { key, view };
+  return view;
 }
 
 function allDocs(view: XmpView): Document[] {

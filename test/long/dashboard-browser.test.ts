@@ -315,6 +315,35 @@ describe('the dashboard in Chromium', () => {
     await context.close();
     expect(consoleErrors).toEqual([]);
   }, 300_000);
+  it('an image with Content Credentials: the page says they were kept and shows the warning; the download keeps them valid', async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await newPage(context);
+    await signIn(page);
+    // The corpus file, read where it is.
+    await page
+      .locator('input[type=file]')
+      .first()
+      .setInputFiles(join(ROOT, '..', 'shared', 'corpus', 'c2pa_CA.jpg'));
+    await page.getByLabel('Provenance').check();
+    await page.getByLabel('Fingerprint').check();
+    await page.getByRole('button', { name: 'Protect', exact: true }).click();
+    const row = page.locator('li.file.done');
+    await row.waitFor({ timeout: 120_000 });
+    await expect.poll(() => row.locator('dt', { hasText: 'Content Credentials' }).count()).toBe(1);
+    expect(await row.locator('dd', { hasText: 'Kept: an update manifest signed by this server' }).count()).toBe(1);
+    const warnings = await row.getByRole('list', { name: 'Warnings for c2pa_CA.jpg' }).locator('li').allTextContents();
+    expect(warnings).toHaveLength(1);
+    expect(warnings[0]).toContain('Content Credentials were kept');
+    // The before/after panel has a row for them: valid before, valid after with the training use written.
+    const c2paRow = row.locator('table.before-after tr', { has: page.locator('th', { hasText: 'Content Credentials' }) });
+    expect(await c2paRow.locator('td').allTextContents()).toEqual(['Valid', 'Valid, AI training: notAllowed']);
+    const saved = await download(page, () => row.getByRole('link', { name: /^Download / }).click(), work);
+    const v = await api(server, 'verify', key, imageForm(readFileSync(saved.path), saved.name));
+    expect(v.json).toMatchObject({ optedOut: true, c2pa: { present: true, valid: true, trainingMining: 'notAllowed' }, provenance: { valid: true } });
+    await shot(page, '09-content-credentials');
+    await context.close();
+    expect(consoleErrors).toEqual([]);
+  }, 300_000);
 });
 
 /** Texts whose colour against their effective background is below 4.5:1 (WCAG 2 relative luminance). */

@@ -27,6 +27,10 @@ export interface VerifyReport {
   signals: string[];
   provenance: { present: boolean; valid: boolean; verifiable: boolean };
   fingerprint: { present: boolean; confidence: number; blocks: number };
+  /** Content Credentials: a manifest store, whether it validates, its strictest training use. */
+  c2pa: { present: boolean; valid: boolean; trainingMining: 'notAllowed' | 'constrained' | 'allowed' | null };
+  /** Reservations besides the IPTC field: `c2pa.trainingMining`, `tdmrep.reservation`. */
+  otherSignals: string[];
   sha256: string;
   record?: RecordMatch | null;
   warnings?: Array<{ code: string; message: string }>;

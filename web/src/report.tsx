@@ -18,6 +18,13 @@ function fingerprint(r: VerifyReport): string {
   return f.present ? `Present (confidence ${percent(f.confidence)})` : `Not found (${percent(f.confidence)} of ${f.blocks} blocks)`;
 }
 
+function credentials(r: VerifyReport): string {
+  const c = r.c2pa;
+  if (!c?.present) return 'None';
+  const use = c.trainingMining ? `, AI training: ${c.trainingMining}` : '';
+  return `${c.valid ? 'Valid' : 'Not valid'}${use}`;
+}
+
 /** What verify said before and after marking, side by side. */
 export function BeforeAfter({ before, after }: { before: VerifyReport; after: VerifyReport }) {
   const rows: Array<[string, string, string]> = [
@@ -25,6 +32,7 @@ export function BeforeAfter({ before, after }: { before: VerifyReport; after: Ve
     ['Provenance', provenance(before), provenance(after)],
     ['Fingerprint', fingerprint(before), fingerprint(after)],
   ];
+  if (before.c2pa?.present || after.c2pa?.present) rows.push(['Content Credentials', credentials(before), credentials(after)]);
   return (
     <table class="before-after">
       <caption class="sr-only">Verify before and after marking</caption>
@@ -63,6 +71,10 @@ export function FullReport({ report }: { report: VerifyReport }) {
       <dd>
         {fingerprint(r)} — confidence {r.fingerprint.confidence.toFixed(3)}, blocks examined {r.fingerprint.blocks}
       </dd>
+      <dt>Content Credentials (C2PA)</dt>
+      <dd>{credentials(r)}</dd>
+      <dt>Other reservations</dt>
+      <dd>{r.otherSignals?.length ? r.otherSignals.join(', ') : 'None'}</dd>
       <dt>SHA-256 of these bytes</dt>
       <dd>
         <code class="hash">{r.sha256}</code>

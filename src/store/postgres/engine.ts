@@ -64,6 +64,7 @@ import type {
 import { RECORD_COLUMNS, toBatch, toRecord, type BatchRow, type DashboardRecords, type RecordRow } from '../records.js';
 import { PgDashboardRecords } from './records.js';
 import { migrate } from './schema.js';
+import { parseDatabaseUrl } from './url.js';
 
 export interface PostgresStoreOptions {
   /** postgres://user:password@host:port/database[?schema=name][&pool=N]. */
@@ -83,6 +84,7 @@ export interface PostgresStoreOptions {
    * disk, and only a crash of the PostgreSQL host itself (not of optmark) can lose the last ~0.6 s of
    * counter updates. With it on, every reservation waits for an fsync while it holds the account's
    * counter row: measured here, 46 reserve+commit per second instead of thousands (bench/quota.bench.ts).
+   * `synchronous_commit=on` in the URL keeps it on for the server too (the operator's choice).
    */
   synchronousCommit?: boolean;
 }
@@ -96,32 +98,6 @@ const TYPES = {
   getTypeParser: ((oid: number, format?: string) =>
     oid === 20 ? (v: string) => Number(v) : pg.types.getTypeParser(oid, format as 'text')) as typeof pg.types.getTypeParser,
 };
-
-/** Connection settings from the URL: our own parameters (schema, pool) are taken out of it. */
-export function parseDatabaseUrl(url: string): { connectionString: string; schema: string | undefined; pool: number | undefined; display: string } {
-  let u: URL;
-  try {
-    u = new URL(url);
-  } catch {
-    throw new StoreError('invalid_database_url', 'OPTMARK_DATABASE_URL is not a URL (postgres://user:password@host:5432/database)');
-  }
-  if (u.protocol !== 'postgres:' && u.protocol !== 'postgresql:') {
-    throw new StoreError('invalid_database_url', `OPTMARK_DATABASE_URL must start with postgres://, got ${u.protocol}//`);
-  }
-  const schema = u.searchParams.get('schema') ?? undefined;
-  if (schema !== undefined && !/^[a-z_][a-z0-9_]{0,62}$/.test(schema)) {
-    throw new StoreError('invalid_database_url', `schema must be a lower-case SQL identifier, got ${JSON.stringify(schema)}`);
-  }
-  const poolArg = u.searchParams.get('pool');
-  const pool = poolArg === null ? undefined : Number(poolArg);
-  if (pool !== undefined && (!Number.isInteger(pool) || pool < 1 || pool > 1000))
-    throw new StoreError('invalid_database_url', `pool must be 1..1000, got ${poolArg}`);
-  u.searchParams.delete('schema');
-  u.searchParams.delete('pool');
-  const display = new URL(u.href);
-  if (display.password) display.password = '***';
-  return { connectionString: u.href, schema, pool, display: display.href };
-}
 
 /** SQLSTATE classes that mean "the database cannot answer now", not "the statement is wrong". */
 function isUnavailable(err: unknown): boolean {
@@ -250,7 +226,8 @@ export class PostgresStore implements Store {
     const url = parseDatabaseUrl(opts.url);
     const timeout = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
     const settings = [`-c statement_timeout=${timeout}`, `-c idle_in_transaction_session_timeout=${4 * timeout}`];
-    if (opts.synchronousCommit === false) settings.push('-c synchronous_commit=off');
+    // The server's default (off) gives way to the operator's `synchronous_commit=on` in the URL.
+    if (opts.synchronousCommit === false && url.synchronousCommit !== true) settings.push('-c synchronous_commit=off');
     if (url.schema) settings.push(`-c search_path=${url.schema}`);
     const config: pg.PoolConfig = {
       connectionString: url.connectionString,

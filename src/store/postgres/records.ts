@@ -7,24 +7,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type pg from 'pg';
-import {
-  BATCH_COLUMNS,
-  BATCH_LIFETIME_MS,
-  RECORD_COLUMNS,
-  checkBatchSize,
-  searchTerms,
-  toBatch,
-  recordValues,
-  toRecord,
-  type BatchRow,
-  type RecordRow,
-  type Batch,
-  type BatchSpec,
-  type DashboardRecords,
-  type MarkRecord,
-  type RecordQuery,
-  type SlotResult,
-} from '../records.js';
+import { BATCH_COLUMNS, BATCH_LIFETIME_MS, RECORD_COLUMNS, checkBatchSize, searchTerms, toBatch, recordValues, toRecord } from '../records.js';
+import type { BatchRow, RecordRow, Batch, BatchSpec, DashboardRecords, MarkRecord, RecordQuery, SlotResult } from '../records.js';
 
 /** The engine's query function (its errors already mapped to store_unavailable). */
 export type Query = <R extends pg.QueryResultRow>(text: string, values?: unknown[], name?: string) => Promise<pg.QueryResult<R>>;

@@ -63,6 +63,8 @@ export interface SqliteStoreOptions {
   defaultVerifyLimit: number;
   /** Database path; defaults to `${dataDir}/optmark.db`. */
   file?: string;
+  /** How long a write waits for another connection's write lock before store_busy (default 5000 ms). */
+  busyTimeoutMs?: number;
 }
 
 interface AccountRow {
@@ -263,7 +265,7 @@ export class SqliteStore implements Store {
   static openSync(opts: SqliteStoreOptions): SqliteStore {
     checkDefaults(opts);
     const file = opts.file ?? join(opts.dataDir, 'optmark.db');
-    return new SqliteStore(openDatabase(file), file, { protect: opts.defaultProtectLimit, verify: opts.defaultVerifyLimit });
+    return new SqliteStore(openDatabase(file, opts.busyTimeoutMs), file, { protect: opts.defaultProtectLimit, verify: opts.defaultVerifyLimit });
   }
 
   get location(): string {

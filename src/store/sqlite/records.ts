@@ -4,24 +4,8 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db.js';
-import {
-  BATCH_COLUMNS,
-  BATCH_LIFETIME_MS,
-  RECORD_COLUMNS,
-  checkBatchSize,
-  searchTerms,
-  toBatch,
-  recordValues,
-  toRecord,
-  type BatchRow,
-  type RecordRow,
-  type Batch,
-  type BatchSpec,
-  type DashboardRecords,
-  type MarkRecord,
-  type RecordQuery,
-  type SlotResult,
-} from '../records.js';
+import { BATCH_COLUMNS, BATCH_LIFETIME_MS, RECORD_COLUMNS, checkBatchSize, searchTerms, toBatch, recordValues, toRecord } from '../records.js';
+import type { BatchRow, RecordRow, Batch, BatchSpec, DashboardRecords, MarkRecord, RecordQuery, SlotResult } from '../records.js';
 
 export class SqliteDashboardRecords implements DashboardRecords {
   readonly #keyPrefix;
