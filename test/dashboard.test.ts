@@ -243,6 +243,26 @@ describe('batches', () => {
     expectError(await markImage('not-a-uuid', photo), 404, 'not_found');
   });
 
+  it('never answers a marked file over the upload limit: 422 output_too_large, the slot and the protection given back', async () => {
+    // The input fits the limit; the opt-out packet the mark adds does not.
+    const small = await TestServer.start({ env: { OPTMARK_POOL_SIZE: '1', OPTMARK_MAX_UPLOAD_BYTES: String(photo.length + 16) } });
+    try {
+      const acct = await small.account();
+      const id: string = (await openBatch({ size: 1, provenance: true }, acct.key, small)).json.id;
+      const over = await markImage(id, photo, 'photo.jpg', 'image/jpeg', acct.key, small);
+      expectError(over, 422, 'output_too_large');
+      expectConforms(over, 'post', '/api/v1/dashboard/batches/{id}/images');
+      expect((await small.usage(acct.name)).protect.used).toBe(0);
+      // The slot is free again: a small image, which stays under the limit once marked, takes it.
+      const ok = await markImage(id, await smallImage('jpeg', 64, 64), 'small.jpg', 'image/jpeg', acct.key, small);
+      expect(ok.status, ok.body.toString().slice(0, 200)).toBe(200);
+      expect(ok.json.bytes).toBeLessThanOrEqual(photo.length + 16);
+      expect((await small.usage(acct.name)).protect.used).toBe(1);
+    } finally {
+      await small.dispose();
+    }
+  }, 60_000);
+
   it('counts toward the monthly protection limit: 429 with Retry-After past it', async () => {
     const limited = await server.account({ protect: 1 });
     const id: string = (await openBatch({ size: 3 }, limited.key)).json.id;

@@ -149,18 +149,21 @@ async function* walk(root: string, display: string, relBase: string, options: So
       continue;
     }
     const subdirs: string[] = [];
+    // Joined once per folder; its entries are then appended (under), as path.join would join them.
+    const displayDir = join(display, relDir);
+    const outDir = join(relBase, relDir);
     try {
       for (let e = dir.readSync(); e !== null; e = dir.readSync()) {
-        const rel = relDir === '' ? e.name : join(relDir, e.name);
-        const path = join(root, rel);
-        const input = join(display, rel);
+        const rel = under(relDir, e.name);
+        const path = under(dirPath, e.name);
+        const input = under(displayDir, e.name);
         if (e.isDirectory()) {
           if (options.skipDir !== undefined && path === options.skipDir) continue; // --out inside an input
           subdirs.push(rel);
         } else if (e.isFile()) {
           const named = given?.get(path);
           if (named !== undefined) yield passed(input, 'skipped', 'same_file', `same file as ${named}`);
-          else yield { kind: 'file', input, source: path, real: path, rel: join(relBase, rel) };
+          else yield { kind: 'file', input, source: path, real: path, rel: under(outDir, e.name) };
         } else if (e.isSymbolicLink()) {
           let st: Stats | undefined;
           try {
@@ -168,7 +171,7 @@ async function* walk(root: string, display: string, relBase: string, options: So
           } catch {
             st = undefined;
           }
-          if (st?.isFile()) yield { kind: 'file', input, source: path, real: safeReal(path), rel: join(relBase, rel) };
+          if (st?.isFile()) yield { kind: 'file', input, source: path, real: safeReal(path), rel: under(outDir, e.name) };
           else yield passed(input, 'skipped', st ? 'link_to_folder' : 'broken_link', st ? 'symbolic link to a folder (not followed)' : 'broken symbolic link');
         } else {
           yield passed(input, 'skipped', 'not_a_file', 'not a regular file');
@@ -182,6 +185,15 @@ async function* walk(root: string, display: string, relBase: string, options: So
     // Subfolders in reverse so they pop in the order the directory listed them.
     for (let i = subdirs.length - 1; i >= 0; i--) stack.push(subdirs[i]!);
   }
+}
+
+/**
+ * path.join(dir, name) for a normalized `dir` (as join and realpath make them) and a folder entry's name
+ * (one component, never `.` or `..`), without normalizing again: it runs for every file of a walk.
+ */
+export function under(dir: string, name: string): string {
+  if (dir === '' || dir === '.') return name;
+  return dir.endsWith(sep) ? dir + name : dir + sep + name;
 }
 
 function within(path: string, dir: string): boolean {

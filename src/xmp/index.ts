@@ -153,8 +153,22 @@ function freshReading(key: string): XmpReading | undefined {
  */
 let lastView: { key: string; view: XmpView } | undefined;
 
+/**
+ * The last file's one packet and its reading: a folder's files in a row mostly carry the same packet,
+ * which a byte comparison finds before any key is built.
+ */
+let lastSingle: { packet: Buffer; reading: XmpReading } | undefined;
+
 /** readOptOut and readTdmRep over openPayload(payload), parsing only packets not read before (see `readings`). */
 export function readPayload(payload: XmpPayload): XmpReading {
+  const single = payload.packets.length === 1 && payload.extended.size === 0 ? payload.packets[0]! : undefined;
+  if (single && lastSingle?.packet.equals(single)) return copyReading(lastSingle.reading);
+  const reading = readPayloadKeyed(payload);
+  if (single && single.length <= READING_KEY_MAX_BYTES) lastSingle = { packet: Buffer.from(single), reading: copyReading(reading) };
+  return reading;
+}
+
+function readPayloadKeyed(payload: XmpPayload): XmpReading {
   const key = payloadKey(payload);
   if (key === undefined) return readingOf(openPayload(payload));
   const known = readings.get(key) ?? freshReading(key);
