@@ -89,6 +89,30 @@ export class ReadBuffer {
     return this.#buf.subarray(0, this.#fill(fd, offset, length, length));
   }
 
+  /**
+   * Room for a whole file of `size` bytes at its offsets (see readAt); true when the buffer had to grow,
+   * which loses what it held.
+   */
+  reserve(size: number): boolean {
+    if (this.#buf.length >= size) return false;
+    this.#buf = Buffer.allocUnsafeSlow(size);
+    return true;
+  }
+
+  /** Reads the file's bytes [from, to) into the same offsets of the buffer (reserved); a short read is changed_while_read. */
+  readAt(fd: number, from: number, to: number): void {
+    for (let n = from; n < to; ) {
+      const r = readSync(fd, this.#buf, n, to - n, n);
+      if (r === 0) throw new FileError('changed_while_read', 'the file shrank while it was read');
+      n += r;
+    }
+  }
+
+  /** The first `size` bytes of the buffer (after reserve and readAt). */
+  view(size: number): Buffer {
+    return this.#buf.subarray(0, size);
+  }
+
   /** The whole file (opened, checked and closed here); see openSource and readAll. */
   read(path: string, maxBytes: number): { bytes: Buffer; stats: Stats } {
     const source = openSource(path, maxBytes);

@@ -128,6 +128,8 @@ export class Lane {
   readonly #buffer = new ReadBuffer();
   #second: ReadBuffer | undefined;
   readonly #last2 = Buffer.alloc(2);
+  /** Set by #readWebp when bytes of the file it returned were left unread. */
+  #skippedBitstream = false;
   #signingKey: Promise<SigningKey> | undefined;
   #layers: Promise<Layers> | undefined;
   #markLayered: Promise<typeof import('../pipeline/mark.js')> | undefined;
@@ -193,7 +195,7 @@ export class Lane {
     const needsAll = !copier || s.hash || s.skipExisting === 'hash';
     let bytes: Buffer;
     try {
-      bytes = needsAll ? this.#buffer.readAll(source) : this.#readForMetadata(source);
+      bytes = needsAll ? this.#buffer.readAll(source) : this.#readForMetadata(source, 'copied');
     } catch (err) {
       return readFailure({ input: job.input, output: null }, err);
     }
@@ -233,7 +235,7 @@ export class Lane {
     // Content Credentials (a C2PA manifest store) are kept, refused or invalidated as the API does
     // (OPTMARK_C2PA); their update manifest is built over the whole file.
     const store = carriesStore(format.name, bytes);
-    if (store && bytes.length < stats.size) {
+    if (store && (bytes.length < stats.size || this.#skippedBitstream)) {
       try {
         bytes = this.#buffer.readAll(source);
       } catch (err) {
@@ -435,18 +437,62 @@ export class Lane {
    * scan); else the whole file (PNG, WebP, a JPEG whose segments go on). A file that is none of the three
    * formats: its first bytes only, enough to say so.
    */
-  #readForMetadata(source: Source): Buffer {
+  #readForMetadata(source: Source, webpBitstream: 'read' | 'copied' = 'read'): Buffer {
     const size = source.stats.size;
+    this.#skippedBitstream = false;
     if (size <= FIRST_HEAD_BYTES) return this.#buffer.readAll(source);
     for (const length of [FIRST_HEAD_BYTES, HEAD_BYTES]) {
       if (length >= size) break;
       const head = this.#buffer.readStart(source, length);
       const format = detectFormat(head);
       if (!format) return head;
+      if (format.name === 'webp' && webpBitstream === 'copied') return this.#readWebp(source, head.length);
       if (format.name !== 'jpeg') break;
       if (imageDataOffset(head) !== undefined) return head;
     }
     return this.#buffer.readAll(source);
+  }
+
+  /**
+   * A WebP as long as the file, every byte read at its offset but the bitstream of its long `VP8 ` or
+   * `VP8L` chunks past their first bytes (protect reads their headers alone), left as the buffer held
+   * it: the pieces holding such a stretch are longer than COPY_MIN_BYTES, so outputParts copies them
+   * file to file and those bytes are never written from memory. The first `headLength` bytes are already
+   * read. A chunk walk that goes wrong reads the file whole (protect then says what is wrong).
+   */
+  #readWebp(source: Source, headLength: number): Buffer {
+    const size = source.stats.size;
+    const buffer = this.#buffer;
+    let filled = buffer.reserve(size) ? 0 : headLength;
+    // Reads on to `to`, and at least READ_AHEAD_BYTES more (so many small chunks cost few reads).
+    const need = (to: number): void => {
+      if (to <= filled) return;
+      const upTo = Math.min(size, Math.max(to, filled + READ_AHEAD_BYTES));
+      buffer.readAt(source.fd, filled, upTo);
+      filled = upTo;
+    };
+    need(12);
+    const bytes = buffer.view(size);
+    const riffEnd = 8 + bytes.readUInt32LE(4);
+    if (riffEnd > size) return buffer.readAll(source);
+    for (let pos = 12; pos < riffEnd; ) {
+      if (pos + 8 > riffEnd) return buffer.readAll(source);
+      need(pos + 8);
+      const length = bytes.readUInt32LE(pos + 4);
+      if (pos + 8 + length > riffEnd) return buffer.readAll(source);
+      const end = Math.min(pos + 8 + length + (length & 1), riffEnd);
+      const fourcc = bytes.toString('latin1', pos, pos + 4);
+      if ((fourcc === 'VP8 ' || fourcc === 'VP8L') && length >= COPY_MIN_BYTES + BITSTREAM_HEADER_BYTES) {
+        need(pos + 8 + BITSTREAM_HEADER_BYTES);
+        filled = Math.max(filled, end); // the rest of its payload is left unread
+        this.#skippedBitstream = true;
+      } else need(end);
+      pos = end;
+    }
+    need(size);
+    // As readAll: a file that grew since its fstat is refused (its copies would not reach its end).
+    if (readSync(source.fd, this.#last2, 0, 1, size) !== 0) throw new FileError('changed_while_read', 'the file grew while it was read');
+    return bytes;
   }
 
   /**
@@ -529,6 +575,9 @@ const FIRST_HEAD_BYTES = 16 * 1024;
 const HEAD_BYTES = 64 * 1024;
 /** Stretches of the input at least this long are copied file to file rather than written from memory. */
 const COPY_MIN_BYTES = 64 * 1024;
+/** What a WebP read leaves of a long bitstream chunk's payload: its header (frame tag, dimensions). */
+const BITSTREAM_HEADER_BYTES = 32;
+const READ_AHEAD_BYTES = 16 * 1024;
 
 /**
  * The output as parts: protect's pieces, those that are long stretches of the input read (`bytes`, the
