@@ -128,8 +128,6 @@ export class Lane {
   readonly #buffer = new ReadBuffer();
   #second: ReadBuffer | undefined;
   readonly #last2 = Buffer.alloc(2);
-  /** Set by #readWebp when bytes of the file it returned were left unread. */
-  #skippedBitstream = false;
   #signingKey: Promise<SigningKey> | undefined;
   #layers: Promise<Layers> | undefined;
   #markLayered: Promise<typeof import('../pipeline/mark.js')> | undefined;
@@ -233,9 +231,10 @@ export class Lane {
       }
     }
     // Content Credentials (a C2PA manifest store) are kept, refused or invalidated as the API does
-    // (OPTMARK_C2PA); their update manifest is built over the whole file.
+    // (OPTMARK_C2PA); their update manifest is built over the whole file (a WebP read for the quick way
+    // may have left its bitstream unread: #readWebp).
     const store = carriesStore(format.name, bytes);
-    if (store && (bytes.length < stats.size || this.#skippedBitstream)) {
+    if (store && (bytes.length < stats.size || (!needsAll && format.name === 'webp'))) {
       try {
         bytes = this.#buffer.readAll(source);
       } catch (err) {
@@ -439,7 +438,6 @@ export class Lane {
    */
   #readForMetadata(source: Source, webpBitstream: 'read' | 'copied' = 'read'): Buffer {
     const size = source.stats.size;
-    this.#skippedBitstream = false;
     if (size <= FIRST_HEAD_BYTES) return this.#buffer.readAll(source);
     for (const length of [FIRST_HEAD_BYTES, HEAD_BYTES]) {
       if (length >= size) break;
@@ -485,7 +483,6 @@ export class Lane {
       if ((fourcc === 'VP8 ' || fourcc === 'VP8L') && length >= COPY_MIN_BYTES + BITSTREAM_HEADER_BYTES) {
         need(pos + 8 + BITSTREAM_HEADER_BYTES);
         filled = Math.max(filled, end); // the rest of its payload is left unread
-        this.#skippedBitstream = true;
       } else need(end);
       pos = end;
     }
