@@ -119,6 +119,11 @@ export function checkOutputSize(inputLength: number, pieces: readonly Uint8Array
       `Marking would grow the image from ${inputLength} to ${size} bytes; protect adds at most ${MAX_PROTECT_GROWTH_BYTES} bytes (compressed XMP is written back uncompressed).`,
     );
   }
+  checkWithinUploadLimit(size, max);
+}
+
+/** A produced file of `size` bytes within `max`, the server's upload limit (optmark never answers one it would refuse), else OutputTooLargeError. */
+export function checkWithinUploadLimit(size: number, max: number | undefined): void {
   if (max !== undefined && size > max) throw new OutputTooLargeError(`The marked image would be ${size} bytes, over the ${max}-byte upload limit.`);
 }
 

@@ -6,7 +6,7 @@
  * Credentials follow OPTMARK_C2PA as protect's do (`credentials` is the Optmark-Content-Credentials value).
  */
 import { CREDENTIALS_HEADER } from '../c2pa/modes.js';
-import { OutputTooLargeError } from '../formats/limits.js';
+import { checkWithinUploadLimit } from '../marking/engine.js';
 import { base64Into, base64Length } from './base64.js';
 import type { CredentialsPolicy } from './credentials.js';
 import type { LiveLayers } from './layers-live.js';
@@ -52,9 +52,7 @@ export async function runDashboardMark(
   // Marked first: a refusal (OPTMARK_C2PA=refuse, limits) costs no verify.
   const marked = await runMark(input, { provenance: task.provenance, fingerprint: task.fingerprint }, layers, policy);
   // Never a file optmark would refuse as an upload (the fingerprint's re-encode and an update manifest grow it).
-  if (marked.bytes.length > maxUploadBytes) {
-    throw new OutputTooLargeError(`The marked image would be ${marked.bytes.length} bytes, over the ${maxUploadBytes}-byte upload limit.`);
-  }
+  checkWithinUploadLimit(marked.bytes.length, maxUploadBytes);
   const before = await verifyReport(input, layers);
   const after = await verifyReport(marked.bytes, layers);
   const credentials = marked.credentials ?? 'none';
