@@ -39,6 +39,8 @@ class Balancer {
   proc: ChildProcess | undefined;
   readonly dir = mkdtempSync(join(tmpdir(), 'optmark-lb-'));
   port = 0;
+  /** HAProxies replaced by reload, finishing what they have in flight. */
+  readonly #retired: ChildProcess[] = [];
 
   async start(backends: number[]): Promise<void> {
     this.port = await freePort();
@@ -82,12 +84,22 @@ class Balancer {
     });
   }
 
-  stop(): void {
-    this.proc?.kill('SIGKILL');
+  /**
+   * A new HAProxy on a new port with the new backends takes the new requests; the old one stops
+   * listening and finishes the answers it is passing on (soft stop, SIGUSR1), as an operator's reload
+   * does. Killing it would cut answers of healthy instances whose units are already counted.
+   */
+  async reload(backends: number[]): Promise<void> {
+    const old = this.proc;
+    await this.start(backends);
+    if (old) {
+      this.#retired.push(old);
+      old.kill('SIGUSR1');
+    }
   }
 
   dispose(): void {
-    this.stop();
+    for (const p of [...this.#retired, this.proc]) p?.kill('SIGKILL');
     rmSync(this.dir, { recursive: true, force: true });
   }
 }
@@ -154,8 +166,7 @@ describe('three instances on one PostgreSQL behind HAProxy', () => {
       victim.proc!.kill('SIGKILL');
       await victim.exited;
       await victim.restart(); // same data directory, a new port: the balancer's config is rewritten
-      lb.stop();
-      await lb.start(servers.map((s) => s.port));
+      await lb.reload(servers.map((s) => s.port));
       restarted = true;
     })();
     await Promise.all([Promise.all(Array.from({ length: CLIENTS }, client)), killer]);
