@@ -60,7 +60,10 @@ describe('background checkpoints', () => {
       reserve(store, account, 1500);
       // Reports of checkpoints that ran during the (synchronous) writes may still be queued when they
       // end, so wait for what the checkpoints do rather than for a count of them.
-      await waitFor('the counters in the database file', () => (counterInFile(dir) === 1500 ? true : undefined));
+      // The file can show the counters before the thread's report of that checkpoint arrives: wait for both.
+      await waitFor('the counters in the database file, and a report of the checkpoint that copied them', () =>
+        counterInFile(dir) === 1500 && store.checkpointStats!.runs > 0 ? true : undefined,
+      );
       expect(store.checkpointStats!.runs).toBeGreaterThan(0);
       // Every frame was copied while nothing was written: the next commit starts the WAL over.
       reserve(store, account, 1);
