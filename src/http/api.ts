@@ -14,8 +14,9 @@
  * with the socket, and the last byte goes after that commit. The unit is given back when the answer was
  * not delivered or anything failed; a crash before the commit leaves the hold to a reconciliation, which
  * gives it back (the client has no complete answer). No client ever gets a complete 200 for a unit that
- * was given back, and a unit is charged for an answer that never arrived only if the process dies in
- * the instant between the commit's acknowledgement and one last write.
+ * was given back, and a unit is charged for an answer that never arrived only if the process dies
+ * between the commit (SQLite: done; PostgreSQL: its statement written to the connection) and the write
+ * of the last byte (docs/scaling.md).
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
