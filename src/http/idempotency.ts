@@ -17,7 +17,8 @@ const KEY = /^[!#-[\]-~](?:[ !#-[\]-~]*[!#-[\]-~])?$/;
 
 /**
  * The key of an Idempotency-Key header value, undefined when there is none ('' is none: uWS cannot tell an
- * empty header from a missing one). Throws invalid_idempotency_key when it is malformed.
+ * empty header from a missing one). Throws invalid_idempotency_key when it is malformed. (uWS has already
+ * dropped bytes above 0x7e from the value and refused requests with control characters in it.)
  */
 export function parseIdempotencyKey(header: string): string | undefined {
   if (header === '') return undefined;
