@@ -6,6 +6,8 @@ import fc from 'fast-check';
 import { describe, expect, it } from 'vitest';
 import { OptmarkError } from '../src/errors.js';
 import { MultipartReceiver, parseUpload, plainUpload, safeBasename, splitFirstPart, type ReceivedImage } from '../src/pipeline/upload.js';
+import { credentialsPolicy } from '../src/pipeline/credentials.js';
+import { warmUpProtect } from '../src/pipeline/warmup.js';
 import { multipart, type Part } from './helpers/server.js';
 
 const LIMIT = 1 << 20;
@@ -384,6 +386,15 @@ describe('plainUpload (the form most clients send, read without busboy)', () => 
       { numRuns: 1500 },
     );
     expect(read).toBeGreaterThan(15);
+  });
+});
+
+describe('warmUpProtect (a worker compiles the protect path before its first request)', () => {
+  it('runs the plain form through parseUpload and runProtect in shared memory, and checks the answer', async () => {
+    const policy = credentialsPolicy('update', { dataDir: '/nonexistent-warm-up' });
+    await expect(warmUpProtect(policy, LIMIT, 6)).resolves.toBeUndefined();
+    // A limit the samples do not fit in fails loudly, never silently.
+    await expect(warmUpProtect(policy, 16, 3)).rejects.toBeInstanceOf(OptmarkError);
   });
 });
 
