@@ -756,6 +756,66 @@ struct FoldImage {
   int w = 0, h = 0;
 };
 
+// Count cells of a fold at tile phase (sx, sy) under symmetry D: frame point u' carries key position D (u' + s).
+void CellsAt(const float* c, const double* fold, const int* D, int sx, int sy, int cell, double* cells) {
+  const int per = kT / cell;
+  std::fill(cells, cells + per * per, 0.0);
+  for (int j = 0; j < kT; j++) {
+    const int uy = j + sy;
+    for (int i = 0; i < kT; i++) {
+      const int ux = i + sx;
+      const int kx = (D[0] * ux + D[1] * uy) & kTM;
+      const int ky = (D[2] * ux + D[3] * uy) & kTM;
+      cells[(ky / cell) * per + (kx / cell)] += fold[size_t(j) * kT + i] * c[size_t(ky) * kT + kx];
+    }
+  }
+}
+
+// Count cells of every tile phase (tx + qx period, ty + qy period) but skip's, one block after another.
+// The fold is put in key coordinates once (phase q = 0); another phase moves the key by D (qx, qy) period,
+// whole cells, so each phase is one contiguous pass (the cells equal CellsAt's up to summation order).
+void PhaseCells(const float* c, const double* fold, const int* D, int tx, int ty, int period, int cell, int skip, double* out) {
+  thread_local std::vector<double> g;
+  g.resize(kT2);
+  for (int j = 0; j < kT; j++) {
+    const int uy = j + ty;
+    for (int i = 0; i < kT; i++) {
+      const int ux = i + tx;
+      g[size_t((D[2] * ux + D[3] * uy) & kTM) * kT + ((D[0] * ux + D[1] * uy) & kTM)] = fold[size_t(j) * kT + i];
+    }
+  }
+  const int per = kT / cell, reps = kT / period;
+  for (int q = 0; q < reps * reps; q++) {
+    if (q == skip) continue;
+    const int qx = (q % reps) * period, qy = (q / reps) * period;
+    const int ex = (D[0] * qx + D[1] * qy) & kTM, ey = (D[2] * qx + D[3] * qy) & kTM;
+    std::fill(out, out + per * per, 0.0);
+    for (int y0 = 0; y0 < kT; y0++) {
+      const int ky = (y0 + ey) & kTM;
+      const double* gr = g.data() + size_t(y0) * kT;
+      const float* cr = c + size_t(ky) * kT;
+      double* row = out + (ky / cell) * per;
+      for (int x0 = 0; x0 < kT; x0 += cell) {
+        const int kx = (x0 + ex) & kTM;
+        double acc = 0;
+        for (int t = 0; t < cell; t++) acc += gr[x0 + t] * cr[kx + t];
+        row[kx / cell] += acc;
+      }
+    }
+    out += per * per;
+  }
+}
+
+// T = sum c / sqrt(sum c^2) of a set of cells (0 when all are 0).
+double SelfNormalised(const double* cells, int n) {
+  double s = 0, q = 0;
+  for (int i = 0; i < n; i++) {
+    s += cells[i];
+    q += cells[i] * cells[i];
+  }
+  return q > 0 ? s / std::sqrt(q) : 0;
+}
+
 }  // namespace
 
 void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
@@ -795,6 +855,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   struct Tried {
     SyncHit hit;
     double v[4];
+    bool moved = false;  // set by refine when it changed the lattice
   };
   auto trySync = [&](const double* v, int only) {
     Tried t;
@@ -811,11 +872,84 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     return t;
   };
 
+  int tried = 1;
+  // Coherent refinement of a lattice: small linear maps (I + E) V that raise the sync z (same symmetry).
+  // `gated`: only from sync z p.refineZ (the second look refines without it).
+  auto refine = [&](Tried at, bool gated) {
+    for (const double eps : {0.004, 0.0015}) {
+      if (gated && at.hit.z < p.refineZ) break;
+      for (int iter = 0; iter < 3; iter++) {
+        bool moved = false;
+        for (int e = 0; e < 8; e++) {
+          const double k = (e & 1 ? -1 : 1) * eps;
+          const int r = e >> 1;
+          const int row = r >> 1, col = r & 1;
+          double ex[4] = {0, 0, 0, 0};
+          ex[row * 2 + col] = k;
+          const double* bv = at.v;
+          const double cand[4] = {bv[0] + ex[0] * bv[0] + ex[1] * bv[1], bv[1] + ex[2] * bv[0] + ex[3] * bv[1], bv[2] + ex[0] * bv[2] + ex[1] * bv[3],
+                                  bv[3] + ex[2] * bv[2] + ex[3] * bv[3]};
+          tried++;
+          Tried r2 = trySync(cand, at.hit.d);
+          if (r2.hit.z > at.hit.z) {
+            at = r2;
+            at.moved = true;
+            moved = true;
+          }
+        }
+        if (!moved) break;
+      }
+    }
+    return at;
+  };
+  // Folds again at an alignment with its sub-pixel shift (into `fold`), picks the tile phase with part B
+  // and counts the cells there.
+  struct Counted {
+    int q;
+    double dx, dy, phaseZ;
+  };
+  auto countAt = [&](const Tried& t, double* cellsOut) {
+    const double* v = t.v;
+    const double pp = std::sqrt(std::abs(v[0] * v[3] - v[1] * v[2]));
+    double f = 1;
+    const FoldImage& img = images(pp, f);
+    const double vf[4] = {v[0] / f, v[1] / f, v[2] / f, v[3] / f};
+    const SyncHit& hit = t.hit;
+    FoldLattice(img.x.data(), img.w, img.h, vf, period, -hit.fx, -hit.fy, fold.data());
+    const int* D = kDihedral[hit.d];
+    const std::vector<double> bD = Transformed(in.b, kT, D);
+    int psx = hit.tx, psy = hit.ty, pq = 0;
+    double pscore = -INFINITY;
+    std::vector<double> scores;
+    for (int qy = 0; qy < reps; qy++)
+      for (int qx = 0; qx < reps; qx++) {
+        const int sx = hit.tx + qx * period, sy = hit.ty + qy * period;
+        double s = 0;
+        for (int j = 0; j < kT; j++) {
+          const double* br = bD.data() + size_t((j + sy) & kTM) * kT;
+          const double* fr = fold.data() + size_t(j) * kT;
+          for (int i = 0; i < kT; i++) s += fr[i] * br[(i + sx) & kTM];
+        }
+        scores.push_back(s);
+        if (s > pscore) {
+          pscore = s;
+          psx = sx;
+          psy = sy;
+          pq = qy * reps + qx;
+        }
+      }
+    double m = 0, sq = 0;
+    for (const double s : scores) m += s / scores.size();
+    for (const double s : scores) sq += (s - m) * (s - m);
+    CellsAt(in.c, fold.data(), D, psx, psy, p.cell, cellsOut);
+    return Counted{pq, psx + hit.fx, psy + hit.fy, sq > 0 ? (pscore - m) / std::sqrt(sq / scores.size()) : 0};
+  };
+
   const double p0 = double(period) * std::min(w, h) / in.workShort;
   const double v0[4] = {p0, 0, 0, p0};
   Tried best = trySync(v0, -1);
   bool identity = true;
-  int tier = 1, tried = 1;
+  int tier = 1;
   out.combScore = -INFINITY;
   if (best.hit.z < p.fastZ) {
     tier = 2;
@@ -838,88 +972,46 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
         identity = false;
       }
     }
-    // The no-geometry lattice is exact for every copy without geometry; refining it would only chase noise.
-    for (const double eps : {0.004, 0.0015}) {
-      if (identity || best.hit.z < p.refineZ) break;
-      for (int iter = 0; iter < 3; iter++) {
-        bool moved = false;
-        for (int e = 0; e < 8; e++) {
-          const double k = (e & 1 ? -1 : 1) * eps;
-          const int r = e >> 1;
-          const int row = r >> 1, col = r & 1;
-          double ex[4] = {0, 0, 0, 0};
-          ex[row * 2 + col] = k;
-          const double* bv = best.v;
-          const double cand[4] = {bv[0] + ex[0] * bv[0] + ex[1] * bv[1], bv[1] + ex[2] * bv[0] + ex[3] * bv[1], bv[2] + ex[0] * bv[2] + ex[1] * bv[3],
-                                  bv[3] + ex[2] * bv[2] + ex[3] * bv[3]};
-          tried++;
-          Tried r2 = trySync(cand, best.hit.d);
-          if (r2.hit.z > best.hit.z) {
-            best = r2;
-            moved = true;
-          }
-        }
-        if (!moved) break;
-      }
+  }
+  // The no-geometry lattice is exact for every copy without geometry; refining it would only chase noise.
+  const Tried unrefined = best;
+  if (tier == 2 && !identity) best = refine(best, true);
+  const Counted main = countAt(best, out.cells);
+  // Hypotheses of the alignment proper (the second look's folds, which the count gates, are not counted).
+  out.candidates = tried;
+
+  // Other tile phases of the chosen alignment, only when the sync is not at the noise level.
+  const int per = kT / p.cell, nCells = per * per;
+  out.phaseCells.clear();
+  if (best.hit.z >= p.phasesZ) {
+    out.phaseCells.resize(size_t(reps * reps - 1) * nCells);
+    PhaseCells(in.c, fold.data(), kDihedral[best.hit.d], best.hit.tx, best.hit.ty, period, p.cell, main.q, out.phaseCells.data());
+  }
+
+  // Second look: an unrefined spectrum lattice whose count already leans towards a mark is refined anyway.
+  out.refinedCells.clear();
+  out.refinedSyncZ = 0;
+  if (tier == 2 && !identity && unrefined.hit.z < p.refineZ && SelfNormalised(out.cells, nCells) >= p.secondT) {
+    const Tried again = refine(unrefined, false);
+    if (again.moved) {
+      out.refinedCells.resize(nCells);
+      countAt(again, out.refinedCells.data());
+      out.refinedSyncZ = again.hit.z;
     }
   }
 
-  const double* v = best.v;
-  const double pp = std::sqrt(std::abs(v[0] * v[3] - v[1] * v[2]));
-  double f = 1;
-  const FoldImage& img = images(pp, f);
-  const double vf[4] = {v[0] / f, v[1] / f, v[2] / f, v[3] / f};
-  const SyncHit& hit = best.hit;
-  FoldLattice(img.x.data(), img.w, img.h, vf, period, -hit.fx, -hit.fy, fold.data());
-  const int* D = kDihedral[hit.d];
-  const std::vector<double> bD = Transformed(in.b, kT, D);
-  int psx = hit.tx, psy = hit.ty;
-  double pscore = -INFINITY;
-  std::vector<double> scores;
-  for (int qy = 0; qy < reps; qy++)
-    for (int qx = 0; qx < reps; qx++) {
-      const int sx = hit.tx + qx * period, sy = hit.ty + qy * period;
-      double s = 0;
-      for (int j = 0; j < kT; j++) {
-        const double* br = bD.data() + size_t((j + sy) & kTM) * kT;
-        const double* fr = fold.data() + size_t(j) * kT;
-        for (int i = 0; i < kT; i++) s += fr[i] * br[(i + sx) & kTM];
-      }
-      scores.push_back(s);
-      if (s > pscore) {
-        pscore = s;
-        psx = sx;
-        psy = sy;
-      }
-    }
-  double m = 0, sq = 0;
-  for (const double s : scores) m += s / scores.size();
-  for (const double s : scores) sq += (s - m) * (s - m);
-  out.phaseZ = sq > 0 ? (pscore - m) / std::sqrt(sq / scores.size()) : 0;
-
-  const int cell = p.cell, per = kT / cell;
-  std::fill(out.cells, out.cells + per * per, 0.0);
-  for (int j = 0; j < kT; j++) {
-    const int uy = j + psy;
-    for (int i = 0; i < kT; i++) {
-      const int ux = i + psx;
-      const int kx = (D[0] * ux + D[1] * uy) & kTM;
-      const int ky = (D[2] * ux + D[3] * uy) & kTM;
-      out.cells[(ky / cell) * per + (kx / cell)] += fold[size_t(j) * kT + i] * in.c[size_t(ky) * kT + kx];
-    }
-  }
   if (in.prefilteredOut) {
     double f0 = 1;
     const std::vector<float>& x0 = images(period, f0).x;
     std::copy(x0.begin(), x0.end(), in.prefilteredOut);
   }
-  std::copy(v, v + 4, out.lattice);
-  out.dihedral = hit.d;
-  out.dx = psx + hit.fx;
-  out.dy = psy + hit.fy;
-  out.syncZ = hit.z;
+  std::copy(best.v, best.v + 4, out.lattice);
+  out.dihedral = best.hit.d;
+  out.dx = main.dx;
+  out.dy = main.dy;
+  out.phaseZ = main.phaseZ;
+  out.syncZ = best.hit.z;
   out.tier = tier;
-  out.candidates = tried;
 }
 
 }  // namespace optmark

@@ -30,6 +30,10 @@ export interface Core2Params {
   candidates: number;
   gate: number;
   refineZ: number;
+  /** Sync z from which the count cells of the other tile phases are reported too (phaseCells). */
+  phasesZ: number;
+  /** Self-normalised sum T of the count from which an unrefined spectrum lattice is refined and counted again. */
+  secondT: number;
   sigmaHighpass: number;
   sigmaLocal: number;
   localFloor: number;
@@ -75,6 +79,14 @@ export interface Core2Output {
   combScore: number;
   /** Correlation of each count cell with the key at the chosen alignment. */
   cells: Float64Array;
+  /**
+   * The cells at the other (TILE / period)^2 - 1 tile phases of the chosen alignment, one block of cells
+   * after another in phase order; empty when the sync z is under params.phasesZ.
+   */
+  phaseCells: Float64Array;
+  /** The cells at the second look's refined lattice (its own best tile phase); empty when it did not run. */
+  refinedCells: Float64Array;
+  refinedSyncZ: number;
 }
 
 /** The 8 symmetries of the square as integer matrices [a, b, c, d]: (x, y) -> (a x + b y, c x + d y). */
@@ -811,18 +823,19 @@ export function detectCore2(input: Core2Input): Core2Output {
     }
   }
 
-  // The no-geometry lattice is exact for every copy without geometry; refining it would only chase noise.
-  if (tier === 2 && !identity) {
-    // Coherent refinement of the chosen lattice: small linear maps (I + E) V that raise the sync z
-    // (same symmetry). The spectrum's estimate is good to about 1%; the fold wants better over many periods.
+  // Coherent refinement of a lattice: small linear maps (I + E) V that raise the sync z (same symmetry).
+  // The spectrum's estimate is good to about 1%; the fold wants better over many periods. `gated`: only
+  // from sync z p.refineZ (unmarked pictures rarely get there; the second look below refines without it).
+  const refine = (start: { hit: SyncHit; v: number[] }, gated: boolean): { hit: SyncHit; v: number[] } => {
+    let at = start;
     for (const eps of [0.004, 0.0015]) {
-      if (best.hit.z < p.refineZ) break;
+      if (gated && at.hit.z < p.refineZ) break;
       for (let iter = 0; iter < 3; iter++) {
         let moved = false;
         for (let e = 0; e < 8; e++) {
           const k = (e & 1 ? -1 : 1) * eps;
           const r = e >> 1;
-          const [v0, v1, v2, v3] = best.v as [number, number, number, number];
+          const [v0, v1, v2, v3] = at.v as [number, number, number, number];
           // E has one non-zero entry: row r >> 1, column r & 1, acting on the columns (v0, v1) and (v2, v3).
           const row = r >> 1;
           const col = r & 1;
@@ -831,18 +844,142 @@ export function detectCore2(input: Core2Input): Core2Output {
           ex[row * 2 + col] = k;
           const cand = [v0 + ex[0]! * v0 + ex[1]! * v1, v1 + ex[2]! * v0 + ex[3]! * v1, v2 + ex[0]! * v2 + ex[1]! * v3, v3 + ex[2]! * v2 + ex[3]! * v3];
           tried++;
-          const r2 = trySync(cand, best.hit.d);
-          if (r2.hit.z > best.hit.z) {
-            best = r2;
+          const r2 = trySync(cand, at.hit.d);
+          if (r2.hit.z > at.hit.z) {
+            at = r2;
             moved = true;
           }
         }
         if (!moved) break;
       }
     }
+    return at;
+  };
+
+  // The no-geometry lattice is exact for every copy without geometry; refining it would only chase noise.
+  const unrefined = best;
+  if (tier === 2 && !identity) best = refine(best, true);
+  const main = countAt(input, images, best, period, fold);
+  // Hypotheses of the alignment proper (the second look's folds, which the count gates, are not counted).
+  const candidates = tried;
+
+  // Other tile phases of the chosen alignment (part B picks one of 16 and is weak on small crops), only
+  // when the sync is not at the noise level; the decision gives them a small share of its budget.
+  let phaseCells: Float64Array = new Float64Array(0);
+  if (best.hit.z >= p.phasesZ) {
+    phaseCells = otherPhaseCells(input.c, fold, DIHEDRAL[best.hit.d]!, best.hit.tx, best.hit.ty, period, p.cell, main.q);
   }
 
-  // Fold again at the chosen alignment with the sub-pixel shift, then pick the tile phase with part B.
+  // Second look: when the lattice came from the spectrum and was not refined (sync z under refineZ) but
+  // the count already leans towards a mark, refine it anyway and count again. Which hypotheses may be
+  // tested does not depend on C (the refined lattice is a function of the picture and A); only whether
+  // this one is looked at does, which the union bound of the decision covers (docs/fingerprint.md).
+  let refinedCells: Float64Array = new Float64Array(0);
+  let refinedSyncZ = 0;
+  if (tier === 2 && !identity && unrefined.hit.z < p.refineZ && selfNormalised(main.cells) >= p.secondT) {
+    const again = refine(unrefined, false);
+    if (again !== unrefined) {
+      refinedCells = countAt(input, images, again, period, fold).cells;
+      refinedSyncZ = again.hit.z;
+    }
+  }
+
+  input.keepPrefiltered?.set(images.get(period).x);
+  return {
+    lattice: Float64Array.from(best.v),
+    dihedral: best.hit.d,
+    dx: main.dx,
+    dy: main.dy,
+    syncZ: best.hit.z,
+    phaseZ: main.phaseZ,
+    tier,
+    candidates,
+    combScore,
+    cells: main.cells,
+    phaseCells,
+    refinedCells,
+    refinedSyncZ,
+  };
+}
+
+/**
+ * Count cells of every tile phase (tx + qx period, ty + qy period) but `skip`'s, one block after another.
+ * The fold is put in key coordinates once (phase 0); another phase moves the key by D (qx, qy) period,
+ * whole cells, so each phase is one contiguous pass (the cells equal cellsAt's up to summation order).
+ */
+function otherPhaseCells(c: Float32Array, fold: Float64Array, D: readonly number[], tx: number, ty: number, period: number, cell: number, skip: number): Float64Array {
+  const g = new Float64Array(T2);
+  for (let j = 0; j < TILE; j++) {
+    const uy = j + ty;
+    for (let i = 0; i < TILE; i++) {
+      const ux = i + tx;
+      g[((D[2]! * ux + D[3]! * uy) & TM) * TILE + ((D[0]! * ux + D[1]! * uy) & TM)] = fold[j * TILE + i]!;
+    }
+  }
+  const per = TILE / cell;
+  const reps = TILE / period;
+  const out = new Float64Array((reps * reps - 1) * per * per);
+  let at = 0;
+  for (let q = 0; q < reps * reps; q++) {
+    if (q === skip) continue;
+    const qx = (q % reps) * period;
+    const qy = Math.floor(q / reps) * period;
+    const ex = (D[0]! * qx + D[1]! * qy) & TM;
+    const ey = (D[2]! * qx + D[3]! * qy) & TM;
+    for (let y0 = 0; y0 < TILE; y0++) {
+      const ky = (y0 + ey) & TM;
+      const row = at + ((ky / cell) | 0) * per;
+      for (let x0 = 0; x0 < TILE; x0 += cell) {
+        const kx = (x0 + ex) & TM;
+        let acc = 0;
+        for (let t = 0; t < cell; t++) acc += g[y0 * TILE + x0 + t]! * c[ky * TILE + kx + t]!;
+        out[row + ((kx / cell) | 0)]! += acc;
+      }
+    }
+    at += per * per;
+  }
+  return out;
+}
+
+/** T = sum c / sqrt(sum c^2) of a set of cells (0 when all are 0). */
+function selfNormalised(cells: Float64Array): number {
+  let s = 0;
+  let q = 0;
+  for (const c of cells) {
+    s += c;
+    q += c * c;
+  }
+  return q > 0 ? s / Math.sqrt(q) : 0;
+}
+
+/** Count cells of a fold at tile phase (sx, sy) under symmetry D: frame point u' carries key position D (u' + s). */
+function cellsAt(c: Float32Array, fold: Float64Array, D: readonly number[], sx: number, sy: number, cell: number): Float64Array {
+  const per = TILE / cell;
+  const cells = new Float64Array(per * per);
+  for (let j = 0; j < TILE; j++) {
+    const uy = j + sy;
+    for (let i = 0; i < TILE; i++) {
+      const ux = i + sx;
+      const kx = (D[0]! * ux + D[1]! * uy) & TM;
+      const ky = (D[2]! * ux + D[3]! * uy) & TM;
+      cells[((ky / cell) | 0) * per + ((kx / cell) | 0)]! += fold[j * TILE + i]! * c[ky * TILE + kx]!;
+    }
+  }
+  return cells;
+}
+
+/**
+ * Folds again at an alignment with its sub-pixel shift (into `fold`), picks the tile phase with part B
+ * and counts the cells there.
+ */
+function countAt(
+  input: Core2Input,
+  images: FoldImages,
+  best: { hit: SyncHit; v: number[] },
+  period: number,
+  fold: Float64Array,
+): { cells: Float64Array; q: number; dx: number; dy: number; phaseZ: number } {
+  const reps = TILE / period;
   const v = best.v;
   const pp = Math.sqrt(Math.abs(v[0]! * v[3]! - v[1]! * v[2]!));
   const img = images.get(pp);
@@ -851,7 +988,7 @@ export function detectCore2(input: Core2Input): Core2Output {
   foldLattice(img.x, img.w, img.h, vf, period, -fx, -fy, fold);
   const D = DIHEDRAL[d]!;
   const bD = transformed(input.b, TILE, D);
-  let phase = { sx: tx, sy: ty, score: -Infinity };
+  let phase = { sx: tx, sy: ty, q: 0, score: -Infinity };
   const scores: number[] = [];
   for (let qy = 0; qy < reps; qy++) {
     for (let qx = 0; qx < reps; qx++) {
@@ -864,7 +1001,7 @@ export function detectCore2(input: Core2Input): Core2Output {
         for (let i = 0; i < TILE; i++) s += fold[fr + i]! * bD[br + ((i + sx) & TM)]!;
       }
       scores.push(s);
-      if (s > phase.score) phase = { sx, sy, score: s };
+      if (s > phase.score) phase = { sx, sy, q: qy * reps + qx, score: s };
     }
   }
   let m = 0;
@@ -872,31 +1009,5 @@ export function detectCore2(input: Core2Input): Core2Output {
   for (const s of scores) m += s / scores.length;
   for (const s of scores) sq += (s - m) ** 2;
   const phaseZ = sq > 0 ? (phase.score - m) / Math.sqrt(sq / scores.length) : 0;
-
-  // Count: frame point u' carries key position D (u' + s).
-  const cell = p.cell;
-  const per = TILE / cell;
-  const cells = new Float64Array(per * per);
-  for (let j = 0; j < TILE; j++) {
-    const uy = j + phase.sy;
-    for (let i = 0; i < TILE; i++) {
-      const ux = i + phase.sx;
-      const kx = (D[0] * ux + D[1] * uy) & TM;
-      const ky = (D[2] * ux + D[3] * uy) & TM;
-      cells[((ky / cell) | 0) * per + ((kx / cell) | 0)]! += fold[j * TILE + i]! * input.c[ky * TILE + kx]!;
-    }
-  }
-  input.keepPrefiltered?.set(images.get(period).x);
-  return {
-    lattice: Float64Array.from(v),
-    dihedral: d,
-    dx: phase.sx + fx,
-    dy: phase.sy + fy,
-    syncZ: best.hit.z,
-    phaseZ,
-    tier,
-    candidates: tried,
-    combScore,
-    cells,
-  };
+  return { cells: cellsAt(input.c, fold, D, phase.sx, phase.sy, input.params.cell), q: phase.q, dx: phase.sx + fx, dy: phase.sy + fy, phaseZ };
 }
