@@ -783,7 +783,6 @@ export function detectCore2(input: Core2Input): Core2Output {
   const sync = new SyncA(input.a, period, input.harmonics);
   const fold = new Float64Array(T2);
   const small = new Float64Array(period * period);
-  const reps = TILE / period;
 
   const trySync = (v: number[], only = -1): { hit: SyncHit; v: number[] } => {
     const pp = Math.sqrt(Math.abs(v[0]! * v[3]! - v[1]! * v[2]!));
@@ -907,7 +906,16 @@ export function detectCore2(input: Core2Input): Core2Output {
  * The fold is put in key coordinates once (phase 0); another phase moves the key by D (qx, qy) period,
  * whole cells, so each phase is one contiguous pass (the cells equal cellsAt's up to summation order).
  */
-function otherPhaseCells(c: Float32Array, fold: Float64Array, D: readonly number[], tx: number, ty: number, period: number, cell: number, skip: number): Float64Array {
+function otherPhaseCells(
+  c: Float32Array,
+  fold: Float64Array,
+  D: readonly number[],
+  tx: number,
+  ty: number,
+  period: number,
+  cell: number,
+  skip: number,
+): Float64Array {
   const g = new Float64Array(T2);
   for (let j = 0; j < TILE; j++) {
     const uy = j + ty;
