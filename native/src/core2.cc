@@ -756,27 +756,10 @@ struct FoldImage {
   int w = 0, h = 0;
 };
 
-// Count cells of a fold at tile phase (sx, sy) under symmetry D: frame point u' carries key position D (u' + s).
-void CellsAt(const float* c, const double* fold, const int* D, int sx, int sy, int cell, double* cells) {
-  const int per = kT / cell;
-  std::fill(cells, cells + per * per, 0.0);
-  for (int j = 0; j < kT; j++) {
-    const int uy = j + sy;
-    for (int i = 0; i < kT; i++) {
-      const int ux = i + sx;
-      const int kx = (D[0] * ux + D[1] * uy) & kTM;
-      const int ky = (D[2] * ux + D[3] * uy) & kTM;
-      cells[(ky / cell) * per + (kx / cell)] += fold[size_t(j) * kT + i] * c[size_t(ky) * kT + kx];
-    }
-  }
-}
-
-// Count cells of every tile phase (tx + qx period, ty + qy period) but skip's, one block after another.
-// The fold is put in key coordinates once (phase q = 0); another phase moves the key by D (qx, qy) period,
-// whole cells, so each phase is one contiguous pass (the cells equal CellsAt's up to summation order).
-void PhaseCells(const float* c, const double* fold, const int* D, int tx, int ty, int period, int cell, int skip, double* out) {
-  thread_local std::vector<double> g;
-  g.resize(kT2);
+// The fold in key coordinates of tile phase (tx, ty) under D: g[D (u + t)] = fold[u] (frame point u
+// carries key position D (u + t)). Tile phase q = (qx, qy) adds D (qx, qy) period to every key position:
+// whole blocks of `period`, so each phase below is a few contiguous passes over g and the key.
+void KeyFrame(const double* fold, const int* D, int tx, int ty, double* g) {
   for (int j = 0; j < kT; j++) {
     const int uy = j + ty;
     for (int i = 0; i < kT; i++) {
@@ -784,25 +767,50 @@ void PhaseCells(const float* c, const double* fold, const int* D, int tx, int ty
       g[size_t((D[2] * ux + D[3] * uy) & kTM) * kT + ((D[0] * ux + D[1] * uy) & kTM)] = fold[size_t(j) * kT + i];
     }
   }
-  const int per = kT / cell, reps = kT / period;
-  for (int q = 0; q < reps * reps; q++) {
-    if (q == skip) continue;
-    const int qx = (q % reps) * period, qy = (q / reps) * period;
-    const int ex = (D[0] * qx + D[1] * qy) & kTM, ey = (D[2] * qx + D[3] * qy) & kTM;
-    std::fill(out, out + per * per, 0.0);
-    for (int y0 = 0; y0 < kT; y0++) {
-      const int ky = (y0 + ey) & kTM;
-      const double* gr = g.data() + size_t(y0) * kT;
-      const float* cr = c + size_t(ky) * kT;
-      double* row = out + (ky / cell) * per;
-      for (int x0 = 0; x0 < kT; x0 += cell) {
-        const int kx = (x0 + ex) & kTM;
-        double acc = 0;
-        for (int t = 0; t < cell; t++) acc += gr[x0 + t] * cr[kx + t];
-        row[kx / cell] += acc;
-      }
+}
+
+// Key offset e = D (qx, qy) period (mod kTile) of tile phase q.
+void PhaseOffset(const int* D, int q, int period, int& ex, int& ey) {
+  const int reps = kT / period, qx = (q % reps) * period, qy = (q / reps) * period;
+  ex = (D[0] * qx + D[1] * qy) & kTM;
+  ey = (D[2] * qx + D[3] * qy) & kTM;
+}
+
+// acc[k'x] += g[k' - e] key[k'] over the key rows k'y in [y0, y1) (element by element: vectorises).
+OPTMARK_CLONES
+void AccumulateRows(const double* g, const float* key, int ex, int ey, int period, int y0, int y1, double* acc) {
+  for (int ky = y0; ky < y1; ky++) {
+    const double* gr = g + size_t((ky - ey) & kTM) * kT;
+    const float* kr = key + size_t(ky) * kT;
+    for (int kx0 = 0; kx0 < kT; kx0 += period) {
+      const double* gs = gr + ((kx0 - ex) & kTM);
+      double* as = acc + kx0;
+      const float* ks = kr + kx0;
+      for (int t = 0; t < period; t++) as[t] += gs[t] * ks[t];
     }
-    out += per * per;
+  }
+}
+
+// sum_k g[k] key[k + e]: the fold's correlation with a key part at tile phase e.
+double ShiftedDot(const double* g, const float* key, int ex, int ey, int period) {
+  double acc[kT] = {};
+  AccumulateRows(g, key, ex, ey, period, 0, kT, acc);
+  double s = 0;
+  for (int i = 0; i < kT; i++) s += acc[i];
+  return s;
+}
+
+// Count cells at tile phase e: cell (k + e) collects g[k] c[k + e].
+void ShiftedCells(const double* g, const float* c, int ex, int ey, int period, int cell, double* cells) {
+  const int per = kT / cell;
+  for (int cy = 0; cy < per; cy++) {
+    double acc[kT] = {};
+    AccumulateRows(g, c, ex, ey, period, cy * cell, (cy + 1) * cell, acc);
+    for (int cx = 0; cx < per; cx++) {
+      double s = 0;
+      for (int t = 0; t < cell; t++) s += acc[cx * cell + t];
+      cells[cy * per + cx] = s;
+    }
   }
 }
 
@@ -849,7 +857,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     return it->second;
   };
   const SyncA& sync = SyncAFor(in.a, period, in.harmonics, in.nHarmonics);
-  std::vector<double> fold(kT2), small(size_t(period) * period);
+  std::vector<double> fold(kT2), small(size_t(period) * period), keyFold(kT2);
   const int reps = kT / period;
 
   struct Tried {
@@ -916,32 +924,27 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     const double vf[4] = {v[0] / f, v[1] / f, v[2] / f, v[3] / f};
     const SyncHit& hit = t.hit;
     FoldLattice(img.x.data(), img.w, img.h, vf, period, -hit.fx, -hit.fy, fold.data());
-    const int* D = kDihedral[hit.d];
-    const std::vector<double> bD = Transformed(in.b, kT, D);
-    int psx = hit.tx, psy = hit.ty, pq = 0;
+    KeyFrame(fold.data(), kDihedral[hit.d], hit.tx, hit.ty, keyFold.data());
+    int pq = 0;
     double pscore = -INFINITY;
     std::vector<double> scores;
-    for (int qy = 0; qy < reps; qy++)
-      for (int qx = 0; qx < reps; qx++) {
-        const int sx = hit.tx + qx * period, sy = hit.ty + qy * period;
-        double s = 0;
-        for (int j = 0; j < kT; j++) {
-          const double* br = bD.data() + size_t((j + sy) & kTM) * kT;
-          const double* fr = fold.data() + size_t(j) * kT;
-          for (int i = 0; i < kT; i++) s += fr[i] * br[(i + sx) & kTM];
-        }
-        scores.push_back(s);
-        if (s > pscore) {
-          pscore = s;
-          psx = sx;
-          psy = sy;
-          pq = qy * reps + qx;
-        }
+    for (int q = 0; q < reps * reps; q++) {
+      int ex, ey;
+      PhaseOffset(kDihedral[hit.d], q, period, ex, ey);
+      const double s = ShiftedDot(keyFold.data(), in.b, ex, ey, period);
+      scores.push_back(s);
+      if (s > pscore) {
+        pscore = s;
+        pq = q;
       }
+    }
     double m = 0, sq = 0;
     for (const double s : scores) m += s / scores.size();
     for (const double s : scores) sq += (s - m) * (s - m);
-    CellsAt(in.c, fold.data(), D, psx, psy, p.cell, cellsOut);
+    int ex, ey;
+    PhaseOffset(kDihedral[hit.d], pq, period, ex, ey);
+    ShiftedCells(keyFold.data(), in.c, ex, ey, period, p.cell, cellsOut);
+    const int psx = hit.tx + (pq % reps) * period, psy = hit.ty + (pq / reps) * period;
     return Counted{pq, psx + hit.fx, psy + hit.fy, sq > 0 ? (pscore - m) / std::sqrt(sq / scores.size()) : 0};
   };
 
@@ -985,7 +988,14 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   out.phaseCells.clear();
   if (best.hit.z >= p.phasesZ) {
     out.phaseCells.resize(size_t(reps * reps - 1) * nCells);
-    PhaseCells(in.c, fold.data(), kDihedral[best.hit.d], best.hit.tx, best.hit.ty, period, p.cell, main.q, out.phaseCells.data());
+    double* at = out.phaseCells.data();
+    for (int q = 0; q < reps * reps; q++) {
+      if (q == main.q) continue;
+      int ex, ey;
+      PhaseOffset(kDihedral[best.hit.d], q, period, ex, ey);
+      ShiftedCells(keyFold.data(), in.c, ex, ey, period, p.cell, at);
+      at += nCells;
+    }
   }
 
   // Second look: an unrefined spectrum lattice whose count already leans towards a mark is refined anyway.

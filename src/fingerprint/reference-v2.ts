@@ -783,6 +783,7 @@ export function detectCore2(input: Core2Input): Core2Output {
   const sync = new SyncA(input.a, period, input.harmonics);
   const fold = new Float64Array(T2);
   const small = new Float64Array(period * period);
+  const reps = TILE / period;
 
   const trySync = (v: number[], only = -1): { hit: SyncHit; v: number[] } => {
     const pp = Math.sqrt(Math.abs(v[0]! * v[3]! - v[1]! * v[2]!));
@@ -866,7 +867,14 @@ export function detectCore2(input: Core2Input): Core2Output {
   // when the sync is not at the noise level; the decision gives them a small share of its budget.
   let phaseCells: Float64Array = new Float64Array(0);
   if (best.hit.z >= p.phasesZ) {
-    phaseCells = otherPhaseCells(input.c, fold, DIHEDRAL[best.hit.d]!, best.hit.tx, best.hit.ty, period, p.cell, main.q);
+    const per = TILE / p.cell;
+    phaseCells = new Float64Array((reps * reps - 1) * per * per);
+    let at = 0;
+    for (let q = 0; q < reps * reps; q++) {
+      if (q === main.q) continue;
+      phaseCells.set(shiftedCells(main.g, input.c, phaseOffset(DIHEDRAL[best.hit.d]!, q, period), period, p.cell), at);
+      at += per * per;
+    }
   }
 
   // Second look: when the lattice came from the spectrum and was not refined (sync z under refineZ) but
@@ -901,54 +909,6 @@ export function detectCore2(input: Core2Input): Core2Output {
   };
 }
 
-/**
- * Count cells of every tile phase (tx + qx period, ty + qy period) but `skip`'s, one block after another.
- * The fold is put in key coordinates once (phase 0); another phase moves the key by D (qx, qy) period,
- * whole cells, so each phase is one contiguous pass (the cells equal cellsAt's up to summation order).
- */
-function otherPhaseCells(
-  c: Float32Array,
-  fold: Float64Array,
-  D: readonly number[],
-  tx: number,
-  ty: number,
-  period: number,
-  cell: number,
-  skip: number,
-): Float64Array {
-  const g = new Float64Array(T2);
-  for (let j = 0; j < TILE; j++) {
-    const uy = j + ty;
-    for (let i = 0; i < TILE; i++) {
-      const ux = i + tx;
-      g[((D[2]! * ux + D[3]! * uy) & TM) * TILE + ((D[0]! * ux + D[1]! * uy) & TM)] = fold[j * TILE + i]!;
-    }
-  }
-  const per = TILE / cell;
-  const reps = TILE / period;
-  const out = new Float64Array((reps * reps - 1) * per * per);
-  let at = 0;
-  for (let q = 0; q < reps * reps; q++) {
-    if (q === skip) continue;
-    const qx = (q % reps) * period;
-    const qy = Math.floor(q / reps) * period;
-    const ex = (D[0]! * qx + D[1]! * qy) & TM;
-    const ey = (D[2]! * qx + D[3]! * qy) & TM;
-    for (let y0 = 0; y0 < TILE; y0++) {
-      const ky = (y0 + ey) & TM;
-      const row = at + ((ky / cell) | 0) * per;
-      for (let x0 = 0; x0 < TILE; x0 += cell) {
-        const kx = (x0 + ex) & TM;
-        let acc = 0;
-        for (let t = 0; t < cell; t++) acc += g[y0 * TILE + x0 + t]! * c[ky * TILE + kx + t]!;
-        out[row + ((kx / cell) | 0)]! += acc;
-      }
-    }
-    at += per * per;
-  }
-  return out;
-}
-
 /** T = sum c / sqrt(sum c^2) of a set of cells (0 when all are 0). */
 function selfNormalised(cells: Float64Array): number {
   let s = 0;
@@ -960,17 +920,64 @@ function selfNormalised(cells: Float64Array): number {
   return q > 0 ? s / Math.sqrt(q) : 0;
 }
 
-/** Count cells of a fold at tile phase (sx, sy) under symmetry D: frame point u' carries key position D (u' + s). */
-function cellsAt(c: Float32Array, fold: Float64Array, D: readonly number[], sx: number, sy: number, cell: number): Float64Array {
+/**
+ * The fold in key coordinates of tile phase (tx, ty) under D: g[D (u + t)] = fold[u] (frame point u carries
+ * key position D (u + t)). Tile phase q = (qx, qy) adds D (qx, qy) period to every key position: whole
+ * blocks of `period`, so each phase below is a few contiguous passes over g and the key.
+ */
+function keyFrame(fold: Float64Array, D: readonly number[], tx: number, ty: number): Float64Array {
+  const g = new Float64Array(T2);
+  for (let j = 0; j < TILE; j++) {
+    const uy = j + ty;
+    for (let i = 0; i < TILE; i++) {
+      const ux = i + tx;
+      g[((D[2]! * ux + D[3]! * uy) & TM) * TILE + ((D[0]! * ux + D[1]! * uy) & TM)] = fold[j * TILE + i]!;
+    }
+  }
+  return g;
+}
+
+/** Key offset e = D (qx, qy) period (mod TILE) of tile phase q. */
+function phaseOffset(D: readonly number[], q: number, period: number): [number, number] {
+  const reps = TILE / period;
+  const qx = (q % reps) * period;
+  const qy = Math.floor(q / reps) * period;
+  return [(D[0]! * qx + D[1]! * qy) & TM, (D[2]! * qx + D[3]! * qy) & TM];
+}
+
+/** acc[k'x] += g[k' - e] key[k'] over the key rows k'y in [y0, y1) (the native core's order). */
+function accumulateRows(g: Float64Array, key: Float32Array, ex: number, ey: number, period: number, y0: number, y1: number, acc: Float64Array): void {
+  for (let ky = y0; ky < y1; ky++) {
+    const gr = ((ky - ey) & TM) * TILE;
+    const kr = ky * TILE;
+    for (let kx0 = 0; kx0 < TILE; kx0 += period) {
+      const gs = gr + ((kx0 - ex) & TM);
+      for (let t = 0; t < period; t++) acc[kx0 + t]! += g[gs + t]! * key[kr + kx0 + t]!;
+    }
+  }
+}
+
+/** sum_k g[k] key[k + e]: the fold's correlation with a key part at tile phase e. */
+function shiftedDot(g: Float64Array, key: Float32Array, e: [number, number], period: number): number {
+  const acc = new Float64Array(TILE);
+  accumulateRows(g, key, e[0], e[1], period, 0, TILE, acc);
+  let s = 0;
+  for (let i = 0; i < TILE; i++) s += acc[i]!;
+  return s;
+}
+
+/** Count cells at tile phase e: cell (k + e) collects g[k] c[k + e]. */
+function shiftedCells(g: Float64Array, c: Float32Array, e: [number, number], period: number, cell: number): Float64Array {
   const per = TILE / cell;
   const cells = new Float64Array(per * per);
-  for (let j = 0; j < TILE; j++) {
-    const uy = j + sy;
-    for (let i = 0; i < TILE; i++) {
-      const ux = i + sx;
-      const kx = (D[0]! * ux + D[1]! * uy) & TM;
-      const ky = (D[2]! * ux + D[3]! * uy) & TM;
-      cells[((ky / cell) | 0) * per + ((kx / cell) | 0)]! += fold[j * TILE + i]! * c[ky * TILE + kx]!;
+  const acc = new Float64Array(TILE);
+  for (let cy = 0; cy < per; cy++) {
+    acc.fill(0);
+    accumulateRows(g, c, e[0], e[1], period, cy * cell, (cy + 1) * cell, acc);
+    for (let cx = 0; cx < per; cx++) {
+      let s = 0;
+      for (let t = 0; t < cell; t++) s += acc[cx * cell + t]!;
+      cells[cy * per + cx] = s;
     }
   }
   return cells;
@@ -986,7 +993,7 @@ function countAt(
   best: { hit: SyncHit; v: number[] },
   period: number,
   fold: Float64Array,
-): { cells: Float64Array; q: number; dx: number; dy: number; phaseZ: number } {
+): { cells: Float64Array; g: Float64Array; q: number; dx: number; dy: number; phaseZ: number } {
   const reps = TILE / period;
   const v = best.v;
   const pp = Math.sqrt(Math.abs(v[0]! * v[3]! - v[1]! * v[2]!));
@@ -995,27 +1002,19 @@ function countAt(
   const { d, tx, ty, fx, fy } = best.hit;
   foldLattice(img.x, img.w, img.h, vf, period, -fx, -fy, fold);
   const D = DIHEDRAL[d]!;
-  const bD = transformed(input.b, TILE, D);
-  let phase = { sx: tx, sy: ty, q: 0, score: -Infinity };
+  const g = keyFrame(fold, D, tx, ty);
+  let q = 0;
   const scores: number[] = [];
-  for (let qy = 0; qy < reps; qy++) {
-    for (let qx = 0; qx < reps; qx++) {
-      const sx = tx + qx * period;
-      const sy = ty + qy * period;
-      let s = 0;
-      for (let j = 0; j < TILE; j++) {
-        const br = ((j + sy) & TM) * TILE;
-        const fr = j * TILE;
-        for (let i = 0; i < TILE; i++) s += fold[fr + i]! * bD[br + ((i + sx) & TM)]!;
-      }
-      scores.push(s);
-      if (s > phase.score) phase = { sx, sy, q: qy * reps + qx, score: s };
-    }
+  for (let k = 0; k < reps * reps; k++) {
+    scores.push(shiftedDot(g, input.b, phaseOffset(D, k, period), period));
+    if (scores[k]! > scores[q]!) q = k;
   }
   let m = 0;
   let sq = 0;
   for (const s of scores) m += s / scores.length;
   for (const s of scores) sq += (s - m) ** 2;
-  const phaseZ = sq > 0 ? (phase.score - m) / Math.sqrt(sq / scores.length) : 0;
-  return { cells: cellsAt(input.c, fold, D, phase.sx, phase.sy, input.params.cell), q: phase.q, dx: phase.sx + fx, dy: phase.sy + fy, phaseZ };
+  const phaseZ = sq > 0 ? (scores[q]! - m) / Math.sqrt(sq / scores.length) : 0;
+  const sx = tx + (q % reps) * period;
+  const sy = ty + Math.floor(q / reps) * period;
+  return { cells: shiftedCells(g, input.c, phaseOffset(D, q, period), period, input.params.cell), g, q, dx: sx + fx, dy: sy + fy, phaseZ };
 }
