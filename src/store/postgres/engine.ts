@@ -9,6 +9,8 @@
  *   instance's row in `holds`. `commit` takes it off the hold (the unit stays counted); `refund` takes it
  *   off both. A unit is given back exactly once: by the refund, or by a reconciliation that deletes a
  *   dead instance's holds and subtracts them from the counters in one statement (row locks order them).
+ *   Concurrent requests' reserves, commits and refunds go in one statement per kind and event-loop turn
+ *   (./batch.ts), each answered exactly as if it had been alone, in arrival order.
  * - Keys: authentication results are cached for at most `authCacheMs` (2 s), bounded in size; last-used
  *   times are written in batches every 10 s.
  * - Unavailability: a query that fails for want of the database (connection refused or lost, timeouts,
@@ -62,6 +64,7 @@ import type {
   Usage,
 } from '../types.js';
 import { RECORD_COLUMNS, toBatch, toRecord, type BatchRow, type DashboardRecords, type RecordRow } from '../records.js';
+import { Batcher, DEFER, RESERVE_BATCH, COMMIT_BATCH, REFUND_BATCH, groupArrays, groupsOf, runOn } from './batch.js';
 import { PgDashboardRecords } from './records.js';
 import { migrate } from './schema.js';
 import { parseDatabaseUrl } from './url.js';
@@ -130,50 +133,6 @@ const KEY_COLUMNS = 'k.id, k.prefix, k.created_at, k.last_used_at, k.revoked_at,
 /** The effective limit of operation $op for account `a`, with $fallback the configured default. */
 const limitOf = (op: string, fallback: string) => `coalesce(CASE ${op}::text WHEN 'protect' THEN a.protect_limit ELSE a.verify_limit END, ${fallback}::bigint)`;
 
-const RESERVE = `
-  WITH lim AS (SELECT a.id, ${limitOf('$3', '$4')} AS lim FROM accounts a WHERE a.id = $1),
-  c AS (
-    INSERT INTO usage_counters AS u (account_id, month, operation, used)
-      SELECT id, $2::text, $3::text, 1 FROM lim WHERE lim.lim > 0
-    ON CONFLICT (account_id, month, operation) DO UPDATE SET used = u.used + 1
-      WHERE u.used < (SELECT lim FROM lim)
-    RETURNING u.used
-  ),
-  h AS (
-    INSERT INTO holds AS h (owner, account_id, month, operation, n)
-      SELECT $5::text, $1, $2::text, $3::text, 1 FROM c
-    ON CONFLICT (owner, account_id, month, operation) DO UPDATE SET n = h.n + 1
-    RETURNING h.n
-  )
-  SELECT c.used, (SELECT lim FROM lim) AS lim, (SELECT count(*) FROM h)::int AS held FROM c`;
-
-const STATE_OF = (month: string) => `
-  SELECT ${limitOf('$4', '$6')} AS lim,
-         coalesce((SELECT used FROM usage_counters u WHERE u.account_id = a.id AND u.month = ${month}::text AND u.operation = $4::text), 0) AS used
-    FROM accounts a WHERE a.id = $2`;
-
-const COMMIT = `
-  WITH h AS (
-    UPDATE holds SET n = n - 1 WHERE owner = $1::text AND account_id = $2 AND month = $3::text AND operation = $4::text AND n > 0 RETURNING 1
-  ),
-  s AS (${STATE_OF('$5')})
-  SELECT (SELECT count(*) FROM h)::int AS released, s.lim, s.used FROM s`;
-
-// $7: the unit is still held (take it off the hold, and off the counter only if the hold had it);
-// false: it was committed (off the counter only).
-const REFUND = `
-  WITH h AS (
-    UPDATE holds SET n = n - 1
-     WHERE $7::boolean AND owner = $1::text AND account_id = $2 AND month = $3::text AND operation = $4::text AND n > 0 RETURNING 1
-  ),
-  c AS (
-    UPDATE usage_counters SET used = used - 1
-     WHERE account_id = $2 AND month = $3::text AND operation = $4::text AND used > 0
-       AND (NOT $7::boolean OR EXISTS (SELECT 1 FROM h)) RETURNING used
-  ),
-  s AS (${STATE_OF('$5')})
-  SELECT s.lim, s.used, (SELECT used FROM c) AS after, ($3::text = $5::text) AS same_month FROM s`;
-
 // Everything a dead owner held goes back to its counters and its rows go, in one statement. Two
 // reconcilers racing on one owner: the second waits on the row locks and then finds nothing to delete.
 const RELEASE_OWNER = `
@@ -184,6 +143,32 @@ const RELEASE_OWNER = `
      WHERE c.account_id = h.account_id AND c.month = h.month AND c.operation = h.operation RETURNING h.n
   )
   SELECT coalesce(sum(n), 0)::bigint AS units FROM u`;
+
+interface Call {
+  accountId: number;
+  /** The month the unit is taken from (or was). */
+  month: string;
+  operation: Operation;
+  /** The month whose counter the answer shows. */
+  at: string;
+}
+type ReserveCall = Call;
+/** `used`: the counter after this call (granted), or as it stands (refused). */
+type ReserveAnswer = { granted: boolean; lim: number; used: number };
+interface CommitCall extends Call {
+  /** Runs once the statement is written (lease fresh) or once it is answered. */
+  onSent?: () => void;
+  sent: boolean;
+  /** What `onSent` threw. */
+  failed?: unknown;
+}
+type CommitAnswer = { released: boolean; lim: number; used: number };
+interface RefundCall extends Call {
+  /** Still held (not committed). */
+  held: boolean;
+}
+/** Undefined when the account is gone. */
+type RefundAnswer = { lim: number; used: number } | undefined;
 
 export class PostgresStore implements Store {
   readonly engine = 'postgres' as const;
@@ -209,6 +194,9 @@ export class PostgresStore implements Store {
   /** When the lease was last written (Date.now() before the statement): see #leaseFresh. */
   #leaseAt = 0;
   readonly #timeoutMs: number;
+  readonly #reserves = new Batcher<ReserveCall, ReserveAnswer>((calls) => this.#reserveBatch(calls));
+  readonly #commits = new Batcher<CommitCall, CommitAnswer>((calls) => this.#commitBatch(calls));
+  readonly #refunds = new Batcher<RefundCall, RefundAnswer>((calls) => this.#refundBatch(calls));
 
   private constructor(pool: pg.Pool, config: pg.PoolConfig, location: string, defaults: Record<Operation, number>, authCacheMs: number, timeoutMs: number) {
     this.#pool = pool;
@@ -354,14 +342,10 @@ export class PostgresStore implements Store {
       throw err;
     }));
     const month = monthOf(now);
-    const r = await this.#q<{ used: number; lim: number; held: number }>(
-      RESERVE,
-      [accountId, month, op, this.#defaults[op], this.#owner.id],
-      'optmark_reserve',
-    );
-    const taken = r.rows[0];
-    if (!taken) return { ok: false, state: await this.#state(accountId, op, month, now) };
-    return { ok: true, reservation: this.#reservations.create(accountId, op, month), state: quotaStateOf(op, taken.lim, taken.used, month, now) };
+    const taken = await this.#reserves.add({ accountId, month, operation: op, at: month });
+    const state = quotaStateOf(op, taken.lim, taken.used, month, now);
+    if (!taken.granted) return { ok: false, state };
+    return { ok: true, reservation: this.#reservations.create(accountId, op, month), state };
   }
 
   commit(res: Reservation, now: Date = new Date(), onSent?: () => void): Promise<QuotaState | undefined> {
@@ -376,62 +360,27 @@ export class PostgresStore implements Store {
       return undefined;
     }
     const m = monthOf(now);
-    const values = [this.#owner.id, res.accountId, res.month, res.operation, m, this.#defaults[res.operation]];
-    let row: { released: number; lim: number; used: number } | undefined;
-    if (onSent && this.#leaseFresh()) {
-      row = await this.#commitPipelined(res, values, onSent);
-    } else {
-      row = (await this.#q<{ released: number; lim: number; used: number }>(COMMIT, values, 'optmark_commit')).rows[0];
-      if (row?.released === 1) {
+    const call: CommitCall = { accountId: res.accountId, month: res.month, operation: res.operation, at: m, onSent, sent: false };
+    let row: CommitAnswer;
+    try {
+      row = await this.#commits.add(call);
+    } catch (err) {
+      if (call.sent) {
+        // The answer went out; whether the statement ran is not known. Counted as committed, and the
+        // commit is done again once the database answers (taking a hold that is already gone changes nothing).
         this.#reservations.set(res, 'committed');
-        onSent?.();
+        this.#commitRetry.add(res);
       }
+      throw err;
     }
-    if (row?.released !== 1) {
+    if (!row.released) {
       if (this.#reservations.state(res) === 'held') this.#reservations.set(res, undefined);
       throw reservationLost();
     }
     this.#reservations.set(res, 'committed');
+    if (call.failed !== undefined) throw call.failed;
+    if (!call.sent) onSent?.();
     return quotaStateOf(res.operation, row.lim, row.used, m, now);
-  }
-
-  /**
-   * The commit statement is written to a connection, then `onSent` runs at once, before the answer comes
-   * back. Written means PostgreSQL gets it even if this process is killed the next instant (the kernel
-   * sends what the socket holds), so the unit and the answer's last byte go out together. Only while the
-   * lease is fresh: a statement that lands after this instance's holds were reclaimed would not count.
-   */
-  async #commitPipelined(res: Reservation, values: unknown[], onSent: () => void): Promise<{ released: number; lim: number; used: number } | undefined> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.#pool.connect();
-    } catch (err) {
-      throw unavailable(err, this.location);
-    }
-    if ((client as unknown as { _queryable?: boolean })._queryable === false) {
-      client.release(true);
-      throw unavailable(new Error('the connection broke'), this.location);
-    }
-    let sent = false;
-    let failure: Error | undefined;
-    try {
-      // node-postgres writes the statement to the socket inside query() when the connection is idle (a
-      // pooled connection is): it is on its way when the call returns.
-      const pending = client.query<{ released: number; lim: number; used: number }>({ name: 'optmark_commit', text: COMMIT, values });
-      sent = true;
-      onSent();
-      return (await pending).rows[0];
-    } catch (err) {
-      failure = err instanceof Error ? err : new Error(String(err));
-      if (!sent) throw isUnavailable(err) ? unavailable(err, this.location) : err;
-      // The answer went out; whether the statement ran is not known. Counted as committed, and the
-      // commit is done again once the database answers (taking a hold that is already gone changes nothing).
-      this.#reservations.set(res, 'committed');
-      this.#commitRetry.add(res);
-      throw isUnavailable(err) ? unavailable(err, this.location) : err;
-    } finally {
-      client.release(failure);
-    }
   }
 
   /** Was the lease renewed recently enough that a statement sent now lands before it could expire? */
@@ -447,13 +396,9 @@ export class PostgresStore implements Store {
     const state = this.#reservations.state(res);
     if (state === undefined) return undefined;
     const m = monthOf(now);
-    let r;
+    let row: RefundAnswer;
     try {
-      r = await this.#q<{ lim: number; used: number; after: number | null; same_month: boolean }>(
-        REFUND,
-        [this.#owner.id, res.accountId, res.month, res.operation, m, this.#defaults[res.operation], state === 'held'],
-        'optmark_refund',
-      );
+      row = await this.#refunds.add({ accountId: res.accountId, month: res.month, operation: res.operation, at: m, held: state === 'held' });
     } catch (err) {
       // The database could not take it now: retried by the background work until it can (a held unit
       // of a live instance is never reclaimed by anyone else).
@@ -462,11 +407,7 @@ export class PostgresStore implements Store {
     }
     this.#retry.delete(res);
     this.#reservations.set(res, undefined);
-    const row = r.rows[0];
-    if (!row) return undefined;
-    // The state read in the statement predates its own update: show the unit given back.
-    const used = row.same_month && row.after !== null ? row.after : row.used;
-    return quotaStateOf(res.operation, row.lim, used, m, now);
+    return row && quotaStateOf(res.operation, row.lim, row.used, m, now);
   }
 
   async quotaState(accountId: number, op: Operation, now: Date = new Date()): Promise<QuotaState> {
@@ -876,8 +817,128 @@ export class PostgresStore implements Store {
 
   /** A commit whose outcome was not known, done again (only this instance's hold of that counter changes). */
   async #recommit(res: Reservation): Promise<void> {
-    await this.#q(COMMIT, [this.#owner.id, res.accountId, res.month, res.operation, res.month, this.#defaults[res.operation]], 'optmark_commit');
+    await this.#commits.add({ accountId: res.accountId, month: res.month, operation: res.operation, at: res.month, sent: false });
     this.#commitRetry.delete(res);
+  }
+
+  /** Runs one batch statement on a connection of its own (see ./batch.ts); `onWritten` once it is sent. */
+  async #batch<R extends pg.QueryResultRow>(name: string, text: string, arrays: unknown[], onWritten?: () => void): Promise<R[]> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (err) {
+      throw unavailable(err, this.location);
+    }
+    if ((client as unknown as { _queryable?: boolean })._queryable === false) {
+      client.release(true);
+      throw unavailable(new Error('the connection broke'), this.location);
+    }
+    let failure: Error | undefined;
+    try {
+      const values = [this.#owner.id, this.#defaults.protect, this.#defaults.verify, ...arrays];
+      return await runOn<R>(client, { name, text, values }, onWritten);
+    } catch (err) {
+      failure = err instanceof Error ? err : new Error(String(err));
+      throw isUnavailable(err) ? unavailable(err, this.location) : err;
+    } finally {
+      client.release(failure);
+    }
+  }
+
+  /** Reserves of one turn: per counter, the first min(k, limit - used) calls get a unit. */
+  async #reserveBatch(calls: ReserveCall[]): Promise<(ReserveAnswer | Error | typeof DEFER)[]> {
+    const { groups } = groupsOf(calls);
+    const rows = await this.#batch<{ lim: number | null; before: number | null; granted: number | null; won: boolean | null }>(
+      'optmark_reserve_batch',
+      RESERVE_BATCH,
+      groupArrays(groups, (g) => g.members.length),
+    );
+    const out = new Map<ReserveCall, ReserveAnswer | Error | typeof DEFER>();
+    groups.forEach((g, i) => {
+      const row = rows[i]!;
+      if (row.lim === null) {
+        for (const c of g.members) out.set(c, new StoreError('unknown_account', `no account with id ${c.accountId}`));
+        return;
+      }
+      const granted = row.granted ?? 0;
+      if (granted > 0 && !row.won) {
+        // Another instance created the counter row in the same instant: counted in the next batch.
+        for (const c of g.members) out.set(c, DEFER);
+        return;
+      }
+      const before = row.before ?? 0;
+      g.members.forEach((c, j) => {
+        out.set(c, j < granted ? { granted: true, lim: row.lim!, used: before + j + 1 } : { granted: false, lim: row.lim!, used: before + granted });
+      });
+    });
+    return calls.map((c) => out.get(c)!);
+  }
+
+  /** Commits of one turn: per counter, the first min(k, held) are taken off this instance's hold. */
+  async #commitBatch(calls: CommitCall[]): Promise<(CommitAnswer | typeof DEFER)[]> {
+    const { groups, later } = groupsOf(calls);
+    // Sent before the answer only while the lease is fresh: a statement that lands after this
+    // instance's holds were reclaimed would not count (see #leaseFresh).
+    const early = calls.filter((c) => c.onSent && !later.has(c));
+    const onWritten =
+      early.length > 0 && this.#leaseFresh()
+        ? () => {
+            for (const c of early) {
+              c.sent = true;
+              try {
+                c.onSent!();
+              } catch (err) {
+                c.failed = err; // thrown to its caller once the statement is answered; the others go on
+              }
+            }
+          }
+        : undefined;
+    const rows = await this.#batch<{ released: number; lim: number; used: number }>(
+      'optmark_commit_batch',
+      COMMIT_BATCH,
+      groupArrays(
+        groups,
+        (g) => g.at,
+        (g) => g.members.length,
+      ),
+      onWritten,
+    );
+    const out = new Map<CommitCall, CommitAnswer>();
+    groups.forEach((g, i) => {
+      const row = rows[i]!;
+      g.members.forEach((c, j) => out.set(c, { released: j < row.released, lim: row.lim, used: row.used }));
+    });
+    return calls.map((c) => out.get(c) ?? DEFER);
+  }
+
+  /** Refunds of one turn, replayed in arrival order on the counter and hold values they were applied to. */
+  async #refundBatch(calls: RefundCall[]): Promise<(RefundAnswer | typeof DEFER)[]> {
+    const { groups, later } = groupsOf(calls);
+    const rows = await this.#batch<{ held_before: number | null; used_before: number | null; lim: number | null; used_at: number }>(
+      'optmark_refund_batch',
+      REFUND_BATCH,
+      groupArrays(
+        groups,
+        (g) => g.at,
+        (g) => g.members.filter((c) => c.held).length,
+        (g) => g.members.filter((c) => !c.held).length,
+      ),
+    );
+    const out = new Map<RefundCall, RefundAnswer>();
+    groups.forEach((g, i) => {
+      const row = rows[i]!;
+      let held = row.held_before ?? 0;
+      let used = row.used_before;
+      for (const c of g.members) {
+        // A held unit comes off the counter only if the hold had it; a committed one always.
+        const counted = c.held ? held-- > 0 : true;
+        if (counted && used !== null && used > 0) used--;
+        // The answer shows the counter after this call (the month it was taken from), else the month of now.
+        const shown = g.at === g.month && used !== null ? used : row.used_at;
+        out.set(c, row.lim === null ? undefined : { lim: row.lim, used: shown });
+      }
+    });
+    return calls.map((c) => (later.has(c) ? DEFER : out.get(c)));
   }
 
   async #register(): Promise<void> {
