@@ -18,6 +18,7 @@
  *   with Retry-After, and no unit is ever granted without its reservation having been written.
  */
 import pg from 'pg';
+import { IDEMPOTENCY_PRUNE_MS, IDEMPOTENCY_TTL_MS, priorOf, uploadDigest, type IdempotentRequest, type KeyRow as IdemRow } from '../idempotency.js';
 import { StoreError } from '../errors.js';
 import { displayPrefix, generateKey, hashKey } from '../keys.js';
 import { monthOf, parseMonth, quotaStateOf, type Operation, type QuotaState } from '../quota.js';
@@ -67,6 +68,7 @@ import { RECORD_COLUMNS, toBatch, toRecord, type BatchRow, type DashboardRecords
 import { Batcher, DEFER, RESERVE_BATCH, COMMIT_BATCH, REFUND_BATCH, groupArrays, groupsOf, runOn } from './batch.js';
 import { PgDashboardRecords } from './records.js';
 import { migrate } from './schema.js';
+import { DROP_KEY, KEYS_RELEASED, KEY_COMMITTED, KEY_REFUNDED, PRUNE_KEYS, reserveKeyed, withKey } from './idempotency.js';
 import { parseDatabaseUrl } from './url.js';
 
 export interface PostgresStoreOptions {
@@ -133,16 +135,52 @@ const KEY_COLUMNS = 'k.id, k.prefix, k.created_at, k.last_used_at, k.revoked_at,
 /** The effective limit of operation $op for account `a`, with $fallback the configured default. */
 const limitOf = (op: string, fallback: string) => `coalesce(CASE ${op}::text WHEN 'protect' THEN a.protect_limit ELSE a.verify_limit END, ${fallback}::bigint)`;
 
-// Everything a dead owner held goes back to its counters and its rows go, in one statement. Two
-// reconcilers racing on one owner: the second waits on the row locks and then finds nothing to delete.
-const RELEASE_OWNER = `
+const STATE_OF = (month: string) => `
+  SELECT ${limitOf('$4', '$6')} AS lim,
+         coalesce((SELECT used FROM usage_counters u WHERE u.account_id = a.id AND u.month = ${month}::text AND u.operation = $4::text), 0) AS used
+    FROM accounts a WHERE a.id = $2`;
+
+const COMMIT = `
+  WITH h AS (
+    UPDATE holds SET n = n - 1 WHERE owner = $1::text AND account_id = $2 AND month = $3::text AND operation = $4::text AND n > 0 RETURNING 1
+  ),
+  s AS (${STATE_OF('$5')})
+  SELECT (SELECT count(*) FROM h)::int AS released, s.lim, s.used FROM s`;
+
+// $7: the unit is still held (take it off the hold, and off the counter only if the hold had it);
+// false: it was committed (off the counter only).
+const REFUND = `
+  WITH h AS (
+    UPDATE holds SET n = n - 1
+     WHERE $7::boolean AND owner = $1::text AND account_id = $2 AND month = $3::text AND operation = $4::text AND n > 0 RETURNING 1
+  ),
+  c AS (
+    UPDATE usage_counters SET used = used - 1
+     WHERE account_id = $2 AND month = $3::text AND operation = $4::text AND used > 0
+       AND (NOT $7::boolean OR EXISTS (SELECT 1 FROM h)) RETURNING used
+  ),
+  s AS (${STATE_OF('$5')})
+  SELECT s.lim, s.used, (SELECT used FROM c) AS after, ($3::text = $5::text) AS same_month FROM s`;
+
+// Everything a dead owner held goes back to its counters and its rows go, with its held idempotency
+// keys, in one statement. Two reconcilers racing on one owner: the second waits on the row locks and
+// then finds nothing to delete.
+const RELEASE_OWNER = withKey(
+  `
   WITH o AS (DELETE FROM owners WHERE id = $1),
   h AS (DELETE FROM holds WHERE owner = $1 RETURNING account_id, month, operation, n),
   u AS (
     UPDATE usage_counters c SET used = greatest(0, c.used - h.n) FROM h
      WHERE c.account_id = h.account_id AND c.month = h.month AND c.operation = h.operation RETURNING h.n
   )
-  SELECT coalesce(sum(n), 0)::bigint AS units FROM u`;
+  SELECT coalesce(sum(n), 0)::bigint AS units FROM u`,
+  KEYS_RELEASED,
+);
+
+// The same with the reservation's Idempotency-Key (./idempotency.ts).
+const RESERVE_KEYED = reserveKeyed(limitOf('$3', '$4'));
+const COMMIT_KEYED = withKey(COMMIT, KEY_COMMITTED);
+const REFUND_KEYED = withKey(REFUND, KEY_REFUNDED);
 
 interface Call {
   accountId: number;
@@ -336,16 +374,49 @@ export class PostgresStore implements Store {
     return { ok: true, account, keyId: row.keyId };
   }
 
-  async reserve(accountId: number, op: Operation, now: Date = new Date()): Promise<ReserveResult> {
+  async reserve(accountId: number, op: Operation, now: Date = new Date(), idempotency?: IdempotentRequest): Promise<ReserveResult> {
     await (this.#registered ??= this.#register().catch((err: unknown) => {
       this.#registered = undefined;
       throw err;
     }));
     const month = monthOf(now);
+    if (idempotency) return this.#reserveKeyed(accountId, op, month, now, idempotency);
     const taken = await this.#reserves.add({ accountId, month, operation: op, at: month });
     const state = quotaStateOf(op, taken.lim, taken.used, month, now);
     if (!taken.granted) return { ok: false, state };
     return { ok: true, reservation: this.#reservations.create(accountId, op, month), state };
+  }
+
+  async #reserveKeyed(accountId: number, op: Operation, month: string, now: Date, idempotency: IdempotentRequest): Promise<ReserveResult> {
+    const key = idempotency.key;
+    const t = now.getTime();
+    const r = await this.#q<{
+      lim: number | null;
+      used: number | null;
+      keyed: number;
+      prior_state: IdemRow['state'] | null;
+      prior_operation: Operation | null;
+      prior_sha256: string | null;
+    }>(RESERVE_KEYED, [accountId, month, op, this.#defaults[op], this.#owner.id, key, t, t + IDEMPOTENCY_TTL_MS], 'optmark_reserve_keyed');
+    const row = r.rows[0]!;
+    if (row.keyed === 0 && row.lim !== null) {
+      const prior = row.prior_state && row.prior_operation ? { state: row.prior_state, operation: row.prior_operation, sha256: row.prior_sha256 } : undefined;
+      return { ok: false, state: await this.#state(accountId, op, month, now), prior: priorOf(prior) };
+    }
+    if (row.used === null || row.lim === null) {
+      // Over the limit (or no such account: #state says so): the key taken without a unit goes back.
+      if (row.keyed === 1) await this.#q(DROP_KEY, [accountId, key, this.#owner.id], 'optmark_drop_key');
+      return { ok: false, state: await this.#state(accountId, op, month, now) };
+    }
+    return { ok: true, reservation: this.#reservations.create(accountId, op, month, idempotency), state: quotaStateOf(op, row.lim, row.used, month, now) };
+  }
+
+  /** The commit statement of a reservation (with its key and the upload's digest when it has one). */
+  #commitQuery(res: Reservation, month: string, now: Date): { name: string; text: string; values: unknown[] } {
+    const values: unknown[] = [this.#owner.id, res.accountId, res.month, res.operation, month, this.#defaults[res.operation]];
+    const key = res.idempotency;
+    if (!key) return { name: 'optmark_commit', text: COMMIT, values };
+    return { name: 'optmark_commit_keyed', text: COMMIT_KEYED, values: [...values, key.key, uploadDigest(key), now.getTime() + IDEMPOTENCY_TTL_MS] };
   }
 
   commit(res: Reservation, now: Date = new Date(), onSent?: () => void): Promise<QuotaState | undefined> {
@@ -360,6 +431,7 @@ export class PostgresStore implements Store {
       return undefined;
     }
     const m = monthOf(now);
+    if (res.idempotency) return this.#commitKeyed(res, m, now, onSent);
     const call: CommitCall = { accountId: res.accountId, month: res.month, operation: res.operation, at: m, onSent, sent: false };
     let row: CommitAnswer;
     try {
@@ -383,6 +455,70 @@ export class PostgresStore implements Store {
     return quotaStateOf(res.operation, row.lim, row.used, m, now);
   }
 
+  /** A keyed reservation's commit (its key recorded in the same statement): one statement of its own. */
+  async #commitKeyed(res: Reservation, m: string, now: Date, onSent: (() => void) | undefined): Promise<QuotaState | undefined> {
+    const query = this.#commitQuery(res, m, now);
+    let row: { released: number; lim: number; used: number } | undefined;
+    if (onSent && this.#leaseFresh()) {
+      row = await this.#commitPipelined(res, query, onSent);
+    } else {
+      row = (await this.#q<{ released: number; lim: number; used: number }>(query.text, query.values, query.name)).rows[0];
+      if (row?.released === 1) {
+        this.#reservations.set(res, 'committed');
+        onSent?.();
+      }
+    }
+    if (row?.released !== 1) {
+      if (this.#reservations.state(res) === 'held') this.#reservations.set(res, undefined);
+      throw reservationLost();
+    }
+    this.#reservations.set(res, 'committed');
+    return quotaStateOf(res.operation, row.lim, row.used, m, now);
+  }
+
+  /**
+   * The commit statement is written to a connection, then `onSent` runs at once, before the answer comes
+   * back. Written means PostgreSQL gets it even if this process is killed the next instant (the kernel
+   * sends what the socket holds), so the unit and the answer's last byte go out together. Only while the
+   * lease is fresh: a statement that lands after this instance's holds were reclaimed would not count.
+   */
+  async #commitPipelined(
+    res: Reservation,
+    query: { name: string; text: string; values: unknown[] },
+    onSent: () => void,
+  ): Promise<{ released: number; lim: number; used: number } | undefined> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (err) {
+      throw unavailable(err, this.location);
+    }
+    if ((client as unknown as { _queryable?: boolean })._queryable === false) {
+      client.release(true);
+      throw unavailable(new Error('the connection broke'), this.location);
+    }
+    let sent = false;
+    let failure: Error | undefined;
+    try {
+      // node-postgres writes the statement to the socket inside query() when the connection is idle (a
+      // pooled connection is): it is on its way when the call returns.
+      const pending = client.query<{ released: number; lim: number; used: number }>(query);
+      sent = true;
+      onSent();
+      return (await pending).rows[0];
+    } catch (err) {
+      failure = err instanceof Error ? err : new Error(String(err));
+      if (!sent) throw isUnavailable(err) ? unavailable(err, this.location) : err;
+      // The answer went out; whether the statement ran is not known. Counted as committed, and the
+      // commit is done again once the database answers (taking a hold that is already gone changes nothing).
+      this.#reservations.set(res, 'committed');
+      this.#commitRetry.add(res);
+      throw isUnavailable(err) ? unavailable(err, this.location) : err;
+    } finally {
+      client.release(failure);
+    }
+  }
+
   /** Was the lease renewed recently enough that a statement sent now lands before it could expire? */
   #leaseFresh(): boolean {
     return Date.now() - this.#leaseAt < LEASE_MS - this.#timeoutMs - 1000;
@@ -398,7 +534,10 @@ export class PostgresStore implements Store {
     const m = monthOf(now);
     let row: RefundAnswer;
     try {
-      row = await this.#refunds.add({ accountId: res.accountId, month: res.month, operation: res.operation, at: m, held: state === 'held' });
+      const key = res.idempotency?.key;
+      row = key
+        ? await this.#refundKeyed(res, key, m)
+        : await this.#refunds.add({ accountId: res.accountId, month: res.month, operation: res.operation, at: m, held: state === 'held' });
     } catch (err) {
       // The database could not take it now: retried by the background work until it can (a held unit
       // of a live instance is never reclaimed by anyone else).
@@ -410,8 +549,25 @@ export class PostgresStore implements Store {
     return row && quotaStateOf(res.operation, row.lim, row.used, m, now);
   }
 
+  /** A keyed reservation's refund (its key given back in the same statement). */
+  async #refundKeyed(res: Reservation, key: string, m: string): Promise<RefundAnswer> {
+    const held = this.#reservations.state(res) === 'held';
+    const r = await this.#q<{ lim: number; used: number; after: number | null; same_month: boolean }>(
+      REFUND_KEYED,
+      [this.#owner.id, res.accountId, res.month, res.operation, m, this.#defaults[res.operation], held, key],
+      'optmark_refund_keyed',
+    );
+    const row = r.rows[0];
+    // The state read in the statement predates its own update: show the unit given back.
+    return row && { lim: row.lim, used: row.same_month && row.after !== null ? row.after : row.used };
+  }
+
   async quotaState(accountId: number, op: Operation, now: Date = new Date()): Promise<QuotaState> {
     return this.#state(accountId, op, monthOf(now), now);
+  }
+
+  async pruneIdempotencyKeys(now: Date = new Date()): Promise<number> {
+    return (await this.#q(PRUNE_KEYS, [now.getTime()])).rowCount ?? 0;
   }
 
   async reconcile(now: Date = new Date()): Promise<number> {
@@ -679,7 +835,7 @@ export class PostgresStore implements Store {
   async restore(s: StoreSnapshot): Promise<void> {
     await this.#tx(async (c) => {
       await c.query('SET LOCAL synchronous_commit = on');
-      await c.query('TRUNCATE dashboard_records, dashboard_batches, holds, usage_counters, api_keys, accounts RESTART IDENTITY');
+      await c.query('TRUNCATE dashboard_records, dashboard_batches, idempotency_keys, holds, usage_counters, api_keys, accounts RESTART IDENTITY');
       // Rows go in as JSON arrays, a few thousand per statement; accounts are matched by name.
       await insertRows(
         c,
@@ -779,6 +935,7 @@ export class PostgresStore implements Store {
     every(RECONCILE_INTERVAL_MS, reconcile);
     every(LEASE_RENEW_MS, () => this.#renew().catch(report('lease')));
     every(LAST_USED_FLUSH_MS, () => this.#flushLastUsed().catch(report('last-used')));
+    every(IDEMPOTENCY_PRUNE_MS, () => this.pruneIdempotencyKeys().then(() => undefined, report('idempotency keys')));
   }
 
   async stopBackground(): Promise<void> {
@@ -817,7 +974,8 @@ export class PostgresStore implements Store {
 
   /** A commit whose outcome was not known, done again (only this instance's hold of that counter changes). */
   async #recommit(res: Reservation): Promise<void> {
-    await this.#commits.add({ accountId: res.accountId, month: res.month, operation: res.operation, at: res.month, sent: false });
+    const query = this.#commitQuery(res, res.month, new Date());
+    await this.#q(query.text, query.values, query.name);
     this.#commitRetry.delete(res);
   }
 
