@@ -169,7 +169,7 @@ OPTMARK_CLONES
 void FftColumnsBlock(double* __restrict re, double* __restrict im, int ny, int sign) { FftColumnsOf<kRowBlock>(re, im, kRowBlock, ny, sign); }
 
 OPTMARK_CLONES
-std::vector<float> AreaResize(const float* src, int w, int h, int ow, int oh) {
+void AreaResize(const float* src, int w, int h, int ow, int oh, std::vector<float>& tmp, std::vector<float>& out) {
   struct Ax {
     std::vector<int> lo, hi;
     std::vector<std::vector<float>> wt;
@@ -191,7 +191,8 @@ std::vector<float> AreaResize(const float* src, int w, int h, int ow, int oh) {
     return a;
   };
   const Ax ax = weights(w, ow), ay = weights(h, oh);
-  std::vector<float> tmp(size_t(ow) * h), out(size_t(ow) * oh);
+  tmp.resize(size_t(ow) * h);
+  out.resize(size_t(ow) * oh);
   for (int y = 0; y < h; y++) {
     const float* row = src + size_t(y) * w;
     for (int o = 0; o < ow; o++) {
@@ -209,7 +210,6 @@ std::vector<float> AreaResize(const float* src, int w, int h, int ow, int oh) {
       out[size_t(o) * ow + x] = float(s);
     }
   }
-  return out;
 }
 
 struct Spectrum {
@@ -815,7 +815,8 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
         const double fs = std::pow(2.0, step / 4.0);
         img.w = std::max(8, int(JsRound(w / fs)));
         img.h = std::max(8, int(JsRound(h / fs)));
-        const std::vector<float> small = AreaResize(y.data(), w, h, img.w, img.h);
+        thread_local std::vector<float> rowsDone, small;
+        AreaResize(y.data(), w, h, img.w, img.h, rowsDone, small);
         img.x.resize(size_t(img.w) * img.h);
         PrefilterOf(small.data(), img.w, img.h, p.sigmaHighpass, p.sigmaLocal, p.localFloor, img.x.data());
       }
