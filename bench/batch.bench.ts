@@ -8,7 +8,10 @@
  *
  *   npm run bench:batch                      (BENCH_QUICK=1: fewer files and rounds, no 100,000 run)
  *   BENCH_HUGE=0 npm run bench:batch         (skip the 100,000-file run; BENCH_HUGE=1 runs it in a quick run too)
- *   BENCH_PARTS=huge npm run bench:batch     (only some parts: folders, verify, huge)
+ *   BENCH_PARTS=huge npm run bench:batch     (only some parts: folders, verify, huge, targets)
+ *   BENCH_PARTS=targets BENCH_ROUNDS=7 npm run bench:batch
+ *                                            (the numeric targets of issue 25, round by round: per target the
+ *                                            ratio's median, range and how many rounds meet it)
  *
  * Inputs are the project's natural photos (../shared/natural, Kodak set) resized with sharp to each size
  * (JPEG q92, PNG default, WebP q85), three distinct photos per folder and copies of them up to the count,
@@ -31,11 +34,13 @@ const CLI = join(ROOT, 'bin', 'optmark');
 const EXIFTOOL = join(ROOT, 'node_modules', 'exiftool-vendored.pl', 'bin', 'exiftool');
 const NATURAL = resolve(ROOT, '..', 'shared', 'natural');
 const HUGE = process.env.BENCH_HUGE !== '0' && (!QUICK || process.env.BENCH_HUGE === '1');
-/** BENCH_PARTS=folders,verify,huge (default all): which parts to run. */
+/** BENCH_PARTS=folders,verify,huge,targets (default all but targets): which parts to run. */
 const PARTS = new Set((process.env.BENCH_PARTS ?? 'folders,verify,huge').split(','));
 const DIR = join(tmpdir(), 'optmark-bench-batch');
 const GENERATION = 'v1';
 const ROUNDS = QUICK ? 2 : 3;
+/** Rounds of the targets part (BENCH_ROUNDS, default 5). */
+const TARGET_ROUNDS = Math.max(1, Number(process.env.BENCH_ROUNDS ?? 5));
 const ERR = join(DIR, 'stderr.txt');
 const TAG = '-XMP-plus:DataMining#=DMI-PROHIBITED-AIMLTRAINING';
 
@@ -212,6 +217,132 @@ async function compareVerify(): Promise<void> {
   rmSync(marked, { recursive: true, force: true });
 }
 
+interface Target {
+  name: string;
+  /** Runs both sides of one round (in the round's order) and returns the ratio the target is about. */
+  round(flip: boolean): { ratio: number; detail: string };
+  /** The ratio must be at most this (a time in seconds for `absolute` targets). */
+  limit: number;
+  absolute?: boolean;
+}
+
+/** Times optmark's command and ExifTool's one after the other, ExifTool first when `flip`. */
+function sideBySide(flip: boolean, mine: string[], theirs: string[]): { mine: Timing; theirs: Timing } {
+  if (flip) {
+    const t = timed(theirs);
+    return { theirs: t, mine: timed(mine) };
+  }
+  const m = timed(mine);
+  return { mine: m, theirs: timed(theirs) };
+}
+
+/**
+ * The numeric targets of issue 25, each measured TARGET_ROUNDS times, the rounds interleaved (every
+ * target once per round, the two tools side by side, their order flipping each round): 1,000 12 MP JPEGs
+ * (optmark's wall time at most a third of `exiftool -o`'s, its CPU at most half), PNG and WebP at least
+ * 10x faster (12 MP: 3 PNG, ExifTool taking about half a second each, and 100 WebP), one file within 0.3 s,
+ * and `verify --skip-fingerprint` at most a third of ExifTool's read. Prints per target the median, the
+ * range and how many rounds met it; on a shared machine a CPU ratio moves less than a wall ratio.
+ */
+async function targets(): Promise<void> {
+  const jpegs = await folder('jpeg', SIZES[1], 1000);
+  const pngs = await folder('png', SIZES[1], 3);
+  const webps = await folder('webp', SIZES[1], 100);
+  const one = join(jpegs, 'b0.jpg');
+  const scratch = join(DIR, 'out-targets');
+  const marked = join(DIR, 'targets-marked');
+  rmSync(marked, { recursive: true, force: true });
+  timed([CLI, 'mark', jpegs, '--out', marked]);
+  for (const d of [jpegs, pngs, webps, marked]) warm(d);
+  const pair = (src: string, flip: boolean): { mine: Timing; theirs: Timing } => {
+    const o1 = join(scratch, 'optmark');
+    const o2 = join(scratch, 'exiftool');
+    rmSync(scratch, { recursive: true, force: true });
+    mkdirSync(o2, { recursive: true });
+    return sideBySide(flip, [CLI, 'mark', src, '--out', o1], [EXIFTOOL, '-q', TAG, '-o', `${o2}/`, src]);
+  };
+  const fmt = (t: Timing): string => `${t.wall.toFixed(2)}/${t.cpu.toFixed(2)}`;
+  // The JPEG pair is run once a round and read by both of its targets.
+  let jpegRound: { mine: Timing; theirs: Timing } | undefined;
+  const list: Target[] = [
+    {
+      name: '1,000 x 12 MP JPEG, wall ratio (<= 0.33x)',
+      limit: 1 / 3,
+      round(flip) {
+        jpegRound = pair(jpegs, flip);
+        const { mine, theirs } = jpegRound;
+        return { ratio: mine.wall / theirs.wall, detail: `optmark ${fmt(mine)} s, exiftool ${fmt(theirs)} s (wall/CPU)` };
+      },
+    },
+    {
+      name: '1,000 x 12 MP JPEG, CPU ratio (<= 0.5x)',
+      limit: 0.5,
+      round() {
+        const { mine, theirs } = jpegRound!;
+        return { ratio: mine.cpu / theirs.cpu, detail: '(the same runs)' };
+      },
+    },
+    ...(
+      [
+        ['3 x 12 MP PNG, wall ratio (<= 0.1x)', pngs],
+        ['100 x 12 MP WebP, wall ratio (<= 0.1x)', webps],
+      ] as const
+    ).map(
+      ([name, src]): Target => ({
+        name,
+        limit: 0.1,
+        round(flip) {
+          const { mine, theirs } = pair(src, flip);
+          return {
+            ratio: mine.wall / theirs.wall,
+            detail: `optmark ${fmt(mine)} s, exiftool ${fmt(theirs)} s; CPU ratio ${(mine.cpu / theirs.cpu).toFixed(2)}x`,
+          };
+        },
+      }),
+    ),
+    {
+      name: 'one 12 MP JPEG, optmark mark wall (<= 0.3 s)',
+      limit: 0.3,
+      absolute: true,
+      round(flip) {
+        const { mine, theirs } = pair(one, flip);
+        return { ratio: mine.wall, detail: `optmark ${fmt(mine)} s, exiftool ${fmt(theirs)} s` };
+      },
+    },
+    {
+      name: '1,000 marked JPEGs, verify --skip-fingerprint wall ratio (<= 0.33x)',
+      limit: 1 / 3,
+      round(flip) {
+        const { mine, theirs } = sideBySide(flip, [CLI, 'verify', marked, '--skip-fingerprint'], [EXIFTOOL, '-q', '-q', '-s3', '-XMP-plus:DataMining', marked]);
+        return {
+          ratio: mine.wall / theirs.wall,
+          detail: `optmark ${fmt(mine)} s, exiftool ${fmt(theirs)} s; CPU ratio ${(mine.cpu / theirs.cpu).toFixed(2)}x`,
+        };
+      },
+    },
+  ];
+  const ratios = list.map(() => [] as number[]);
+  for (let r = 0; r < TARGET_ROUNDS; r++) {
+    const load = readFileSync('/proc/loadavg', 'utf8').split(' ').slice(0, 3).join(' ');
+    console.log(`round ${r + 1} (load average ${load})`);
+    for (const [i, t] of list.entries()) {
+      const { ratio, detail } = t.round(r % 2 === 1);
+      ratios[i]!.push(ratio);
+      console.log(`  ${t.name}: ${ratio.toFixed(3)}${t.absolute ? ' s' : 'x'}  ${detail}`);
+    }
+  }
+  rmSync(scratch, { recursive: true, force: true });
+  rmSync(marked, { recursive: true, force: true });
+  console.log(`\n| target | median | range | rounds meeting it |\n|---|---:|---:|---:|`);
+  for (const [i, t] of list.entries()) {
+    const xs = ratios[i]!;
+    const u = t.absolute ? ' s' : 'x';
+    console.log(
+      `| ${t.name} | ${median(xs).toFixed(3)}${u} | ${Math.min(...xs).toFixed(3)}-${Math.max(...xs).toFixed(3)}${u} | ${xs.filter((x) => x <= t.limit).length} of ${xs.length} |`,
+    );
+  }
+}
+
 /** Peak RSS (VmHWM) of a run, sampled from /proc while it runs; wall time around it. */
 function peakRss(args: string[]): Promise<{ wall: number; peakMb: number; code: number | null }> {
   return new Promise((res) => {
@@ -281,6 +412,7 @@ async function main(): Promise<void> {
     await compareFolders();
   }
   if (PARTS.has('verify')) await compareVerify();
+  if (PARTS.has('targets')) await targets();
   if (HUGE && PARTS.has('huge')) await hugeFolders();
 }
 

@@ -24,6 +24,10 @@ export const ERROR_CODES = [
   'invalid_api_key',
   'plan_required',
   'quota_exceeded',
+  // Idempotency-Key
+  'invalid_idempotency_key',
+  'idempotency_key_in_use',
+  'idempotency_key_reused',
   // the dashboard's batches
   'invalid_request',
   'batch_too_large',
@@ -58,6 +62,9 @@ const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
   invalid_api_key: 'The API key is not valid.',
   plan_required: "This account's plan does not include API access.",
   quota_exceeded: 'The monthly limit for this operation is used up.',
+  invalid_idempotency_key: 'The Idempotency-Key header is malformed.',
+  idempotency_key_in_use: 'A request with this Idempotency-Key is still in progress; retry shortly.',
+  idempotency_key_reused: 'This Idempotency-Key was used for a different request.',
   invalid_request: 'The request is not valid.',
   batch_too_large: 'A dashboard batch holds at most 25 images.',
   batch_full: 'This batch already holds all the images it was opened for.',

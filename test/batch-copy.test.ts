@@ -10,7 +10,7 @@ import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FileError, openSource, writeAtomicallyCopying } from '../src/batch/files.js';
+import { FileError, openSource, ReadBuffer, writeAtomicallyCopying } from '../src/batch/files.js';
 import { hasManifestStore } from '../src/c2pa/detect.js';
 import { INVALIDATED_WARNING } from '../src/c2pa/update.js';
 import { protect } from '../src/marking/engine.js';
@@ -155,6 +155,53 @@ describe('batch marking copies file to file', () => {
         expect(err).toBeInstanceOf(FileError);
         expect((err as FileError).code).toBe('changed_while_read');
         expect(readdirSync(join(dir, 'out'))).toEqual([]);
+      } finally {
+        closeSync(source.fd);
+      }
+    }
+  });
+
+  it('a file read whole or in pieces that grew or shrank after it was opened is refused (changed_while_read)', () => {
+    const codeOf = (f: () => unknown): string | undefined => {
+      try {
+        f();
+        return undefined;
+      } catch (err) {
+        return err instanceof FileError ? err.code : String(err);
+      }
+    };
+    for (const change of ['none', 'grow', 'shrink'] as const) {
+      const dir = tempDir();
+      const src = join(dir, 'in.webp');
+      writeFileSync(src, big);
+      const source = openSource(src, 1 << 30);
+      try {
+        if (change === 'grow') appendFileSync(src, Buffer.alloc(1, 7));
+        else if (change === 'shrink') truncateSync(src, big.length - 1);
+        const buffer = new ReadBuffer();
+        const size = source.stats.size;
+        const want = change === 'none' ? undefined : 'changed_while_read';
+        expect(
+          codeOf(() => buffer.readAll(source)),
+          change,
+        ).toBe(change === 'grow' ? want : undefined);
+        // In pieces (a WebP's quick read): the pieces, then the end.
+        buffer.reserve(size);
+        expect(
+          codeOf(() => buffer.readAt(source.fd, size - 1000, size)),
+          change,
+        ).toBe(change === 'shrink' ? want : undefined);
+        expect(
+          codeOf(() => buffer.checkEnd(source)),
+          change,
+        ).toBe(change === 'grow' ? want : undefined);
+        if (change === 'none')
+          expect(
+            buffer
+              .view(size)
+              .subarray(size - 1000)
+              .equals(big.subarray(size - 1000)),
+          ).toBe(true);
       } finally {
         closeSync(source.fd);
       }

@@ -9,11 +9,11 @@ import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { ATTACKS, type AttackFn, crop, jpeg } from '../bench/lib/fingerprint-attacks.js';
 import { decodeBase } from '../src/fingerprint/decode.js';
-import { jpegGridAtOwnSize } from '../src/fingerprint/detect.js';
+import { decideV2, jpegGridAtOwnSize } from '../src/fingerprint/detect.js';
 import { detectFingerprint, embedFingerprint, fingerprintEngine } from '../src/fingerprint/index.js';
 import { runCore2 } from '../src/fingerprint/native.js';
 import { keyTileV2For } from '../src/fingerprint/pattern-v2.js';
-import { CORE2_PARAMS, FPR, FPR_PER_SCHEME } from '../src/fingerprint/params.js';
+import { CORE2_PARAMS, FPR, FPR_PER_SCHEME, V2_SHARE_MAIN, V2_SHARE_PHASES, V2_SHARE_SECOND } from '../src/fingerprint/params.js';
 import { detectCore2 } from '../src/fingerprint/reference-v2.js';
 import { cellTest } from '../src/fingerprint/stats.js';
 import { expectFoundAfter, psnr, texturedImage } from './helpers/fingerprint.js';
@@ -69,6 +69,50 @@ describe('fingerprint v2 on a synthetic photo', async () => {
     ]);
     expect(cellTest(real.cells).pValue).toBeLessThanOrEqual(FPR_PER_SCHEME);
     expect(cellTest(scrambled.cells).pValue).toBeGreaterThan(1e-3);
+    // The second look's lattice is a function of the picture and part A only: forced to run (no gated
+    // refinement, no count gate), it ends on the same sync z whichever C is used; only its cells differ.
+    const forced = { ...CORE2_PARAMS, refineZ: Infinity, secondT: -Infinity };
+    const r2 = detectCore2({ ...input, params: forced });
+    const s2 = detectCore2({ ...input, c: keyTileV2For(OTHER).c, params: forced });
+    expect(r2.refinedCells.length).toBe(256);
+    expect(s2.refinedSyncZ).toBe(r2.refinedSyncZ);
+    expect(r2.refinedSyncZ).toBeGreaterThan(r2.syncZ);
+    expect(cellTest(r2.refinedCells).pValue).toBeLessThanOrEqual(FPR_PER_SCHEME * V2_SHARE_SECOND);
+    expect(cellTest(s2.refinedCells).pValue).toBeGreaterThan(1e-3);
+  });
+});
+
+describe('fingerprint v2 decision', () => {
+  // Cells of an unmarked picture (signs mixed, T about 0) and of a marked one (T about 16).
+  const noise = Float64Array.from({ length: 256 }, (_, i) => (i % 2 ? 1 : -1) * (1 + (i % 7)));
+  const mark = Float64Array.from({ length: 256 }, (_, i) => (i % 5 ? 1 : -1) * (1 + (i % 7)));
+  const phases = (at: number): Float64Array => {
+    const out = new Float64Array(15 * 256);
+    for (let q = 0; q < 15; q++) out.set(q === at ? mark : noise, q * 256);
+    return out;
+  };
+
+  it('splits version 2 budget over the main test, the 15 other tile phases and the second look', () => {
+    expect(V2_SHARE_MAIN + V2_SHARE_PHASES + V2_SHARE_SECOND).toBeCloseTo(1, 12);
+    expect(decideV2({ cells: noise }).present).toBe(false);
+    expect(decideV2({ cells: mark }).present).toBe(true);
+    expect(decideV2({ cells: noise, phaseCells: phases(-1), refinedCells: noise }).present).toBe(false);
+    const byPhase = decideV2({ cells: noise, phaseCells: phases(11) });
+    expect(byPhase).toMatchObject({ present: true, t: cellTest(mark).t });
+    expect(decideV2({ cells: noise, phaseCells: phases(-1), refinedCells: mark }).present).toBe(true);
+  });
+
+  it('holds each test to its share', () => {
+    // Cells whose T sits between the thresholds of the main share and of one phase's share.
+    const t = (cells: Float64Array): number => cellTest(cells).pValue;
+    const mid = Float64Array.from({ length: 256 }, (_, i) => (i < 172 ? 1 : -1));
+    const p = t(mid);
+    expect(p).toBeLessThanOrEqual(FPR_PER_SCHEME * V2_SHARE_MAIN);
+    expect(p).toBeGreaterThan((FPR_PER_SCHEME * V2_SHARE_PHASES) / 15);
+    expect(decideV2({ cells: mid }).present).toBe(true);
+    const asPhase = new Float64Array(15 * 256);
+    for (let q = 0; q < 15; q++) asPhase.set(q === 3 ? mid : noise, q * 256);
+    expect(decideV2({ cells: noise, phaseCells: asPhase }).present).toBe(false);
   });
 });
 
@@ -100,7 +144,21 @@ describe('fingerprint v2 engines', async () => {
       const big = Math.max(...Array.from(r.out.cells, Math.abs));
       for (let i = 0; i < r.out.cells.length; i++) expect(Math.abs(n.out.cells[i]! - r.out.cells[i]!)).toBeLessThan(1e-4 * big);
       expect(cellTest(n.out.cells).k).toBe(cellTest(r.out.cells).k);
+      expect([n.out.phaseCells.length, n.out.refinedCells.length]).toEqual([r.out.phaseCells.length, r.out.refinedCells.length]);
+      for (let i = 0; i < r.out.phaseCells.length; i++) expect(Math.abs(n.out.phaseCells[i]! - r.out.phaseCells[i]!)).toBeLessThan(1e-4 * big);
     }
+    // The second look (forced: no gated refinement, no count gate) on the crop.
+    const crop50 = await crop(0.5, { x: 1, y: 1 })(marked, rng);
+    const m = await sharp(crop50).metadata();
+    const base = await decodeBase(crop50, m.width!, m.height!);
+    const forced = { ...CORE2_PARAMS, refineZ: Infinity, secondT: -Infinity };
+    const input = { ...base, workShort: 256, native: 0, a: key.a, harmonics: key.harmonics, b: key.b, c: key.c, params: forced };
+    const n = runCore2(input, 'native').out;
+    const r = runCore2(input, 'reference').out;
+    expect([n.refinedCells.length, r.refinedCells.length]).toEqual([256, 256]);
+    expect(Math.abs(n.refinedSyncZ - r.refinedSyncZ)).toBeLessThan(1e-4);
+    const big = Math.max(...Array.from(r.refinedCells, Math.abs));
+    for (let i = 0; i < 256; i++) expect(Math.abs(n.refinedCells[i]! - r.refinedCells[i]!)).toBeLessThan(1e-4 * big);
   });
 });
 

@@ -445,6 +445,141 @@ describe.each(ENGINES)('store on %s', (engine) => {
     });
   });
 
+  describe('idempotency keys', () => {
+    const SHA_A = 'a'.repeat(64);
+    const SHA_B = 'b'.repeat(64);
+    async function keyedAccount(store: Store, protect = 10): Promise<{ id: number; name: string }> {
+      const a = await store.createAccount(`k${Math.random().toString(36).slice(2, 10)}`, 'pro');
+      await store.setLimits(a.name, { protect });
+      return a;
+    }
+    /** Reserves with `key` and commits with `sha256`: the first attempt of a keyed request that succeeded. */
+    async function charged(store: Store, id: number, key: string, sha256: string, now?: Date): Promise<void> {
+      const r = await store.reserve(id, 'protect', now, { key });
+      if (!r.ok) throw new Error(`reserve failed: ${JSON.stringify(r)}`);
+      r.reservation.idempotency!.sha256 = sha256;
+      await store.commit(r.reservation, now, () => undefined);
+    }
+
+    it('a key whose unit is committed takes no unit again, even over the limit, and names its upload', async () => {
+      const store = await openStore();
+      const { id, name } = await keyedAccount(store, 1);
+      await charged(store, id, 'order-1', SHA_A);
+      const again = await store.reserve(id, 'protect', undefined, { key: 'order-1' });
+      expect(again).toMatchObject({ ok: false, prior: { status: 'committed', operation: 'protect', sha256: SHA_A }, state: { used: 1, remaining: 0 } });
+      expect((await store.usage(name)).protect.used).toBe(1);
+      // Another key is a new request: over the limit, refused without a prior.
+      const other = await store.reserve(id, 'protect', undefined, { key: 'order-2' });
+      expect(other.ok).toBe(false);
+      expect(other).not.toHaveProperty('prior');
+    });
+
+    it('keys are scoped to the account', async () => {
+      const store = await openStore();
+      const a = await keyedAccount(store);
+      const b = await keyedAccount(store);
+      await charged(store, a.id, 'same', SHA_A);
+      expect((await store.reserve(b.id, 'protect', undefined, { key: 'same' })).ok).toBe(true);
+    });
+
+    it('a key held by a request in progress is in_progress on every instance; a refund frees it with its unit', async () => {
+      const dir = h.tempDir();
+      const first = await openStore(dir);
+      const second = await openStore(dir);
+      const { id, name } = await keyedAccount(first);
+      const held = await first.reserve(id, 'protect', undefined, { key: 'k1' });
+      if (!held.ok) throw new Error('reserve failed');
+      expect(await second.reserve(id, 'protect', undefined, { key: 'k1' })).toMatchObject({ ok: false, prior: { status: 'in_progress' } });
+      await first.refund(held.reservation);
+      expect((await second.usage(name)).protect.used).toBe(0);
+      const retried = await second.reserve(id, 'protect', undefined, { key: 'k1' });
+      expect(retried.ok).toBe(true);
+      expect((await second.usage(name)).protect.used).toBe(1);
+    });
+
+    it('a refund after the commit (the answer never arrived) frees the key: the retry is charged once', async () => {
+      const store = await openStore();
+      const { id, name } = await keyedAccount(store);
+      const r = await store.reserve(id, 'protect', undefined, { key: 'k2' });
+      if (!r.ok) throw new Error('reserve failed');
+      r.reservation.idempotency!.sha256 = SHA_A;
+      await store.commit(r.reservation);
+      await store.refund(r.reservation);
+      expect((await store.usage(name)).protect.used).toBe(0);
+      await charged(store, id, 'k2', SHA_B);
+      expect(await store.reserve(id, 'protect', undefined, { key: 'k2' })).toMatchObject({ prior: { status: 'committed', sha256: SHA_B } });
+      expect((await store.usage(name)).protect.used).toBe(1);
+    });
+
+    it('regression (kill -9 after the commit was sent): the commit landed, the client got nothing; its retry is free on another instance', async () => {
+      const dir = h.tempDir();
+      const killed = await openStore(dir);
+      const survivor = await openStore(dir);
+      const { id, name } = await keyedAccount(killed);
+      // The pipelined commit of the server: the statement is on its way when onSent runs, which sends the
+      // last byte; the process dies there. The answer never reached the client.
+      const r = await killed.reserve(id, 'protect', undefined, { key: 'upload-7' });
+      if (!r.ok) throw new Error('reserve failed');
+      r.reservation.idempotency!.sha256 = SHA_A;
+      await killed.commit(r.reservation, undefined, () => undefined);
+      // Its lease runs out: a reconciliation gives back nothing (the unit was committed).
+      expect(await survivor.reconcile(new Date(Date.now() + LEASE_MS + 1000))).toBe(0);
+      const retry = await survivor.reserve(id, 'protect', undefined, { key: 'upload-7' });
+      expect(retry).toMatchObject({ ok: false, prior: { status: 'committed', sha256: SHA_A } });
+      expect((await survivor.usage(name)).protect.used).toBe(1);
+    });
+
+    it('regression (kill -9 before the commit): the held key goes back with its unit, and the retry is charged once', async () => {
+      const dir = h.tempDir();
+      const killed = await openStore(dir);
+      const survivor = await openStore(dir);
+      const { id, name } = await keyedAccount(killed);
+      const r = await killed.reserve(id, 'protect', undefined, { key: 'upload-8' });
+      if (!r.ok) throw new Error('reserve failed');
+      // While the dead instance's lease runs: in progress (409 at the edge), no unit taken.
+      expect(await survivor.reserve(id, 'protect', undefined, { key: 'upload-8' })).toMatchObject({ ok: false, prior: { status: 'in_progress' } });
+      expect(await survivor.reconcile(new Date(Date.now() + LEASE_MS + 1000))).toBe(1);
+      await charged(survivor, id, 'upload-8', SHA_A);
+      expect((await survivor.usage(name)).protect).toMatchObject({ used: 1 });
+      expect((await survivor.usage(name)).held.protect).toBe(0);
+    });
+
+    it('over the limit the key is not kept: once the limit allows, the same key is charged', async () => {
+      const store = await openStore();
+      const { id, name } = await keyedAccount(store, 0);
+      const refused = await store.reserve(id, 'protect', undefined, { key: 'late' });
+      expect(refused.ok).toBe(false);
+      expect(refused).not.toHaveProperty('prior');
+      await store.setLimits(name, { protect: 1 });
+      expect((await store.reserve(id, 'protect', undefined, { key: 'late' })).ok).toBe(true);
+    });
+
+    it('concurrent requests with one key on several instances take exactly one unit', async () => {
+      const dir = h.tempDir();
+      const stores = [await openStore(dir), await openStore(dir), await openStore(dir)];
+      const { id, name } = await keyedAccount(stores[0]!);
+      const results = await Promise.all(Array.from({ length: 24 }, (_, i) => stores[i % 3]!.reserve(id, 'protect', undefined, { key: 'raced' })));
+      expect(results.filter((r) => r.ok)).toHaveLength(1);
+      for (const r of results) if (!r.ok) expect(r.prior).toEqual({ status: 'in_progress' });
+      expect((await stores[0]!.usage(name)).protect.used).toBe(1);
+    });
+
+    it('a committed key expires after 24 hours: it then names a new request; the prune deletes it, not before', async () => {
+      const store = await openStore();
+      const { id, name } = await keyedAccount(store);
+      const t0 = new Date(Date.UTC(2030, 4, 1, 0, 0, 0));
+      await charged(store, id, 'daily', SHA_A, t0);
+      const hour = 3600_000;
+      expect(await store.pruneIdempotencyKeys(new Date(t0.getTime() + 23 * hour))).toBe(0);
+      expect(await store.reserve(id, 'protect', new Date(t0.getTime() + 23 * hour), { key: 'daily' })).toMatchObject({ prior: { status: 'committed' } });
+      const later = new Date(t0.getTime() + 25 * hour);
+      await charged(store, id, 'daily', SHA_B, later);
+      expect((await store.usage(name, '2030-05')).protect.used).toBe(2);
+      expect(await store.pruneIdempotencyKeys(new Date(later.getTime() + 25 * hour))).toBe(1);
+      expect(await store.pruneIdempotencyKeys(new Date(later.getTime() + 25 * hour))).toBe(0);
+    });
+  });
+
   describe('operator side', () => {
     it('raises typed errors for operator mistakes', async () => {
       const store = await openStore();

@@ -14,6 +14,7 @@ import { LiveLayers } from '../src/pipeline/layers-live.js';
 import { runDashboardMark } from '../src/pipeline/dashboard.js';
 import { runMark } from '../src/pipeline/mark.js';
 import { credentialsPolicy } from '../src/pipeline/credentials.js';
+import { sha256Hex } from '../src/pipeline/body.js';
 import { runProtect, runProtectRaw } from '../src/pipeline/protect.js';
 import { parseUpload, safeBasename } from '../src/pipeline/upload.js';
 import { withoutFingerprint } from '../src/pipeline/layers.js';
@@ -76,22 +77,33 @@ export default async function handle(task: Posted): Promise<TaskResult> {
   return moved(result);
 }
 
+/**
+ * The uploaded image's SHA-256 for an Idempotency-Key request: the image part, not the whole body, whose
+ * multipart boundary a client may draw anew for each attempt.
+ */
+function uploadDigest(task: { digest?: boolean }, image: Uint8Array): { uploadSha256?: string } {
+  return task.digest ? { uploadSha256: sha256Hex(image) } : {};
+}
+
 async function perform(task: Posted): Promise<TaskResult> {
   try {
     switch (task.kind) {
       case 'protect': {
         const upload = await parseUpload(memory.view(task.input), task.contentType, init.maxUploadBytes);
+        const digest = uploadDigest(task, upload.bytes);
         const room = task.output && memory.view(task.output);
         if (task.raw) {
           const raw = await runProtectRaw(upload.bytes, safeBasename(upload.filename), credentials, room, init.maxUploadBytes);
-          return { ok: true, kind: 'answer', answer: memory.answer(raw.body, room), headers: raw.headers };
+          return { ok: true, kind: 'answer', answer: memory.answer(raw.body, room), headers: raw.headers, ...digest };
         }
         const json = await runProtect(upload.bytes, safeBasename(upload.filename), credentials, room, init.maxUploadBytes);
-        return { ok: true, kind: 'answer', answer: memory.answer(json.body, room), extraHeaders: json.headers };
+        return { ok: true, kind: 'answer', answer: memory.answer(json.body, room), extraHeaders: json.headers, ...digest };
       }
       case 'verify': {
         const upload = await parseUpload(memory.view(task.input), task.contentType, init.maxUploadBytes);
-        return { ok: true, kind: 'answer', answer: { bytes: await runVerify(upload.bytes, task.skipFingerprint ? withoutFingerprint(layers) : layers) } };
+        const digest = uploadDigest(task, upload.bytes);
+        const bytes = await runVerify(upload.bytes, task.skipFingerprint ? withoutFingerprint(layers) : layers);
+        return { ok: true, kind: 'answer', answer: { bytes }, ...digest };
       }
       case 'mark':
         return { ok: true, kind: 'marked', ...(await runMark(task.input, task, layers)) };

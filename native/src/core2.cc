@@ -787,6 +787,74 @@ struct FoldImage {
   int w = 0, h = 0;
 };
 
+// The fold in key coordinates of tile phase (tx, ty) under D: g[D (u + t)] = fold[u] (frame point u
+// carries key position D (u + t)). Tile phase q = (qx, qy) adds D (qx, qy) period to every key position:
+// whole blocks of `period`, so each phase below is a few contiguous passes over g and the key.
+void KeyFrame(const double* fold, const int* D, int tx, int ty, double* g) {
+  for (int j = 0; j < kT; j++) {
+    const int uy = j + ty;
+    for (int i = 0; i < kT; i++) {
+      const int ux = i + tx;
+      g[size_t((D[2] * ux + D[3] * uy) & kTM) * kT + ((D[0] * ux + D[1] * uy) & kTM)] = fold[size_t(j) * kT + i];
+    }
+  }
+}
+
+// Key offset e = D (qx, qy) period (mod kTile) of tile phase q.
+void PhaseOffset(const int* D, int q, int period, int& ex, int& ey) {
+  const int reps = kT / period, qx = (q % reps) * period, qy = (q / reps) * period;
+  ex = (D[0] * qx + D[1] * qy) & kTM;
+  ey = (D[2] * qx + D[3] * qy) & kTM;
+}
+
+// acc[k'x] += g[k' - e] key[k'] over the key rows k'y in [y0, y1) (element by element: vectorises).
+OPTMARK_CLONES
+void AccumulateRows(const double* g, const float* key, int ex, int ey, int period, int y0, int y1, double* acc) {
+  for (int ky = y0; ky < y1; ky++) {
+    const double* gr = g + size_t((ky - ey) & kTM) * kT;
+    const float* kr = key + size_t(ky) * kT;
+    for (int kx0 = 0; kx0 < kT; kx0 += period) {
+      const double* gs = gr + ((kx0 - ex) & kTM);
+      double* as = acc + kx0;
+      const float* ks = kr + kx0;
+      for (int t = 0; t < period; t++) as[t] += gs[t] * ks[t];
+    }
+  }
+}
+
+// sum_k g[k] key[k + e]: the fold's correlation with a key part at tile phase e.
+double ShiftedDot(const double* g, const float* key, int ex, int ey, int period) {
+  double acc[kT] = {};
+  AccumulateRows(g, key, ex, ey, period, 0, kT, acc);
+  double s = 0;
+  for (int i = 0; i < kT; i++) s += acc[i];
+  return s;
+}
+
+// Count cells at tile phase e: cell (k + e) collects g[k] c[k + e].
+void ShiftedCells(const double* g, const float* c, int ex, int ey, int period, int cell, double* cells) {
+  const int per = kT / cell;
+  for (int cy = 0; cy < per; cy++) {
+    double acc[kT] = {};
+    AccumulateRows(g, c, ex, ey, period, cy * cell, (cy + 1) * cell, acc);
+    for (int cx = 0; cx < per; cx++) {
+      double s = 0;
+      for (int t = 0; t < cell; t++) s += acc[cx * cell + t];
+      cells[cy * per + cx] = s;
+    }
+  }
+}
+
+// T = sum c / sqrt(sum c^2) of a set of cells (0 when all are 0).
+double SelfNormalised(const double* cells, int n) {
+  double s = 0, q = 0;
+  for (int i = 0; i < n; i++) {
+    s += cells[i];
+    q += cells[i] * cells[i];
+  }
+  return q > 0 ? s / std::sqrt(q) : 0;
+}
+
 }  // namespace
 
 void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
@@ -825,14 +893,16 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     return it->second;
   };
   const SyncA& sync = SyncAFor(in.a, period, in.harmonics, in.nHarmonics);
-  thread_local std::vector<double> fold, small;
+  thread_local std::vector<double> fold, small, keyFold;
   fold.resize(kT2);
   small.resize(size_t(period) * period);
+  keyFold.resize(kT2);
   const int reps = kT / period;
 
   struct Tried {
     SyncHit hit;
     double v[4];
+    bool moved = false;  // set by refine when it changed the lattice
   };
   auto trySync = [&](const double* v, int only) {
     Tried t;
@@ -854,11 +924,79 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     return t;
   };
 
+  int tried = 1;
+  // Coherent refinement of a lattice: small linear maps (I + E) V that raise the sync z (same symmetry).
+  // `gated`: only from sync z p.refineZ (the second look refines without it).
+  auto refine = [&](Tried at, bool gated) {
+    for (const double eps : {0.004, 0.0015}) {
+      if (gated && at.hit.z < p.refineZ) break;
+      for (int iter = 0; iter < 3; iter++) {
+        bool moved = false;
+        for (int e = 0; e < 8; e++) {
+          const double k = (e & 1 ? -1 : 1) * eps;
+          const int r = e >> 1;
+          const int row = r >> 1, col = r & 1;
+          double ex[4] = {0, 0, 0, 0};
+          ex[row * 2 + col] = k;
+          const double* bv = at.v;
+          const double cand[4] = {bv[0] + ex[0] * bv[0] + ex[1] * bv[1], bv[1] + ex[2] * bv[0] + ex[3] * bv[1], bv[2] + ex[0] * bv[2] + ex[1] * bv[3],
+                                  bv[3] + ex[2] * bv[2] + ex[3] * bv[3]};
+          tried++;
+          Tried r2 = trySync(cand, at.hit.d);
+          if (r2.hit.z > at.hit.z) {
+            at = r2;
+            at.moved = true;
+            moved = true;
+          }
+        }
+        if (!moved) break;
+      }
+    }
+    return at;
+  };
+  // Folds again at an alignment with its sub-pixel shift (into `fold`), picks the tile phase with part B
+  // and counts the cells there.
+  struct Counted {
+    int q;
+    double dx, dy, phaseZ;
+  };
+  auto countAt = [&](const Tried& t, double* cellsOut) {
+    const double* v = t.v;
+    const double pp = std::sqrt(std::abs(v[0] * v[3] - v[1] * v[2]));
+    double f = 1;
+    const FoldImage& img = images(pp, f);
+    const double vf[4] = {v[0] / f, v[1] / f, v[2] / f, v[3] / f};
+    const SyncHit& hit = t.hit;
+    FoldLattice(img.x.data(), img.w, img.h, vf, period, -hit.fx, -hit.fy, fold.data());
+    KeyFrame(fold.data(), kDihedral[hit.d], hit.tx, hit.ty, keyFold.data());
+    int pq = 0;
+    double pscore = -INFINITY;
+    std::vector<double> scores;
+    for (int q = 0; q < reps * reps; q++) {
+      int ex, ey;
+      PhaseOffset(kDihedral[hit.d], q, period, ex, ey);
+      const double s = ShiftedDot(keyFold.data(), in.b, ex, ey, period);
+      scores.push_back(s);
+      if (s > pscore) {
+        pscore = s;
+        pq = q;
+      }
+    }
+    double m = 0, sq = 0;
+    for (const double s : scores) m += s / scores.size();
+    for (const double s : scores) sq += (s - m) * (s - m);
+    int ex, ey;
+    PhaseOffset(kDihedral[hit.d], pq, period, ex, ey);
+    ShiftedCells(keyFold.data(), in.c, ex, ey, period, p.cell, cellsOut);
+    const int psx = hit.tx + (pq % reps) * period, psy = hit.ty + (pq / reps) * period;
+    return Counted{pq, psx + hit.fx, psy + hit.fy, sq > 0 ? (pscore - m) / std::sqrt(sq / scores.size()) : 0};
+  };
+
   const double p0 = double(period) * std::min(w, h) / in.workShort;
   const double v0[4] = {p0, 0, 0, p0};
   Tried best = trySync(v0, -1);
   bool identity = true;
-  int tier = 1, tried = 1;
+  int tier = 1;
   out.combScore = -INFINITY;
   if (best.hit.z < p.fastZ) {
     tier = 2;
@@ -881,88 +1019,53 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
         identity = false;
       }
     }
-    // The no-geometry lattice is exact for every copy without geometry; refining it would only chase noise.
-    for (const double eps : {0.004, 0.0015}) {
-      if (identity || best.hit.z < p.refineZ) break;
-      for (int iter = 0; iter < 3; iter++) {
-        bool moved = false;
-        for (int e = 0; e < 8; e++) {
-          const double k = (e & 1 ? -1 : 1) * eps;
-          const int r = e >> 1;
-          const int row = r >> 1, col = r & 1;
-          double ex[4] = {0, 0, 0, 0};
-          ex[row * 2 + col] = k;
-          const double* bv = best.v;
-          const double cand[4] = {bv[0] + ex[0] * bv[0] + ex[1] * bv[1], bv[1] + ex[2] * bv[0] + ex[3] * bv[1], bv[2] + ex[0] * bv[2] + ex[1] * bv[3],
-                                  bv[3] + ex[2] * bv[2] + ex[3] * bv[3]};
-          tried++;
-          Tried r2 = trySync(cand, best.hit.d);
-          if (r2.hit.z > best.hit.z) {
-            best = r2;
-            moved = true;
-          }
-        }
-        if (!moved) break;
-      }
+  }
+  // The no-geometry lattice is exact for every copy without geometry; refining it would only chase noise.
+  const Tried unrefined = best;
+  if (tier == 2 && !identity) best = refine(best, true);
+  const Counted main = countAt(best, out.cells);
+  // Hypotheses of the alignment proper (the second look's folds, which the count gates, are not counted).
+  out.candidates = tried;
+
+  // Other tile phases of the chosen alignment, only when the sync is not at the noise level.
+  const int per = kT / p.cell, nCells = per * per;
+  out.phaseCells.clear();
+  if (best.hit.z >= p.phasesZ) {
+    out.phaseCells.resize(size_t(reps * reps - 1) * nCells);
+    double* at = out.phaseCells.data();
+    for (int q = 0; q < reps * reps; q++) {
+      if (q == main.q) continue;
+      int ex, ey;
+      PhaseOffset(kDihedral[best.hit.d], q, period, ex, ey);
+      ShiftedCells(keyFold.data(), in.c, ex, ey, period, p.cell, at);
+      at += nCells;
     }
   }
 
-  const double* v = best.v;
-  const double pp = std::sqrt(std::abs(v[0] * v[3] - v[1] * v[2]));
-  double f = 1;
-  const FoldImage& img = images(pp, f);
-  const double vf[4] = {v[0] / f, v[1] / f, v[2] / f, v[3] / f};
-  const SyncHit& hit = best.hit;
-  FoldLattice(img.x.data(), img.w, img.h, vf, period, -hit.fx, -hit.fy, fold.data());
-  const int* D = kDihedral[hit.d];
-  const std::vector<double> bD = Transformed(in.b, kT, D);
-  int psx = hit.tx, psy = hit.ty;
-  double pscore = -INFINITY;
-  std::vector<double> scores;
-  for (int qy = 0; qy < reps; qy++)
-    for (int qx = 0; qx < reps; qx++) {
-      const int sx = hit.tx + qx * period, sy = hit.ty + qy * period;
-      double s = 0;
-      for (int j = 0; j < kT; j++) {
-        const double* br = bD.data() + size_t((j + sy) & kTM) * kT;
-        const double* fr = fold.data() + size_t(j) * kT;
-        for (int i = 0; i < kT; i++) s += fr[i] * br[(i + sx) & kTM];
-      }
-      scores.push_back(s);
-      if (s > pscore) {
-        pscore = s;
-        psx = sx;
-        psy = sy;
-      }
-    }
-  double m = 0, sq = 0;
-  for (const double s : scores) m += s / scores.size();
-  for (const double s : scores) sq += (s - m) * (s - m);
-  out.phaseZ = sq > 0 ? (pscore - m) / std::sqrt(sq / scores.size()) : 0;
-
-  const int cell = p.cell, per = kT / cell;
-  std::fill(out.cells, out.cells + per * per, 0.0);
-  for (int j = 0; j < kT; j++) {
-    const int uy = j + psy;
-    for (int i = 0; i < kT; i++) {
-      const int ux = i + psx;
-      const int kx = (D[0] * ux + D[1] * uy) & kTM;
-      const int ky = (D[2] * ux + D[3] * uy) & kTM;
-      out.cells[(ky / cell) * per + (kx / cell)] += fold[size_t(j) * kT + i] * in.c[size_t(ky) * kT + kx];
+  // Second look: an unrefined spectrum lattice whose count already leans towards a mark is refined anyway.
+  out.refinedCells.clear();
+  out.refinedSyncZ = 0;
+  if (tier == 2 && !identity && unrefined.hit.z < p.refineZ && SelfNormalised(out.cells, nCells) >= p.secondT) {
+    const Tried again = refine(unrefined, false);
+    if (again.moved) {
+      out.refinedCells.resize(nCells);
+      countAt(again, out.refinedCells.data());
+      out.refinedSyncZ = again.hit.z;
     }
   }
+
   if (in.prefilteredOut) {
     double f0 = 1;
     const std::vector<float>& x0 = images(period, f0).x;
     std::copy(x0.begin(), x0.end(), in.prefilteredOut);
   }
-  std::copy(v, v + 4, out.lattice);
-  out.dihedral = hit.d;
-  out.dx = psx + hit.fx;
-  out.dy = psy + hit.fy;
-  out.syncZ = hit.z;
+  std::copy(best.v, best.v + 4, out.lattice);
+  out.dihedral = best.hit.d;
+  out.dx = main.dx;
+  out.dy = main.dy;
+  out.phaseZ = main.phaseZ;
+  out.syncZ = best.hit.z;
   out.tier = tier;
-  out.candidates = tried;
 }
 
 }  // namespace optmark

@@ -2,6 +2,7 @@
 // plain outputs. A port of src/fingerprint/reference-v2.ts; keep the two in step.
 #pragma once
 #include <cstdint>
+#include <vector>
 
 namespace optmark {
 
@@ -14,6 +15,8 @@ struct Core2Params {
   int candidates;                                // lattice candidates kept
   double gate;                                   // comb score below which only the crop line is tried
   double refineZ;                                // sync z below which the coherent refinement is skipped
+  double phasesZ;                                // sync z from which the other tile phases' cells are reported
+  double secondT;                                // count T from which an unrefined spectrum lattice is refined anyway
   double sigmaHighpass, sigmaLocal, localFloor;  // prefilter
 };
 
@@ -35,8 +38,11 @@ struct Core2Out {
   int dihedral;
   double dx, dy, syncZ, phaseZ;
   int tier, candidates;
-  double combScore;  // best comb score of the lattice grid (-inf when the search did not run)
-  double* cells;     // (kTile/cell)^2, filled by the core
+  double combScore;                  // best comb score of the lattice grid (-inf when the search did not run)
+  double* cells;                     // (kTile/cell)^2, filled by the core
+  std::vector<double> phaseCells;    // the other tile phases' cells, one block after another (empty under phasesZ)
+  std::vector<double> refinedCells;  // the second look's cells (empty when it did not run)
+  double refinedSyncZ;
 };
 
 void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out);

@@ -69,14 +69,23 @@ export function errnoText(err: unknown): string {
  */
 export class ReadBuffer {
   #buf: Buffer = Buffer.allocUnsafeSlow(4 << 20);
+  readonly #past = Buffer.alloc(1);
 
   /** The whole of an opened file (checked by openSource), refusing one that grew since its fstat. */
   readAll(source: Source): Buffer {
     // One byte more than the size: a file that grew since fstat shows it, and is refused.
     const want = source.stats.size + 1;
     const n = this.#fill(source.fd, 0, want, Math.min(this.#buf.length * 2, source.maxBytes + 1));
-    if (n === want) throw new FileError('changed_while_read', 'the file grew while it was read');
+    if (n === want) throw grew();
     return this.#buf.subarray(0, n);
+  }
+
+  /**
+   * Refuses an opened file that grew since its fstat (changed_while_read), as readAll does, for a file read
+   * in pieces (readAt): one byte read at its size must find its end.
+   */
+  checkEnd(source: Source): void {
+    if (readSync(source.fd, this.#past, 0, 1, source.stats.size) !== 0) throw grew();
   }
 
   /** The first `length` bytes of an opened file (fewer when it is shorter). */
@@ -135,6 +144,8 @@ export class ReadBuffer {
     return n;
   }
 }
+
+const grew = (): FileError => new FileError('changed_while_read', 'the file grew while it was read');
 
 /** An input opened for reading: a regular file within the size limit. Close it with closeSync(fd). */
 export interface Source {
@@ -304,8 +315,7 @@ function copyRange(copier: FilesAddon, source: number, fd: number, range: FileRa
     // One byte more than expected for the last stretch: a file that grew shows it.
     copier.copyRangeAsync(source, fd, range.from, at, range.toEnd ? range.length + 1 : range.length, (err, copied) => {
       if (err) reject(err);
-      else if (copied !== range.length)
-        reject(new FileError('changed_while_read', copied! > range.length ? 'the file grew while it was read' : 'the file shrank while it was read'));
+      else if (copied !== range.length) reject(copied! > range.length ? grew() : new FileError('changed_while_read', 'the file shrank while it was read'));
       else resolve();
     });
   });

@@ -488,7 +488,7 @@ export class Lane {
     }
     need(size);
     // As readAll: a file that grew since its fstat is refused (its copies would not reach its end).
-    if (readSync(source.fd, this.#last2, 0, 1, size) !== 0) throw new FileError('changed_while_read', 'the file grew while it was read');
+    buffer.checkEnd(source);
     return bytes;
   }
 
@@ -578,7 +578,8 @@ const READ_AHEAD_BYTES = 16 * 1024;
 
 /**
  * The output as parts: protect's pieces, those that are long stretches of the input read (`bytes`, the
- * file from its start) as file ranges, and the rest of the file past what was read as the last range.
+ * file from its start) as file ranges; a file read in part ends with one range from its last piece's
+ * start to the end of the file.
  */
 function outputParts(pieces: readonly Uint8Array[], bytes: Uint8Array, fileSize: number): OutputPart[] {
   const parts: OutputPart[] = [];
@@ -591,13 +592,12 @@ function outputParts(pieces: readonly Uint8Array[], bytes: Uint8Array, fileSize:
     const reachesEnd = inInput && from + p.length === bytes.length;
     // A JPEG marked from its first bytes ends with the start of its image data, which runs on in the file.
     if (last && tail && !reachesEnd) throw new Error('marking from the first bytes: the output does not end with the rest of the input');
-    if (inInput && p.length >= COPY_MIN_BYTES) {
+    // The last piece of a file marked from its first bytes (the start of a JPEG's image data) goes with the
+    // rest, file to file, however short: those bytes were read, but need not be written from memory.
+    if (inInput && (p.length >= COPY_MIN_BYTES || (last && tail))) {
       const toEnd = last && reachesEnd;
       parts.push({ from, length: toEnd ? fileSize - from : p.length, toEnd });
-    } else {
-      parts.push(p);
-      if (last && tail) parts.push({ from: bytes.length, length: fileSize - bytes.length, toEnd: true });
-    }
+    } else parts.push(p);
   }
   return parts;
 }

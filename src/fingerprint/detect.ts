@@ -10,8 +10,8 @@ import { decodeBase, examinable, probe } from './decode.js';
 import { runCore, runCore2, type Engine, fingerprintEngine } from './native.js';
 import { keyTileFor } from './pattern.js';
 import { keyTileV2For } from './pattern-v2.js';
-import { CORE2_PARAMS, CORE_PARAMS, FPR_PER_SCHEME, WORK_SHORT_SIDE } from './params.js';
-import { cellTest } from './stats.js';
+import { CORE2_PARAMS, CORE_PARAMS, FPR_PER_SCHEME, V2_SHARE_MAIN, V2_SHARE_PHASES, V2_SHARE_SECOND, WORK_SHORT_SIDE } from './params.js';
+import { type CellTest, cellTest } from './stats.js';
 
 export interface FingerprintResult {
   present: boolean;
@@ -66,6 +66,28 @@ export function jpegGridAtOwnSize(head: { width: number; height: number; format:
   return head.format === 'jpeg' && Math.min(head.width, head.height) === WORK_SHORT_SIDE ? 1 : 0;
 }
 
+/**
+ * Version 2's decision: the chosen alignment at its best tile phase at V2_SHARE_MAIN of the scheme's
+ * budget, each other tile phase at V2_SHARE_PHASES / 15, the second look at V2_SHARE_SECOND (union
+ * bound: none of these alignments read part C). Reports the test that fired, else the main one.
+ */
+export function decideV2(out: { cells: Float64Array; phaseCells?: Float64Array; refinedCells?: Float64Array }): CellTest & { present: boolean } {
+  const main = cellTest(out.cells);
+  if (main.pValue <= FPR_PER_SCHEME * V2_SHARE_MAIN) return { ...main, present: true };
+  const per = out.cells.length;
+  const phases = out.phaseCells ?? new Float64Array(0);
+  const others = phases.length / per;
+  for (let q = 0; q < others; q++) {
+    const t = cellTest(phases.subarray(q * per, (q + 1) * per));
+    if (t.pValue <= (FPR_PER_SCHEME * V2_SHARE_PHASES) / others) return { ...t, present: true };
+  }
+  if (out.refinedCells?.length) {
+    const t = cellTest(out.refinedCells);
+    if (t.pValue <= FPR_PER_SCHEME * V2_SHARE_SECOND) return { ...t, present: true };
+  }
+  return { ...main, present: false };
+}
+
 /** Runs both schemes' cores on decoded base pixels (exported for benchmarks that decode once); `head` is the input's probe. */
 export function detectOnBase(
   base: { pixels: Uint8Array; width: number; height: number; channels: number },
@@ -90,9 +112,9 @@ export function detectOnBase(
     },
     engine,
   );
-  const t2 = cellTest(r2.out.cells);
+  const t2 = decideV2(r2.out);
   const v2 = {
-    present: t2.pValue <= FPR_PER_SCHEME,
+    present: t2.present,
     confidence: t2.n > 0 ? t2.k / t2.n : 0,
     blocks: t2.n,
     scheme: 2 as const,

@@ -102,6 +102,26 @@ export const V2_GATE = 2.6;
 /** Sync z of the best hypothesis below which the coherent refinement (up to 48 folds) is skipped. */
 export const V2_REFINE_Z = 5.3;
 
+/**
+ * Detector only: sync z of the chosen alignment from which the count cells of the other 15 tile phases
+ * are tested too (part B, which picks the phase, is weak on small crops). Unmarked pictures: median 4.0.
+ */
+export const V2_PHASES_Z = 4.5;
+/**
+ * Detector only: the second look. When the chosen lattice came from the spectrum and was not refined
+ * (sync z under V2_REFINE_Z), it is refined anyway and counted again when the count at the chosen
+ * alignment already reaches this T (unmarked pictures: T is about N(0, 1), so 0.6% of them pay for it).
+ */
+export const V2_SECOND_T = 2.5;
+/**
+ * Shares of version 2's budget FPR_PER_SCHEME (they sum to 1): the chosen alignment at its best tile
+ * phase; the other 15 tile phases, split equally; the second look's refined lattice. Union bound over
+ * these 17 tests, whose alignments never read part C (docs/fingerprint.md, "The false-positive bound").
+ */
+export const V2_SHARE_MAIN = 0.75;
+export const V2_SHARE_PHASES = 0.1;
+export const V2_SHARE_SECOND = 0.15;
+
 /** Version 2's tunables as one plain object (handed to the native addon on every call). */
 export const CORE2_PARAMS = {
   period: V2_PERIOD,
@@ -113,6 +133,8 @@ export const CORE2_PARAMS = {
   candidates: V2_CANDIDATES,
   gate: V2_GATE,
   refineZ: V2_REFINE_Z,
+  phasesZ: V2_PHASES_Z,
+  secondT: V2_SECOND_T,
   sigmaHighpass: SIGMA_HIGHPASS,
   sigmaLocal: SIGMA_LOCAL,
   localFloor: LOCAL_FLOOR,

@@ -30,6 +30,10 @@ export interface Core2Params {
   candidates: number;
   gate: number;
   refineZ: number;
+  /** Sync z from which the count cells of the other tile phases are reported too (phaseCells). */
+  phasesZ: number;
+  /** Self-normalised sum T of the count from which an unrefined spectrum lattice is refined and counted again. */
+  secondT: number;
   sigmaHighpass: number;
   sigmaLocal: number;
   localFloor: number;
@@ -75,6 +79,14 @@ export interface Core2Output {
   combScore: number;
   /** Correlation of each count cell with the key at the chosen alignment. */
   cells: Float64Array;
+  /**
+   * The cells at the other (TILE / period)^2 - 1 tile phases of the chosen alignment, one block of cells
+   * after another in phase order; empty when the sync z is under params.phasesZ.
+   */
+  phaseCells: Float64Array;
+  /** The cells at the second look's refined lattice (its own best tile phase); empty when it did not run. */
+  refinedCells: Float64Array;
+  refinedSyncZ: number;
 }
 
 /** The 8 symmetries of the square as integer matrices [a, b, c, d]: (x, y) -> (a x + b y, c x + d y). */
@@ -811,18 +823,19 @@ export function detectCore2(input: Core2Input): Core2Output {
     }
   }
 
-  // The no-geometry lattice is exact for every copy without geometry; refining it would only chase noise.
-  if (tier === 2 && !identity) {
-    // Coherent refinement of the chosen lattice: small linear maps (I + E) V that raise the sync z
-    // (same symmetry). The spectrum's estimate is good to about 1%; the fold wants better over many periods.
+  // Coherent refinement of a lattice: small linear maps (I + E) V that raise the sync z (same symmetry).
+  // The spectrum's estimate is good to about 1%; the fold wants better over many periods. `gated`: only
+  // from sync z p.refineZ (unmarked pictures rarely get there; the second look below refines without it).
+  const refine = (start: { hit: SyncHit; v: number[] }, gated: boolean): { hit: SyncHit; v: number[] } => {
+    let at = start;
     for (const eps of [0.004, 0.0015]) {
-      if (best.hit.z < p.refineZ) break;
+      if (gated && at.hit.z < p.refineZ) break;
       for (let iter = 0; iter < 3; iter++) {
         let moved = false;
         for (let e = 0; e < 8; e++) {
           const k = (e & 1 ? -1 : 1) * eps;
           const r = e >> 1;
-          const [v0, v1, v2, v3] = best.v as [number, number, number, number];
+          const [v0, v1, v2, v3] = at.v as [number, number, number, number];
           // E has one non-zero entry: row r >> 1, column r & 1, acting on the columns (v0, v1) and (v2, v3).
           const row = r >> 1;
           const col = r & 1;
@@ -831,18 +844,157 @@ export function detectCore2(input: Core2Input): Core2Output {
           ex[row * 2 + col] = k;
           const cand = [v0 + ex[0]! * v0 + ex[1]! * v1, v1 + ex[2]! * v0 + ex[3]! * v1, v2 + ex[0]! * v2 + ex[1]! * v3, v3 + ex[2]! * v2 + ex[3]! * v3];
           tried++;
-          const r2 = trySync(cand, best.hit.d);
-          if (r2.hit.z > best.hit.z) {
-            best = r2;
+          const r2 = trySync(cand, at.hit.d);
+          if (r2.hit.z > at.hit.z) {
+            at = r2;
             moved = true;
           }
         }
         if (!moved) break;
       }
     }
+    return at;
+  };
+
+  // The no-geometry lattice is exact for every copy without geometry; refining it would only chase noise.
+  const unrefined = best;
+  if (tier === 2 && !identity) best = refine(best, true);
+  const main = countAt(input, images, best, period, fold);
+  // Hypotheses of the alignment proper (the second look's folds, which the count gates, are not counted).
+  const candidates = tried;
+
+  // Other tile phases of the chosen alignment (part B picks one of 16 and is weak on small crops), only
+  // when the sync is not at the noise level; the decision gives them a small share of its budget.
+  let phaseCells: Float64Array = new Float64Array(0);
+  if (best.hit.z >= p.phasesZ) {
+    const per = TILE / p.cell;
+    phaseCells = new Float64Array((reps * reps - 1) * per * per);
+    let at = 0;
+    for (let q = 0; q < reps * reps; q++) {
+      if (q === main.q) continue;
+      phaseCells.set(shiftedCells(main.g, input.c, phaseOffset(DIHEDRAL[best.hit.d]!, q, period), period, p.cell), at);
+      at += per * per;
+    }
   }
 
-  // Fold again at the chosen alignment with the sub-pixel shift, then pick the tile phase with part B.
+  // Second look: when the lattice came from the spectrum and was not refined (sync z under refineZ) but
+  // the count already leans towards a mark, refine it anyway and count again. Which hypotheses may be
+  // tested does not depend on C (the refined lattice is a function of the picture and A); only whether
+  // this one is looked at does, which the union bound of the decision covers (docs/fingerprint.md).
+  let refinedCells: Float64Array = new Float64Array(0);
+  let refinedSyncZ = 0;
+  if (tier === 2 && !identity && unrefined.hit.z < p.refineZ && selfNormalised(main.cells) >= p.secondT) {
+    const again = refine(unrefined, false);
+    if (again !== unrefined) {
+      refinedCells = countAt(input, images, again, period, fold).cells;
+      refinedSyncZ = again.hit.z;
+    }
+  }
+
+  input.keepPrefiltered?.set(images.get(period).x);
+  return {
+    lattice: Float64Array.from(best.v),
+    dihedral: best.hit.d,
+    dx: main.dx,
+    dy: main.dy,
+    syncZ: best.hit.z,
+    phaseZ: main.phaseZ,
+    tier,
+    candidates,
+    combScore,
+    cells: main.cells,
+    phaseCells,
+    refinedCells,
+    refinedSyncZ,
+  };
+}
+
+/** T = sum c / sqrt(sum c^2) of a set of cells (0 when all are 0). */
+function selfNormalised(cells: Float64Array): number {
+  let s = 0;
+  let q = 0;
+  for (const c of cells) {
+    s += c;
+    q += c * c;
+  }
+  return q > 0 ? s / Math.sqrt(q) : 0;
+}
+
+/**
+ * The fold in key coordinates of tile phase (tx, ty) under D: g[D (u + t)] = fold[u] (frame point u carries
+ * key position D (u + t)). Tile phase q = (qx, qy) adds D (qx, qy) period to every key position: whole
+ * blocks of `period`, so each phase below is a few contiguous passes over g and the key.
+ */
+function keyFrame(fold: Float64Array, D: readonly number[], tx: number, ty: number): Float64Array {
+  const g = new Float64Array(T2);
+  for (let j = 0; j < TILE; j++) {
+    const uy = j + ty;
+    for (let i = 0; i < TILE; i++) {
+      const ux = i + tx;
+      g[((D[2]! * ux + D[3]! * uy) & TM) * TILE + ((D[0]! * ux + D[1]! * uy) & TM)] = fold[j * TILE + i]!;
+    }
+  }
+  return g;
+}
+
+/** Key offset e = D (qx, qy) period (mod TILE) of tile phase q. */
+function phaseOffset(D: readonly number[], q: number, period: number): [number, number] {
+  const reps = TILE / period;
+  const qx = (q % reps) * period;
+  const qy = Math.floor(q / reps) * period;
+  return [(D[0]! * qx + D[1]! * qy) & TM, (D[2]! * qx + D[3]! * qy) & TM];
+}
+
+/** acc[k'x] += g[k' - e] key[k'] over the key rows k'y in [y0, y1) (the native core's order). */
+function accumulateRows(g: Float64Array, key: Float32Array, ex: number, ey: number, period: number, y0: number, y1: number, acc: Float64Array): void {
+  for (let ky = y0; ky < y1; ky++) {
+    const gr = ((ky - ey) & TM) * TILE;
+    const kr = ky * TILE;
+    for (let kx0 = 0; kx0 < TILE; kx0 += period) {
+      const gs = gr + ((kx0 - ex) & TM);
+      for (let t = 0; t < period; t++) acc[kx0 + t]! += g[gs + t]! * key[kr + kx0 + t]!;
+    }
+  }
+}
+
+/** sum_k g[k] key[k + e]: the fold's correlation with a key part at tile phase e. */
+function shiftedDot(g: Float64Array, key: Float32Array, e: [number, number], period: number): number {
+  const acc = new Float64Array(TILE);
+  accumulateRows(g, key, e[0], e[1], period, 0, TILE, acc);
+  let s = 0;
+  for (let i = 0; i < TILE; i++) s += acc[i]!;
+  return s;
+}
+
+/** Count cells at tile phase e: cell (k + e) collects g[k] c[k + e]. */
+function shiftedCells(g: Float64Array, c: Float32Array, e: [number, number], period: number, cell: number): Float64Array {
+  const per = TILE / cell;
+  const cells = new Float64Array(per * per);
+  const acc = new Float64Array(TILE);
+  for (let cy = 0; cy < per; cy++) {
+    acc.fill(0);
+    accumulateRows(g, c, e[0], e[1], period, cy * cell, (cy + 1) * cell, acc);
+    for (let cx = 0; cx < per; cx++) {
+      let s = 0;
+      for (let t = 0; t < cell; t++) s += acc[cx * cell + t]!;
+      cells[cy * per + cx] = s;
+    }
+  }
+  return cells;
+}
+
+/**
+ * Folds again at an alignment with its sub-pixel shift (into `fold`), picks the tile phase with part B
+ * and counts the cells there.
+ */
+function countAt(
+  input: Core2Input,
+  images: FoldImages,
+  best: { hit: SyncHit; v: number[] },
+  period: number,
+  fold: Float64Array,
+): { cells: Float64Array; g: Float64Array; q: number; dx: number; dy: number; phaseZ: number } {
+  const reps = TILE / period;
   const v = best.v;
   const pp = Math.sqrt(Math.abs(v[0]! * v[3]! - v[1]! * v[2]!));
   const img = images.get(pp);
@@ -850,53 +1002,19 @@ export function detectCore2(input: Core2Input): Core2Output {
   const { d, tx, ty, fx, fy } = best.hit;
   foldLattice(img.x, img.w, img.h, vf, period, -fx, -fy, fold);
   const D = DIHEDRAL[d]!;
-  const bD = transformed(input.b, TILE, D);
-  let phase = { sx: tx, sy: ty, score: -Infinity };
+  const g = keyFrame(fold, D, tx, ty);
+  let q = 0;
   const scores: number[] = [];
-  for (let qy = 0; qy < reps; qy++) {
-    for (let qx = 0; qx < reps; qx++) {
-      const sx = tx + qx * period;
-      const sy = ty + qy * period;
-      let s = 0;
-      for (let j = 0; j < TILE; j++) {
-        const br = ((j + sy) & TM) * TILE;
-        const fr = j * TILE;
-        for (let i = 0; i < TILE; i++) s += fold[fr + i]! * bD[br + ((i + sx) & TM)]!;
-      }
-      scores.push(s);
-      if (s > phase.score) phase = { sx, sy, score: s };
-    }
+  for (let k = 0; k < reps * reps; k++) {
+    scores.push(shiftedDot(g, input.b, phaseOffset(D, k, period), period));
+    if (scores[k]! > scores[q]!) q = k;
   }
   let m = 0;
   let sq = 0;
   for (const s of scores) m += s / scores.length;
   for (const s of scores) sq += (s - m) ** 2;
-  const phaseZ = sq > 0 ? (phase.score - m) / Math.sqrt(sq / scores.length) : 0;
-
-  // Count: frame point u' carries key position D (u' + s).
-  const cell = p.cell;
-  const per = TILE / cell;
-  const cells = new Float64Array(per * per);
-  for (let j = 0; j < TILE; j++) {
-    const uy = j + phase.sy;
-    for (let i = 0; i < TILE; i++) {
-      const ux = i + phase.sx;
-      const kx = (D[0] * ux + D[1] * uy) & TM;
-      const ky = (D[2] * ux + D[3] * uy) & TM;
-      cells[((ky / cell) | 0) * per + ((kx / cell) | 0)]! += fold[j * TILE + i]! * input.c[ky * TILE + kx]!;
-    }
-  }
-  input.keepPrefiltered?.set(images.get(period).x);
-  return {
-    lattice: Float64Array.from(v),
-    dihedral: d,
-    dx: phase.sx + fx,
-    dy: phase.sy + fy,
-    syncZ: best.hit.z,
-    phaseZ,
-    tier,
-    candidates: tried,
-    combScore,
-    cells,
-  };
+  const phaseZ = sq > 0 ? (scores[q]! - m) / Math.sqrt(sq / scores.length) : 0;
+  const sx = tx + (q % reps) * period;
+  const sy = ty + Math.floor(q / reps) * period;
+  return { cells: shiftedCells(g, input.c, phaseOffset(D, q, period), period, input.params.cell), g, q, dx: sx + fx, dy: sy + fy, phaseZ };
 }

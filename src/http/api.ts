@@ -17,6 +17,13 @@
  * was given back, and a unit is charged for an answer that never arrived only if the process dies
  * between the commit (SQLite: done; PostgreSQL: its statement written to the connection) and the write
  * of the last byte (docs/scaling.md).
+ *
+ * That window is closed for clients that send an Idempotency-Key (./idempotency.ts) and retry with it: the
+ * key is reserved with the unit and committed, with the SHA-256 of the uploaded image (the worker's), in
+ * the commit's own statement. A retry whose key is committed takes no unit and is processed again
+ * (`Idempotent-Replayed: true`, the same bytes: protect and verify are deterministic), its RateLimit headers
+ * the counter as it is; a key still held is 409 with Retry-After; another image or operation under the key
+ * is 422 (docs/quotas.md "Retries"). Without the header the flow is unchanged: no extra store call.
  */
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse } from 'uWebSockets.js';
@@ -25,6 +32,7 @@ import { OptmarkError, toErrorShape } from '../errors.js';
 import type { Logger } from '../log.js';
 import { checkContentType } from '../pipeline/form-type.js';
 import { EarlyBody } from './early.js';
+import { IDEMPOTENCY_RETRY_AFTER_SECONDS, parseIdempotencyKey } from './idempotency.js';
 import { PoolOverloadedError, type ImagePool } from '../pool/pool.js';
 import type { AnswerResult, Task } from '../pool/tasks.js';
 import {
@@ -34,7 +42,9 @@ import {
   utcMinuteText,
   wwwAuthenticate,
   type Account,
+  type IdempotentRequest,
   type Operation,
+  type PriorRequest,
   type QuotaState,
   type Reservation,
   type Store,
@@ -72,6 +82,8 @@ export interface ApiDeps {
 export interface ApiExtension {
   /** The route's name in metrics and logs. */
   route: string;
+  /** The route takes an Idempotency-Key (its answer may be built again for a retry without harm). */
+  idempotent?: boolean;
   /** Called once the key is known good, before the quota unit is taken; rejects with an OptmarkError to refuse. */
   admit(auth: { account: Account; keyId: number }): Promise<ExtensionRequest>;
 }
@@ -100,6 +112,8 @@ interface Head {
   fingerprint: string;
   /** protect: answer the marked bytes themselves (the Accept header prefers an image type to JSON). */
   raw: boolean;
+  /** The Idempotency-Key header, unparsed ('' when absent). */
+  idempotencyKey: string;
 }
 
 const JSON_RANGES = new Set(['application/json', 'application/*', '*/*']);
@@ -171,6 +185,17 @@ class QuotaExceededError extends OptmarkError {
   }
 }
 
+/** 409: the key's first attempt still holds its unit (Retry-After, in seconds). */
+class KeyInUseError extends OptmarkError {
+  readonly retryAfter = IDEMPOTENCY_RETRY_AFTER_SECONDS;
+  constructor(readonly state: QuotaState) {
+    super(
+      'idempotency_key_in_use',
+      'A request with this Idempotency-Key is still in progress (or its instance stopped and its unit is not yet given back); retry with the same key shortly.',
+    );
+  }
+}
+
 /** The client went away before its body arrived. */
 class ClientGoneError extends Error {}
 
@@ -193,6 +218,7 @@ export function handleApi(deps: ApiDeps, operation: Operation, res: HttpResponse
     contentLength: req.getHeader('content-length'),
     fingerprint: operation === 'verify' ? queryParam(req, 'fingerprint') : '',
     raw: operation === 'protect' && prefersImage(req.getHeader('accept')),
+    idempotencyKey: req.getHeader('idempotency-key'),
   };
   void new ApiRequest(deps, operation, res, head, extension).run();
 }
@@ -206,8 +232,12 @@ class ApiRequest {
   readonly #phases: Phases;
   #accountId: number | undefined;
   #reservation: Reservation | undefined;
-  /** The counter just after the reservation (this unit counted): the RateLimit headers of a 200. */
+  /** The counter just after the reservation (this unit counted), or as it is for a replay: the RateLimit headers of a 200. */
   #reserved: QuotaState | undefined;
+  /** The request's Idempotency-Key; the upload's SHA-256 is set on it before the commit. */
+  #idempotency: IdempotentRequest | undefined;
+  /** A replay (the key's unit is committed, no unit taken): the SHA-256 the upload must have. */
+  #replayOf: string | undefined;
   #lease: Lease | undefined;
   /** Chunks that arrived before #receive took over (copied: uWS reuses its buffer), or undefined once it did. */
   #early: EarlyBody | undefined = new EarlyBody();
@@ -259,7 +289,8 @@ class ApiRequest {
       // crash before the commit leaves the hold to a reconciliation (given back; the client has no
       // complete answer), and a commit that fails closes the connection. So a unit is charged without its
       // answer only if the process dies between the commit and one last write.
-      const headers = { ...(await this.#rateLimitHeaders(this.#reserved)), ...this.#phases.headers() };
+      const headers: Headers = { ...(await this.#rateLimitHeaders(this.#reserved)), ...this.#phases.headers() };
+      if (this.#replayOf !== undefined) headers['Idempotent-Replayed'] = 'true';
       const options = { beforeLastByte: (release: () => void) => this.#commit(release) };
       const delivered = answer.headers
         ? await this.#ex.send(200, { ...answer.headers, 'Cache-Control': 'no-store', ...headers }, answer.bytes, options)
@@ -288,6 +319,10 @@ class ApiRequest {
     if (this.#ex.aborted) throw new ClientGoneError();
     if (!auth.ok) throw new OptmarkError(auth.code, auth.message);
     this.#accountId = auth.account.id;
+    const key = parseIdempotencyKey(this.#head.idempotencyKey);
+    if (key !== undefined && this.#extension && !this.#extension.idempotent) {
+      throw new OptmarkError('invalid_idempotency_key', `${this.#route} does not take an Idempotency-Key.`);
+    }
     if (this.#head.fingerprint !== '' && this.#head.fingerprint !== 'skip') {
       throw new OptmarkError(
         'invalid_query',
@@ -303,14 +338,18 @@ class ApiRequest {
     }
     if (pool.saturated) throw new PoolOverloadedError();
     if (this.#extension) this.#extra = await this.#extension.admit({ account: auth.account, keyId: auth.keyId });
-    const reserved = await store.reserve(auth.account.id, this.#operation);
-    if (!reserved.ok) {
+    const idempotency = key === undefined ? undefined : { key };
+    const reserved = await store.reserve(auth.account.id, this.#operation, undefined, idempotency);
+    this.#idempotency = idempotency;
+    if (!reserved.ok && reserved.prior) {
+      this.#replayOf = this.#priorUpload(reserved.prior, reserved.state);
+    } else if (!reserved.ok) {
       const s = reserved.state;
       // The reset instant from the counter's own seconds (Retry-After), so the two always agree.
       const resetsAt = utcMinuteText(resetTimeOf(new Date(Date.now() + (s.resetSeconds - 1) * 1000)));
       throw new QuotaExceededError(`The monthly ${this.#operation} limit of ${s.limit} is used up; it resets at ${resetsAt}.`, s.resetSeconds, s);
     }
-    this.#reservation = reserved.reservation;
+    if (reserved.ok) this.#reservation = reserved.reservation;
     this.#reserved = reserved.state;
     if (this.#ex.aborted) throw new ClientGoneError();
     // Room for the body: the declared length bounds it; without one, the limit does. Past
@@ -332,6 +371,32 @@ class ApiRequest {
       tooSlow: (err) => this.#tooSlow?.(err),
     });
     return lease;
+  }
+
+  /**
+   * What a key the store already has means: a committed unit for this operation is a replay (the SHA-256
+   * its upload must have); a unit still held is 409; another operation's key is 422.
+   */
+  #priorUpload(prior: PriorRequest, state: QuotaState): string {
+    if (prior.status === 'in_progress') throw new KeyInUseError(state);
+    if (prior.operation !== this.#operation) {
+      throw new OptmarkError('idempotency_key_reused', `This Idempotency-Key was used for a ${prior.operation} request; send a new key for a new request.`);
+    }
+    return prior.sha256;
+  }
+
+  /** The worker's SHA-256 of the uploaded image: set on the key before the commit, or checked against a replay's. */
+  #bindUpload(sha256: string | undefined): void {
+    const idempotency = this.#idempotency;
+    if (!idempotency) return;
+    if (sha256 === undefined) throw new Error('the worker answered an Idempotency-Key request without the upload digest');
+    if (this.#replayOf !== undefined && sha256 !== this.#replayOf) {
+      throw new OptmarkError(
+        'idempotency_key_reused',
+        'This Idempotency-Key was used for another upload (keys are kept 24 hours); send a new key for a new request.',
+      );
+    }
+    idempotency.sha256 = sha256;
   }
 
   /** Set while the body arrives: ends the receive step with the rate floor's refusal. */
@@ -395,11 +460,12 @@ class ApiRequest {
   ): Promise<{ bytes: Uint8Array; headers?: Record<string, string> | undefined; extraHeaders?: Record<string, string> | undefined }> {
     const { input, output } = lease.seal();
     const contentType = this.#head.contentType;
+    const digest = this.#idempotency ? { digest: true } : {};
     const task: Task =
       this.#extra?.task?.(input, contentType) ??
       (this.#operation === 'protect'
-        ? { kind: 'protect', input, output, contentType, ...(this.#head.raw ? { raw: true } : {}) }
-        : { kind: 'verify', input, contentType, skipFingerprint: this.#head.fingerprint === 'skip' });
+        ? { kind: 'protect', input, output, contentType, ...(this.#head.raw ? { raw: true } : {}), ...digest }
+        : { kind: 'verify', input, contentType, skipFingerprint: this.#head.fingerprint === 'skip', ...digest });
     const result = await this.#deps.pool.run(task);
     this.#phases.worked(result.workMs);
     if (!result.ok) {
@@ -408,6 +474,7 @@ class ApiRequest {
     }
     if (result.kind !== 'answer') throw new Error(`worker answered a ${this.#operation} with a ${result.kind} result`);
     const body = lease.answer(result.answer);
+    this.#bindUpload(result.uploadSha256);
     if (this.#extra) return { bytes: await this.#extra.answered(result, body), extraHeaders: result.extraHeaders };
     return { bytes: body, headers: result.headers, extraHeaders: result.extraHeaders };
   }
@@ -419,10 +486,12 @@ class ApiRequest {
     const shape = toErrorShape(busyAsOverload(err));
     if (shape.code === 'internal_error') this.#deps.log.error({ reqId: this.#head.id, err }, 'unexpected failure');
     // A store that cannot answer is not asked again for the headers.
-    const state = err instanceof QuotaExceededError ? err.state : given;
+    // A refusal that took no unit shows the counter the reservation read (a replay's: as it is).
+    const state =
+      err instanceof QuotaExceededError || err instanceof KeyInUseError ? err.state : (given ?? (this.#replayOf !== undefined ? this.#reserved : undefined));
     const headers: Headers = { ...(isStoreUnavailable(err) ? {} : await this.#rateLimitHeaders(state)), ...this.#phases.headers() };
     if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
-    if (err instanceof QuotaExceededError) headers['Retry-After'] = String(err.retryAfter);
+    if (err instanceof QuotaExceededError || err instanceof KeyInUseError) headers['Retry-After'] = String(err.retryAfter);
     this.#resume();
     // A client too slow to send its body, or refused in the middle of it, is not read any further: the
     // answer closes the connection.

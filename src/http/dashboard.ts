@@ -282,6 +282,7 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
 export function verifyWithRecords(store: Store): ApiExtension {
   return {
     route: '/api/v1/verify',
+    idempotent: true,
     admit: async ({ account }) => ({
       answered: async (_result, body) => withRecord(body, await recordField(store, account.id, body)),
       settle: async () => {},

@@ -20,6 +20,8 @@ export interface ProtectTask {
   output: BytesRef | undefined;
   /** Answer the marked bytes themselves (`Accept: image/*`), their description in `headers`, instead of JSON. */
   raw?: boolean;
+  /** Return the SHA-256 of the uploaded image (an Idempotency-Key request). */
+  digest?: boolean;
 }
 
 export interface VerifyTask {
@@ -29,6 +31,8 @@ export interface VerifyTask {
   contentType: string;
   /** `?fingerprint=skip`: the pixel detector is left out (the fingerprint reported as not examined). */
   skipFingerprint?: boolean;
+  /** Return the SHA-256 of the uploaded image (an Idempotency-Key request). */
+  digest?: boolean;
 }
 
 /** The layer path (CLI `mark`, dashboard): the opt-out field plus optional layers, raw bytes back. */
@@ -74,6 +78,8 @@ export interface AnswerResult {
   extraHeaders?: Record<string, string>;
   /** Set by the dashboard's mark: what its record needs. */
   mark?: MarkedImage;
+  /** The uploaded image's SHA-256 (hex), when the task asked for it. */
+  uploadSha256?: string;
 }
 
 export interface MarkResult extends Marked {

@@ -11,6 +11,7 @@ import type { AuthFailureCode } from './auth.js';
 import { StoreError } from './errors.js';
 import { parseAuthorization } from './auth.js';
 import { DISPLAY_PREFIX_LENGTH, MIN_REVOKE_PREFIX_LENGTH, hashKey, isKeyPrefix, isWellFormedKey } from './keys.js';
+import type { IdempotentRequest } from './idempotency.js';
 import type { Operation } from './quota.js';
 import { PLANS, type AuthResult, type Plan, type Reservation, type StoreCounts } from './types.js';
 
@@ -111,8 +112,8 @@ type ReservationState = 'held' | 'committed';
 export class Reservations {
   readonly #state = new WeakMap<Reservation, ReservationState>();
 
-  create(accountId: number, operation: Operation, month: string): Reservation {
-    const r: Reservation = Object.freeze({ accountId, operation, month });
+  create(accountId: number, operation: Operation, month: string, idempotency?: IdempotentRequest): Reservation {
+    const r: Reservation = Object.freeze(idempotency ? { accountId, operation, month, idempotency } : { accountId, operation, month });
     this.#state.set(r, 'held');
     return r;
   }

@@ -107,6 +107,22 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX dashboard_records_sha256 ON dashboard_records (sha256);
   CREATE INDEX dashboard_records_batch ON dashboard_records (batch_id);
   `,
+  // 4: Idempotency-Key (src/store/idempotency.ts): taken 'held' by an owner with its unit, 'committed'
+  // with the upload's SHA-256 in the transaction that commits the unit; expires_at in epoch ms.
+  `
+  CREATE TABLE idempotency_keys (
+    account_id INTEGER NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    idem_key   TEXT NOT NULL,
+    operation  TEXT NOT NULL CHECK (operation IN ('protect', 'verify')),
+    owner      TEXT NOT NULL,
+    state      TEXT NOT NULL CHECK (state IN ('held', 'committed')),
+    sha256     TEXT CHECK (sha256 IS NULL OR length(sha256) = 64),
+    expires_at INTEGER NOT NULL,
+    PRIMARY KEY (account_id, idem_key)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
+  CREATE INDEX idempotency_keys_owner ON idempotency_keys (owner);
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -5,6 +5,7 @@
  */
 import type { AuthFailureCode } from './auth.js';
 import type { CheckpointStats } from './checkpoints.js';
+import type { IdempotentRequest, PriorRequest } from './idempotency.js';
 import type { Operation, QuotaState } from './quota.js';
 import type { Batch, DashboardRecords, MarkRecord } from './records.js';
 
@@ -33,9 +34,15 @@ export interface Reservation {
   readonly operation: Operation;
   /** YYYY-MM (UTC) the unit was taken from; a refund returns it there even after the month turned. */
   readonly month: string;
+  /** The client's Idempotency-Key (src/store/idempotency.ts), written with the unit. */
+  readonly idempotency?: IdempotentRequest;
 }
 
-export type ReserveResult = { ok: true; reservation: Reservation; state: QuotaState } | { ok: false; state: QuotaState };
+/**
+ * `prior`: the Idempotency-Key already names a request (no unit taken, whatever the limit); `state` is
+ * then the counter as it is.
+ */
+export type ReserveResult = { ok: true; reservation: Reservation; state: QuotaState } | { ok: false; state: QuotaState; prior?: PriorRequest };
 
 export interface KeyInfo {
   id: number;
@@ -113,8 +120,12 @@ export interface Store {
    * through this same instance apply at once. last_used_at is written in batches, not per request.
    */
   authenticate(authorization: string | undefined, now?: Date): Promise<AuthResult>;
-  /** Takes one unit of `op` for the UTC month of `now` in one statement that cannot overshoot the limit. */
-  reserve(accountId: number, op: Operation, now?: Date): Promise<ReserveResult>;
+  /**
+   * Takes one unit of `op` for the UTC month of `now` in one statement that cannot overshoot the limit.
+   * With `idempotency`, the key is taken with the unit in one transaction, unless an unexpired row of
+   * this account already has it: then no unit is taken and `prior` says what it names.
+   */
+  reserve(accountId: number, op: Operation, now?: Date, idempotency?: IdempotentRequest): Promise<ReserveResult>;
   /**
    * The call succeeded: its unit stays counted, durably, and is no longer held (a crash after this
    * keeps it). Returns the counter after it. Idempotent. Throws StoreError `reservation_lost` when the
@@ -127,14 +138,18 @@ export interface Store {
    * together, both or neither, within microseconds instead of a database round trip (src/http/api.ts).
    * A failure before `onSent` throws and `onSent` is not called; a failure after it (the database went
    * away mid-statement) throws too, and the commit is retried in the background.
+   *
+   * A keyed reservation's key is marked committed, with `idempotency.sha256`, in the same statement.
    */
   commit(r: Reservation, now?: Date, onSent?: () => void): Promise<QuotaState | undefined>;
-  /** The call failed: give its unit back to the month it came from, once (also after commit). */
+  /** The call failed: give its unit back to the month it came from, once (also after commit); its idempotency key goes with it. */
   refund(r: Reservation, now?: Date): Promise<QuotaState | undefined>;
   /** The counter of `op` this month. */
   quotaState(accountId: number, op: Operation, now?: Date): Promise<QuotaState>;
-  /** Gives back the units held by dead instances (expired lease, or a dead process on this host). */
+  /** Gives back the units held by dead instances (expired lease, or a dead process on this host), and their keys. */
   reconcile(now?: Date): Promise<number>;
+  /** Deletes idempotency keys that expired by `now` (the background work does it every minute); how many. */
+  pruneIdempotencyKeys(now?: Date): Promise<number>;
 
   // ── operator side ──
   bootstrapIfEmpty(): Promise<{ account: Account; key: string } | undefined>;

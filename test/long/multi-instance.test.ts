@@ -1,7 +1,10 @@
 // Tested as deployed (issue #22 item 7): three optmark processes on one PostgreSQL behind a real load
 // balancer (HAProxy from Debian, on loopback), 16 clients racing for an account's 500 protects, one
-// instance killed with -9 in the middle and started again. Exactly the limit is granted, and `usage`
-// (the CLI, on another instance) says so. Then a key revoked through one instance's CLI is refused by
+// instance killed with -9 in the middle and started again. Each client sends an Idempotency-Key per
+// logical request and retries an answer it did not get (cut, 502, 503, 409) with the same key, as a
+// client that must not pay twice does: exactly the limit of logical requests succeed, and `usage` (the
+// CLI, on another instance) says so. Without keys, a kill between a unit's commit and its answer's last
+// byte charges a unit the client never saw (docs/scaling.md). Then a key revoked through one instance's CLI is refused by
 // every instance, and the fingerprint key and provenance keys are the same everywhere.
 import { spawn, spawnSync, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
@@ -129,9 +132,9 @@ let lastError: unknown;
 const failures = new Map<string, number>();
 
 /** POST through the balancer. */
-function viaBalancer(endpoint: 'protect' | 'verify', key: string, image: Buffer): Promise<Answer> {
+function viaBalancer(endpoint: 'protect' | 'verify', key: string, image: Buffer, headers: Record<string, string> = {}): Promise<Answer> {
   const front = { port: lb.port, url: (path: string) => `http://127.0.0.1:${lb.port}${path}` } as unknown as TestServer;
-  return api(front, endpoint, key, image).catch((err: unknown) => {
+  return api(front, endpoint, key, image, headers).catch((err: unknown) => {
     lastError = err;
     const cause = (err as { cause?: { code?: string; message?: string } }).cause;
     const why = cause?.code ?? cause?.message ?? String(err);
@@ -144,23 +147,43 @@ describe('three instances on one PostgreSQL behind HAProxy', () => {
   it(`16 racing clients and a kill -9 of one instance: exactly ${LIMIT} protects granted, and usage says ${LIMIT}`, async () => {
     const { name, key } = await servers[0]!.account({ protect: LIMIT, verify: 100_000 });
     const image = await smallImage('jpeg');
+    /** Logical requests that succeeded, by Idempotency-Key: each must be there once. */
+    const succeeded = new Set<string>();
     let granted = 0;
+    let replayed = 0;
+    let retries = 0;
     let restarted = false;
     const seen = new Map<number, number>();
     const deadline = Date.now() + 240_000;
-    const client = async (): Promise<void> => {
-      let refusedAfterRestart = 0;
-      while (Date.now() < deadline) {
-        const a = await viaBalancer('protect', key, image);
+    /** One logical request: sent, and sent again with its key until it gets a final answer (200 or 429). */
+    const logical = async (c: number, i: number): Promise<number> => {
+      const idempotencyKey = `client-${c}-request-${i}`;
+      for (let attempt = 0; Date.now() < deadline; attempt++) {
+        if (attempt > 0) retries++;
+        const a = await viaBalancer('protect', key, image, { 'Idempotency-Key': idempotencyKey });
         seen.set(a.status, (seen.get(a.status) ?? 0) + 1);
-        if (a.status === 200) granted++;
-        else if (a.status === 429) {
-          // Refused while every instance is up: the month is used up (two in a row, to be sure).
-          if (restarted && ++refusedAfterRestart >= 2) return;
-        } else if (a.status !== 503 && a.status !== 502 && a.status !== 0) {
+        if (a.status === 200) {
+          if (a.headers['idempotent-replayed'] === 'true') replayed++;
+          if (succeeded.has(idempotencyKey)) throw new Error(`${idempotencyKey} succeeded twice`);
+          succeeded.add(idempotencyKey);
+          granted++;
+          return 200;
+        }
+        if (a.status === 429) return 429;
+        // No answer, or not now (the instance died with the request: cut, 502; 503; 409 while its unit is held).
+        if (a.status !== 503 && a.status !== 502 && a.status !== 409 && a.status !== 0) {
           throw new Error(`unexpected answer ${a.status}: ${JSON.stringify(a.json)}`);
         }
-        if (a.status !== 200 && a.status !== 429) await new Promise((r) => setTimeout(r, 20));
+        const wait = a.status === 409 ? Number(a.headers['retry-after']) * 1000 : 20;
+        await new Promise((r) => setTimeout(r, wait));
+      }
+      return 0;
+    };
+    const client = async (c: number): Promise<void> => {
+      let refusedAfterRestart = 0;
+      for (let i = 0; Date.now() < deadline; i++) {
+        // Refused while every instance is up: the month is used up (two in a row, to be sure).
+        if ((await logical(c, i)) === 429 && restarted && ++refusedAfterRestart >= 2) return;
       }
     };
     const killer = (async () => {
@@ -176,11 +199,14 @@ describe('three instances on one PostgreSQL behind HAProxy', () => {
       await lb.reload(servers.map((s) => s.port));
       restarted = true;
     })();
-    await Promise.all([Promise.all(Array.from({ length: CLIENTS }, client)), killer]);
+    await Promise.all([Promise.all(Array.from({ length: CLIENTS }, (_, c) => client(c))), killer]);
     const usage = await servers[2]!.usage(name);
-    // A count that is off says which way: answers the clients saw, why some got none, units counted and still held.
-    const told = `answers ${JSON.stringify([...seen])}; no answer ${JSON.stringify([...failures])}; usage ${JSON.stringify(usage.protect)}, held ${JSON.stringify(usage.held)}`;
+    // A count that is off says which way: answers the clients saw, why some got none, retries and
+    // replays, units counted and still held.
+    const told = `answers ${JSON.stringify([...seen])}; no answer ${JSON.stringify([...failures])}; retries ${retries}, replayed ${replayed}; usage ${JSON.stringify(usage.protect)}, held ${JSON.stringify(usage.held)}`;
+    console.log(`multi-instance: ${told}`);
     expect(restarted).toBe(true);
+    expect(succeeded.size, told).toBe(LIMIT);
     expect(granted, told).toBe(LIMIT);
     expect(usage.protect, told).toMatchObject({ used: LIMIT, limit: LIMIT });
     expect(servers[1]!.output).toMatch(/"engine":"postgres"/);

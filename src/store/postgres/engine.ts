@@ -16,6 +16,7 @@
  *   with Retry-After, and no unit is ever granted without its reservation having been written.
  */
 import pg from 'pg';
+import { IDEMPOTENCY_PRUNE_MS, IDEMPOTENCY_TTL_MS, priorOf, uploadDigest, type IdempotentRequest, type KeyRow as IdemRow } from '../idempotency.js';
 import { StoreError } from '../errors.js';
 import { displayPrefix, generateKey, hashKey } from '../keys.js';
 import { monthOf, parseMonth, quotaStateOf, type Operation, type QuotaState } from '../quota.js';
@@ -64,6 +65,7 @@ import type {
 import { RECORD_COLUMNS, toBatch, toRecord, type BatchRow, type DashboardRecords, type RecordRow } from '../records.js';
 import { PgDashboardRecords } from './records.js';
 import { migrate } from './schema.js';
+import { DROP_KEY, KEYS_RELEASED, KEY_COMMITTED, KEY_REFUNDED, PRUNE_KEYS, reserveKeyed, withKey } from './idempotency.js';
 import { parseDatabaseUrl } from './url.js';
 
 export interface PostgresStoreOptions {
@@ -174,16 +176,25 @@ const REFUND = `
   s AS (${STATE_OF('$5')})
   SELECT s.lim, s.used, (SELECT used FROM c) AS after, ($3::text = $5::text) AS same_month FROM s`;
 
-// Everything a dead owner held goes back to its counters and its rows go, in one statement. Two
-// reconcilers racing on one owner: the second waits on the row locks and then finds nothing to delete.
-const RELEASE_OWNER = `
+// Everything a dead owner held goes back to its counters and its rows go, with its held idempotency
+// keys, in one statement. Two reconcilers racing on one owner: the second waits on the row locks and
+// then finds nothing to delete.
+const RELEASE_OWNER = withKey(
+  `
   WITH o AS (DELETE FROM owners WHERE id = $1),
   h AS (DELETE FROM holds WHERE owner = $1 RETURNING account_id, month, operation, n),
   u AS (
     UPDATE usage_counters c SET used = greatest(0, c.used - h.n) FROM h
      WHERE c.account_id = h.account_id AND c.month = h.month AND c.operation = h.operation RETURNING h.n
   )
-  SELECT coalesce(sum(n), 0)::bigint AS units FROM u`;
+  SELECT coalesce(sum(n), 0)::bigint AS units FROM u`,
+  KEYS_RELEASED,
+);
+
+// The same with the reservation's Idempotency-Key (./idempotency.ts).
+const RESERVE_KEYED = reserveKeyed(limitOf('$3', '$4'));
+const COMMIT_KEYED = withKey(COMMIT, KEY_COMMITTED);
+const REFUND_KEYED = withKey(REFUND, KEY_REFUNDED);
 
 export class PostgresStore implements Store {
   readonly engine = 'postgres' as const;
@@ -348,12 +359,13 @@ export class PostgresStore implements Store {
     return { ok: true, account, keyId: row.keyId };
   }
 
-  async reserve(accountId: number, op: Operation, now: Date = new Date()): Promise<ReserveResult> {
+  async reserve(accountId: number, op: Operation, now: Date = new Date(), idempotency?: IdempotentRequest): Promise<ReserveResult> {
     await (this.#registered ??= this.#register().catch((err: unknown) => {
       this.#registered = undefined;
       throw err;
     }));
     const month = monthOf(now);
+    if (idempotency) return this.#reserveKeyed(accountId, op, month, now, idempotency);
     const r = await this.#q<{ used: number; lim: number; held: number }>(
       RESERVE,
       [accountId, month, op, this.#defaults[op], this.#owner.id],
@@ -362,6 +374,38 @@ export class PostgresStore implements Store {
     const taken = r.rows[0];
     if (!taken) return { ok: false, state: await this.#state(accountId, op, month, now) };
     return { ok: true, reservation: this.#reservations.create(accountId, op, month), state: quotaStateOf(op, taken.lim, taken.used, month, now) };
+  }
+
+  async #reserveKeyed(accountId: number, op: Operation, month: string, now: Date, idempotency: IdempotentRequest): Promise<ReserveResult> {
+    const key = idempotency.key;
+    const t = now.getTime();
+    const r = await this.#q<{
+      lim: number | null;
+      used: number | null;
+      keyed: number;
+      prior_state: IdemRow['state'] | null;
+      prior_operation: Operation | null;
+      prior_sha256: string | null;
+    }>(RESERVE_KEYED, [accountId, month, op, this.#defaults[op], this.#owner.id, key, t, t + IDEMPOTENCY_TTL_MS], 'optmark_reserve_keyed');
+    const row = r.rows[0]!;
+    if (row.keyed === 0 && row.lim !== null) {
+      const prior = row.prior_state && row.prior_operation ? { state: row.prior_state, operation: row.prior_operation, sha256: row.prior_sha256 } : undefined;
+      return { ok: false, state: await this.#state(accountId, op, month, now), prior: priorOf(prior) };
+    }
+    if (row.used === null || row.lim === null) {
+      // Over the limit (or no such account: #state says so): the key taken without a unit goes back.
+      if (row.keyed === 1) await this.#q(DROP_KEY, [accountId, key, this.#owner.id], 'optmark_drop_key');
+      return { ok: false, state: await this.#state(accountId, op, month, now) };
+    }
+    return { ok: true, reservation: this.#reservations.create(accountId, op, month, idempotency), state: quotaStateOf(op, row.lim, row.used, month, now) };
+  }
+
+  /** The commit statement of a reservation (with its key and the upload's digest when it has one). */
+  #commitQuery(res: Reservation, month: string, now: Date): { name: string; text: string; values: unknown[] } {
+    const values: unknown[] = [this.#owner.id, res.accountId, res.month, res.operation, month, this.#defaults[res.operation]];
+    const key = res.idempotency;
+    if (!key) return { name: 'optmark_commit', text: COMMIT, values };
+    return { name: 'optmark_commit_keyed', text: COMMIT_KEYED, values: [...values, key.key, uploadDigest(key), now.getTime() + IDEMPOTENCY_TTL_MS] };
   }
 
   commit(res: Reservation, now: Date = new Date(), onSent?: () => void): Promise<QuotaState | undefined> {
@@ -376,12 +420,12 @@ export class PostgresStore implements Store {
       return undefined;
     }
     const m = monthOf(now);
-    const values = [this.#owner.id, res.accountId, res.month, res.operation, m, this.#defaults[res.operation]];
+    const query = this.#commitQuery(res, m, now);
     let row: { released: number; lim: number; used: number } | undefined;
     if (onSent && this.#leaseFresh()) {
-      row = await this.#commitPipelined(res, values, onSent);
+      row = await this.#commitPipelined(res, query, onSent);
     } else {
-      row = (await this.#q<{ released: number; lim: number; used: number }>(COMMIT, values, 'optmark_commit')).rows[0];
+      row = (await this.#q<{ released: number; lim: number; used: number }>(query.text, query.values, query.name)).rows[0];
       if (row?.released === 1) {
         this.#reservations.set(res, 'committed');
         onSent?.();
@@ -401,7 +445,11 @@ export class PostgresStore implements Store {
    * sends what the socket holds), so the unit and the answer's last byte go out together. Only while the
    * lease is fresh: a statement that lands after this instance's holds were reclaimed would not count.
    */
-  async #commitPipelined(res: Reservation, values: unknown[], onSent: () => void): Promise<{ released: number; lim: number; used: number } | undefined> {
+  async #commitPipelined(
+    res: Reservation,
+    query: { name: string; text: string; values: unknown[] },
+    onSent: () => void,
+  ): Promise<{ released: number; lim: number; used: number } | undefined> {
     let client: pg.PoolClient;
     try {
       client = await this.#pool.connect();
@@ -417,7 +465,7 @@ export class PostgresStore implements Store {
     try {
       // node-postgres writes the statement to the socket inside query() when the connection is idle (a
       // pooled connection is): it is on its way when the call returns.
-      const pending = client.query<{ released: number; lim: number; used: number }>({ name: 'optmark_commit', text: COMMIT, values });
+      const pending = client.query<{ released: number; lim: number; used: number }>(query);
       sent = true;
       onSent();
       return (await pending).rows[0];
@@ -449,10 +497,12 @@ export class PostgresStore implements Store {
     const m = monthOf(now);
     let r;
     try {
+      const values: unknown[] = [this.#owner.id, res.accountId, res.month, res.operation, m, this.#defaults[res.operation], state === 'held'];
+      const key = res.idempotency?.key;
       r = await this.#q<{ lim: number; used: number; after: number | null; same_month: boolean }>(
-        REFUND,
-        [this.#owner.id, res.accountId, res.month, res.operation, m, this.#defaults[res.operation], state === 'held'],
-        'optmark_refund',
+        key ? REFUND_KEYED : REFUND,
+        key ? [...values, key] : values,
+        key ? 'optmark_refund_keyed' : 'optmark_refund',
       );
     } catch (err) {
       // The database could not take it now: retried by the background work until it can (a held unit
@@ -471,6 +521,10 @@ export class PostgresStore implements Store {
 
   async quotaState(accountId: number, op: Operation, now: Date = new Date()): Promise<QuotaState> {
     return this.#state(accountId, op, monthOf(now), now);
+  }
+
+  async pruneIdempotencyKeys(now: Date = new Date()): Promise<number> {
+    return (await this.#q(PRUNE_KEYS, [now.getTime()])).rowCount ?? 0;
   }
 
   async reconcile(now: Date = new Date()): Promise<number> {
@@ -738,7 +792,7 @@ export class PostgresStore implements Store {
   async restore(s: StoreSnapshot): Promise<void> {
     await this.#tx(async (c) => {
       await c.query('SET LOCAL synchronous_commit = on');
-      await c.query('TRUNCATE dashboard_records, dashboard_batches, holds, usage_counters, api_keys, accounts RESTART IDENTITY');
+      await c.query('TRUNCATE dashboard_records, dashboard_batches, idempotency_keys, holds, usage_counters, api_keys, accounts RESTART IDENTITY');
       // Rows go in as JSON arrays, a few thousand per statement; accounts are matched by name.
       await insertRows(
         c,
@@ -838,6 +892,7 @@ export class PostgresStore implements Store {
     every(RECONCILE_INTERVAL_MS, reconcile);
     every(LEASE_RENEW_MS, () => this.#renew().catch(report('lease')));
     every(LAST_USED_FLUSH_MS, () => this.#flushLastUsed().catch(report('last-used')));
+    every(IDEMPOTENCY_PRUNE_MS, () => this.pruneIdempotencyKeys().then(() => undefined, report('idempotency keys')));
   }
 
   async stopBackground(): Promise<void> {
@@ -876,7 +931,8 @@ export class PostgresStore implements Store {
 
   /** A commit whose outcome was not known, done again (only this instance's hold of that counter changes). */
   async #recommit(res: Reservation): Promise<void> {
-    await this.#q(COMMIT, [this.#owner.id, res.accountId, res.month, res.operation, res.month, this.#defaults[res.operation]], 'optmark_commit');
+    const query = this.#commitQuery(res, res.month, new Date());
+    await this.#q(query.text, query.values, query.name);
     this.#commitRetry.delete(res);
   }
 

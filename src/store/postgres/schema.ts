@@ -109,6 +109,22 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE INDEX dashboard_records_sha256 ON dashboard_records (sha256);
   CREATE INDEX dashboard_records_batch ON dashboard_records (batch_id);
   `,
+  // 3: Idempotency-Key (src/store/idempotency.ts, ./idempotency.ts): taken 'held' by an owner with its
+  // unit, 'committed' with the upload's SHA-256 in the statement that commits the unit; expires_at in epoch ms.
+  `
+  CREATE TABLE idempotency_keys (
+    account_id integer NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    idem_key   text NOT NULL COLLATE "C",
+    operation  text NOT NULL CHECK (operation IN ('protect', 'verify')),
+    owner      text NOT NULL,
+    state      text NOT NULL CHECK (state IN ('held', 'committed')),
+    sha256     text CHECK (sha256 IS NULL OR length(sha256) = 64),
+    expires_at bigint NOT NULL,
+    PRIMARY KEY (account_id, idem_key)
+  );
+  CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
+  CREATE INDEX idempotency_keys_owner ON idempotency_keys (owner);
+  `,
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

@@ -56,6 +56,8 @@ import type {
 } from '../types.js';
 import { RECORD_COLUMNS, recordValues, toBatch, toRecord, type BatchRow, type DashboardRecords, type RecordRow } from '../records.js';
 import { SqliteDashboardRecords } from './records.js';
+import { SqliteIdempotency } from './idempotency.js';
+import { IDEMPOTENCY_PRUNE_MS, priorOf, uploadDigest, type IdempotentRequest } from '../idempotency.js';
 
 export interface SqliteStoreOptions {
   dataDir: string;
@@ -150,12 +152,15 @@ export class SqliteStore implements Store {
   readonly #orphanOwners;
   readonly #releaseOwnerTx;
   readonly #heldOf;
+  readonly #keys: SqliteIdempotency;
+  readonly #reserveKeyedTx;
 
   private constructor(db: Db, file: string, defaults: Record<Operation, number>) {
     this.#db = db;
     this.file = file;
     this.#defaults = defaults;
     this.dashboard = new SqliteDashboardRecords(db);
+    this.#keys = new SqliteIdempotency(db);
     this.#authByHash = db.prepare<[Buffer], AuthRow>(
       `SELECT ${ACCOUNT_COLUMNS}, k.id AS key_id, k.last_used_at, k.revoked_at
          FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?`,
@@ -182,6 +187,18 @@ export class SqliteStore implements Store {
       const [taken] = this.#reserveCounter.all(p);
       if (taken) this.#hold.run(p);
       return taken;
+    });
+    // The same with an Idempotency-Key: a key this account already has takes no unit; else the key is
+    // taken with the unit, or not at all (over the limit).
+    this.#reserveKeyedTx = db.transaction((p: CounterParams & HoldParams, key: string, nowMs: number) => {
+      const prior = this.#keys.find(p.account, key, nowMs);
+      if (prior) return { prior };
+      const [taken] = this.#reserveCounter.all(p);
+      if (taken) {
+        this.#hold.run(p);
+        this.#keys.take(p.account, key, p.op, p.owner, nowMs);
+      }
+      return { taken };
     });
     this.#release = db.prepare<[HoldParams]>(
       'UPDATE holds SET n = n - 1 WHERE owner = :owner AND account_id = :account AND month = :month AND operation = :op AND n > 0',
@@ -248,6 +265,7 @@ export class SqliteStore implements Store {
         units += h.n;
       }
       dropHolds.run(owner);
+      this.#keys.dropHeldOf(owner);
       dropOwner.run(owner);
       return units;
     });
@@ -294,16 +312,28 @@ export class SqliteStore implements Store {
     return { ok: true, account: this.#toAccount(row), keyId: row.key_id };
   }
 
-  async reserve(accountId: number, op: Operation, now: Date = new Date()): Promise<ReserveResult> {
-    return this.reserveSync(accountId, op, now);
+  async reserve(accountId: number, op: Operation, now: Date = new Date(), idempotency?: IdempotentRequest): Promise<ReserveResult> {
+    return this.reserveSync(accountId, op, now, idempotency);
   }
 
-  reserveSync(accountId: number, op: Operation, now: Date = new Date()): ReserveResult {
+  reserveSync(accountId: number, op: Operation, now: Date = new Date(), idempotency?: IdempotentRequest): ReserveResult {
     if (!this.#registered) this.#register(now.getTime());
     const month = monthOf(now);
-    const taken = this.#reserveTx.immediate({ account: accountId, month, op, fallback: this.#defaults[op], owner: this.#owner.id });
+    const p = { account: accountId, month, op, fallback: this.#defaults[op], owner: this.#owner.id };
+    let taken: { used: number; lim: number } | undefined;
+    if (idempotency) {
+      const keyed = this.#reserveKeyedTx.immediate(p, idempotency.key, now.getTime());
+      if (keyed.prior) return { ok: false, state: this.#state(accountId, op, month, now), prior: priorOf(keyed.prior) };
+      taken = keyed.taken;
+    } else {
+      taken = this.#reserveTx.immediate(p);
+    }
     if (!taken) return { ok: false, state: this.#state(accountId, op, month, now) };
-    return { ok: true, reservation: this.#reservations.create(accountId, op, month), state: quotaStateOf(op, taken.lim, taken.used, month, now) };
+    return {
+      ok: true,
+      reservation: this.#reservations.create(accountId, op, month, idempotency),
+      state: quotaStateOf(op, taken.lim, taken.used, month, now),
+    };
   }
 
   async commit(r: Reservation, now: Date = new Date(), onSent?: () => void): Promise<QuotaState | undefined> {
@@ -316,15 +346,30 @@ export class SqliteStore implements Store {
   commitSync(r: Reservation, now: Date = new Date()): QuotaState | undefined {
     if (this.#reservations.state(r) !== 'held') return undefined;
     const month = monthOf(now);
+    const owner = this.#owner.id;
     // One statement: the hold taken off, and the counter read back for the RateLimit headers.
-    const [row] = this.#commitRelease.all({
-      owner: this.#owner.id,
-      account: r.accountId,
-      month: r.month,
-      op: r.operation,
-      now: month,
-      fallback: this.#defaults[r.operation],
-    });
+    const release = () => {
+      const [row] = this.#commitRelease.all({
+        owner,
+        account: r.accountId,
+        month: r.month,
+        op: r.operation,
+        now: month,
+        fallback: this.#defaults[r.operation],
+      });
+      return row;
+    };
+    // With its key, committed in the same transaction.
+    const key = r.idempotency;
+    const row = key
+      ? this.#db
+          .transaction((sha256: string) => {
+            const released = release();
+            if (released) this.#keys.commit(r.accountId, key.key, owner, sha256, now.getTime());
+            return released;
+          })
+          .immediate(uploadDigest(key))
+      : release();
     if (!row) {
       this.#reservations.set(r, undefined);
       throw reservationLost();
@@ -345,6 +390,7 @@ export class SqliteStore implements Store {
         // A held unit comes back only if this instance still holds it (else a reconciliation did it).
         const held = state === 'held' && this.#release.run({ owner: this.#owner.id, account: r.accountId, month: r.month, op: r.operation }).changes === 1;
         if (held || state === 'committed') this.#uncount.run(r.accountId, r.month, r.operation);
+        if (r.idempotency) this.#keys.drop(r.accountId, r.idempotency.key, this.#owner.id);
       })
       .immediate();
     // Forgotten only once the write went through: after a failed write (SQLITE_BUSY) a retry still refunds.
@@ -372,6 +418,10 @@ export class SqliteStore implements Store {
     for (const id of dead) units += this.#releaseOwnerTx.immediate(id);
     this.#reconciled += units;
     return units;
+  }
+
+  async pruneIdempotencyKeys(now: Date = new Date()): Promise<number> {
+    return this.#keys.prune(now.getTime());
   }
 
   // ── operator side ─────────────────────────────────────────────────────────────────────────────
@@ -612,6 +662,13 @@ export class SqliteStore implements Store {
         this.#flushLastUsed();
       } catch (err) {
         report('last-used')(err);
+      }
+    });
+    every(IDEMPOTENCY_PRUNE_MS, () => {
+      try {
+        this.#keys.prune(Date.now());
+      } catch (err) {
+        report('idempotency keys')(err);
       }
     });
   }
