@@ -19,7 +19,7 @@ import { runProtect, runProtectRaw } from '../src/pipeline/protect.js';
 import { parseUpload, safeBasename } from '../src/pipeline/upload.js';
 import { withoutFingerprint } from '../src/pipeline/layers.js';
 import { runVerify } from '../src/pipeline/verify.js';
-import { warmUp } from '../src/pipeline/warmup.js';
+import { warmUp, warmUpProtect } from '../src/pipeline/warmup.js';
 import type { Posted, StartedMessage, TaskResult, WorkerInit } from '../src/pool/tasks.js';
 import { TransferViews } from '../src/transfer/worker.js';
 import { loadXml } from '../src/xmp/packet.js';
@@ -112,7 +112,7 @@ async function perform(task: Posted): Promise<TaskResult> {
         return { ok: true, kind: 'answer', answer: { bytes: body }, mark, extraHeaders: headers };
       }
       case 'warmup':
-        await Promise.all([warmUp(), layers.warm()]);
+        await Promise.all([warmUp().then(() => warmUpProtect(credentials, init.maxUploadBytes)), layers.warm()]);
         return { ok: true, kind: 'warm', threadId };
     }
   } catch (err) {
