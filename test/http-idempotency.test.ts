@@ -9,7 +9,7 @@ import { openStore, type Store } from '../src/store/index.js';
 import { expectConforms, expectError, remaining } from './helpers/assert.js';
 import { smallImage } from './helpers/images.js';
 import { ENGINES, createTestDatabase } from './helpers/stores.js';
-import { TestServer, api, heldUpload, imageForm, rawRequest, type Answer } from './helpers/server.js';
+import { TestServer, api, heldUpload, imageForm, rawRequest, waitFor, type Answer } from './helpers/server.js';
 
 describe.each(ENGINES)('Idempotency-Key on %s', (engine) => {
   let server: TestServer;
@@ -113,6 +113,8 @@ describe.each(ENGINES)('Idempotency-Key on %s', (engine) => {
       form.body.length >> 1,
     );
     await slow.held;
+    // Written by the client is not yet reserved by the server: wait until the first attempt holds its unit.
+    await waitFor('the first attempt to hold its unit', async () => ((await server.usage(name)).held.protect === 1 ? true : undefined));
     const busy = await api(server, 'protect', key, image, { 'Idempotency-Key': k });
     expectError(busy, 409, 'idempotency_key_in_use');
     expectConforms(busy, 'post', '/api/v1/protect');
