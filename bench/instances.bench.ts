@@ -11,7 +11,8 @@
  * instances are up at once and take ROUNDS turns of SECONDS each (after a short warm-up), alternating which
  * goes first, so a change in the machine's load falls on both alike. Prints protects per second (the
  * median of the rounds), the PostgreSQL/SQLite ratio at each n (the median of the rounds' ratios, with
- * every round's), and each engine's growth over n = 1.
+ * every round's), and each engine's growth over n = 1. Beside it, CPU per protect from /proc: of the optmark
+ * processes and, for PostgreSQL, of the database's backends (the work SQLite does inside the process).
  *
  *   npm run build && node dist/bench/instances.bench.js
  *   (INSTANCES=3 ROUNDS=5 SECONDS=4 CONCURRENCY=8 IMAGE=jpeg-1mp; BENCH_QUICK=1 for one short round)
@@ -23,6 +24,7 @@ import { join } from 'node:path';
 import pg from 'pg';
 import { Client, closedLoop } from '../src/capacity/client.js';
 import { generatedCorpus, prepare } from '../src/capacity/corpus.js';
+import { processCpu } from '../src/capacity/proc.js';
 import { startOptmark, type Running } from '../src/capacity/servers.js';
 import { QUICK } from './lib/report.js';
 
@@ -35,7 +37,7 @@ const TIMEOUT_MS = 60_000;
 
 type Engine = 'sqlite' | 'postgres';
 
-async function freshDatabase(): Promise<{ url: string; drop: () => Promise<void> }> {
+async function freshDatabase(): Promise<{ url: string; name: string; drop: () => Promise<void> }> {
   const base = process.env.OPTMARK_BENCH_DATABASE_URL || process.env.OPTMARK_TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
   const name = `optmark_bench_${randomBytes(4).toString('hex')}`;
   const admin = new pg.Client({ connectionString: base });
@@ -46,6 +48,7 @@ async function freshDatabase(): Promise<{ url: string; drop: () => Promise<void>
   u.pathname = `/${name}`;
   return {
     url: u.href,
+    name,
     drop: async () => {
       const c = new pg.Client({ connectionString: base });
       await c.connect();
@@ -85,18 +88,45 @@ async function stopSide(side: Side): Promise<void> {
   side.cleanup();
 }
 
+interface Turn {
+  rate: number;
+  /** CPU ms per protect of the optmark processes, and of the PostgreSQL backends serving them. */
+  serverMs: number;
+  backendMs: number;
+}
+
+/** CPU-seconds so far of the PostgreSQL backends connected to the bench's database (same machine). */
+async function backendCpu(): Promise<Map<number, number>> {
+  const r = await monitor.query<{ pid: number }>('SELECT pid FROM pg_stat_activity WHERE datname = $1 AND pid <> pg_backend_pid()', [db.name]);
+  const out = new Map<number, number>();
+  for (const { pid } of r.rows) {
+    const cpu = processCpu(pid);
+    if (cpu !== undefined) out.set(pid, cpu);
+  }
+  return out;
+}
+
+const serverCpu = (side: Side): number => side.servers.reduce((sum, s) => sum + (s.target.pid === undefined ? 0 : (processCpu(s.target.pid) ?? 0)), 0);
+
 /** Protects per second through one side's instances for `seconds` (a closed loop of CONCURRENCY). */
-async function measure(engine: Engine, n: number, side: Side, seconds: number): Promise<number> {
+async function measure(engine: Engine, n: number, side: Side, seconds: number): Promise<Turn> {
   let done = 0;
   let failed = 0;
+  const s0 = serverCpu(side);
+  const b0 = await backendCpu();
   const t0 = performance.now();
   while (performance.now() - t0 < seconds * 1000) {
     const { outcomes } = await closedLoop(side.client, [body], () => 0, CONCURRENCY * 2, CONCURRENCY, TIMEOUT_MS);
     done += outcomes.filter((o) => o.status === 200).length;
     failed += outcomes.filter((o) => o.status !== 200).length;
   }
+  const rate = done / ((performance.now() - t0) / 1000);
+  const serverMs = ((serverCpu(side) - s0) * 1000) / Math.max(1, done);
+  // Backends that came during the turn count whole; the other engine's side has none.
+  let backend = 0;
+  for (const [pid, cpu] of await backendCpu()) backend += cpu - (b0.get(pid) ?? 0);
   if (failed > 0) console.log(`  (${engine}, ${n}: ${failed} requests failed)`);
-  return done / ((performance.now() - t0) / 1000);
+  return { rate, serverMs, backendMs: engine === 'postgres' ? (backend * 1000) / Math.max(1, done) : 0 };
 }
 
 const median = (xs: number[]): number => {
@@ -108,12 +138,17 @@ const [image] = await generatedCorpus([IMAGE]);
 if (!image) throw new Error(`no corpus image ${IMAGE}`);
 const body = prepare('protect', image);
 const db = await freshDatabase();
+const monitor = new pg.Client({
+  connectionString: process.env.OPTMARK_BENCH_DATABASE_URL || process.env.OPTMARK_TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres',
+});
+await monitor.connect();
 console.log(
   `protect of ${image.name} (${(image.bytes.length / 1e6).toFixed(2)} MB), ${CONCURRENCY} in flight, ${ROUNDS} rounds of ${SECONDS} s per engine and count, ${cpus().length} cores, load ${loadavg()
     .map((l) => l.toFixed(1))
     .join(' ')}`,
 );
 const results: Record<Engine, number[]> = { sqlite: [], postgres: [] };
+const cpu: Record<Engine, { server: number; backend: number }[]> = { sqlite: [], postgres: [] };
 const ratios: number[] = [];
 try {
   for (let n = 1; n <= INSTANCES; n++) {
@@ -121,11 +156,11 @@ try {
     // alternating which goes first, so a change in the machine's load falls on both alike. The ratio is
     // the median of the rounds' ratios.
     const sides = { sqlite: await startSide('sqlite', n, db.url), postgres: await startSide('postgres', n, db.url) };
-    const rounds: Record<Engine, number>[] = [];
+    const rounds: Record<Engine, Turn>[] = [];
     try {
       for (let r = 0; r < ROUNDS; r++) {
         const order: Engine[] = (n + r) % 2 === 1 ? ['sqlite', 'postgres'] : ['postgres', 'sqlite'];
-        const round = { sqlite: 0, postgres: 0 };
+        const round = {} as Record<Engine, Turn>;
         for (const engine of order) round[engine] = await measure(engine, n, sides[engine], SECONDS);
         rounds.push(round);
       }
@@ -133,24 +168,31 @@ try {
       await stopSide(sides.sqlite);
       await stopSide(sides.postgres);
     }
-    results.sqlite[n - 1] = median(rounds.map((r) => r.sqlite));
-    results.postgres[n - 1] = median(rounds.map((r) => r.postgres));
-    ratios[n - 1] = median(rounds.map((r) => r.postgres / r.sqlite));
+    for (const engine of ['sqlite', 'postgres'] as const) {
+      results[engine][n - 1] = median(rounds.map((r) => r[engine].rate));
+      cpu[engine][n - 1] = { server: median(rounds.map((r) => r[engine].serverMs)), backend: median(rounds.map((r) => r[engine].backendMs)) };
+    }
+    ratios[n - 1] = median(rounds.map((r) => r.postgres.rate / r.sqlite.rate));
     console.log(
       `${n} instance${n === 1 ? ' ' : 's'}: SQLite ${results.sqlite[n - 1]!.toFixed(1)}/s, PostgreSQL ${results.postgres[n - 1]!.toFixed(1)}/s, ` +
-        `PostgreSQL/SQLite ${ratios[n - 1]!.toFixed(2)} (rounds: ${rounds.map((r) => (r.postgres / r.sqlite).toFixed(2)).join(' ')})`,
+        `PostgreSQL/SQLite ${ratios[n - 1]!.toFixed(2)} (rounds: ${rounds.map((r) => (r.postgres.rate / r.sqlite.rate).toFixed(2)).join(' ')}); ` +
+        `CPU ms per protect: SQLite server ${cpu.sqlite[n - 1]!.server.toFixed(2)}, PostgreSQL server ${cpu.postgres[n - 1]!.server.toFixed(2)} + backends ${cpu.postgres[n - 1]!.backend.toFixed(2)}`,
     );
   }
 } finally {
+  await monitor.end();
   await db.drop();
 }
-console.log('\n| instances | SQLite protects/s | vs 1 | PostgreSQL protects/s | vs 1 | PostgreSQL/SQLite |');
-console.log('|---|---|---|---|---|---|');
+console.log(
+  '\n| instances | SQLite protects/s | vs 1 | PostgreSQL protects/s | vs 1 | PostgreSQL/SQLite | CPU ms/protect SQLite | CPU ms/protect PostgreSQL (server + backends) |',
+);
+console.log('|---|---|---|---|---|---|---|---|');
 for (let n = 1; n <= INSTANCES; n++) {
   const s = results.sqlite[n - 1]!;
   const p = results.postgres[n - 1]!;
   console.log(
-    `| ${n} | ${s.toFixed(1)} | ${(s / results.sqlite[0]!).toFixed(2)} | ${p.toFixed(1)} | ${(p / results.postgres[0]!).toFixed(2)} | ${ratios[n - 1]!.toFixed(2)} |`,
+    `| ${n} | ${s.toFixed(1)} | ${(s / results.sqlite[0]!).toFixed(2)} | ${p.toFixed(1)} | ${(p / results.postgres[0]!).toFixed(2)} | ${ratios[n - 1]!.toFixed(2)} | ` +
+      `${cpu.sqlite[n - 1]!.server.toFixed(2)} | ${cpu.postgres[n - 1]!.server.toFixed(2)} + ${cpu.postgres[n - 1]!.backend.toFixed(2)} |`,
   );
 }
 console.log(`load average at the end: ${loadavg()[0]!.toFixed(1)}`);

@@ -381,6 +381,72 @@ describe.each(ENGINES)('store on %s', (engine) => {
       const store = await openStore();
       expect(await storeErrorCode(() => store.reserve(999, 'protect'))).toBe('unknown_account');
     });
+
+    it('concurrent reserves (one batch on PostgreSQL): exactly each limit, to the first callers, each seeing the counter as if alone', async () => {
+      const store = await openStore();
+      const a = await account(store, { protect: 10, verify: 2 });
+      const b = await account(store, { protect: 3 });
+      // Interleaved: a/protect, a/protect, b/protect, a/verify, ... all issued in one turn.
+      const calls = Array.from({ length: 48 }, (_, i) => ([a, a, b, a] as const)[i % 4]!).map((id, i) => ({
+        id,
+        op: i % 4 === 3 ? ('verify' as const) : ('protect' as const),
+      }));
+      const results = await Promise.all(calls.map((c) => store.reserve(c.id, c.op)));
+      const stream = (id: number, op: 'protect' | 'verify') => results.filter((_, i) => calls[i]!.id === id && calls[i]!.op === op);
+      const shape = (rs: typeof results) => rs.map((r) => `${r.ok ? 'ok' : 'no'} ${r.state.used}/${r.state.remaining}`);
+      const expected = (n: number, limit: number) => Array.from({ length: n }, (_, i) => (i < limit ? `ok ${i + 1}/${limit - i - 1}` : `no ${limit}/0`));
+      expect(shape(stream(a, 'protect'))).toEqual(expected(24, 10));
+      expect(shape(stream(b, 'protect'))).toEqual(expected(12, 3));
+      expect(shape(stream(a, 'verify'))).toEqual(expected(12, 2));
+      // Commits and refunds of one turn, a refund asked twice among them, and a commit of a refunded unit.
+      const granted = results.flatMap((r) => (r.ok ? [r.reservation] : []));
+      expect(granted).toHaveLength(15);
+      const mine = granted.filter((r) => r.accountId === a && r.operation === 'protect');
+      const [gone, ...rest] = mine;
+      const answers = await Promise.all([
+        store.refund(gone!),
+        store.refund(gone!),
+        ...rest.map((r, i) => (i % 3 === 0 ? store.refund(r) : store.commit(r))),
+        store.commit(gone!),
+        ...granted.filter((r) => !mine.includes(r)).map((r) => store.commit(r)),
+      ]);
+      expect(answers[1]).toBeUndefined(); // the second refund of one unit gives nothing back
+      expect(answers[2 + rest.length]).toBeUndefined(); // nor does the commit after it
+      const refunded = 1 + rest.filter((_, i) => i % 3 === 0).length; // 1 + 3
+      expect((await store.quotaState(a, 'protect')).used).toBe(10 - refunded);
+      expect((await store.quotaState(b, 'protect')).used).toBe(3);
+      expect((await store.quotaState(a, 'verify')).used).toBe(2);
+      const names = await store.listAccounts();
+      for (const id of [a, b]) expect((await store.usage(names.find((x) => x.id === id)!.name)).held).toEqual({ protect: 0, verify: 0 });
+      // Exactly the units given back can be taken again.
+      expect(shape(await Promise.all(Array.from({ length: refunded + 2 }, () => store.reserve(a, 'protect'))))).toEqual(
+        Array.from({ length: refunded + 2 }, (_, i) => (i < refunded ? `ok ${10 - refunded + i + 1}/${refunded - i - 1}` : 'no 10/0')),
+      );
+    });
+
+    it('concurrent commits across a month turn each answer their own month', async () => {
+      const store = await openStore();
+      const id = await account(store, { verify: 5 });
+      const jan = new Date('2026-01-31T23:59:59.000Z');
+      const feb = new Date('2026-02-01T00:00:01.000Z');
+      const [x, y] = await Promise.all([store.reserve(id, 'verify', jan), store.reserve(id, 'verify', jan)]);
+      if (!x?.ok || !y?.ok) throw new Error('reserve failed');
+      const [cx, cy] = await Promise.all([store.commit(x.reservation, jan), store.commit(y.reservation, feb)]);
+      expect([cx?.used, cx?.resetSeconds, cy?.used, cy?.remaining]).toEqual([2, 1, 0, 5]);
+      const name = (await store.listAccounts()).find((a) => a.id === id)!.name;
+      expect((await store.usage(name, '2026-01')).verify.used).toBe(2);
+      expect((await store.usage(name, '2026-01')).held.verify).toBe(0);
+    });
+
+    it('an unknown account among concurrent reserves fails only its own call', async () => {
+      const store = await openStore();
+      const id = await account(store, { protect: 2 });
+      const out = await Promise.all([store.reserve(id, 'protect'), store.reserve(999_999, 'protect').catch((e: unknown) => e), store.reserve(id, 'protect')]);
+      expect(out[0]).toMatchObject({ ok: true, state: { used: 1 } });
+      expect(out[1]).toBeInstanceOf(StoreError);
+      expect((out[1] as StoreError).code).toBe('unknown_account');
+      expect(out[2]).toMatchObject({ ok: true, state: { used: 2 } });
+    });
   });
 
   describe('reservations of dead instances', () => {
@@ -685,6 +751,82 @@ describe.each(ENGINES)('store on %s', (engine) => {
       expect((await target.listKeys('acme')).map((k) => k.prefix)).toEqual([prefix, revoked.prefix]);
       expect((await target.usage('acme')).protect.used).toBe(3);
     });
+  });
+});
+
+describe('batched statements (PostgreSQL)', () => {
+  const h = new StoreHarness('postgres');
+  beforeAll(() => h.setup());
+  afterEach(() => h.closeAll());
+  afterAll(() => h.teardown());
+
+  async function accountWith(store: Store, protect: number): Promise<{ id: number; name: string }> {
+    const a = await store.createAccount(`b${Math.random().toString(36).slice(2, 10)}`, 'pro');
+    await store.setLimits(a.name, { protect });
+    return { id: a.id, name: a.name };
+  }
+
+  it('a reserve batch that fails fails every call in it with store_unavailable and takes nothing', async () => {
+    const store = await h.open(undefined, undefined, { storeTimeoutMs: 800 });
+    const { id, name } = await accountWith(store, 5);
+    const first = await store.reserve(id, 'protect');
+    if (!first.ok) throw new Error('reserve failed');
+    await store.commit(first.reservation);
+    // Another session holds the counter row past the statement timeout: the batch's statement is cancelled.
+    const blocker = await h.client(store);
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query('SELECT used FROM usage_counters WHERE account_id = $1 FOR UPDATE', [id]);
+      const codes = await Promise.all(Array.from({ length: 6 }, () => storeErrorCode(() => store.reserve(id, 'protect'))));
+      expect(codes).toEqual(Array.from({ length: 6 }, () => 'store_unavailable'));
+    } finally {
+      await blocker.query('ROLLBACK').catch(() => undefined);
+      await blocker.end();
+    }
+    const u = await store.usage(name);
+    expect([u.protect.used, u.held.protect]).toEqual([1, 0]);
+    const again = await Promise.all(Array.from({ length: 6 }, () => store.reserve(id, 'protect')));
+    expect(again.map((r) => r.ok)).toEqual([true, true, true, true, false, false]);
+  });
+
+  it('a commit batch that fails fails every call with store_unavailable; the units stay held and commit later', async () => {
+    const store = await h.open(undefined, undefined, { storeTimeoutMs: 800 });
+    const { id, name } = await accountWith(store, 5);
+    const held = await Promise.all(Array.from({ length: 3 }, () => store.reserve(id, 'protect')));
+    const reservations = held.map((r) => (r.ok ? r.reservation : undefined)).filter((r) => r !== undefined);
+    expect(reservations).toHaveLength(3);
+    const blocker = await h.client(store);
+    try {
+      await blocker.query('BEGIN');
+      await blocker.query('SELECT n FROM holds WHERE account_id = $1 FOR UPDATE', [id]);
+      const codes = await Promise.all(reservations.map((r) => storeErrorCode(() => store.commit(r))));
+      expect(codes).toEqual(['store_unavailable', 'store_unavailable', 'store_unavailable']);
+    } finally {
+      await blocker.query('ROLLBACK').catch(() => undefined);
+      await blocker.end();
+    }
+    expect((await store.usage(name)).held.protect).toBe(3);
+    const states = await Promise.all(reservations.map((r) => store.commit(r)));
+    expect(states.map((s) => s?.used)).toEqual([3, 3, 3]);
+    const u = await store.usage(name);
+    expect([u.protect.used, u.held.protect]).toEqual([3, 0]);
+  });
+
+  it('batches from several instances racing for one fresh counter row grant exactly the limit', async () => {
+    const dir = h.tempDir();
+    const stores = await Promise.all([h.open(dir), h.open(dir), h.open(dir)]);
+    const { id, name } = await accountWith(stores[0]!, 25);
+    // No counter row yet: each instance's first batch tries to create it; the ones that lose are sent again.
+    const results = await Promise.all(Array.from({ length: 90 }, (_, i) => stores[i % 3]!.reserve(id, 'protect')));
+    expect(results.filter((r) => r.ok)).toHaveLength(25);
+    for (const s of stores) {
+      const mine = results.filter((_, i) => stores[i % 3] === s);
+      // Within one instance the granted calls come first, in order.
+      const ok = mine.map((r) => r.ok);
+      expect(ok).toEqual([...ok].sort((x, y) => Number(y) - Number(x)));
+    }
+    const u = await stores[1]!.usage(name);
+    expect([u.protect.used, u.held.protect]).toEqual([25, 25]);
   });
 });
 

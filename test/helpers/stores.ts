@@ -99,7 +99,11 @@ export class StoreHarness {
     return u.href;
   }
 
-  async open(dataDir = this.tempDir(), limits: Limits = { protect: 10_000, verify: 50_000 }, extra: { authCacheMs?: number } = {}): Promise<Store> {
+  async open(
+    dataDir = this.tempDir(),
+    limits: Limits = { protect: 10_000, verify: 50_000 },
+    extra: { authCacheMs?: number; storeTimeoutMs?: number } = {},
+  ): Promise<Store> {
     const store = await openStore({
       dataDir,
       defaultProtectLimit: limits.protect,
@@ -126,14 +130,20 @@ export class StoreHarness {
         db.close();
       }
     }
-    const schema = this.#schemaOf.get(store);
-    const c = new pg.Client({ connectionString: this.#db!.url, options: schema ? `-c search_path=${schema}` : undefined });
-    await c.connect();
+    const c = await this.client(store);
     try {
       return (await c.query(sql, params)).rows;
     } finally {
       await c.end();
     }
+  }
+
+  /** A connection of its own to a PostgreSQL store's database and schema (the caller ends it). */
+  async client(store: Store): Promise<pg.Client> {
+    const schema = this.#schemaOf.get(store);
+    const c = new pg.Client({ connectionString: this.#db!.url, options: schema ? `-c search_path=${schema}` : undefined });
+    await c.connect();
+    return c;
   }
 }
 

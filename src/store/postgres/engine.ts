@@ -9,6 +9,8 @@
  *   instance's row in `holds`. `commit` takes it off the hold (the unit stays counted); `refund` takes it
  *   off both. A unit is given back exactly once: by the refund, or by a reconciliation that deletes a
  *   dead instance's holds and subtracts them from the counters in one statement (row locks order them).
+ *   Concurrent requests' reserves, commits and refunds go in one statement per kind and event-loop turn
+ *   (./batch.ts), each answered exactly as if it had been alone, in arrival order.
  * - Keys: authentication results are cached for at most `authCacheMs` (2 s), bounded in size; last-used
  *   times are written in batches every 10 s.
  * - Unavailability: a query that fails for want of the database (connection refused or lost, timeouts,
@@ -63,6 +65,7 @@ import type {
   Usage,
 } from '../types.js';
 import { RECORD_COLUMNS, toBatch, toRecord, type BatchRow, type DashboardRecords, type RecordRow } from '../records.js';
+import { Batcher, DEFER, RESERVE_BATCH, COMMIT_BATCH, REFUND_BATCH, groupArrays, groupsOf, runOn } from './batch.js';
 import { PgDashboardRecords } from './records.js';
 import { migrate } from './schema.js';
 import { DROP_KEY, KEYS_RELEASED, KEY_COMMITTED, KEY_REFUNDED, PRUNE_KEYS, reserveKeyed, withKey } from './idempotency.js';
@@ -132,6 +135,8 @@ const KEY_COLUMNS = 'k.id, k.prefix, k.created_at, k.last_used_at, k.revoked_at,
 /** The effective limit of operation $op for account `a`, with $fallback the configured default. */
 const limitOf = (op: string, fallback: string) => `coalesce(CASE ${op}::text WHEN 'protect' THEN a.protect_limit ELSE a.verify_limit END, ${fallback}::bigint)`;
 
+// A reservation alone in its turn (the batch statement of ./batch.ts does the same for many, at about
+// three times the execution cost of this one).
 const RESERVE = `
   WITH lim AS (SELECT a.id, ${limitOf('$3', '$4')} AS lim FROM accounts a WHERE a.id = $1),
   c AS (
@@ -196,6 +201,32 @@ const RESERVE_KEYED = reserveKeyed(limitOf('$3', '$4'));
 const COMMIT_KEYED = withKey(COMMIT, KEY_COMMITTED);
 const REFUND_KEYED = withKey(REFUND, KEY_REFUNDED);
 
+interface Call {
+  accountId: number;
+  /** The month the unit is taken from (or was). */
+  month: string;
+  operation: Operation;
+  /** The month whose counter the answer shows. */
+  at: string;
+}
+type ReserveCall = Call;
+/** `used`: the counter after this call (granted), or as it stands (refused). */
+type ReserveAnswer = { granted: boolean; lim: number; used: number };
+interface CommitCall extends Call {
+  /** Runs once the statement is written (lease fresh) or once it is answered. */
+  onSent?: () => void;
+  sent: boolean;
+  /** What `onSent` threw. */
+  failed?: unknown;
+}
+type CommitAnswer = { released: boolean; lim: number; used: number };
+interface RefundCall extends Call {
+  /** Still held (not committed). */
+  held: boolean;
+}
+/** Undefined when the account is gone. */
+type RefundAnswer = { lim: number; used: number } | undefined;
+
 export class PostgresStore implements Store {
   readonly engine = 'postgres' as const;
   readonly sharesSecrets = true;
@@ -220,6 +251,9 @@ export class PostgresStore implements Store {
   /** When the lease was last written (Date.now() before the statement): see #leaseFresh. */
   #leaseAt = 0;
   readonly #timeoutMs: number;
+  readonly #reserves = new Batcher<ReserveCall, ReserveAnswer>((calls) => this.#reserveBatch(calls));
+  readonly #commits = new Batcher<CommitCall, CommitAnswer>((calls) => this.#commitBatch(calls));
+  readonly #refunds = new Batcher<RefundCall, RefundAnswer>((calls) => this.#refundBatch(calls));
 
   private constructor(pool: pg.Pool, config: pg.PoolConfig, location: string, defaults: Record<Operation, number>, authCacheMs: number, timeoutMs: number) {
     this.#pool = pool;
@@ -366,14 +400,10 @@ export class PostgresStore implements Store {
     }));
     const month = monthOf(now);
     if (idempotency) return this.#reserveKeyed(accountId, op, month, now, idempotency);
-    const r = await this.#q<{ used: number; lim: number; held: number }>(
-      RESERVE,
-      [accountId, month, op, this.#defaults[op], this.#owner.id],
-      'optmark_reserve',
-    );
-    const taken = r.rows[0];
-    if (!taken) return { ok: false, state: await this.#state(accountId, op, month, now) };
-    return { ok: true, reservation: this.#reservations.create(accountId, op, month), state: quotaStateOf(op, taken.lim, taken.used, month, now) };
+    const taken = await this.#reserves.add({ accountId, month, operation: op, at: month });
+    const state = quotaStateOf(op, taken.lim, taken.used, month, now);
+    if (!taken.granted) return { ok: false, state };
+    return { ok: true, reservation: this.#reservations.create(accountId, op, month), state };
   }
 
   async #reserveKeyed(accountId: number, op: Operation, month: string, now: Date, idempotency: IdempotentRequest): Promise<ReserveResult> {
@@ -420,6 +450,32 @@ export class PostgresStore implements Store {
       return undefined;
     }
     const m = monthOf(now);
+    if (res.idempotency) return this.#commitKeyed(res, m, now, onSent);
+    const call: CommitCall = { accountId: res.accountId, month: res.month, operation: res.operation, at: m, onSent, sent: false };
+    let row: CommitAnswer;
+    try {
+      row = await this.#commits.add(call);
+    } catch (err) {
+      if (call.sent) {
+        // The answer went out; whether the statement ran is not known. Counted as committed, and the
+        // commit is done again once the database answers (taking a hold that is already gone changes nothing).
+        this.#reservations.set(res, 'committed');
+        this.#commitRetry.add(res);
+      }
+      throw err;
+    }
+    if (!row.released) {
+      if (this.#reservations.state(res) === 'held') this.#reservations.set(res, undefined);
+      throw reservationLost();
+    }
+    this.#reservations.set(res, 'committed');
+    if (call.failed !== undefined) throw call.failed;
+    if (!call.sent) onSent?.();
+    return quotaStateOf(res.operation, row.lim, row.used, m, now);
+  }
+
+  /** A keyed reservation's commit (its key recorded in the same statement): one statement of its own. */
+  async #commitKeyed(res: Reservation, m: string, now: Date, onSent: (() => void) | undefined): Promise<QuotaState | undefined> {
     const query = this.#commitQuery(res, m, now);
     let row: { released: number; lim: number; used: number } | undefined;
     if (onSent && this.#leaseFresh()) {
@@ -495,15 +551,12 @@ export class PostgresStore implements Store {
     const state = this.#reservations.state(res);
     if (state === undefined) return undefined;
     const m = monthOf(now);
-    let r;
+    let row: RefundAnswer;
     try {
-      const values: unknown[] = [this.#owner.id, res.accountId, res.month, res.operation, m, this.#defaults[res.operation], state === 'held'];
       const key = res.idempotency?.key;
-      r = await this.#q<{ lim: number; used: number; after: number | null; same_month: boolean }>(
-        key ? REFUND_KEYED : REFUND,
-        key ? [...values, key] : values,
-        key ? 'optmark_refund_keyed' : 'optmark_refund',
-      );
+      row = key
+        ? await this.#refundKeyed(res, key, m)
+        : await this.#refunds.add({ accountId: res.accountId, month: res.month, operation: res.operation, at: m, held: state === 'held' });
     } catch (err) {
       // The database could not take it now: retried by the background work until it can (a held unit
       // of a live instance is never reclaimed by anyone else).
@@ -512,11 +565,20 @@ export class PostgresStore implements Store {
     }
     this.#retry.delete(res);
     this.#reservations.set(res, undefined);
+    return row && quotaStateOf(res.operation, row.lim, row.used, m, now);
+  }
+
+  /** A keyed reservation's refund (its key given back in the same statement). */
+  async #refundKeyed(res: Reservation, key: string, m: string): Promise<RefundAnswer> {
+    const held = this.#reservations.state(res) === 'held';
+    const r = await this.#q<{ lim: number; used: number; after: number | null; same_month: boolean }>(
+      REFUND_KEYED,
+      [this.#owner.id, res.accountId, res.month, res.operation, m, this.#defaults[res.operation], held, key],
+      'optmark_refund_keyed',
+    );
     const row = r.rows[0];
-    if (!row) return undefined;
     // The state read in the statement predates its own update: show the unit given back.
-    const used = row.same_month && row.after !== null ? row.after : row.used;
-    return quotaStateOf(res.operation, row.lim, used, m, now);
+    return row && { lim: row.lim, used: row.same_month && row.after !== null ? row.after : row.used };
   }
 
   async quotaState(accountId: number, op: Operation, now: Date = new Date()): Promise<QuotaState> {
@@ -934,6 +996,156 @@ export class PostgresStore implements Store {
     const query = this.#commitQuery(res, res.month, new Date());
     await this.#q(query.text, query.values, query.name);
     this.#commitRetry.delete(res);
+  }
+
+  /** Runs one batch statement on a connection of its own (see ./batch.ts); `onWritten` once it is sent. */
+  async #batch<R extends pg.QueryResultRow>(name: string, text: string, values: unknown[], onWritten?: () => void): Promise<R[]> {
+    let client: pg.PoolClient;
+    try {
+      client = await this.#pool.connect();
+    } catch (err) {
+      throw unavailable(err, this.location);
+    }
+    if ((client as unknown as { _queryable?: boolean })._queryable === false) {
+      client.release(true);
+      throw unavailable(new Error('the connection broke'), this.location);
+    }
+    let failure: Error | undefined;
+    try {
+      return await runOn<R>(client, { name, text, values }, onWritten);
+    } catch (err) {
+      failure = err instanceof Error ? err : new Error(String(err));
+      throw isUnavailable(err) ? unavailable(err, this.location) : err;
+    } finally {
+      client.release(failure);
+    }
+  }
+
+  /** $1..$3 of every batch statement. */
+  get #head(): unknown[] {
+    return [this.#owner.id, this.#defaults.protect, this.#defaults.verify];
+  }
+
+  /** Reserves of one turn: per counter, the first min(k, limit - used) calls get a unit. */
+  async #reserveBatch(calls: ReserveCall[]): Promise<(ReserveAnswer | Error | typeof DEFER)[]> {
+    if (calls.length === 1) return [await this.#reserveAlone(calls[0]!)];
+    const { groups } = groupsOf(calls);
+    const rows = await this.#batch<{ lim: number | null; before: number | null; granted: number | null; won: boolean | null }>(
+      'optmark_reserve_batch',
+      RESERVE_BATCH,
+      [...this.#head, ...groupArrays(groups, (g) => g.members.length)],
+    );
+    const out = new Map<ReserveCall, ReserveAnswer | Error | typeof DEFER>();
+    groups.forEach((g, i) => {
+      const row = rows[i]!;
+      if (row.lim === null) {
+        for (const c of g.members) out.set(c, new StoreError('unknown_account', `no account with id ${c.accountId}`));
+        return;
+      }
+      const granted = row.granted ?? 0;
+      if (granted > 0 && !row.won) {
+        // Another instance created the counter row in the same instant: counted in the next batch.
+        for (const c of g.members) out.set(c, DEFER);
+        return;
+      }
+      const before = row.before ?? 0;
+      g.members.forEach((c, j) => {
+        out.set(c, j < granted ? { granted: true, lim: row.lim!, used: before + j + 1 } : { granted: false, lim: row.lim!, used: before + granted });
+      });
+    });
+    return calls.map((c) => out.get(c)!);
+  }
+
+  /** A reserve alone in its turn: the single-row statement. */
+  async #reserveAlone(c: ReserveCall): Promise<ReserveAnswer | Error> {
+    const [taken] = await this.#batch<{ used: number; lim: number }>('optmark_reserve', RESERVE, [
+      c.accountId,
+      c.month,
+      c.operation,
+      this.#defaults[c.operation],
+      this.#owner.id,
+    ]);
+    if (taken) return { granted: true, lim: taken.lim, used: taken.used };
+    const state = await this.#state(c.accountId, c.operation, c.month, new Date()).catch((err: unknown) => err as Error);
+    return state instanceof Error ? state : { granted: false, lim: state.limit, used: state.used };
+  }
+
+  /** Commits of one turn: per counter, the first min(k, held) are taken off this instance's hold. */
+  async #commitBatch(calls: CommitCall[]): Promise<(CommitAnswer | typeof DEFER)[]> {
+    const { groups, later } = groupsOf(calls);
+    // Sent before the answer only while the lease is fresh: a statement that lands after this
+    // instance's holds were reclaimed would not count (see #leaseFresh).
+    const early = calls.filter((c) => c.onSent && !later.has(c));
+    const onWritten =
+      early.length > 0 && this.#leaseFresh()
+        ? () => {
+            for (const c of early) {
+              c.sent = true;
+              try {
+                c.onSent!();
+              } catch (err) {
+                c.failed = err; // thrown to its caller once the statement is answered; the others go on
+              }
+            }
+          }
+        : undefined;
+    // A commit alone in its turn: the single-row statement (one group of one; the answer's shape is the same).
+    const alone = calls.length === 1 && groups.length === 1;
+    const g0 = groups[0]!;
+    const rows = await this.#batch<{ released: number; lim: number; used: number }>(
+      alone ? 'optmark_commit' : 'optmark_commit_batch',
+      alone ? COMMIT : COMMIT_BATCH,
+      alone
+        ? [this.#owner.id, g0.accountId, g0.month, g0.operation, g0.at, this.#defaults[g0.operation]]
+        : [
+            ...this.#head,
+            ...groupArrays(
+              groups,
+              (g) => g.at,
+              (g) => g.members.length,
+            ),
+          ],
+      onWritten,
+    );
+    const out = new Map<CommitCall, CommitAnswer>();
+    groups.forEach((g, i) => {
+      const row = rows[i] ?? { released: 0, lim: 0, used: 0 }; // the single statement: no row for an account gone
+      g.members.forEach((c, j) => out.set(c, { released: j < row.released, lim: row.lim, used: row.used }));
+    });
+    return calls.map((c) => out.get(c) ?? DEFER);
+  }
+
+  /** Refunds of one turn, replayed in arrival order on the counter and hold values they were applied to. */
+  async #refundBatch(calls: RefundCall[]): Promise<(RefundAnswer | typeof DEFER)[]> {
+    const { groups, later } = groupsOf(calls);
+    const rows = await this.#batch<{ held_before: number | null; used_before: number | null; lim: number | null; used_at: number }>(
+      'optmark_refund_batch',
+      REFUND_BATCH,
+      [
+        ...this.#head,
+        ...groupArrays(
+          groups,
+          (g) => g.at,
+          (g) => g.members.filter((c) => c.held).length,
+          (g) => g.members.filter((c) => !c.held).length,
+        ),
+      ],
+    );
+    const out = new Map<RefundCall, RefundAnswer>();
+    groups.forEach((g, i) => {
+      const row = rows[i]!;
+      let held = row.held_before ?? 0;
+      let used = row.used_before;
+      for (const c of g.members) {
+        // A held unit comes off the counter only if the hold had it; a committed one always.
+        const counted = c.held ? held-- > 0 : true;
+        if (counted && used !== null && used > 0) used--;
+        // The answer shows the counter after this call (the month it was taken from), else the month of now.
+        const shown = g.at === g.month && used !== null ? used : row.used_at;
+        out.set(c, row.lim === null ? undefined : { lim: row.lim, used: shown });
+      }
+    });
+    return calls.map((c) => (later.has(c) ? DEFER : out.get(c)));
   }
 
   async #register(): Promise<void> {
