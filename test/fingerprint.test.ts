@@ -10,6 +10,7 @@ import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { detectFingerprint, embedFingerprint, fingerprintEngine, loadFingerprintSecret } from '../src/fingerprint/index.js';
 import { decodeBase } from '../src/fingerprint/decode.js';
+import { jpeg, jpegFrameSize } from '../src/formats/jpeg.js';
 import { runCore, runCore2 } from '../src/fingerprint/native.js';
 import { keyTileFor } from '../src/fingerprint/pattern.js';
 import { keyTileV2For } from '../src/fingerprint/pattern-v2.js';
@@ -21,6 +22,7 @@ const MAX_PIXELS = 40_000_000;
 const SECRET = new Uint8Array(32).fill(3);
 const OTHER = new Uint8Array(32).fill(4);
 const NATURAL = fileURLToPath(new URL('../../shared/natural', import.meta.url));
+const CORPUS = fileURLToPath(new URL('../../shared/corpus', import.meta.url));
 
 const attacks: Record<string, (b: Buffer) => Promise<Buffer>> = {
   jpeg50: (b) => sharp(b).jpeg({ quality: 50 }).toBuffer(),
@@ -159,6 +161,41 @@ describe('fingerprint limits', () => {
       present: false,
       blocks: 0,
     });
+  });
+
+  it("reads a JPEG's size from its frame header as the decoder's header read does (verify skips that read)", async () => {
+    const kinds = [
+      await sharp(await texturedImage(400, 300, 5))
+        .jpeg({ quality: 90 })
+        .toBuffer(),
+      await sharp(await texturedImage(301, 203, 6))
+        .jpeg({ progressive: true, chromaSubsampling: '4:4:4' })
+        .toBuffer(),
+      await sharp(await texturedImage(333, 250, 7))
+        .grayscale()
+        .jpeg()
+        .withMetadata({ orientation: 6 })
+        .toBuffer(),
+    ];
+    const corpus = existsSync(CORPUS) ? readdirSync(CORPUS).filter((f) => f.endsWith('.jpg')) : [];
+    let compared = 0;
+    for (const bytes of [...kinds, ...corpus.map((f) => readFileSync(join(CORPUS, f)))]) {
+      let clean: Uint8Array;
+      try {
+        clean = jpeg.decoderInput(bytes);
+      } catch {
+        continue; // damaged before the scan: not examined either way
+      }
+      const m = await sharp(clean, { failOn: 'none' })
+        .metadata()
+        .catch(() => undefined);
+      if (!m?.width) continue;
+      expect(jpegFrameSize(clean), 'frame size').toEqual({ width: m.width, height: m.height });
+      compared++;
+    }
+    expect(compared).toBeGreaterThanOrEqual(kinds.length);
+    // Over the pixel budget by its frame header alone: not examined.
+    expect(await detectFingerprint(kinds[0]!, SECRET, { maxPixels: 100_000 })).toMatchObject({ present: false, blocks: 0 });
   });
 
   it('refuses to embed with typed errors', async () => {

@@ -139,7 +139,15 @@ OPTMARK_CLONES void Fold(const float* __restrict x, int w, int h, double s, doub
       line[i] = top + fy * (bot - top);
     }
     double* row = out + size_t((ay.start + int(j)) & M) * N;
-    for (int i = 0; i < nx; i++) row[(ax.start + i) & M] += line[i];
+    // Runs of consecutive tile columns (split where the column index wraps), in the order of i.
+    for (int i = 0; i < nx;) {
+      const int c0 = (ax.start + i) & M;
+      const int len = std::min(nx - i, N - c0);
+      double* __restrict dst = row + c0;
+      const float* __restrict src = line + i;
+      for (int t = 0; t < len; t++) dst[t] += src[t];
+      i += len;
+    }
   }
 }
 
@@ -327,7 +335,10 @@ SyncPair& SyncFor(const float* sync) {
 void DetectCore(const CoreIn& in, const CoreParams& params, CoreOut& out) {
   const int w = in.width, h = in.height;
   const size_t n = size_t(w) * h;
-  std::vector<float> own, line(size_t(std::ceil(w * 1.05)) + 8);
+  // Per-thread planes (their pages are kept from call to call).
+  thread_local std::vector<float> own, line, xh;
+  thread_local std::vector<double> fa, fb, ha, hb;
+  line.resize(size_t(std::ceil(w * 1.05)) + 8);
   const float* x = in.prefiltered;
   if (!x) {
     std::vector<float> y(n);
@@ -338,7 +349,8 @@ void DetectCore(const CoreIn& in, const CoreParams& params, CoreOut& out) {
   }
 
   SyncPair& sync = SyncFor(in.sync);
-  std::vector<double> fa(kTile2), fb(kTile2);
+  fa.resize(kTile2);
+  fb.resize(kTile2);
   double bestS = 1;
   Peak best;
   // Scales are evaluated in pairs; candidates are compared in list order so ties resolve as in reference.ts.
@@ -372,9 +384,10 @@ void DetectCore(const CoreIn& in, const CoreParams& params, CoreOut& out) {
     // lies mostly below the half-resolution Nyquist), and only the best kFullScales are folded at full
     // resolution, then refined there as before.
     int hw = 0, hh = 0;
-    const std::vector<float> xh = HalfOf(x, w, h, hw, hh);
+    xh = HalfOf(x, w, h, hw, hh);
     constexpr int H2 = (kTile / 2) * (kTile / 2);
-    std::vector<double> ha(H2), hb(H2);
+    ha.resize(H2);
+    hb.resize(H2);
     std::vector<std::pair<double, int>> ranked;
     for (size_t i = 0; i < coarse.size(); i += 2) {
       Fold<kTile / 2>(xh.data(), hw, hh, coarse[i], 0, 0, ha.data(), line.data());

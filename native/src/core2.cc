@@ -119,9 +119,11 @@ void Fft2dRect(double* re, double* im, int nx, int ny, int sign) {
 }
 
 // Column transforms of an nx x ny row-major array, all columns at once (rows of butterflies, so the inner
-// loop runs along contiguous memory); per element the same operations in the same order as Fft1d.
-OPTMARK_CLONES
-void FftColumns(double* __restrict re, double* __restrict im, int nx, int ny, int sign) {
+// loop runs along contiguous memory); per element the same operations in the same order as Fft1d. NX > 0
+// fixes the width at compile time (FftRealRows' 16-row blocks: the inner loop is then unrolled).
+template <int NX>
+inline __attribute__((always_inline)) void FftColumnsOf(double* __restrict re, double* __restrict im, int width, int ny, int sign) {
+  const int nx = NX > 0 ? NX : width;
   for (int i = 1, j = 0; i < ny; i++) {
     int bit = ny >> 1;
     for (; j & bit; bit >>= 1) j ^= bit;
@@ -159,7 +161,15 @@ void FftColumns(double* __restrict re, double* __restrict im, int nx, int ny, in
 }
 
 OPTMARK_CLONES
-std::vector<float> AreaResize(const float* src, int w, int h, int ow, int oh) {
+void FftColumns(double* __restrict re, double* __restrict im, int nx, int ny, int sign) { FftColumnsOf<0>(re, im, nx, ny, sign); }
+
+constexpr int kRowBlock = 16;
+
+OPTMARK_CLONES
+void FftColumnsBlock(double* __restrict re, double* __restrict im, int ny, int sign) { FftColumnsOf<kRowBlock>(re, im, kRowBlock, ny, sign); }
+
+OPTMARK_CLONES
+void AreaResize(const float* src, int w, int h, int ow, int oh, std::vector<float>& tmp, std::vector<float>& out) {
   struct Ax {
     std::vector<int> lo, hi;
     std::vector<std::vector<float>> wt;
@@ -181,7 +191,8 @@ std::vector<float> AreaResize(const float* src, int w, int h, int ow, int oh) {
     return a;
   };
   const Ax ax = weights(w, ow), ay = weights(h, oh);
-  std::vector<float> tmp(size_t(ow) * h), out(size_t(ow) * oh);
+  tmp.resize(size_t(ow) * h);
+  out.resize(size_t(ow) * oh);
   for (int y = 0; y < h; y++) {
     const float* row = src + size_t(y) * w;
     for (int o = 0; o < ow; o++) {
@@ -199,7 +210,6 @@ std::vector<float> AreaResize(const float* src, int w, int h, int ow, int oh) {
       out[size_t(o) * ow + x] = float(s);
     }
   }
-  return out;
 }
 
 struct Spectrum {
@@ -212,7 +222,7 @@ struct Spectrum {
 // rows at a time: interleaved into a small block, transformed there as columns (FftColumns: per element the
 // same butterflies as Fft1d, vectorised across the sixteen rows), and written back.
 void FftRealRows(double* re, double* im, int nx, int h, int sign, std::vector<double>& br, std::vector<double>& bi) {
-  constexpr int R = 16;
+  constexpr int R = kRowBlock;
   br.resize(size_t(nx) * R);
   bi.resize(size_t(nx) * R);
   for (int r0 = 0; r0 < h; r0 += R) {
@@ -222,7 +232,7 @@ void FftRealRows(double* re, double* im, int nx, int h, int sign, std::vector<do
       for (int k = 0; k < nx; k++) br[size_t(k) * R + r] = src ? src[k] : 0.0;
     }
     std::fill(bi.begin(), bi.end(), 0.0);
-    FftColumns(br.data(), bi.data(), R, nx, sign);
+    FftColumnsBlock(br.data(), bi.data(), nx, sign);
     for (int r = 0; r < rr; r++) {
       double* dr = re + size_t(r0 + r) * nx;
       double* di = im + size_t(r0 + r) * nx;
@@ -266,19 +276,23 @@ struct ValidMask {
   std::vector<float> valid, sums;
 };
 
+// Fills `sp` (per-thread in the caller: its planes keep their pages from call to call).
 OPTMARK_CLONES
-Spectrum WhitenedSpectrum(const float* x, int w, int h, bool notchGrid) {
-  Spectrum sp;
+void WhitenedSpectrum(Spectrum& sp, const float* x, int w, int h, bool notchGrid) {
   const int nx = NextPow2(w), ny = NextPow2(h);
   sp.nx = nx;
   sp.ny = ny;
   sp.notch = notchGrid;
   const size_t n = size_t(nx) * ny;
   thread_local SpectrumScratch S;
-  S.re.assign(n, 0.0);
-  S.im.assign(n, 0.0);
+  S.re.resize(n);
+  S.im.resize(n);
   double* re = S.re.data();
   double* im = S.im.data();
+  // Zero padding only: the image's rows are written below (re) and by the row transforms (re, im).
+  for (int y = 0; y < h; y++) std::fill(re + size_t(y) * nx + w, re + size_t(y + 1) * nx, 0.0);
+  std::fill(re + size_t(h) * nx, re + n, 0.0);
+  std::fill(im + size_t(h) * nx, im + n, 0.0);
   const int tx = std::max(1, int(JsRound(w / 10.0)));
   const int ty = std::max(1, int(JsRound(h / 10.0)));
   auto taper = [](int d, int t) { return d >= t ? 1.0 : 0.5 - 0.5 * std::cos(M_PI * (d + 0.5) / t); };
@@ -360,7 +374,6 @@ Spectrum WhitenedSpectrum(const float* x, int w, int h, bool notchGrid) {
   sp.coarse.resize(n);
   Smooth3(pw, nx, ny, 0.25, 0.5, 0.25, S.tmp.data(), sp.fine.data());
   Smooth3(pw, nx, ny, 1.0 / 3, 1.0 / 3, 1.0 / 3, S.tmp.data(), sp.coarse.data());
-  return sp;
 }
 
 // Whether a frequency (in bins, any sign) lies within kGridSkip bins of a notched JPEG grid line: its bins
@@ -397,19 +410,31 @@ double CombScoreCS(const Spectrum& sp, const std::vector<float>& plane, const do
   return n ? sum / std::sqrt(double(n)) : -INFINITY;
 }
 
-// Comb score with nearest-bin lookups (the coarse pass, on the max-filtered plane). `rot` holds the
-// harmonics rotated by the hypothesis' angle, (m0 c - m1 s, m0 s + m1 c) pairs, computed once per angle.
+// The horizontal half of the coarse pass' comb for one angle and horizontal scale sx: each harmonic's
+// frequency and nearest column (-1 past 0.45 cycles), shared by every vertical scale CombNearest tries.
+// `rot` holds the harmonics rotated by the hypothesis' angle, (m0 c - m1 s, m0 s + m1 c) pairs.
+void CombColumns(const double* rot, int nm, int period, double sx, int nx, double* fx, int* u) {
+  const double kx = 1 / (period * sx);
+  for (int q = 0; q < nm; q++) {
+    fx[q] = rot[2 * q] * kx;
+    u[q] = std::abs(fx[q]) > 0.45 ? -1 : int(std::floor(fx[q] * nx + 0.5)) & (nx - 1);
+  }
+}
+
+// Comb score with nearest-bin lookups (the coarse pass, on the max-filtered plane) at vertical scale sy,
+// the columns from CombColumns.
 OPTMARK_CLONES
-double CombNearest(const std::vector<float>& plane, int nx, int ny, bool notch, const double* rot, int nm, int period, double sx, double sy) {
-  const double kx = 1 / (period * sx), ky = 1 / (period * sy);
+double CombNearest(const std::vector<float>& plane, int nx, int ny, bool notch, const double* rot, const double* fx, const int* u, int nm, int period,
+                   double sy) {
+  const double ky = 1 / (period * sy);
   double sum = 0;
   int n = 0;
-  for (int i = 0; i < 2 * nm; i += 2) {
-    const double fx = rot[i] * kx;
-    const double fy = rot[i + 1] * ky;
-    if (std::abs(fx) > 0.45 || std::abs(fy) > 0.45 || (notch && OnGrid(fx * nx, fy * ny, nx, ny))) continue;
-    const int u = int(std::floor(fx * nx + 0.5)) & (nx - 1), v = int(std::floor(fy * ny + 0.5)) & (ny - 1);
-    sum += plane[size_t(v) * nx + u];
+  for (int q = 0; q < nm; q++) {
+    if (u[q] < 0) continue;
+    const double fy = rot[2 * q + 1] * ky;
+    if (std::abs(fy) > 0.45 || (notch && OnGrid(fx[q] * nx, fy * ny, nx, ny))) continue;
+    const int v = int(std::floor(fy * ny + 0.5)) & (ny - 1);
+    sum += plane[size_t(v) * nx + u[q]];
     n++;
   }
   return n ? sum / std::sqrt(double(n)) : -INFINITY;
@@ -426,8 +451,9 @@ struct Hypo {
 // Separable max filter (cyclic) of radius r: the coarse pass of the lattice grid reads it, so that a
 // hypothesis one fine step off a lattice still sees its peaks.
 OPTMARK_CLONES
-std::vector<float> MaxPool(const std::vector<float>& src, int nx, int ny, int r) {
-  std::vector<float> tmp(src.size()), out(src.size());
+void MaxPool(const std::vector<float>& src, int nx, int ny, int r, std::vector<float>& tmp, std::vector<float>& out) {
+  tmp.resize(src.size());
+  out.resize(src.size());
   for (int v = 0; v < ny; v++) {
     const float* row = src.data() + size_t(v) * nx;
     float* t = tmp.data() + size_t(v) * nx;
@@ -454,7 +480,6 @@ std::vector<float> MaxPool(const std::vector<float>& src, int nx, int ny, int r)
       for (int u = 0; u < nx; u++) o[u] = std::max(o[u], a[u]);
     }
   }
-  return out;
 }
 
 // Centres of the coarse pass along one axis of n fine points: 1, 3, 5, ... (each covers its neighbours).
@@ -467,7 +492,8 @@ std::vector<int> CoarseIndices(int n) {
 
 std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h, bool notchGrid, const double* harm, int nh, const Core2Params& p,
                                                    double cropMin, double& topScore) {
-  const Spectrum sp = WhitenedSpectrum(x, w, h, notchGrid);
+  thread_local Spectrum sp;
+  WhitenedSpectrum(sp, x, w, h, notchGrid);
   const int period = p.period;
   const double thMax = p.angle * M_PI / 180;
   const double thStep = 0.75 * M_PI / 180;
@@ -493,7 +519,8 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
   std::vector<Hypo> top;
   const size_t keep = 24;
   if (nT > 0 && nA > 0 && nR > 0) {
-    const std::vector<float> pooled = MaxPool(sp.coarse, sp.nx, sp.ny, kPoolRadius);
+    thread_local std::vector<float> poolTmp, pooled;
+    MaxPool(sp.coarse, sp.nx, sp.ny, kPoolRadius, poolTmp, pooled);
     const std::vector<int> ci = CoarseIndices(nT), cj = CoarseIndices(nA), ck = CoarseIndices(nR);
     struct Cell {
       int i, j, k;
@@ -501,23 +528,27 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
     };
     // The best kCoarseKeep cells, best first (ties: first found first).
     std::vector<Cell> cells;
-    std::vector<double> rot(size_t(2) * nh);
+    std::vector<double> rot(size_t(2) * nh), fx(nh);
+    std::vector<int> u(nh);
     for (const int i : ci) {
       for (int q = 0; q < 2 * nh; q += 2) {
         rot[q] = harm[q] * cs[i] - harm[q + 1] * sn[i];
         rot[q + 1] = harm[q] * sn[i] + harm[q + 1] * cs[i];
       }
-      for (const int j : cj)
+      for (const int j : cj) {
+        CombColumns(rot.data(), nh, period, ex[j], sp.nx, fx.data(), u.data());
         for (const int k : ck) {
-          const double score = CombNearest(pooled, sp.nx, sp.ny, sp.notch, rot.data(), nh, period, ex[j], exr[size_t(j) * nR + k]);
+          const double score = CombNearest(pooled, sp.nx, sp.ny, sp.notch, rot.data(), fx.data(), u.data(), nh, period, exr[size_t(j) * nR + k]);
           if (cells.size() == size_t(kCoarseKeep) && !(score > cells.back().score)) continue;
           size_t at = cells.size();
           while (at > 0 && score > cells[at - 1].score) at--;
           cells.insert(cells.begin() + at, Cell{i, j, k, score});
           if (cells.size() > size_t(kCoarseKeep)) cells.pop_back();
         }
+      }
     }
-    std::vector<uint8_t> seen(size_t(nT) * nA * nR, 0);
+    thread_local std::vector<uint8_t> seen;
+    seen.assign(size_t(nT) * nA * nR, 0);
     for (const Cell& c : cells)
       for (int i = std::max(0, c.i - 1); i <= std::min(nT - 1, c.i + 1); i++)
         for (int j = std::max(0, c.j - 1); j <= std::min(nA - 1, c.j + 1); j++)
@@ -829,15 +860,20 @@ double SelfNormalised(const double* cells, int n) {
 void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   const int w = in.width, h = in.height, period = p.period;
   const size_t n = size_t(w) * h;
-  std::vector<float> y(n);
+  // Per-thread planes (their pages are kept from call to call); `made` lists the steps of this call.
+  thread_local std::vector<float> y;
+  thread_local std::map<int, FoldImage> cache;
+  y.resize(n);
   LumaOf(in.pixels, w, h, in.channels, y.data());
-  std::map<int, FoldImage> cache;
+  std::vector<int> made;
   auto images = [&](double periodPx, double& f) -> const FoldImage& {
     const double ratio = periodPx / period;
     const int step = ratio > 1.25 ? int(JsRound(std::log2(ratio) * 4)) : 0;
     auto it = cache.find(step);
-    if (it == cache.end()) {
-      FoldImage img;
+    if (it == cache.end()) it = cache.emplace(step, FoldImage{}).first;
+    if (std::find(made.begin(), made.end(), step) == made.end()) {
+      made.push_back(step);
+      FoldImage& img = it->second;
       if (step == 0) {
         img.w = w;
         img.h = h;
@@ -847,17 +883,20 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
         const double fs = std::pow(2.0, step / 4.0);
         img.w = std::max(8, int(JsRound(w / fs)));
         img.h = std::max(8, int(JsRound(h / fs)));
-        const std::vector<float> small = AreaResize(y.data(), w, h, img.w, img.h);
+        thread_local std::vector<float> rowsDone, small;
+        AreaResize(y.data(), w, h, img.w, img.h, rowsDone, small);
         img.x.resize(size_t(img.w) * img.h);
         PrefilterOf(small.data(), img.w, img.h, p.sigmaHighpass, p.sigmaLocal, p.localFloor, img.x.data());
       }
-      it = cache.emplace(step, std::move(img)).first;
     }
     f = step == 0 ? 1.0 : double(w) / it->second.w;
     return it->second;
   };
   const SyncA& sync = SyncAFor(in.a, period, in.harmonics, in.nHarmonics);
-  std::vector<double> fold(kT2), small(size_t(period) * period), keyFold(kT2);
+  thread_local std::vector<double> fold, small, keyFold;
+  fold.resize(kT2);
+  small.resize(size_t(period) * period);
+  keyFold.resize(kT2);
   const int reps = kT / period;
 
   struct Tried {
@@ -874,8 +913,13 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     const double vf[4] = {v[0] / f, v[1] / f, v[2] / f, v[3] / f};
     FoldLattice(img.x.data(), img.w, img.h, vf, period, 0, 0, fold.data());
     std::fill(small.begin(), small.end(), 0.0);
-    for (int j = 0; j < kT; j++)
-      for (int i = 0; i < kT; i++) small[size_t(j % period) * period + (i % period)] += fold[size_t(j) * kT + i];
+    // Each bin sums its tile pixels in the same order as a pixel-by-pixel sweep (rows, then columns).
+    for (int j = 0; j < kT; j++) {
+      double* sr = small.data() + size_t(j % period) * period;
+      const double* fr = fold.data() + size_t(j) * kT;
+      for (int i0 = 0; i0 < kT; i0 += period)
+        for (int i = 0; i < std::min(period, kT - i0); i++) sr[i] += fr[i0 + i];
+    }
     t.hit = sync.Best(small.data(), only);
     return t;
   };

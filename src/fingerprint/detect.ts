@@ -5,6 +5,7 @@
  */
 import { performance } from 'node:perf_hooks';
 import { requireFormat } from '../formats/index.js';
+import { jpeg, jpegFrameSize } from '../formats/jpeg.js';
 import { decodeBase, examinable, probe } from './decode.js';
 import { runCore, runCore2, type Engine, fingerprintEngine } from './native.js';
 import { keyTileFor } from './pattern.js';
@@ -155,14 +156,16 @@ export async function detectFingerprint(bytes: Uint8Array, secret: Uint8Array, o
   const t0 = performance.now();
   // The decoder gets only what our own parser has bounded: no text chunks, comments or EXIF for
   // libvips to inflate and parse (src/formats decoderInput).
-  let clean: Uint8Array;
+  let frame: { width: number; height: number } | undefined;
   try {
-    clean = requireFormat(bytes).decoderInput(bytes);
+    const format = requireFormat(bytes);
+    bytes = format.decoderInput(bytes);
+    // A JPEG's size is in its frame header, which our own parser walks to: no decoder header read for it.
+    frame = format === jpeg ? jpegFrameSize(bytes) : undefined;
   } catch {
     return notExamined(engine, performance.now() - t0);
   }
-  bytes = clean;
-  const head = await probe(bytes);
+  const head = frame ? { ...frame, format: 'jpeg', pages: 1 } : await probe(bytes);
   if (!head || head.width * head.height > opts.maxPixels || !examinable(head.width, head.height)) {
     return notExamined(engine, performance.now() - t0);
   }

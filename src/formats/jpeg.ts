@@ -336,6 +336,25 @@ function decoderInput(bytes: Uint8Array): Uint8Array {
   return assemble(out.done());
 }
 
+/** SOFn markers (frame headers): c0-cf except DHT (c4), JPG (c8) and DAC (cc). */
+const isFrameHeader = (marker: number): boolean => marker >= 0xc0 && marker <= 0xcf && marker !== 0xc4 && marker !== 0xc8 && marker !== 0xcc;
+
+/**
+ * Width and height from the first frame header (SOFn: precision u8, height u16, width u16), as a
+ * decoder's header read gives them (before any EXIF orientation). Undefined when there is no frame header
+ * before the scan or it leaves the height to a DNL marker (height 0). Throws like readXmp on a broken structure.
+ */
+export function jpegFrameSize(bytes: Uint8Array): { width: number; height: number } | undefined {
+  for (const p of parse(bytes).pieces) {
+    // A segment's marker is the byte before its length field.
+    if (p.kind !== 'other' || !isFrameHeader(bytes[p.payload - 3]!) || p.payload + 5 > p.end) continue;
+    const height = u16be(bytes, p.payload + 1);
+    const width = u16be(bytes, p.payload + 3);
+    return height > 0 && width > 0 ? { width, height } : undefined;
+  }
+  return undefined;
+}
+
 export const jpeg: ContainerFormat = {
   name: 'jpeg',
   mimeType: 'image/jpeg',
