@@ -137,11 +137,14 @@ const limitOf = (op: string, fallback: string) => `coalesce(CASE ${op}::text WHE
 
 // A reservation alone in its turn (the batch statement of ./batch.ts does the same for many, at about
 // three times the execution cost of this one).
-const RESERVE = `
-  WITH lim AS (SELECT a.id, ${limitOf('$3', '$4')} AS lim FROM accounts a WHERE a.id = $1),
-  c AS (
+/**
+ * One unit of $3 for account $1 in month $2 (counter `c`, never past the limit in `lim`) and owner $5's
+ * hold of it (`h`), taken only when `guard` (a condition on `lim`) holds too: the part of a reservation
+ * that RESERVE and the keyed reservation (./idempotency.ts) share.
+ */
+const takeUnit = (guard: string) => `c AS (
     INSERT INTO usage_counters AS u (account_id, month, operation, used)
-      SELECT id, $2::text, $3::text, 1 FROM lim WHERE lim.lim > 0
+      SELECT id, $2::text, $3::text, 1 FROM lim WHERE ${guard}
     ON CONFLICT (account_id, month, operation) DO UPDATE SET used = u.used + 1
       WHERE u.used < (SELECT lim FROM lim)
     RETURNING u.used
@@ -151,7 +154,11 @@ const RESERVE = `
       SELECT $5::text, $1, $2::text, $3::text, 1 FROM c
     ON CONFLICT (owner, account_id, month, operation) DO UPDATE SET n = h.n + 1
     RETURNING h.n
-  )
+  )`;
+
+const RESERVE = `
+  WITH lim AS (SELECT a.id, ${limitOf('$3', '$4')} AS lim FROM accounts a WHERE a.id = $1),
+  ${takeUnit('lim.lim > 0')}
   SELECT c.used, (SELECT lim FROM lim) AS lim, (SELECT count(*) FROM h)::int AS held FROM c`;
 
 const STATE_OF = (month: string) => `
@@ -197,7 +204,7 @@ const RELEASE_OWNER = withKey(
 );
 
 // The same with the reservation's Idempotency-Key (./idempotency.ts).
-const RESERVE_KEYED = reserveKeyed(limitOf('$3', '$4'));
+const RESERVE_KEYED = reserveKeyed(limitOf('$3', '$4'), takeUnit);
 const COMMIT_KEYED = withKey(COMMIT, KEY_COMMITTED);
 const REFUND_KEYED = withKey(REFUND, KEY_REFUNDED);
 
@@ -506,16 +513,7 @@ export class PostgresStore implements Store {
     query: { name: string; text: string; values: unknown[] },
     onSent: () => void,
   ): Promise<{ released: number; lim: number; used: number } | undefined> {
-    let client: pg.PoolClient;
-    try {
-      client = await this.#pool.connect();
-    } catch (err) {
-      throw unavailable(err, this.location);
-    }
-    if ((client as unknown as { _queryable?: boolean })._queryable === false) {
-      client.release(true);
-      throw unavailable(new Error('the connection broke'), this.location);
-    }
+    const client = await this.#connection();
     let sent = false;
     let failure: Error | undefined;
     try {
@@ -998,8 +996,8 @@ export class PostgresStore implements Store {
     this.#commitRetry.delete(res);
   }
 
-  /** Runs one batch statement on a connection of its own (see ./batch.ts); `onWritten` once it is sent. */
-  async #batch<R extends pg.QueryResultRow>(name: string, text: string, values: unknown[], onWritten?: () => void): Promise<R[]> {
+  /** A pooled connection of its own that can take a statement now (503 store_unavailable otherwise). */
+  async #connection(): Promise<pg.PoolClient> {
     let client: pg.PoolClient;
     try {
       client = await this.#pool.connect();
@@ -1010,6 +1008,12 @@ export class PostgresStore implements Store {
       client.release(true);
       throw unavailable(new Error('the connection broke'), this.location);
     }
+    return client;
+  }
+
+  /** Runs one batch statement on a connection of its own (see ./batch.ts); `onWritten` once it is sent. */
+  async #batch<R extends pg.QueryResultRow>(name: string, text: string, values: unknown[], onWritten?: () => void): Promise<R[]> {
+    const client = await this.#connection();
     let failure: Error | undefined;
     try {
       return await runOn<R>(client, { name, text, values }, onWritten);

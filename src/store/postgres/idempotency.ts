@@ -20,8 +20,10 @@ export function withKey(sql: string, cte: string): string {
  * effective limit of $3 for account row `a`. A key this account already has (unexpired) takes nothing:
  * `keyed` is 0 and prior_* describe the row (null when another request took it during this statement).
  * Over the limit, the key was taken without a unit (`keyed` 1, `used` null): DROP_KEY gives it back.
+ * `takeUnit(guard)` is the engine's own unit-and-hold part of a reservation (CTEs `c` and `h`), taken
+ * only where `guard` holds.
  */
-export function reserveKeyed(limit: string): string {
+export function reserveKeyed(limit: string, takeUnit: (guard: string) => string): string {
   return `
   WITH lim AS (SELECT a.id, ${limit} AS lim FROM accounts a WHERE a.id = $1),
   prior AS (SELECT state, operation, sha256 FROM idempotency_keys WHERE account_id = $1 AND idem_key = $6::text AND expires_at > $7::bigint),
@@ -33,19 +35,7 @@ export function reserveKeyed(limit: string): string {
       WHERE i.expires_at <= $7::bigint
     RETURNING 1
   ),
-  c AS (
-    INSERT INTO usage_counters AS u (account_id, month, operation, used)
-      SELECT id, $2::text, $3::text, 1 FROM lim WHERE lim.lim > 0 AND EXISTS (SELECT 1 FROM k)
-    ON CONFLICT (account_id, month, operation) DO UPDATE SET used = u.used + 1
-      WHERE u.used < (SELECT lim FROM lim)
-    RETURNING u.used
-  ),
-  h AS (
-    INSERT INTO holds AS h (owner, account_id, month, operation, n)
-      SELECT $5::text, $1, $2::text, $3::text, 1 FROM c
-    ON CONFLICT (owner, account_id, month, operation) DO UPDATE SET n = h.n + 1
-    RETURNING h.n
-  )
+  ${takeUnit('lim.lim > 0 AND EXISTS (SELECT 1 FROM k)')}
   SELECT (SELECT lim FROM lim) AS lim, (SELECT used FROM c) AS used, (SELECT count(*) FROM k)::int AS keyed,
          p.state AS prior_state, p.operation AS prior_operation, p.sha256 AS prior_sha256
     FROM (SELECT 1) one LEFT JOIN prior p ON true`;
