@@ -7,7 +7,7 @@ import { describe, expect, it } from 'vitest';
 import { OptmarkError } from '../src/errors.js';
 import { MultipartReceiver, parseUpload, plainUpload, safeBasename, splitFirstPart, type ReceivedImage } from '../src/pipeline/upload.js';
 import { credentialsPolicy } from '../src/pipeline/credentials.js';
-import { warmUpProtect } from '../src/pipeline/warmup.js';
+import { warmUpProtect } from '../src/transfer/warmup.js';
 import { multipart, type Part } from './helpers/server.js';
 
 const LIMIT = 1 << 20;
