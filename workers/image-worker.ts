@@ -102,9 +102,9 @@ async function perform(task: Posted): Promise<TaskResult> {
       }
       case 'verify': {
         const upload = await parseUpload(memory.view(task.input), task.contentType, init.maxUploadBytes);
-        const digest = uploadDigest(task, upload.bytes);
-        const bytes = await runVerify(upload.bytes, task.skipFingerprint ? withoutFingerprint(layers) : layers);
-        return { ok: true, kind: 'answer', answer: { bytes }, ...digest };
+        const verified = await runVerify(upload.bytes, task.skipFingerprint ? withoutFingerprint(layers) : layers);
+        // verify hashes the upload for its answer: the Idempotency-Key's digest is that same SHA-256.
+        return { ok: true, kind: 'answer', answer: { bytes: verified.body }, ...(task.digest ? { uploadSha256: verified.sha256 } : {}) };
       }
       case 'mark':
         return { ok: true, kind: 'marked', ...(await runMark(task.input, task, layers)) };

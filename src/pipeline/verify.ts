@@ -46,7 +46,8 @@ export async function otherDeclarations(reading: ReadResult, input: Uint8Array):
   return { c2pa, otherSignals, warnings: [...reading.warnings, ...credentials.warnings] };
 }
 
-/** Verifies `image` and returns the answer's body (UTF-8 JSON). */
-export async function runVerify(image: Uint8Array, layers: Layers): Promise<Uint8Array> {
-  return jsonBody(await verifyReport(image, layers));
+/** Verifies `image`: the answer's body (UTF-8 JSON) and the SHA-256 of `image` it reports. */
+export async function runVerify(image: Uint8Array, layers: Layers): Promise<{ body: Uint8Array; sha256: string }> {
+  const report = await verifyReport(image, layers);
+  return { body: jsonBody(report), sha256: report.sha256 };
 }
