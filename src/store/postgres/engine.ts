@@ -277,7 +277,10 @@ export class PostgresStore implements Store {
     checkDefaults(opts);
     const url = parseDatabaseUrl(opts.url);
     const timeout = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    const settings = [`-c statement_timeout=${timeout}`, `-c idle_in_transaction_session_timeout=${4 * timeout}`];
+    // Generic plans: every statement here is a keyed lookup or write whose plan does not depend on its
+    // values, and PostgreSQL's default (a custom plan while it judges one cheaper) planned the batch
+    // statements afresh on every call: 0.4 ms of the database's CPU per commit batch (pg_stat_statements).
+    const settings = [`-c statement_timeout=${timeout}`, `-c idle_in_transaction_session_timeout=${4 * timeout}`, '-c plan_cache_mode=force_generic_plan'];
     // The server's default (off) gives way to the operator's `synchronous_commit=on` in the URL.
     if (opts.synchronousCommit === false && url.synchronousCommit !== true) settings.push('-c synchronous_commit=off');
     if (url.schema) settings.push(`-c search_path=${url.schema}`);
