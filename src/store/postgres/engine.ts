@@ -298,6 +298,11 @@ export class PostgresStore implements Store {
     // An idle connection that breaks (server restart) is dropped by the pool; without a listener the
     // 'error' event would end the process.
     pool.on('error', () => undefined);
+    // The pool listens to a client only while it is idle. One checked out (a reserve, a commit, a
+    // transaction) whose connection ends without a word from PostgreSQL (a network cut, a host gone)
+    // emits 'error' too, and without a listener that ended the process. Its statements fail with the
+    // error (store_unavailable) and the pool drops it when it is released, so the event needs no more.
+    pool.on('connect', (client) => client.on('error', () => undefined));
     const store = new PostgresStore(
       pool,
       config,
