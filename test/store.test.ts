@@ -873,11 +873,8 @@ describe('batched statements (PostgreSQL)', () => {
     const probe = await h.client(store);
     const connections = async () =>
       Number(
-        (
-          await probe.query<{ n: string }>(
-            "SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'optmark'",
-          )
-        ).rows[0]!.n,
+        (await probe.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'optmark'"))
+          .rows[0]!.n,
       );
     try {
       const before = await connections();
