@@ -812,59 +812,6 @@ describe('batched statements (PostgreSQL)', () => {
     expect([u.protect.used, u.held.protect]).toEqual([3, 0]);
   });
 
-  it('a turn of reserves and commits answers each as if the commits came first', async () => {
-    const store = await h.open();
-    const { id, name } = await accountWith(store, 5);
-    const held = await Promise.all(Array.from({ length: 3 }, () => store.reserve(id, 'protect')));
-    const reservations = held.map((r) => (r.ok ? r.reservation : undefined)).filter((r) => r !== undefined);
-    expect(reservations).toHaveLength(3);
-    // One turn: three commits and four reserves, one statement (the next test shows they fail together).
-    // The commits' answers show the counter before that statement's reserves.
-    const [commits, reserves] = await Promise.all([
-      Promise.all(reservations.map((r) => store.commit(r))),
-      Promise.all(Array.from({ length: 4 }, () => store.reserve(id, 'protect'))),
-    ]);
-    expect(commits.map((s) => s?.used)).toEqual([3, 3, 3]);
-    expect(reserves.map((r) => [r.ok, r.state.used, r.state.remaining])).toEqual([
-      [true, 4, 1],
-      [true, 5, 0],
-      [false, 5, 0],
-      [false, 5, 0],
-    ]);
-    expect(await store.usage(name)).toMatchObject({ protect: { used: 5 }, held: { protect: 2 } });
-    // The two new units commit and refund as any other; the three committed ones cannot commit twice.
-    const [a, b] = reserves.map((r) => (r.ok ? r.reservation : undefined)).filter((r) => r !== undefined);
-    expect((await store.refund(a!))?.used).toBe(4);
-    expect((await store.commit(b!))?.used).toBe(4);
-    expect(await store.commit(reservations[0]!)).toBeUndefined();
-    expect(await store.usage(name)).toMatchObject({ protect: { used: 4 }, held: { protect: 0 } });
-  });
-
-  it('a turn of reserves and commits whose statement fails: the reserves fail, the commits go again on their own', async () => {
-    const store = await h.open(undefined, undefined, { storeTimeoutMs: 800 });
-    const { id, name } = await accountWith(store, 5);
-    const held = await Promise.all(Array.from({ length: 2 }, () => store.reserve(id, 'protect')));
-    const reservations = held.map((r) => (r.ok ? r.reservation : undefined)).filter((r) => r !== undefined);
-    const blocker = await h.client(store);
-    let sent = 0;
-    try {
-      // Another session holds the counter row past the statement timeout: the turn's statement (which
-      // locks it for the reserves) is cancelled. A commit needs no counter row.
-      await blocker.query('BEGIN');
-      await blocker.query('SELECT used FROM usage_counters WHERE account_id = $1 FOR UPDATE', [id]);
-      const outcomes = await Promise.all([
-        ...reservations.map((r) => store.commit(r, undefined, () => void sent++).then((s) => s?.used)),
-        ...Array.from({ length: 3 }, () => storeErrorCode(() => store.reserve(id, 'protect'))),
-      ]);
-      expect(outcomes).toEqual([2, 2, 'store_unavailable', 'store_unavailable', 'store_unavailable']);
-    } finally {
-      await blocker.query('ROLLBACK').catch(() => undefined);
-      await blocker.end();
-    }
-    expect(sent).toBe(2);
-    expect(await store.usage(name)).toMatchObject({ protect: { used: 2 }, held: { protect: 0 } });
-  });
-
   it('requests with one key that find its cached entry expired share one lookup', async () => {
     const store = await h.open(undefined, undefined, { authCacheMs: 50 });
     const { name } = await accountWith(store, 5);

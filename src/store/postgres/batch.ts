@@ -141,68 +141,6 @@ export const REFUND_BATCH = `
          coalesce((SELECT used FROM usage_counters u WHERE u.account_id = g.account_id AND u.month = g.at AND u.operation = g.operation), 0) AS used_at
     FROM g JOIN x USING (i) LEFT JOIN accounts a ON a.id = g.account_id ORDER BY g.i`;
 
-/**
- * Reserves and commits of one turn in one statement (a commit does not change admission: its unit is
- * counted already). One row per group: $4..$9 account ids, months, operations, the months whose counter a
- * commit's answer shows, how many calls reserve and how many commit. Locks the counters of the groups
- * that reserve, then this instance's holds of every group (the order of REFUND_BATCH). A group's hold
- * goes from `held` to held - released + granted in one write (two writes of one row in one statement
- * would not see each other); the reserves' part is that of RESERVE_BATCH, and a commit's answer shows the
- * counter as it stood before the statement.
- */
-export const TURN_BATCH = `
-  WITH x AS (
-    SELECT * FROM unnest($4::int[], $5::text[], $6::text[], $7::text[], $8::int[], $9::int[])
-      WITH ORDINALITY AS x(account_id, month, operation, at, k, kc, i)
-  ),
-  l AS (SELECT x.*, ${LIMIT} AS lim FROM x JOIN accounts a ON a.id = x.account_id),
-  y AS (
-    SELECT u.account_id, u.month, u.operation, u.used FROM usage_counters u JOIN l USING (account_id, month, operation)
-     WHERE l.k > 0 ORDER BY u.account_id, u.month, u.operation FOR UPDATE OF u
-  ),
-  yh AS (
-    SELECT h.account_id, h.month, h.operation, h.n FROM holds h JOIN x USING (account_id, month, operation)
-     WHERE h.owner = $1::text AND (SELECT count(*) FROM y) >= 0 ORDER BY h.account_id, h.month, h.operation FOR UPDATE OF h
-  ),
-  g AS (
-    SELECT l.*, y.used AS before, yh.n AS held, least(l.kc, coalesce(yh.n, 0)) AS released,
-           CASE WHEN y.used IS NULL THEN least(l.k, greatest(l.lim, 0)) ELSE least(l.k, greatest(l.lim - y.used, 0)) END AS granted
-      FROM l LEFT JOIN y USING (account_id, month, operation) LEFT JOIN yh USING (account_id, month, operation)
-     WHERE (SELECT count(*) FROM yh) >= 0
-  ),
-  c AS (
-    UPDATE usage_counters u SET used = g.before + g.granted FROM g
-     WHERE g.before IS NOT NULL AND g.granted > 0 AND u.account_id = g.account_id AND u.month = g.month AND u.operation = g.operation
-    RETURNING u.account_id
-  ),
-  n AS (
-    INSERT INTO usage_counters (account_id, month, operation, used)
-      SELECT account_id, month, operation, granted FROM g WHERE before IS NULL AND granted > 0 ORDER BY account_id, month, operation
-    ON CONFLICT DO NOTHING
-    RETURNING account_id, month, operation
-  ),
-  w AS (
-    SELECT g.i, CASE WHEN g.before IS NOT NULL OR n.account_id IS NOT NULL THEN g.granted ELSE 0 END AS won
-      FROM g LEFT JOIN n USING (account_id, month, operation)
-  ),
-  hu AS (
-    UPDATE holds h SET n = g.held - g.released + w.won FROM g JOIN w USING (i)
-     WHERE g.held IS NOT NULL AND g.released + w.won > 0
-       AND h.owner = $1::text AND h.account_id = g.account_id AND h.month = g.month AND h.operation = g.operation
-    RETURNING 1
-  ),
-  hi AS (
-    INSERT INTO holds AS h (owner, account_id, month, operation, n)
-      SELECT $1::text, g.account_id, g.month, g.operation, w.won FROM g JOIN w USING (i)
-       WHERE g.held IS NULL AND w.won > 0 ORDER BY g.account_id, g.month, g.operation
-    ON CONFLICT (owner, account_id, month, operation) DO UPDATE SET n = h.n + excluded.n
-    RETURNING 1
-  )
-  SELECT x.i, l.lim, g.before, g.granted, (w.won > 0 OR g.granted = 0) AS won, coalesce(g.released, 0) AS released,
-         coalesce((SELECT used FROM usage_counters u WHERE u.account_id = x.account_id AND u.month = x.at AND u.operation = x.operation), 0) AS used
-    FROM x LEFT JOIN l USING (i) LEFT JOIN g USING (i) LEFT JOIN w USING (i)
-   ORDER BY x.i`;
-
 export interface Group<M> {
   accountId: number;
   month: string;

@@ -65,7 +65,7 @@ import type {
   Usage,
 } from '../types.js';
 import { RECORD_COLUMNS, toBatch, toRecord, type BatchRow, type DashboardRecords, type RecordRow } from '../records.js';
-import { Batcher, DEFER, RESERVE_BATCH, COMMIT_BATCH, REFUND_BATCH, TURN_BATCH, groupArrays, groupsOf, runOn } from './batch.js';
+import { Batcher, DEFER, RESERVE_BATCH, COMMIT_BATCH, REFUND_BATCH, groupArrays, groupsOf, runOn } from './batch.js';
 import { PgDashboardRecords } from './records.js';
 import { migrate } from './schema.js';
 import { DROP_KEY, KEYS_RELEASED, KEY_COMMITTED, KEY_REFUNDED, PRUNE_KEYS, reserveKeyed, withKey } from './idempotency.js';
@@ -216,13 +216,10 @@ interface Call {
   /** The month whose counter the answer shows. */
   at: string;
 }
-interface ReserveCall extends Call {
-  kind: 'reserve';
-}
+type ReserveCall = Call;
 /** `used`: the counter after this call (granted), or as it stands (refused). */
 type ReserveAnswer = { granted: boolean; lim: number; used: number };
 interface CommitCall extends Call {
-  kind: 'commit';
   /** Runs once the statement is written (lease fresh) or once it is answered. */
   onSent?: () => void;
   sent: boolean;
@@ -263,8 +260,8 @@ export class PostgresStore implements Store {
   /** When the lease was last written (Date.now() before the statement): see #leaseFresh. */
   #leaseAt = 0;
   readonly #timeoutMs: number;
-  /** Reserves and commits: one statement per turn (./batch.ts). */
-  readonly #turns = new Batcher<ReserveCall | CommitCall, ReserveAnswer | CommitAnswer>((calls) => this.#turnBatch(calls));
+  readonly #reserves = new Batcher<ReserveCall, ReserveAnswer>((calls) => this.#reserveBatch(calls));
+  readonly #commits = new Batcher<CommitCall, CommitAnswer>((calls) => this.#commitBatch(calls));
   readonly #refunds = new Batcher<RefundCall, RefundAnswer>((calls) => this.#refundBatch(calls));
 
   private constructor(pool: pg.Pool, config: pg.PoolConfig, location: string, defaults: Record<Operation, number>, authCacheMs: number, timeoutMs: number) {
@@ -303,6 +300,11 @@ export class PostgresStore implements Store {
     // An idle connection that breaks (server restart) is dropped by the pool; without a listener the
     // 'error' event would end the process.
     pool.on('error', () => undefined);
+    // The pool listens to a client only while it is idle. One checked out (a reserve, a commit, a
+    // transaction) whose connection ends without a word from PostgreSQL (a network cut, a host gone)
+    // emits 'error' too, and without a listener that ended the process. Its statements fail with the
+    // error (store_unavailable) and the pool drops it when it is released, so the event needs no more.
+    pool.on('connect', (client) => client.on('error', () => undefined));
     const store = new PostgresStore(
       pool,
       config,
@@ -374,7 +376,7 @@ export class PostgresStore implements Store {
     let row = this.#cache.get(cacheKey, t);
     if (!row) {
       // Requests that find the entry expired together wait for one lookup, not one each (eight in flight
-      // made eight statements every time the entry expired, each preparing on a connection of its own).
+      // made eight statements every time the entry expired, each prepared on a pooled connection of its own).
       let pending = this.#lookups.get(cacheKey);
       if (!pending) {
         const lookup = this.#lookUp(hash, cacheKey, t).finally(() => {
@@ -437,7 +439,7 @@ export class PostgresStore implements Store {
     }));
     const month = monthOf(now);
     if (idempotency) return this.#reserveKeyed(accountId, op, month, now, idempotency);
-    const taken = (await this.#turns.add({ kind: 'reserve', accountId, month, operation: op, at: month })) as ReserveAnswer;
+    const taken = await this.#reserves.add({ accountId, month, operation: op, at: month });
     const state = quotaStateOf(op, taken.lim, taken.used, month, now);
     if (!taken.granted) return { ok: false, state };
     return { ok: true, reservation: this.#reservations.create(accountId, op, month), state };
@@ -488,10 +490,10 @@ export class PostgresStore implements Store {
     }
     const m = monthOf(now);
     if (res.idempotency) return this.#commitKeyed(res, m, now, onSent);
-    const call: CommitCall = { kind: 'commit', accountId: res.accountId, month: res.month, operation: res.operation, at: m, onSent, sent: false };
+    const call: CommitCall = { accountId: res.accountId, month: res.month, operation: res.operation, at: m, onSent, sent: false };
     let row: CommitAnswer;
     try {
-      row = (await this.#turns.add(call)) as CommitAnswer;
+      row = await this.#commits.add(call);
     } catch (err) {
       if (call.sent) {
         // The answer went out; whether the statement ran is not known. Counted as committed, and the
@@ -1104,84 +1106,25 @@ export class PostgresStore implements Store {
     return state instanceof Error ? state : { granted: false, lim: state.limit, used: state.used };
   }
 
-  /**
-   * What runs once a statement with these commits is written: their `onSent` (the answers' last bytes).
-   * Only while the lease is fresh: a statement that lands after this instance's holds were reclaimed
-   * would not count (see #leaseFresh).
-   */
-  #onWritten(commits: readonly CommitCall[], later: ReadonlySet<unknown>): (() => void) | undefined {
-    const early = commits.filter((c) => c.onSent && !c.sent && !later.has(c));
-    if (early.length === 0 || !this.#leaseFresh()) return undefined;
-    return () => {
-      for (const c of early) {
-        c.sent = true;
-        try {
-          c.onSent!();
-        } catch (err) {
-          c.failed = err; // thrown to its caller once the statement is answered; the others go on
-        }
-      }
-    };
-  }
-
-  /** The reserves and commits of one turn: one statement for both when the turn has both. */
-  async #turnBatch(calls: (ReserveCall | CommitCall)[]): Promise<(ReserveAnswer | CommitAnswer | Error | typeof DEFER)[]> {
-    const commits = calls.filter((c): c is CommitCall => c.kind === 'commit');
-    if (commits.length === 0) return this.#reserveBatch(calls as ReserveCall[]);
-    if (commits.length === calls.length) return this.#commitBatch(commits);
-    const { groups, later } = groupsOf(calls);
-    type TurnRow = { lim: number | null; before: number | null; granted: number | null; won: boolean | null; released: number; used: number };
-    let rows: TurnRow[];
-    try {
-      rows = await this.#batch<TurnRow>(
-        'optmark_turn_batch',
-        TURN_BATCH,
-        [
-          ...this.#head,
-          ...groupArrays(
-            groups,
-            (g) => g.at,
-            (g) => g.members.filter((c) => c.kind === 'reserve').length,
-            (g) => g.members.filter((c) => c.kind === 'commit').length,
-          ),
-        ],
-        this.#onWritten(commits, later),
-      );
-    } catch (err) {
-      // The reserves fail with it. The commits go again at once on their own: a commit needs no counter
-      // row, so one that another statement holds (or anything the reserves' part ran into) must not leave
-      // a unit whose answer went out uncommitted.
-      const answers = await this.#commitBatch(commits);
-      const of = new Map<CommitCall, CommitAnswer | typeof DEFER>(commits.map((c, i) => [c, answers[i]!]));
-      return calls.map((c) => (c.kind === 'commit' ? of.get(c)! : err instanceof Error ? err : new Error(String(err))));
-    }
-    const out = new Map<ReserveCall | CommitCall, ReserveAnswer | CommitAnswer | Error | typeof DEFER>();
-    groups.forEach((g, i) => {
-      const row = rows[i]!;
-      const granted = row.granted ?? 0;
-      const before = row.before ?? 0;
-      let r = 0;
-      let c = 0;
-      for (const m of g.members) {
-        if (m.kind === 'commit') {
-          out.set(m, { released: c++ < row.released, lim: row.lim ?? 0, used: row.used });
-        } else if (row.lim === null) {
-          out.set(m, new StoreError('unknown_account', `no account with id ${m.accountId}`));
-        } else if (granted > 0 && !row.won) {
-          out.set(m, DEFER); // another instance created the counter row in the same instant: the next batch
-        } else {
-          out.set(m, r < granted ? { granted: true, lim: row.lim, used: before + r + 1 } : { granted: false, lim: row.lim, used: before + granted });
-          r++;
-        }
-      }
-    });
-    return calls.map((c) => out.get(c) ?? DEFER);
-  }
-
   /** Commits of one turn: per counter, the first min(k, held) are taken off this instance's hold. */
   async #commitBatch(calls: CommitCall[]): Promise<(CommitAnswer | typeof DEFER)[]> {
     const { groups, later } = groupsOf(calls);
-    const onWritten = this.#onWritten(calls, later);
+    // Sent before the answer only while the lease is fresh: a statement that lands after this
+    // instance's holds were reclaimed would not count (see #leaseFresh).
+    const early = calls.filter((c) => c.onSent && !later.has(c));
+    const onWritten =
+      early.length > 0 && this.#leaseFresh()
+        ? () => {
+            for (const c of early) {
+              c.sent = true;
+              try {
+                c.onSent!();
+              } catch (err) {
+                c.failed = err; // thrown to its caller once the statement is answered; the others go on
+              }
+            }
+          }
+        : undefined;
     // A commit alone in its turn: the single-row statement (one group of one; the answer's shape is the same).
     const alone = calls.length === 1 && groups.length === 1;
     const g0 = groups[0]!;
