@@ -11,6 +11,7 @@ import { fileURLToPath } from 'node:url';
 import { Command, CommanderError } from 'commander';
 import { UsageError } from './commands/args.js';
 import { ConfigError } from './config.js';
+import { fileErrorReason } from './datadir.js';
 
 /** What each command module exports. */
 export type Register = (program: Command) => void;
@@ -57,7 +58,18 @@ export async function buildProgram(only?: string): Promise<Command> {
 }
 
 /** Errors whose message already says what went wrong and what to do. */
-const EXPLAINED_ERRORS = new Set(['UwsFallbackError', 'ListenError']);
+const EXPLAINED_ERRORS = new Set(['UwsFallbackError', 'ListenError', 'DataDirError']);
+
+/**
+ * A file system refusal (a path this user may not write, a file where a directory should be) in one
+ * line: it is the operator's to fix, and a stack trace would only bury the path. Undefined for others.
+ */
+function fileErrorMessage(err: unknown): string | undefined {
+  const e = err as NodeJS.ErrnoException | undefined;
+  const reason = fileErrorReason(e?.code);
+  if (!reason || typeof e?.path !== 'string') return undefined;
+  return `cannot ${e.syscall ?? 'use'} ${e.path}: ${reason} (${e.code})`;
+}
 
 /** Runs the command line `argv` (without node and the script); resolves to the exit status. */
 export async function run(argv: string[]): Promise<number> {
@@ -85,6 +97,11 @@ export async function run(argv: string[]): Promise<number> {
     if (err instanceof Error && EXPLAINED_ERRORS.has(err.name)) {
       // These carry their own explanation and remedies; a stack trace would only bury them.
       process.stderr.write(`optmark: ${err.message}\n`);
+      return 1;
+    }
+    const plain = fileErrorMessage(err);
+    if (plain) {
+      process.stderr.write(`optmark: ${plain}\n`);
       return 1;
     }
     process.stderr.write(`optmark: ${err instanceof Error ? (err.stack ?? err.message) : String(err)}\n`);

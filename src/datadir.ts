@@ -4,7 +4,7 @@
  * when created and tightened at start when an older version (or an operator) left them looser.
  */
 import { randomBytes } from 'node:crypto';
-import { chmodSync, closeSync, constants, fchmodSync, mkdirSync, openSync, statSync, writeSync } from 'node:fs';
+import { accessSync, chmodSync, closeSync, constants, fchmodSync, mkdirSync, openSync, statSync, writeSync } from 'node:fs';
 import { open } from 'node:fs/promises';
 import { join } from 'node:path';
 
@@ -31,9 +31,52 @@ export interface ModeProblem {
 
 const octal = (mode: number): string => (mode & 0o777).toString(8);
 
-/** Creates `dir` (and its parents) with mode 0700 when it is missing; the mode of existing parents is left alone. */
+/** Why a file system call refused a path, in words (undefined for codes without a plain explanation). */
+export function fileErrorReason(code: string | undefined): string | undefined {
+  switch (code) {
+    case 'EACCES':
+    case 'EPERM':
+      return 'permission denied for this user';
+    case 'ENOTDIR':
+      return 'a part of the path is a file, not a directory';
+    case 'EEXIST':
+      return 'it is a file, not a directory';
+    case 'EROFS':
+      return 'the file system is read-only';
+    case 'ENOSPC':
+      return 'no space left on the device';
+    case 'EDQUOT':
+      return "the user's disk quota is used up";
+    default:
+      return undefined;
+  }
+}
+
+/** The data directory cannot be created or written; the message names it, why, and what to do. */
+export class DataDirError extends Error {
+  constructor(
+    readonly dir: string,
+    readonly code: string | undefined,
+  ) {
+    super(
+      `cannot use the data directory ${dir}: ${fileErrorReason(code) ?? `the system refused it (${code ?? 'unknown'})`}. ` +
+        'Set OPTMARK_DATA_DIR to a directory this user can create and write (default ./data)',
+    );
+    this.name = 'DataDirError';
+  }
+}
+
+/**
+ * Creates `dir` (and its parents) with mode 0700 when it is missing, and checks that this user may write
+ * in it; the mode of existing parents is left alone. Throws a DataDirError saying why not.
+ */
 export function makePrivateDir(dir: string): void {
-  mkdirSync(dir, { recursive: true, mode: DATA_DIR_MODE });
+  try {
+    mkdirSync(dir, { recursive: true, mode: DATA_DIR_MODE });
+    accessSync(dir, constants.W_OK | constants.X_OK);
+  } catch (err) {
+    throw new DataDirError(dir, (err as NodeJS.ErrnoException).code);
+  }
 }
 
 /** Creates an empty file with mode 0600 unless it exists (a later open by SQLite keeps that mode). */

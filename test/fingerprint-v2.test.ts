@@ -125,7 +125,9 @@ describe('fingerprint v2 engines', async () => {
     const key = keyTileV2For(SECRET);
     // The JPEG crop is 341 x 256, a JPEG at its own size: its block grid is notched out of the spectrum.
     const jpegCrop = await jpeg(90)(await crop(4 / 9, { x: 0, y: 1 })(marked, rng), rng);
-    for (const buf of [marked, await crop(0.5, { x: 1, y: 1 })(marked, rng), await attack('rotate-5 bg')(marked, rng), jpegCrop, orig]) {
+    // A change of aspect: its aspect-line hypothesis clears the gate and is folded (step 4).
+    const stretched = await attack('aspect0.75')(marked, rng);
+    for (const buf of [marked, await crop(0.5, { x: 1, y: 1 })(marked, rng), await attack('rotate-5 bg')(marked, rng), jpegCrop, stretched, orig]) {
       const m = await sharp(buf).metadata();
       const base = await decodeBase(buf, m.width!, m.height!);
       const native = jpegGridAtOwnSize({ width: m.width!, height: m.height!, format: m.format! });
@@ -141,6 +143,8 @@ describe('fingerprint v2 engines', async () => {
       expect(Math.abs(n.out.dx - r.out.dx)).toBeLessThan(1e-4);
       expect(Math.abs(n.out.dy - r.out.dy)).toBeLessThan(1e-4);
       expect(Math.abs(n.out.syncZ - r.out.syncZ)).toBeLessThan(1e-4);
+      expect(n.out.aspectScore === r.out.aspectScore || Math.abs(n.out.aspectScore - r.out.aspectScore) < 1e-4).toBe(true);
+      if (buf === stretched) expect(r.out.aspectScore).toBeGreaterThanOrEqual(CORE2_PARAMS.aspectGate);
       const big = Math.max(...Array.from(r.out.cells, Math.abs));
       for (let i = 0; i < r.out.cells.length; i++) expect(Math.abs(n.out.cells[i]! - r.out.cells[i]!)).toBeLessThan(1e-4 * big);
       expect(cellTest(n.out.cells).k).toBe(cellTest(r.out.cells).k);

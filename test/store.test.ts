@@ -19,7 +19,9 @@ import {
 } from '../src/store/index.js';
 import { generateKey, hashKey } from '../src/store/keys.js';
 import { monthBounds, quotaStateOf } from '../src/store/quota.js';
-import { ENGINES, StoreHarness } from './helpers/stores.js';
+import { Relay } from './helpers/relay.js';
+import { waitFor } from './helpers/server.js';
+import { ENGINES, StoreHarness, TEST_DATABASE_URL } from './helpers/stores.js';
 
 async function storeErrorCode(fn: () => unknown): Promise<StoreErrorCode | 'no error'> {
   try {
@@ -810,6 +812,49 @@ describe('batched statements (PostgreSQL)', () => {
     expect(states.map((s) => s?.used)).toEqual([3, 3, 3]);
     const u = await store.usage(name);
     expect([u.protect.used, u.held.protect]).toEqual([3, 0]);
+  });
+
+  it('a connection cut while checked out fails its statement with store_unavailable; the process lives on', async () => {
+    // node-postgres emits 'error' on a client whose connection ends without a word from the database; a
+    // client checked out of the pool has no pool listener then, and an 'error' without a listener ends
+    // the process (the server died so when PostgreSQL went away: test/long/pg-unavailable.test.ts).
+    const relay = await Relay.to(TEST_DATABASE_URL);
+    const uncaught: unknown[] = [];
+    const onUncaught = (err: unknown): void => void uncaught.push(err);
+    process.prependListener('uncaughtException', onUncaught);
+    try {
+      const store = await h.open(undefined, undefined, { through: relay });
+      const { id, name } = await accountWith(store, 5);
+      const first = await store.reserve(id, 'protect');
+      if (!first.ok) throw new Error('reserve failed');
+      await store.commit(first.reservation);
+      const blocker = await h.client(store);
+      try {
+        await blocker.query('BEGIN');
+        await blocker.query('SELECT used FROM usage_counters WHERE account_id = $1 FOR UPDATE', [id]);
+        // The reserve's statement waits on the lock, on a connection the store checked out of its pool.
+        const pending = storeErrorCode(() => store.reserve(id, 'protect'));
+        await waitFor('the reserve waiting on the lock', async () => {
+          const r = await blocker.query("SELECT 1 FROM pg_stat_activity WHERE application_name = 'optmark' AND wait_event_type = 'Lock'");
+          return r.rowCount ? true : undefined;
+        });
+        relay.set('pass'); // cuts every connection through the relay, mid-statement
+        expect(await pending).toBe('store_unavailable');
+      } finally {
+        await blocker.query('ROLLBACK').catch(() => undefined);
+        await blocker.end();
+      }
+      // The pool connects again: the next reserve is served. (The cut statement's own outcome is not
+      // known to the store: PostgreSQL may still have run it once the lock was let go.)
+      const again = await store.reserve(id, 'protect');
+      expect(again.ok).toBe(true);
+      if (again.ok) await store.commit(again.reservation);
+      expect((await store.usage(name)).protect.used).toBeGreaterThanOrEqual(2);
+    } finally {
+      process.removeListener('uncaughtException', onUncaught);
+      await relay.close();
+    }
+    expect(uncaught.map(String)).toEqual([]);
   });
 
   it('batches from several instances racing for one fresh counter row grant exactly the limit', async () => {

@@ -127,8 +127,9 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
         !GetInt(o, "workShort", 8, kMaxSide, in.workShort) || !GetInt(o, "native", 0, 1, in.native) || !GetInt(po, "period", 8, optmark::kTile, p.period) ||
         !GetInt(po, "cell", 1, optmark::kTile, p.cell) || !GetInt(po, "candidates", 0, 16, p.candidates) || !GetDouble(po, "fastZ", p.fastZ) ||
         !GetDouble(po, "gate", p.gate) || !GetDouble(po, "refineZ", p.refineZ) || !GetDouble(po, "phasesZ", p.phasesZ) ||
-        !GetDouble(po, "secondT", p.secondT) || !GetDouble(po, "pMin", p.pMin) || !GetDouble(po, "pMax", p.pMax) || !GetDouble(po, "angle", p.angle) ||
-        !GetDouble(po, "sigmaHighpass", p.sigmaHighpass) || !GetDouble(po, "sigmaLocal", p.sigmaLocal) || !GetDouble(po, "localFloor", p.localFloor)) {
+        !GetDouble(po, "secondT", p.secondT) || !GetDouble(po, "aspectGate", p.aspectGate) || !GetDouble(po, "pMin", p.pMin) ||
+        !GetDouble(po, "pMax", p.pMax) || !GetDouble(po, "angle", p.angle) || !GetDouble(po, "sigmaHighpass", p.sigmaHighpass) ||
+        !GetDouble(po, "sigmaLocal", p.sigmaLocal) || !GetDouble(po, "localFloor", p.localFloor)) {
       return env.Undefined();
     }
     const bool pow2 = (p.period & (p.period - 1)) == 0;
@@ -175,6 +176,7 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
     r.Set("tier", out.tier);
     r.Set("candidates", out.candidates);
     r.Set("combScore", out.combScore);
+    r.Set("aspectScore", out.aspectScore);
     r.Set("cells", cells);
     Napi::Float64Array phaseCells = Napi::Float64Array::New(env, out.phaseCells.size());
     std::copy(out.phaseCells.begin(), out.phaseCells.end(), phaseCells.Data());

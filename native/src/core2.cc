@@ -28,11 +28,12 @@ constexpr double kSpecClip = 6;
 constexpr int kWhitenBox = 17;
 constexpr double kGridSkip = 2;  // template peaks this close (bins) to a notched grid line leave the comb
 const double kCropStep = std::log(1.005);
-constexpr int kPoolRadius = 1;            // max filter of the coarse pass, bins
-constexpr int kCoarseKeep = 32;           // coarse cells refined
-constexpr double kCropMin = 0.98;         // crop line from this times the no-geometry scale (crops only enlarge)
-constexpr double kSameAsIdentity = 0.02;  // candidates this close (relative) to the no-geometry lattice are skipped
-constexpr double kGatedScaleMin = 0.85;   // below the gate, grid hypotheses from this times the no-geometry scale
+constexpr int kPoolRadius = 1;             // max filter of the coarse pass, bins
+constexpr int kCoarseKeep = 32;            // coarse cells refined
+constexpr double kCropMin = 0.98;          // crop line from this times the no-geometry scale (crops only enlarge)
+constexpr double kSameAsIdentity = 0.02;   // candidates this close (relative) to the no-geometry lattice are skipped
+constexpr double kGatedScaleMin = 0.85;    // below the gate, grid hypotheses from this times the no-geometry scale
+const double kAspectMax = std::log(1.36);  // the aspect lines: one axis at the no-geometry scale, the other within 1.36x of it
 
 const int kDihedral[8][4] = {{1, 0, 0, 1}, {0, -1, 1, 0}, {-1, 0, 0, -1}, {0, 1, -1, 0}, {-1, 0, 0, 1}, {1, 0, 0, -1}, {0, 1, 1, 0}, {0, -1, -1, 0}};
 
@@ -491,7 +492,7 @@ std::vector<int> CoarseIndices(int n) {
 }
 
 std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h, bool notchGrid, const double* harm, int nh, const Core2Params& p,
-                                                   double cropMin, double& topScore) {
+                                                   double cropMin, double& topScore, double& aspectScore) {
   thread_local Spectrum sp;
   WhitenedSpectrum(sp, x, w, h, notchGrid);
   const int period = p.period;
@@ -589,6 +590,24 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
     for (const Hypo& c : chosen)
       if (std::abs(c.theta) < 2.5 * thStep && std::abs(std::log(c.sx / crop.sx)) < 0.05 && std::abs(std::log(c.sy / crop.sy)) < 0.05) dup = true;
     if (!dup) chosen.push_back(crop);
+  }
+  // A change of aspect alone keeps one axis at the no-geometry scale; on these two lines a whole picture's
+  // sharp peaks are scored on the fine plane (the grid's smoothed planes flatten them), and the best is
+  // folded only when it stands well clear of what unmarked pictures reach.
+  const double s0 = cropMin / kCropMin;
+  Hypo aspect{0, 1, 1, -INFINITY};
+  for (int axis = 0; axis < 2; axis++)
+    for (double a = -kAspectMax; a <= kAspectMax + 1e-9; a += kCropStep) {
+      const double sx = axis ? s0 * std::exp(a) : s0, sy = axis ? s0 : s0 * std::exp(a);
+      const double score = CombScore(sp, sp.fine, harm, nh, period, 0, sx, sy);
+      if (score > aspect.score) aspect = {0, sx, sy, score};
+    }
+  aspectScore = aspect.score;
+  if (aspect.score >= p.aspectGate) {
+    bool dup = false;
+    for (const Hypo& c : chosen)
+      if (std::abs(c.theta) < 2.5 * thStep && std::abs(std::log(c.sx / aspect.sx)) < 0.05 && std::abs(std::log(c.sy / aspect.sy)) < 0.05) dup = true;
+    if (!dup) chosen.push_back(aspect);
   }
   std::vector<std::vector<double>> out;
   for (const Hypo& hy : chosen) {
@@ -1030,13 +1049,14 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   bool identity = true;
   int tier = 1;
   out.combScore = -INFINITY;
+  out.aspectScore = -INFINITY;
   if (best.hit.z < p.fastZ) {
     tier = 2;
     double f = 1;
     const FoldImage& base = images(period, f);
     double top = -INFINITY;
     const std::vector<std::vector<double>> cands =
-        LatticeCandidates(base.x.data(), w, h, in.native == 1, in.harmonics, in.nHarmonics, p, kCropMin * p0 / period, top);
+        LatticeCandidates(base.x.data(), w, h, in.native == 1, in.harmonics, in.nHarmonics, p, kCropMin * p0 / period, top, out.aspectScore);
     out.combScore = top;
     for (const auto& v : cands) {
       // A hypothesis within 2% of the no-geometry one is that one, already tried: folded again it could

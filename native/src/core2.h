@@ -17,6 +17,7 @@ struct Core2Params {
   double refineZ;                                // sync z below which the coherent refinement is skipped
   double phasesZ;                                // sync z from which the other tile phases' cells are reported
   double secondT;                                // count T from which an unrefined spectrum lattice is refined anyway
+  double aspectGate;                             // fine comb score from which the best aspect-line hypothesis is folded
   double sigmaHighpass, sigmaLocal, localFloor;  // prefilter
 };
 
@@ -39,6 +40,7 @@ struct Core2Out {
   double dx, dy, syncZ, phaseZ;
   int tier, candidates;
   double combScore;                  // best comb score of the lattice grid (-inf when the search did not run)
+  double aspectScore;                // best fine comb score of the aspect lines (-inf when the search did not run)
   double* cells;                     // (kTile/cell)^2, filled by the core
   std::vector<double> phaseCells;    // the other tile phases' cells, one block after another (empty under phasesZ)
   std::vector<double> refinedCells;  // the second look's cells (empty when it did not run)

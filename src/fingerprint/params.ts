@@ -114,6 +114,12 @@ export const V2_PHASES_Z = 4.5;
  */
 export const V2_SECOND_T = 2.5;
 /**
+ * Detector only: the aspect lines (theta 0, one axis at the no-geometry scale, the other within 1.36x of
+ * it) are scored on the fine spectrum plane, and their best hypothesis is folded when its comb score
+ * reaches this (docs/fingerprint.md, step 4).
+ */
+export const V2_ASPECT_GATE = 2.5;
+/**
  * Shares of version 2's budget FPR_PER_SCHEME (they sum to 1): the chosen alignment at its best tile
  * phase; the other 15 tile phases, split equally; the second look's refined lattice. Union bound over
  * these 17 tests, whose alignments never read part C (docs/fingerprint.md, "The false-positive bound").
@@ -135,6 +141,7 @@ export const CORE2_PARAMS = {
   refineZ: V2_REFINE_Z,
   phasesZ: V2_PHASES_Z,
   secondT: V2_SECOND_T,
+  aspectGate: V2_ASPECT_GATE,
   sigmaHighpass: SIGMA_HIGHPASS,
   sigmaLocal: SIGMA_LOCAL,
   localFloor: LOCAL_FLOOR,

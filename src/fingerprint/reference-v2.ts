@@ -34,6 +34,8 @@ export interface Core2Params {
   phasesZ: number;
   /** Self-normalised sum T of the count from which an unrefined spectrum lattice is refined and counted again. */
   secondT: number;
+  /** Fine comb score from which the best hypothesis of the aspect lines is folded. */
+  aspectGate: number;
   sigmaHighpass: number;
   sigmaLocal: number;
   localFloor: number;
@@ -77,6 +79,8 @@ export interface Core2Output {
   candidates: number;
   /** Best comb score of the lattice grid (-Infinity when the search did not run). */
   combScore: number;
+  /** Best fine comb score of the aspect lines (-Infinity when the search did not run). */
+  aspectScore: number;
   /** Correlation of each count cell with the key at the chosen alignment. */
   cells: Float64Array;
   /**
@@ -185,6 +189,8 @@ const COARSE_KEEP = 32;
 const CROP_MIN = 0.98;
 /** Below the gate, grid hypotheses are tried from this times the no-geometry scale up. */
 const GATED_SCALE_MIN = 0.85;
+/** The aspect lines: one axis at the no-geometry scale, the other within this factor of it either way. */
+const ASPECT_MAX = Math.log(1.36);
 /** Candidates this close (relative) to the no-geometry lattice are skipped: it is tried anyway. */
 const SAME_AS_IDENTITY = 0.02;
 const WHITEN_BOX = 17;
@@ -419,7 +425,7 @@ export function latticeCandidates(
   harm: Float64Array,
   p: Core2Params,
   cropMin = 0,
-): { cands: number[][]; top: number } {
+): { cands: number[][]; top: number; aspect: number } {
   const sp = whitenedSpectrum(x, w, h, notchGrid);
   const period = p.period;
   const coarseM = harm;
@@ -512,6 +518,25 @@ export function latticeCandidates(
   ) {
     chosen.push(crop);
   }
+  // A change of aspect alone keeps one axis at the no-geometry scale; on these two lines a whole picture's
+  // sharp peaks are scored on the fine plane (the grid's smoothed planes flatten them), and the best is
+  // folded only when it stands well clear of what unmarked pictures reach.
+  const s0 = cropMin / CROP_MIN;
+  let aspect: Hypo = { theta: 0, sx: 1, sy: 1, score: -Infinity };
+  for (let axis = 0; axis < 2; axis++) {
+    for (let a = -ASPECT_MAX; a <= ASPECT_MAX + 1e-9; a += CROP_STEP) {
+      const sx = axis ? s0 * Math.exp(a) : s0;
+      const sy = axis ? s0 : s0 * Math.exp(a);
+      const score = combScore(sp, sp.fine, fineM, period, 0, sx, sy);
+      if (score > aspect.score) aspect = { theta: 0, sx, sy, score };
+    }
+  }
+  if (
+    aspect.score >= p.aspectGate &&
+    !chosen.some((c) => Math.abs(c.theta) < 2.5 * thStep && Math.abs(Math.log(c.sx / aspect.sx)) < 0.05 && Math.abs(Math.log(c.sy / aspect.sy)) < 0.05)
+  ) {
+    chosen.push(aspect);
+  }
   const cands = chosen.map((hy) => {
     let { theta, sx, sy } = hy;
     let best = combScore(sp, sp.fine, fineM, period, theta, sx, sy);
@@ -547,7 +572,7 @@ export function latticeCandidates(
     const s = Math.sin(theta);
     return [period * sx * c, period * sy * s, -period * sx * s, period * sy * c];
   });
-  return { cands, top: topScore };
+  return { cands, top: topScore, aspect: aspect.score };
 }
 
 /**
@@ -801,12 +826,14 @@ export function detectCore2(input: Core2Input): Core2Output {
   let tier = 1;
   let tried = 1;
   let combScore = -Infinity;
+  let aspectScore = -Infinity;
   if (best.hit.z < p.fastZ) {
     tier = 2;
     const base = images.get(period).x;
     const found = latticeCandidates(base, w, h, input.native === 1, input.harmonics, p, (CROP_MIN * p0) / period);
     const cands = found.cands;
     combScore = found.top;
+    aspectScore = found.aspect;
     const v0 = [p0, 0, 0, p0];
     for (const v of cands) {
       // A hypothesis within 2% of the no-geometry one is that one, already tried: folded again it could
@@ -902,6 +929,7 @@ export function detectCore2(input: Core2Input): Core2Output {
     tier,
     candidates,
     combScore,
+    aspectScore,
     cells: main.cells,
     phaseCells,
     refinedCells,

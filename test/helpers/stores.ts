@@ -13,6 +13,7 @@ import Database from 'better-sqlite3';
 import pg from 'pg';
 import { afterAll, afterEach, beforeAll } from 'vitest';
 import { openStore, type Store } from '../../src/store/index.js';
+import type { Relay } from './relay.js';
 
 export const TEST_DATABASE_URL = process.env.OPTMARK_TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres';
 
@@ -102,14 +103,17 @@ export class StoreHarness {
   async open(
     dataDir = this.tempDir(),
     limits: Limits = { protect: 10_000, verify: 50_000 },
-    extra: { authCacheMs?: number; storeTimeoutMs?: number } = {},
+    extra: { authCacheMs?: number; storeTimeoutMs?: number; through?: Relay } = {},
   ): Promise<Store> {
+    const { through, ...options } = extra;
+    const url = this.urlFor(dataDir);
     const store = await openStore({
       dataDir,
       defaultProtectLimit: limits.protect,
       defaultVerifyLimit: limits.verify,
-      databaseUrl: this.urlFor(dataDir),
-      ...extra,
+      // PostgreSQL through a relay the test controls (it can cut the store's connections).
+      databaseUrl: url && through ? through.via(url) : url,
+      ...options,
     });
     this.#stores.push(store);
     const schema = this.#schemas.get(dataDir);

@@ -3,62 +3,12 @@
 // hole: bytes go in, nothing comes back), API calls are answered 503 with Retry-After and never processed
 // for free: once PostgreSQL is back the counter holds exactly the units of the 200s the clients got, none
 // held, and the server serves again without a restart.
-import { createServer, connect, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { optmarkHere } from '../helpers/cli.js';
 import { smallImage } from '../helpers/images.js';
+import { Relay } from '../helpers/relay.js';
 import { TestServer, api, waitFor } from '../helpers/server.js';
 import { createTestDatabase } from '../helpers/stores.js';
-
-type Mode = 'pass' | 'refuse' | 'blackhole';
-
-/** A TCP relay to PostgreSQL: passes bytes, refuses connections, or swallows everything. */
-class Relay {
-  mode: Mode = 'pass';
-  port = 0;
-  #server: Server | undefined;
-  readonly #sockets = new Set<Socket>();
-
-  constructor(
-    readonly host: string,
-    readonly upstreamPort: number,
-  ) {}
-
-  async listen(): Promise<void> {
-    this.#server = createServer((client) => {
-      if (this.mode === 'refuse') return client.destroy();
-      this.#track(client);
-      const up = connect(this.upstreamPort, this.host);
-      this.#track(up);
-      client.on('data', (d) => this.mode === 'pass' && up.write(d));
-      up.on('data', (d) => this.mode === 'pass' && client.write(d));
-      const end = () => {
-        client.destroy();
-        up.destroy();
-      };
-      client.on('close', end).on('error', end);
-      up.on('close', end).on('error', end);
-    });
-    await new Promise<void>((res) => this.#server!.listen(this.port, '127.0.0.1', () => res()));
-    this.port = (this.#server.address() as { port: number }).port;
-  }
-
-  #track(s: Socket): void {
-    this.#sockets.add(s);
-    s.on('close', () => this.#sockets.delete(s));
-  }
-
-  /** Switches mode; every open connection is cut (the pool must connect again, into the new mode). */
-  set(mode: Mode): void {
-    this.mode = mode;
-    for (const s of this.#sockets) s.destroy();
-  }
-
-  async close(): Promise<void> {
-    this.set('refuse');
-    await new Promise((res) => this.#server?.close(res));
-  }
-}
 
 let db: { url: string; drop: () => Promise<void> };
 let relay: Relay;
@@ -80,12 +30,8 @@ beforeAll(async () => {
   const u = new URL(db.url);
   u.searchParams.set('schema', 'outage');
   direct = u.href;
-  relay = new Relay(u.hostname, Number(u.port || 5432));
-  await relay.listen();
-  const via = new URL(direct);
-  via.hostname = '127.0.0.1';
-  via.port = String(relay.port);
-  relayed = via.href;
+  relay = await Relay.to(direct);
+  relayed = relay.via(direct);
   const cli = (...args: string[]) => optmarkHere(args, { OPTMARK_DATABASE_URL: direct });
   expect((await cli('account', 'create', ACCOUNT, '--plan', 'pro')).status).toBe(0);
   expect((await cli('account', 'set-limits', ACCOUNT, '--protect', '20')).status).toBe(0);

@@ -277,7 +277,10 @@ export class PostgresStore implements Store {
     checkDefaults(opts);
     const url = parseDatabaseUrl(opts.url);
     const timeout = opts.timeoutMs ?? DEFAULT_TIMEOUT_MS;
-    const settings = [`-c statement_timeout=${timeout}`, `-c idle_in_transaction_session_timeout=${4 * timeout}`];
+    // Generic plans: every statement here is a keyed lookup or write whose plan does not depend on its
+    // values, and PostgreSQL's default (a custom plan while it judges one cheaper) planned the batch
+    // statements afresh on every call: 0.4 ms of the database's CPU per commit batch (pg_stat_statements).
+    const settings = [`-c statement_timeout=${timeout}`, `-c idle_in_transaction_session_timeout=${4 * timeout}`, '-c plan_cache_mode=force_generic_plan'];
     // The server's default (off) gives way to the operator's `synchronous_commit=on` in the URL.
     if (opts.synchronousCommit === false && url.synchronousCommit !== true) settings.push('-c synchronous_commit=off');
     if (url.schema) settings.push(`-c search_path=${url.schema}`);
@@ -295,6 +298,11 @@ export class PostgresStore implements Store {
     // An idle connection that breaks (server restart) is dropped by the pool; without a listener the
     // 'error' event would end the process.
     pool.on('error', () => undefined);
+    // The pool listens to a client only while it is idle. One checked out (a reserve, a commit, a
+    // transaction) whose connection ends without a word from PostgreSQL (a network cut, a host gone)
+    // emits 'error' too, and without a listener that ended the process. Its statements fail with the
+    // error (store_unavailable) and the pool drops it when it is released, so the event needs no more.
+    pool.on('connect', (client) => client.on('error', () => undefined));
     const store = new PostgresStore(
       pool,
       config,
