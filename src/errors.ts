@@ -38,6 +38,7 @@ export const ERROR_CODES = [
   // capacity
   'overloaded',
   'processing_timeout',
+  'fingerprint_unavailable',
   // anything else
   'internal_error',
 ] as const;
@@ -72,6 +73,7 @@ const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
   method_not_allowed: 'This route does not accept that method.',
   overloaded: 'The server is busy; retry shortly.',
   processing_timeout: 'Processing the image took too long.',
+  fingerprint_unavailable: 'The fingerprint detector cannot run now; retry shortly, or send ?fingerprint=skip for the rest of the report.',
   internal_error: 'Something went wrong on the server.',
 };
 

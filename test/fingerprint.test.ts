@@ -5,11 +5,12 @@
 import { existsSync, mkdtempSync, readdirSync, readFileSync, statSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
-import { fileURLToPath } from 'node:url';
+import { fileURLToPath, pathToFileURL } from 'node:url';
+import { Worker } from 'node:worker_threads';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { detectFingerprint, embedFingerprint, fingerprintEngine, loadFingerprintSecret } from '../src/fingerprint/index.js';
-import { decodeBase } from '../src/fingerprint/decode.js';
+import { decodeBase, isDecodeTimeout } from '../src/fingerprint/decode.js';
 import { jpeg, jpegFrameSize } from '../src/formats/jpeg.js';
 import { runCore, runCore2 } from '../src/fingerprint/native.js';
 import { keyTileFor } from '../src/fingerprint/pattern.js';
@@ -17,6 +18,7 @@ import { keyTileV2For } from '../src/fingerprint/pattern-v2.js';
 import { CORE2_PARAMS, CORE_PARAMS, WORK_SHORT_SIDE } from '../src/fingerprint/params.js';
 import { binomialTail, cellTest, signFlipTail } from '../src/fingerprint/stats.js';
 import { psnr, texturedImage } from './helpers/fingerprint.js';
+import { ROOT, requireBuild } from './helpers/server.js';
 
 const MAX_PIXELS = 40_000_000;
 const SECRET = new Uint8Array(32).fill(3);
@@ -209,6 +211,36 @@ describe('fingerprint limits', () => {
   });
 });
 
+describe('a decode that cannot finish', () => {
+  it('a libvips timeout is told apart from undecodable pixels: the first is an error (the detector did not look), the second not examined', async () => {
+    // A real timeout: a blur far beyond 1 s of work on any machine (a few MB, nothing read from disk).
+    const slow = await sharp({ create: { width: 4000, height: 4000, channels: 3, background: '#808080' } })
+      .blur(200)
+      .timeout({ seconds: 1 })
+      .raw()
+      .toBuffer()
+      .then(
+        () => undefined,
+        (err: unknown) => err,
+      );
+    expect(String(slow)).toMatch(/^Error: timeout: /);
+    expect(isDecodeTimeout(slow)).toBe(true);
+    // A PNG cut after its header: libvips cannot decode it, the same on every run.
+    const png = await sharp({ create: { width: 300, height: 200, channels: 3, background: '#336699' } })
+      .png()
+      .toBuffer();
+    const garbled = Buffer.concat([png.subarray(0, 33), png.subarray(png.length - 12)]);
+    const broken = await decodeBase(garbled, 300, 200).then(
+      () => undefined,
+      (err: unknown) => err,
+    );
+    expect(broken).toBeInstanceOf(Error);
+    expect(isDecodeTimeout(broken)).toBe(false);
+    const r = await detectFingerprint(garbled, new Uint8Array(32), { maxPixels: MAX_PIXELS });
+    expect([r.present, r.blocks, r.scheme]).toEqual([false, 0, 0]);
+  });
+});
+
 describe('fingerprint secret', () => {
   it('is created with mode 0600 on first use and reused', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'optmark-fp-'));
@@ -217,6 +249,43 @@ describe('fingerprint secret', () => {
     expect(statSync(join(dir, 'fingerprint.key')).mode & 0o777).toBe(0o600);
     const b = await loadFingerprintSecret({ dataDir: dir });
     expect(Buffer.from(b).equals(Buffer.from(a))).toBe(true);
+  });
+
+  it('created by every worker at once on a fresh data directory: one secret, whole, for all', async () => {
+    // Each worker thread loads the secret at warm-up, all at the same instant. The file used to be created
+    // empty and then written: a worker reading it in between failed ("too short": in 20 of 200 threads here),
+    // and until it loaded again its verify reported the fingerprint absent.
+    requireBuild();
+    const module = pathToFileURL(join(ROOT, 'dist', 'src', 'fingerprint', 'secret.js')).href;
+    const script = `import { parentPort, workerData } from 'node:worker_threads';
+      const { loadFingerprintSecret } = await import(workerData.module);
+      const go = new Int32Array(workerData.go);
+      const out = [];
+      for (const [round, dir] of workerData.dirs.entries()) {
+        Atomics.add(go, round, 1);
+        while (Atomics.load(go, round) < workerData.threads) {}
+        const loads = await Promise.allSettled([0, 1, 2].map(() => loadFingerprintSecret({ dataDir: dir })));
+        out.push(loads.map((r) => (r.status === 'fulfilled' ? Buffer.from(r.value).toString('hex') : 'failed: ' + r.reason.message)));
+      }
+      parentPort.postMessage(out);`;
+    const url = new URL(`data:text/javascript,${encodeURIComponent(script)}`);
+    const threads = 4;
+    const dirs = Array.from({ length: 50 }, () => mkdtempSync(join(tmpdir(), 'optmark-fp-')));
+    const go = new SharedArrayBuffer(4 * dirs.length);
+    const answers = await Promise.all(
+      Array.from({ length: threads }, () => {
+        const w = new Worker(url, { workerData: { module, dirs, go, threads } });
+        return new Promise<string[][]>((res, rej) => w.once('message', res).once('error', rej));
+      }),
+    );
+    dirs.forEach((dir, round) => {
+      const loaded = answers.flatMap((a) => a[round]!);
+      expect(loaded.filter((a) => a.startsWith('failed'))).toEqual([]);
+      expect(new Set(loaded).size).toBe(1);
+      expect(readFileSync(join(dir, 'fingerprint.key')).toString('hex')).toBe(loaded[0]);
+      // No file of a loser is left behind.
+      expect(readdirSync(dir)).toEqual(['fingerprint.key']);
+    });
   });
 
   it('reads a configured file and refuses a missing one', async () => {

@@ -2,7 +2,8 @@
 // request ids, and many requests at once; every answer is also checked against docs/openapi.json.
 import Database from 'better-sqlite3';
 import { createHash } from 'node:crypto';
-import { readFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -214,6 +215,52 @@ describe('verify', () => {
     expect(a.json.otherSignals).toEqual(['c2pa.trainingMining']);
     expect(a.json.optedOut).toBe(false);
     expect(a.json.signals).toEqual([]);
+  }, 60_000);
+});
+
+describe('verify when the detector cannot run', () => {
+  // A fingerprint secret that cannot be read (here: too short, as a file caught half-written would be).
+  // verify answered 200 with the fingerprint "not found", as if the detector had looked.
+  let broken: TestServer;
+  let brokenKey: string;
+  let brokenAccount: string;
+  let secretFile: string;
+  beforeAll(async () => {
+    const dir = mkdtempSync(join(tmpdir(), 'optmark-secret-'));
+    secretFile = join(dir, 'fingerprint.key');
+    writeFileSync(secretFile, Buffer.alloc(4, 7), { mode: 0o600 });
+    broken = await TestServer.start({ env: { OPTMARK_POOL_SIZE: '1', OPTMARK_FINGERPRINT_SECRET_FILE: secretFile } });
+    ({ key: brokenKey, name: brokenAccount } = await broken.account());
+  });
+  afterAll(async () => {
+    await broken?.dispose();
+  });
+
+  it('503 fingerprint_unavailable with Retry-After, no unit counted; ?fingerprint=skip still answers; served once the secret reads', async () => {
+    const a = await api(broken, 'verify', brokenKey, images.jpeg, { 'X-Request-ID': 'secret-unreadable-1' });
+    expectError(a, 503, 'fingerprint_unavailable');
+    expectConforms(a, 'post', '/api/v1/verify');
+    expect(Number(a.headers['retry-after'])).toBeGreaterThan(0);
+    expect(a.body.toString()).not.toContain(secretFile);
+    // The operator learns why, under the request id.
+    await waitFor('the reason in the server log', () => (/"reqId":"secret-unreadable-1".*too short/.test(broken.output) ? true : undefined));
+    expect((await broken.usage(brokenAccount)).verify.used).toBe(0);
+
+    const form = imageForm(images.jpeg);
+    const skipped = await request(broken, '/api/v1/verify?fingerprint=skip', {
+      method: 'POST',
+      headers: { Authorization: `Bearer ${brokenKey}`, 'Content-Type': form.contentType },
+      body: form.body,
+    });
+    expect(skipped.status, skipped.body.toString()).toBe(200);
+    expect(skipped.json.fingerprint).toEqual({ present: false, confidence: 0, blocks: 0 });
+
+    // The secret is read again on the next call: no restart needed (an image large enough to be examined).
+    writeFileSync(secretFile, Buffer.alloc(32, 7));
+    const v = await api(broken, 'verify', brokenKey, await smallImage('jpeg', 384, 256));
+    expect(v.status, v.body.toString()).toBe(200);
+    expect(v.json.fingerprint.blocks).toBeGreaterThan(0);
+    expect((await broken.usage(brokenAccount)).verify.used).toBe(2);
   }, 60_000);
 });
 

@@ -446,6 +446,26 @@ describe('regressions', () => {
     expect(Buffer.from(protect(out).bytes).equals(Buffer.from(out))).toBe(true);
   });
 
+  it('a value of exactly the URI protect writes, padded with white space, was left as it was: ExifTool read it with the padding', async () => {
+    for (const format of FORMATS) {
+      const base = await fx.bytes(`base.${EXT[format]}`);
+      const padded = withXmp(format, base, utf8(packet({ ns: { plus: NS.plus }, body: `<plus:DataMining>\n\t${AIML}\r\n</plus:DataMining>${DC_BODY}` })));
+      expect(read(padded)).toMatchObject({ optedOut: true, token: 'DMI-PROHIBITED-AIMLTRAINING' });
+      const out = protect(padded);
+      expect(out.changed).toBe(true);
+      expect(await exiftoolDataMining(et, fx.write(`padded-out.${EXT[format]}`, out.bytes))).toBe('DMI-PROHIBITED-AIMLTRAINING');
+      expect(same(protect(out.bytes).bytes, out.bytes)).toBe(true);
+      // The same URI unpadded, as an attribute or element text, is already what protect writes.
+      for (const exact of [
+        packet({ ns: { plus: NS.plus }, attrs: { 'plus:DataMining': AIML } }),
+        packet({ ns: { plus: NS.plus }, body: `<plus:DataMining>${AIML}</plus:DataMining>` }),
+      ]) {
+        const input = withXmp(format, base, utf8(exact));
+        expect(protect(input).changed).toBe(false);
+      }
+    }
+  });
+
   it('an XML declaration was written back after the xpacket header (not well-formed XML)', async () => {
     for (const format of FORMATS) {
       const xmp = xmpPackets(format, protect(await fx.bytes(`xmldecl.${EXT[format]}`)).bytes)[0]!.toString('utf8');

@@ -449,11 +449,13 @@ describe('live layers (what a worker runs)', () => {
     expect(existsSync(join(dataDir, 'fingerprint.key'))).toBe(false); // detection off: no secret touched
   });
 
-  it('a secret that cannot be loaded makes detection report not found instead of failing verify', async () => {
+  it('a secret that cannot be loaded fails detection with fingerprint_unavailable (never "not found"), and is loaded again on the next call', async () => {
     const dir = tempDir();
     const missing = join(dir, 'no-such-secret');
     const layers = new LiveLayers({ dataDir: dir, maxPixels: 1e8, signingKeyFile: undefined, fingerprintSecretFile: missing, fingerprintDetect: true });
-    expect(await layers.detectFingerprint(inputs.get('png')!)).toEqual({ present: false, confidence: 0, blocks: 0 });
+    await expect(layers.detectFingerprint(inputs.get('png')!)).rejects.toMatchObject({ code: 'fingerprint_unavailable' });
+    writeFileSync(missing, Buffer.alloc(32, 1));
+    expect(await layers.detectFingerprint(inputs.get('png')!)).toMatchObject({ present: false });
   });
 
   it('verifying needs only the public keys: no private key on the verifier', async () => {

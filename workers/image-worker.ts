@@ -118,7 +118,14 @@ async function perform(task: Posted): Promise<TaskResult> {
     }
   } catch (err) {
     const error = toErrorShape(err);
-    const detail = error.code === 'internal_error' && err instanceof Error ? (err.stack ?? err.message) : undefined;
+    // For the server log only: an unexpected failure's stack, or why the detector could not run.
+    const detail = !(err instanceof Error)
+      ? undefined
+      : error.code === 'internal_error'
+        ? (err.stack ?? err.message)
+        : error.code === 'fingerprint_unavailable'
+          ? `fingerprint secret: ${String(err.cause)}`
+          : undefined;
     return { ok: false, error, ...(detail ? { detail } : {}) };
   }
 }

@@ -48,21 +48,22 @@ OPTMARK_CLONES
 void Blur(const float* __restrict src, int w, int h, const std::vector<float>& taps, float* __restrict tmp, float* __restrict out) {
   const int r = int(taps.size() - 1) / 2;
   const float* t = taps.data();
+  // Each row is copied with r replicated pixels on either side, so that the whole row (borders included)
+  // runs through the vectorised loop: per pixel the same products summed in the same order as before.
+  thread_local std::vector<float> padded;
+  padded.resize(size_t(w) + 2 * r);
+  float* __restrict pad = padded.data();
   for (int y = 0; y < h; y++) {
     const float* s = src + size_t(y) * w;
     float* d = tmp + size_t(y) * w;
+    std::fill(pad, pad + r, s[0]);
+    std::copy(s, s + w, pad + r);
+    std::fill(pad + r + w, pad + 2 * r + w, s[w - 1]);
     for (int x = 0; x < w; x++) d[x] = 0;
-    const int lo = std::min(r, w), hi = std::max(lo, w - r);
     for (int k = 0; k <= 2 * r; k++) {
       const float tk = t[k];
-      const float* sk = s + k - r;
-      for (int x = lo; x < hi; x++) d[x] += tk * sk[x];
-    }
-    for (int x = 0; x < w; x++) {
-      if (x >= lo && x < hi) continue;
-      float acc = 0;
-      for (int k = -r; k <= r; k++) acc += t[k + r] * s[std::clamp(x + k, 0, w - 1)];
-      d[x] = acc;
+      const float* sk = pad + k;
+      for (int x = 0; x < w; x++) d[x] += tk * sk[x];
     }
   }
   for (int y = 0; y < h; y++) {

@@ -620,9 +620,41 @@ void FoldLattice(const float* x, int fw, int fh, const double* v, int period, do
     const double baseX = cx + bx * (j + oy) + ax * ox;
     const double baseY = cy + by * (j + oy) + ay * ox;
     double* row = out + size_t(j & kTM) * kT;
-    for (int i = i0; i <= i1; i++) {
+    auto inside = [&](int i) {
       const double sx = baseX + ax * i, sy = baseY + ay * i;
-      if (!(sx >= 0 && sy >= 0 && sx <= fw - 1 && sy <= fh - 1)) continue;
+      return sx >= 0 && sy >= 0 && sx <= fw - 1 && sy <= fh - 1;
+    };
+    // The samples of row j inside the picture: sx and sy are rounded from monotone functions of i, so
+    // the set is one run [lo, hi]. Estimated from the two constraints, then settled with the exact test.
+    double flo = i0, fhi = i1;
+    auto clip = [&](double base, double a, double top) {
+      if (a == 0) {
+        if (!(base >= 0 && base <= top)) fhi = flo - 1;
+        return;
+      }
+      const double e0 = -base / a, e1 = (top - base) / a;
+      flo = std::max(flo, std::min(e0, e1));
+      fhi = std::min(fhi, std::max(e0, e1));
+    };
+    clip(baseX, ax, fw - 1);
+    clip(baseY, ay, fh - 1);
+    int lo = i0, hi = i1;
+    bool found = false;
+    if (flo <= fhi) {
+      lo = std::max(i0, int(std::ceil(flo)));
+      hi = std::min(i1, int(std::floor(fhi)));
+      while (lo <= hi && !inside(lo)) lo++;
+      found = lo <= hi;
+    }
+    if (!found) {  // no sample in the estimate (rounding at a corner of the picture): every i is tested
+      for (lo = i0, hi = i1; lo <= hi && !inside(lo);) lo++;
+      if (lo > hi) continue;
+    }
+    while (lo > i0 && inside(lo - 1)) lo--;
+    while (!inside(hi)) hi--;
+    while (hi < i1 && inside(hi + 1)) hi++;
+    for (int i = lo; i <= hi; i++) {
+      const double sx = baseX + ax * i, sy = baseY + ay * i;
       int x0 = int(sx), y0 = int(sy);  // sx, sy >= 0 here: truncation is the floor
       if (x0 >= fw - 1) x0 = fw - 2;
       if (y0 >= fh - 1) y0 = fh - 2;

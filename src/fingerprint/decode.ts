@@ -33,11 +33,16 @@ export function examinable(width: number, height: number): boolean {
 }
 
 /**
- * A decode that takes longer is abandoned (the image is then reported as not examined), so that
- * verify's task deadline (30 s) is never what stops one. Measured here: a noisy 100 MP PNG of 372 MB,
- * far over any upload limit, decodes to the work resolution in 8.6 s.
+ * A decode that takes longer is abandoned (verify then answers 422 processing_timeout: the detector did
+ * not look), so that verify's task deadline (30 s) is never what stops one. Measured here: a noisy 100 MP
+ * PNG of 372 MB, far over any upload limit, decodes to the work resolution in 8.6 s.
  */
 export const DECODE_TIMEOUT_SECONDS = 10;
+
+/** True for sharp's error when a decode ran past its `timeout` (libvips: "timeout: N% complete"). */
+export function isDecodeTimeout(err: unknown): boolean {
+  return err instanceof Error && /^timeout: /.test(err.message);
+}
 
 export interface BasePixels {
   pixels: Uint8Array;

@@ -6,7 +6,8 @@
 import { performance } from 'node:perf_hooks';
 import { requireFormat } from '../formats/index.js';
 import { jpeg, jpegFrameSize } from '../formats/jpeg.js';
-import { decodeBase, examinable, probe } from './decode.js';
+import { OptmarkError } from '../errors.js';
+import { DECODE_TIMEOUT_SECONDS, decodeBase, examinable, isDecodeTimeout, probe } from './decode.js';
 import { runCore, runCore2, type Engine, fingerprintEngine } from './native.js';
 import { keyTileFor } from './pattern.js';
 import { keyTileV2For } from './pattern-v2.js';
@@ -150,7 +151,10 @@ export function detectOnBase(
   };
 }
 
-/** Detects the mark in encoded image bytes (JPEG/PNG/WebP). Never throws for undecodable or over-budget input. */
+/**
+ * Detects the mark in encoded image bytes (JPEG/PNG/WebP). Never throws for undecodable or over-budget
+ * input (not examined); throws processing_timeout when the decode ran past DECODE_TIMEOUT_SECONDS.
+ */
 export async function detectFingerprint(bytes: Uint8Array, secret: Uint8Array, opts: { maxPixels: number; engine?: Engine }): Promise<FingerprintDetail> {
   const engine = opts.engine ?? fingerprintEngine();
   const t0 = performance.now();
@@ -172,7 +176,14 @@ export async function detectFingerprint(bytes: Uint8Array, secret: Uint8Array, o
   let base;
   try {
     base = await decodeBase(bytes, head.width, head.height);
-  } catch {
+  } catch (err) {
+    // Pixels that cannot be decoded are a property of the file (not examined); a decode stopped at its
+    // time limit (a busy machine, or a file built to be slow) is not: the detector did not look.
+    if (isDecodeTimeout(err)) {
+      throw new OptmarkError('processing_timeout', `The fingerprint detector's decode took over ${DECODE_TIMEOUT_SECONDS} s and was abandoned.`, {
+        cause: err,
+      });
+    }
     return notExamined(engine, performance.now() - t0);
   }
   const t1 = performance.now();

@@ -30,6 +30,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   quota_exceeded: 429,
   internal_error: 500,
   overloaded: 503,
+  fingerprint_unavailable: 503,
 };
 
 const REASONS: Record<number, string> = {

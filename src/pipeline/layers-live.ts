@@ -3,6 +3,7 @@
  * keys, fingerprint detection with the server secret, and the signing key for the layer path. Each is
  * loaded once per worker, on first use (or at warm-up), never per request.
  */
+import { OptmarkError } from '../errors.js';
 import { detectFingerprint, loadFingerprintSecret } from '../fingerprint/index.js';
 import { Keyring, SigningKeySource, verifyProvenance, type SigningKey } from '../provenance/index.js';
 import { NOT_FOUND_FINGERPRINT, type FingerprintStatus, type Layers, type ProvenanceStatus } from './layers.js';
@@ -46,9 +47,10 @@ export class LiveLayers implements Layers, MarkContext {
     let secret: Uint8Array;
     try {
       secret = await this.fingerprintSecret();
-    } catch {
-      // No secret, no detector: report not found rather than fail the whole verify (retried next time).
-      return { ...NOT_FOUND_FINGERPRINT };
+    } catch (err) {
+      // No secret, no detector: an answer of "not found" would claim a look that was never taken (the
+      // secret is loaded again on the next call).
+      throw new OptmarkError('fingerprint_unavailable', undefined, { cause: err });
     }
     const r = await detectFingerprint(input, secret, { maxPixels: this.maxPixels });
     return { present: r.present, confidence: r.confidence, blocks: r.blocks };

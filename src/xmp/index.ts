@@ -29,6 +29,7 @@ import {
   removeProperties,
   removePropertyRefs,
   setSimpleProperty,
+  simpleValueOf,
   valuesOf,
 } from './properties.js';
 import { DATA_MINING_TOKENS, type DataMiningToken, isOptOut, tokenOf, tokenUri } from './vocab.js';
@@ -243,21 +244,17 @@ export function readTdmRep(view: XmpView): TdmRepReading {
 /**
  * True when the main packet already says exactly `token` in its canonical form and nothing else
  * disagrees. Other packets can only be ones the container keeps beside the main one (PNG tEXt/zTXt):
- * they may repeat the value, never contradict it.
+ * they may repeat the value, never contradict it. The value must be the token's URI as written, white
+ * space and all: readers that compare it as a string (ExifTool reports it raw) do not trim it, so a
+ * padded one is written again.
  */
 export function carriesExactly(view: XmpView, token: DataMiningToken): boolean {
   if (!view.main) return false;
-  const inMain = findProperties(view.main, isDataMining);
-  if (inMain.length !== 1 || inMain[0]!.namespaceURI !== NS_PLUS) return false;
-  const values = valuesOf(inMain[0]!);
-  if (values.length !== 1 || values[0] !== tokenUri(token)) return false;
-  if (view.extended && findProperties(view.extended, isDataMining).length > 0) return false;
   const uri = tokenUri(token);
-  return view.others.every((doc) =>
-    findProperties(doc, isDataMining)
-      .flatMap(valuesOf)
-      .every((v) => v === uri),
-  );
+  const inMain = findProperties(view.main, isDataMining);
+  if (inMain.length !== 1 || inMain[0]!.namespaceURI !== NS_PLUS || simpleValueOf(inMain[0]!) !== uri) return false;
+  if (view.extended && findProperties(view.extended, isDataMining).length > 0) return false;
+  return view.others.every((doc) => findProperties(doc, isDataMining).every((ref) => simpleValueOf(ref) === uri));
 }
 
 /** One document holding everything the file's packets say: main, then Extended XMP, then the others. */

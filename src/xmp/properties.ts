@@ -96,6 +96,19 @@ export function valuesOf(ref: PropertyRef): string[] {
   return out.filter((v) => v.length > 0);
 }
 
+/**
+ * The value of a property written in a simple form (an attribute, rdf:resource, or element text with no
+ * child element), exactly as written, white space included; undefined for every other form.
+ */
+export function simpleValueOf(ref: PropertyRef): string | undefined {
+  if (ref.attr) return ref.attr.value;
+  const el = ref.element!;
+  const resource = rdfAttr(el, 'resource');
+  if (resource !== null) return resource;
+  if (rdfAttr(el, 'value') !== null || elementChildren(el).length > 0) return undefined;
+  return ownText(el);
+}
+
 /** Removes every top-level property the predicate accepts; returns how many went. */
 export function removeProperties(doc: Document, match: PropertyMatch): number {
   const found = findProperties(doc, match);
