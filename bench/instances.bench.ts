@@ -6,16 +6,18 @@
  * SQLite: all n on one data directory (one WAL file, as several processes on one machine share it).
  * PostgreSQL: each with a data directory of its own and OPTMARK_DATABASE_URL on a fresh database
  * (OPTMARK_BENCH_DATABASE_URL or OPTMARK_TEST_DATABASE_URL, default the local server; dropped after).
- * A closed loop of CONCURRENCY protects of one corpus image (default jpeg-1mp) spread over the instances
- * in turn by the capacity client (`bench load --url a --url b` does the same). At each n both engines'
- * instances are up at once and take ROUNDS turns of SECONDS each (after a short warm-up), alternating which
- * goes first, so a change in the machine's load falls on both alike. Prints protects per second (the
- * median of the rounds), the PostgreSQL/SQLite ratio at each n (the median of the rounds' ratios, with
- * every round's), and each engine's growth over n = 1. Beside it, CPU per protect from /proc: of the optmark
- * processes and, for PostgreSQL, of the database's backends (the work SQLite does inside the process).
+ * A closed loop of CONCURRENCY protects of one corpus image spread over the instances in turn by the
+ * capacity client (`bench load --url a --url b` does the same), for each of IMAGES (default the 1 MP JPEG
+ * and the 12 MP one stock agencies send: the store's cost per protect is the same, the image work is
+ * about fifteen times larger). At each n both engines' instances are up at once and take ROUNDS turns of
+ * SECONDS each (after a short warm-up), alternating which goes first, so a change in the machine's load
+ * falls on both alike. Prints protects per second (the median of the rounds), the PostgreSQL/SQLite ratio
+ * at each n (the median of the rounds' ratios, with their range and every round's), and each engine's
+ * growth over n = 1. Beside it, CPU per protect from /proc: of the optmark processes and, for PostgreSQL,
+ * of the database's backends (the work SQLite does inside the process).
  *
  *   npm run build && node dist/bench/instances.bench.js
- *   (INSTANCES=3 ROUNDS=5 SECONDS=4 CONCURRENCY=8 IMAGE=jpeg-1mp; BENCH_QUICK=1 for one short round)
+ *   (INSTANCES=3 ROUNDS=5 SECONDS=4 CONCURRENCY=8 IMAGES=jpeg-1mp,jpeg-12mp; BENCH_QUICK=1 for one short round)
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -23,7 +25,7 @@ import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
 import { Client, closedLoop } from '../src/capacity/client.js';
-import { generatedCorpus, prepare } from '../src/capacity/corpus.js';
+import { generatedCorpus, prepare, type PreparedRequest } from '../src/capacity/corpus.js';
 import { processCpu } from '../src/capacity/proc.js';
 import { startOptmark, type Running } from '../src/capacity/servers.js';
 import { QUICK } from './lib/report.js';
@@ -31,7 +33,7 @@ import { QUICK } from './lib/report.js';
 const INSTANCES = Number(process.env.INSTANCES ?? 3);
 const SECONDS = Number(process.env.SECONDS ?? (QUICK ? 2 : 4));
 const CONCURRENCY = Number(process.env.CONCURRENCY ?? 8);
-const IMAGE = process.env.IMAGE ?? 'jpeg-1mp';
+const IMAGES = (process.env.IMAGES ?? process.env.IMAGE ?? 'jpeg-1mp,jpeg-12mp').split(',');
 const ROUNDS = Number(process.env.ROUNDS ?? (QUICK ? 1 : 5));
 const TIMEOUT_MS = 60_000;
 
@@ -73,7 +75,7 @@ interface Side {
   cleanup: () => void;
 }
 
-async function startSide(engine: Engine, n: number, databaseUrl: string): Promise<Side> {
+async function startSide(engine: Engine, n: number, databaseUrl: string, body: PreparedRequest): Promise<Side> {
   const { servers, cleanup } = await startInstances(engine, n, databaseUrl);
   const first = servers[0]!.target;
   const client = new Client({ ...first, urls: servers.map((s) => s.target.url) }, CONCURRENCY);
@@ -109,7 +111,7 @@ async function backendCpu(): Promise<Map<number, number>> {
 const serverCpu = (side: Side): number => side.servers.reduce((sum, s) => sum + (s.target.pid === undefined ? 0 : (processCpu(s.target.pid) ?? 0)), 0);
 
 /** Protects per second through one side's instances for `seconds` (a closed loop of CONCURRENCY). */
-async function measure(engine: Engine, n: number, side: Side, seconds: number): Promise<Turn> {
+async function measure(engine: Engine, n: number, side: Side, seconds: number, body: PreparedRequest): Promise<Turn> {
   let done = 0;
   let failed = 0;
   const s0 = serverCpu(side);
@@ -134,65 +136,88 @@ const median = (xs: number[]): number => {
   return s.length % 2 ? s[(s.length - 1) / 2]! : (s[s.length / 2 - 1]! + s[s.length / 2]!) / 2;
 };
 
-const [image] = await generatedCorpus([IMAGE]);
-if (!image) throw new Error(`no corpus image ${IMAGE}`);
-const body = prepare('protect', image);
 const db = await freshDatabase();
 const monitor = new pg.Client({
   connectionString: process.env.OPTMARK_BENCH_DATABASE_URL || process.env.OPTMARK_TEST_DATABASE_URL || 'postgres://postgres@127.0.0.1:5432/postgres',
 });
 await monitor.connect();
 console.log(
-  `protect of ${image.name} (${(image.bytes.length / 1e6).toFixed(2)} MB), ${CONCURRENCY} in flight, ${ROUNDS} rounds of ${SECONDS} s per engine and count, ${cpus().length} cores, load ${loadavg()
+  `protect of ${IMAGES.join(' and ')}, ${CONCURRENCY} in flight, ${ROUNDS} rounds of ${SECONDS} s per engine and count, ${cpus().length} cores, load ${loadavg()
     .map((l) => l.toFixed(1))
     .join(' ')}`,
 );
-const results: Record<Engine, number[]> = { sqlite: [], postgres: [] };
-const cpu: Record<Engine, { server: number; backend: number }[]> = { sqlite: [], postgres: [] };
-const ratios: number[] = [];
-try {
+
+interface Row {
+  image: string;
+  n: number;
+  rate: Record<Engine, number>;
+  /** PostgreSQL/SQLite of each round. */
+  ratios: number[];
+  cpu: Record<Engine, { server: number; backend: number }>;
+}
+
+/** Both engines at 1..INSTANCES instances with one image. */
+async function runImage(name: string): Promise<Row[]> {
+  const [image] = await generatedCorpus([name]);
+  if (!image) throw new Error(`no corpus image ${name}`);
+  const body = prepare('protect', image);
+  console.log(`\n${image.name}: ${(image.bytes.length / 1e6).toFixed(2)} MB`);
+  const rows: Row[] = [];
   for (let n = 1; n <= INSTANCES; n++) {
     // Both engines' instances run at once (idle while the other is measured); ROUNDS short turns each,
     // alternating which goes first, so a change in the machine's load falls on both alike. The ratio is
     // the median of the rounds' ratios.
-    const sides = { sqlite: await startSide('sqlite', n, db.url), postgres: await startSide('postgres', n, db.url) };
+    const sides = { sqlite: await startSide('sqlite', n, db.url, body), postgres: await startSide('postgres', n, db.url, body) };
     const rounds: Record<Engine, Turn>[] = [];
     try {
       for (let r = 0; r < ROUNDS; r++) {
         const order: Engine[] = (n + r) % 2 === 1 ? ['sqlite', 'postgres'] : ['postgres', 'sqlite'];
         const round = {} as Record<Engine, Turn>;
-        for (const engine of order) round[engine] = await measure(engine, n, sides[engine], SECONDS);
+        for (const engine of order) round[engine] = await measure(engine, n, sides[engine], SECONDS, body);
         rounds.push(round);
       }
     } finally {
       await stopSide(sides.sqlite);
       await stopSide(sides.postgres);
     }
-    for (const engine of ['sqlite', 'postgres'] as const) {
-      results[engine][n - 1] = median(rounds.map((r) => r[engine].rate));
-      cpu[engine][n - 1] = { server: median(rounds.map((r) => r[engine].serverMs)), backend: median(rounds.map((r) => r[engine].backendMs)) };
-    }
-    ratios[n - 1] = median(rounds.map((r) => r.postgres.rate / r.sqlite.rate));
+    const of = (engine: Engine) => ({
+      server: median(rounds.map((r) => r[engine].serverMs)),
+      backend: median(rounds.map((r) => r[engine].backendMs)),
+    });
+    const row: Row = {
+      image: image.name,
+      n,
+      rate: { sqlite: median(rounds.map((r) => r.sqlite.rate)), postgres: median(rounds.map((r) => r.postgres.rate)) },
+      ratios: rounds.map((r) => r.postgres.rate / r.sqlite.rate),
+      cpu: { sqlite: of('sqlite'), postgres: of('postgres') },
+    };
+    rows.push(row);
     console.log(
-      `${n} instance${n === 1 ? ' ' : 's'}: SQLite ${results.sqlite[n - 1]!.toFixed(1)}/s, PostgreSQL ${results.postgres[n - 1]!.toFixed(1)}/s, ` +
-        `PostgreSQL/SQLite ${ratios[n - 1]!.toFixed(2)} (rounds: ${rounds.map((r) => (r.postgres.rate / r.sqlite.rate).toFixed(2)).join(' ')}); ` +
-        `CPU ms per protect: SQLite server ${cpu.sqlite[n - 1]!.server.toFixed(2)}, PostgreSQL server ${cpu.postgres[n - 1]!.server.toFixed(2)} + backends ${cpu.postgres[n - 1]!.backend.toFixed(2)}`,
+      `${n} instance${n === 1 ? ' ' : 's'}: SQLite ${row.rate.sqlite.toFixed(1)}/s, PostgreSQL ${row.rate.postgres.toFixed(1)}/s, ` +
+        `PostgreSQL/SQLite ${median(row.ratios).toFixed(2)} (rounds: ${row.ratios.map((x) => x.toFixed(2)).join(' ')}); ` +
+        `CPU ms per protect: SQLite server ${row.cpu.sqlite.server.toFixed(2)}, PostgreSQL server ${row.cpu.postgres.server.toFixed(2)} + backends ${row.cpu.postgres.backend.toFixed(2)}`,
     );
   }
+  return rows;
+}
+
+const rows: Row[] = [];
+try {
+  for (const name of IMAGES) rows.push(...(await runImage(name)));
 } finally {
   await monitor.end();
   await db.drop();
 }
 console.log(
-  '\n| instances | SQLite protects/s | vs 1 | PostgreSQL protects/s | vs 1 | PostgreSQL/SQLite | CPU ms/protect SQLite | CPU ms/protect PostgreSQL (server + backends) |',
+  '\n| image | instances | SQLite protects/s | vs 1 | PostgreSQL protects/s | vs 1 | PostgreSQL/SQLite, median (range) | CPU ms/protect SQLite | CPU ms/protect PostgreSQL (server + backends) |',
 );
-console.log('|---|---|---|---|---|---|---|---|');
-for (let n = 1; n <= INSTANCES; n++) {
-  const s = results.sqlite[n - 1]!;
-  const p = results.postgres[n - 1]!;
+console.log('|---|---|---|---|---|---|---|---|---|');
+for (const row of rows) {
+  const one = rows.find((r) => r.image === row.image && r.n === 1)!;
   console.log(
-    `| ${n} | ${s.toFixed(1)} | ${(s / results.sqlite[0]!).toFixed(2)} | ${p.toFixed(1)} | ${(p / results.postgres[0]!).toFixed(2)} | ${ratios[n - 1]!.toFixed(2)} | ` +
-      `${cpu.sqlite[n - 1]!.server.toFixed(2)} | ${cpu.postgres[n - 1]!.server.toFixed(2)} + ${cpu.postgres[n - 1]!.backend.toFixed(2)} |`,
+    `| ${row.image} | ${row.n} | ${row.rate.sqlite.toFixed(1)} | ${(row.rate.sqlite / one.rate.sqlite).toFixed(2)} | ${row.rate.postgres.toFixed(1)} | ` +
+      `${(row.rate.postgres / one.rate.postgres).toFixed(2)} | ${median(row.ratios).toFixed(2)} (${Math.min(...row.ratios).toFixed(2)}-${Math.max(...row.ratios).toFixed(2)}) | ` +
+      `${row.cpu.sqlite.server.toFixed(2)} | ${row.cpu.postgres.server.toFixed(2)} + ${row.cpu.postgres.backend.toFixed(2)} |`,
   );
 }
 console.log(`load average at the end: ${loadavg()[0]!.toFixed(1)}`);

@@ -814,6 +814,29 @@ describe('batched statements (PostgreSQL)', () => {
     expect([u.protect.used, u.held.protect]).toEqual([3, 0]);
   });
 
+  it('requests with one key that find its cached entry expired share one lookup', async () => {
+    const store = await h.open(undefined, undefined, { authCacheMs: 50 });
+    const { name } = await accountWith(store, 5);
+    const { key } = await store.issueKey(name);
+    expect((await store.authenticate(`Bearer ${key}`)).ok).toBe(true);
+    const probe = await h.client(store);
+    const connections = async () =>
+      Number(
+        (await probe.query<{ n: string }>("SELECT count(*) AS n FROM pg_stat_activity WHERE datname = current_database() AND application_name = 'optmark'"))
+          .rows[0]!.n,
+      );
+    try {
+      const before = await connections();
+      await new Promise((r) => setTimeout(r, 60));
+      // Eight lookups at once would take eight pooled connections; one takes the one the pool has.
+      const results = await Promise.all(Array.from({ length: 8 }, () => store.authenticate(`Bearer ${key}`)));
+      expect(results.map((r) => r.ok && r.account.name)).toEqual(Array.from({ length: 8 }, () => name));
+      expect(await connections()).toBe(before);
+    } finally {
+      await probe.end();
+    }
+  });
+
   it('a connection cut while checked out fails its statement with store_unavailable; the process lives on', async () => {
     // node-postgres emits 'error' on a client whose connection ends without a word from the database; a
     // client checked out of the pool has no pool listener then, and an 'error' without a listener ends

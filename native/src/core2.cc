@@ -173,50 +173,6 @@ constexpr int kRowBlock = 16;
 OPTMARK_CLONES
 void FftColumnsBlock(double* __restrict re, double* __restrict im, int ny, int sign) { FftColumnsOf<kRowBlock>(re, im, kRowBlock, ny, sign); }
 
-OPTMARK_CLONES
-void AreaResize(const float* src, int w, int h, int ow, int oh, std::vector<float>& tmp, std::vector<float>& out) {
-  struct Ax {
-    std::vector<int> lo, hi;
-    std::vector<std::vector<float>> wt;
-  };
-  auto weights = [](int n, int on) {
-    Ax a;
-    a.lo.resize(on);
-    a.hi.resize(on);
-    a.wt.resize(on);
-    const double s = double(n) / on;
-    for (int o = 0; o < on; o++) {
-      const double x0 = o * s;
-      const double x1 = std::min(double(n), (o + 1) * s);
-      a.lo[o] = int(std::floor(x0));
-      a.hi[o] = std::min(n, int(std::ceil(x1)));
-      a.wt[o].resize(a.hi[o] - a.lo[o]);
-      for (int i = a.lo[o]; i < a.hi[o]; i++) a.wt[o][i - a.lo[o]] = float((std::min(x1, double(i + 1)) - std::max(x0, double(i))) / (x1 - x0));
-    }
-    return a;
-  };
-  const Ax ax = weights(w, ow), ay = weights(h, oh);
-  tmp.resize(size_t(ow) * h);
-  out.resize(size_t(ow) * oh);
-  for (int y = 0; y < h; y++) {
-    const float* row = src + size_t(y) * w;
-    for (int o = 0; o < ow; o++) {
-      double s = 0;
-      const std::vector<float>& ws = ax.wt[o];
-      for (int i = ax.lo[o], k = 0; i < ax.hi[o]; i++, k++) s += double(ws[k]) * row[i];
-      tmp[size_t(y) * ow + o] = float(s);
-    }
-  }
-  for (int o = 0; o < oh; o++) {
-    const std::vector<float>& ws = ay.wt[o];
-    for (int x = 0; x < ow; x++) {
-      double s = 0;
-      for (int j = ay.lo[o], k = 0; j < ay.hi[o]; j++, k++) s += double(ws[k]) * tmp[size_t(j) * ow + x];
-      out[size_t(o) * ow + x] = float(s);
-    }
-  }
-}
-
 struct Spectrum {
   int nx = 0, ny = 0;
   bool notch = false;  // JPEG grid lines notched out: the comb skips the peaks that fall on them
@@ -892,11 +848,6 @@ const SyncA& SyncAFor(const float* a, int period, const double* harm, int nh) {
   return *last;
 }
 
-struct FoldImage {
-  std::vector<float> x;
-  int w = 0, h = 0;
-};
-
 // The fold in key coordinates of tile phase (tx, ty) under D: g[D (u + t)] = fold[u] (frame point u
 // carries key position D (u + t)). Tile phase q = (qx, qy) adds D (qx, qy) period to every key position:
 // whole blocks of `period`, so each phase below is a few contiguous passes over g and the key.
@@ -970,38 +921,13 @@ double SelfNormalised(const double* cells, int n) {
 void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   const int w = in.width, h = in.height, period = p.period;
   const size_t n = size_t(w) * h;
-  // Per-thread planes (their pages are kept from call to call); `made` lists the steps of this call.
-  thread_local std::vector<float> y;
-  thread_local std::map<int, FoldImage> cache;
+  // Per-thread planes (their pages are kept from call to call). Every lattice is folded from the picture
+  // prefiltered at its own resolution, however large the period (docs/fingerprint.md, step 5).
+  thread_local std::vector<float> y, x;
   y.resize(n);
   LumaOf(in.pixels, w, h, in.channels, y.data());
-  std::vector<int> made;
-  auto images = [&](double periodPx, double& f) -> const FoldImage& {
-    const double ratio = periodPx / period;
-    const int step = ratio > 1.25 ? int(JsRound(std::log2(ratio) * 4)) : 0;
-    auto it = cache.find(step);
-    if (it == cache.end()) it = cache.emplace(step, FoldImage{}).first;
-    if (std::find(made.begin(), made.end(), step) == made.end()) {
-      made.push_back(step);
-      FoldImage& img = it->second;
-      if (step == 0) {
-        img.w = w;
-        img.h = h;
-        img.x.resize(n);
-        PrefilterOf(y.data(), w, h, p.sigmaHighpass, p.sigmaLocal, p.localFloor, img.x.data());
-      } else {
-        const double fs = std::pow(2.0, step / 4.0);
-        img.w = std::max(8, int(JsRound(w / fs)));
-        img.h = std::max(8, int(JsRound(h / fs)));
-        thread_local std::vector<float> rowsDone, small;
-        AreaResize(y.data(), w, h, img.w, img.h, rowsDone, small);
-        img.x.resize(size_t(img.w) * img.h);
-        PrefilterOf(small.data(), img.w, img.h, p.sigmaHighpass, p.sigmaLocal, p.localFloor, img.x.data());
-      }
-    }
-    f = step == 0 ? 1.0 : double(w) / it->second.w;
-    return it->second;
-  };
+  x.resize(n);
+  PrefilterOf(y.data(), w, h, p.sigmaHighpass, p.sigmaLocal, p.localFloor, x.data());
   const SyncA& sync = SyncAFor(in.a, period, in.harmonics, in.nHarmonics);
   thread_local std::vector<double> fold, small, keyFold;
   fold.resize(kT2);
@@ -1017,11 +943,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   auto trySync = [&](const double* v, int only) {
     Tried t;
     std::copy(v, v + 4, t.v);
-    const double pp = std::sqrt(std::abs(v[0] * v[3] - v[1] * v[2]));
-    double f = 1;
-    const FoldImage& img = images(pp, f);
-    const double vf[4] = {v[0] / f, v[1] / f, v[2] / f, v[3] / f};
-    FoldLattice(img.x.data(), img.w, img.h, vf, period, 0, 0, fold.data());
+    FoldLattice(x.data(), w, h, v, period, 0, 0, fold.data());
     std::fill(small.begin(), small.end(), 0.0);
     // Each bin sums its tile pixels in the same order as a pixel-by-pixel sweep (rows, then columns).
     for (int j = 0; j < kT; j++) {
@@ -1071,13 +993,8 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     double dx, dy, phaseZ;
   };
   auto countAt = [&](const Tried& t, double* cellsOut) {
-    const double* v = t.v;
-    const double pp = std::sqrt(std::abs(v[0] * v[3] - v[1] * v[2]));
-    double f = 1;
-    const FoldImage& img = images(pp, f);
-    const double vf[4] = {v[0] / f, v[1] / f, v[2] / f, v[3] / f};
     const SyncHit& hit = t.hit;
-    FoldLattice(img.x.data(), img.w, img.h, vf, period, -hit.fx, -hit.fy, fold.data());
+    FoldLattice(x.data(), w, h, t.v, period, -hit.fx, -hit.fy, fold.data());
     KeyFrame(fold.data(), kDihedral[hit.d], hit.tx, hit.ty, keyFold.data());
     int pq = 0;
     double pscore = -INFINITY;
@@ -1111,11 +1028,9 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   out.aspectScore = -INFINITY;
   if (best.hit.z < p.fastZ) {
     tier = 2;
-    double f = 1;
-    const FoldImage& base = images(period, f);
     double top = -INFINITY;
     const std::vector<std::vector<double>> cands =
-        LatticeCandidates(base.x.data(), w, h, in.native == 1, in.harmonics, in.nHarmonics, p, kCropMin * p0 / period, top, out.aspectScore);
+        LatticeCandidates(x.data(), w, h, in.native == 1, in.harmonics, in.nHarmonics, p, kCropMin * p0 / period, top, out.aspectScore);
     out.combScore = top;
     for (const auto& v : cands) {
       // A hypothesis within 2% of the no-geometry one is that one, already tried: folded again it could
@@ -1165,11 +1080,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     }
   }
 
-  if (in.prefilteredOut) {
-    double f0 = 1;
-    const std::vector<float>& x0 = images(period, f0).x;
-    std::copy(x0.begin(), x0.end(), in.prefilteredOut);
-  }
+  if (in.prefilteredOut) std::copy(x.begin(), x.end(), in.prefilteredOut);
   std::copy(best.v, best.v + 4, out.lattice);
   out.dihedral = best.hit.d;
   out.dx = main.dx;

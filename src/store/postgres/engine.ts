@@ -246,6 +246,8 @@ export class PostgresStore implements Store {
   readonly #owner: OwnerIdentity = newOwner();
   readonly #lastUsed = new LastUsed();
   readonly #cache: AuthCache;
+  /** Key lookups on their way, by key hash: concurrent requests with one key share one. */
+  readonly #lookups = new Map<string, Promise<AuthRow | undefined>>();
   #registered: Promise<void> | undefined;
   #timers: NodeJS.Timeout[] = [];
   #reconciled = 0;
@@ -373,25 +375,17 @@ export class PostgresStore implements Store {
     const t = Date.now();
     let row = this.#cache.get(cacheKey, t);
     if (!row) {
-      const r = await this.#q<AccountRow & { key_id: number; last_used_at: Date | null; revoked_at: Date | null }>(
-        `SELECT ${ACCOUNT_COLUMNS}, k.id AS key_id, k.last_used_at, k.revoked_at FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = $1`,
-        [hash],
-        'optmark_auth',
-      );
-      const db = r.rows[0];
-      if (!db) return authFailure('invalid_api_key'); // unknown keys are not cached: a new key works at once
-      row = {
-        keyId: db.key_id,
-        accountId: db.id,
-        name: db.name,
-        plan: db.plan,
-        protectLimit: db.protect_limit,
-        verifyLimit: db.verify_limit,
-        createdAt: db.created_at.toISOString(),
-        lastUsedAt: db.last_used_at?.toISOString() ?? null,
-        revoked: db.revoked_at !== null,
-      } satisfies AuthRow;
-      this.#cache.set(cacheKey, row, t);
+      // Requests that find the entry expired together wait for one lookup, not one each (eight in flight
+      // made eight statements every time the entry expired, each prepared on a pooled connection of its own).
+      let pending = this.#lookups.get(cacheKey);
+      if (!pending) {
+        const lookup = this.#lookUp(hash, cacheKey, t).finally(() => {
+          if (this.#lookups.get(cacheKey) === lookup) this.#lookups.delete(cacheKey);
+        });
+        this.#lookups.set(cacheKey, (pending = lookup));
+      }
+      row = await pending;
+      if (!row) return authFailure('invalid_api_key'); // unknown keys are not cached: a new key works at once
     }
     if (row.revoked) return authFailure('invalid_api_key', 'The API key has been revoked.');
     this.#lastUsed.note(row.keyId, row.lastUsedAt, now);
@@ -406,6 +400,36 @@ export class PostgresStore implements Store {
       createdAt: row.createdAt,
     };
     return { ok: true, account, keyId: row.keyId };
+  }
+
+  /** After a change made through this instance: no cached key row, and no lookup begun before it is joined. */
+  #forgetKeys(): void {
+    this.#cache.clear();
+    this.#lookups.clear();
+  }
+
+  /** The key's row from the database (cached as of `t`, when the lookup began), or undefined. */
+  async #lookUp(hash: Buffer, cacheKey: string, t: number): Promise<AuthRow | undefined> {
+    const r = await this.#q<AccountRow & { key_id: number; last_used_at: Date | null; revoked_at: Date | null }>(
+      `SELECT ${ACCOUNT_COLUMNS}, k.id AS key_id, k.last_used_at, k.revoked_at FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = $1`,
+      [hash],
+      'optmark_auth',
+    );
+    const db = r.rows[0];
+    if (!db) return undefined;
+    const row: AuthRow = {
+      keyId: db.key_id,
+      accountId: db.id,
+      name: db.name,
+      plan: db.plan,
+      protectLimit: db.protect_limit,
+      verifyLimit: db.verify_limit,
+      createdAt: db.created_at.toISOString(),
+      lastUsedAt: db.last_used_at?.toISOString() ?? null,
+      revoked: db.revoked_at !== null,
+    };
+    this.#cache.set(cacheKey, row, t);
+    return row;
   }
 
   async reserve(accountId: number, op: Operation, now: Date = new Date(), idempotency?: IdempotentRequest): Promise<ReserveResult> {
@@ -656,7 +680,7 @@ export class PostgresStore implements Store {
     checkPlan(plan);
     const r = await this.#q<AccountRow>(`UPDATE accounts a SET plan = $2 WHERE lower(a.name) = lower($1) RETURNING ${ACCOUNT_COLUMNS}`, [name, plan]);
     if (!r.rows[0]) throw unknownAccount(name);
-    this.#cache.clear();
+    this.#forgetKeys();
     return this.#toAccount(r.rows[0]);
   }
 
@@ -669,7 +693,7 @@ export class PostgresStore implements Store {
       [name, limits.protect !== undefined, limits.protect ?? null, limits.verify !== undefined, limits.verify ?? null],
     );
     if (!r.rows[0]) throw unknownAccount(name);
-    this.#cache.clear();
+    this.#forgetKeys();
     return this.#toAccount(r.rows[0]);
   }
 
@@ -714,7 +738,7 @@ export class PostgresStore implements Store {
       );
     }
     const u = await this.#q('UPDATE api_keys SET revoked_at = $1 WHERE id = $2 AND revoked_at IS NULL', [now, key.id]);
-    this.#cache.clear();
+    this.#forgetKeys();
     return { prefix: key.prefix, account: key.account, alreadyRevoked: u.rowCount !== 1 };
   }
 
@@ -927,7 +951,7 @@ export class PostgresStore implements Store {
         );
       }
     });
-    this.#cache.clear();
+    this.#forgetKeys();
   }
 
   // ── lifecycle ─────────────────────────────────────────────────────────────────────────────────
