@@ -12,6 +12,10 @@
 
 #include "core.h"
 
+#if defined(__x86_64__)
+#include <immintrin.h>
+#endif
+
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define OPTMARK_CLONES __attribute__((target_clones("avx2", "default")))
 #else
@@ -595,8 +599,64 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
   return out;
 }
 
+// One run of samples of a lattice row, all inside the picture: bilinear at (baseX + ax i, baseY + ay i),
+// added to row[i & kTM] (see foldLattice in reference-v2.ts).
+inline void FoldRun(const float* x, int fw, int fh, double baseX, double baseY, double ax, double ay, int lo, int hi, double* row) {
+  for (int i = lo; i <= hi; i++) {
+    const double sx = baseX + ax * i, sy = baseY + ay * i;
+    int x0 = int(sx), y0 = int(sy);  // sx, sy >= 0 here: truncation is the floor
+    if (x0 >= fw - 1) x0 = fw - 2;
+    if (y0 >= fh - 1) y0 = fh - 2;
+    const double fx = sx - x0, fy = sy - y0;
+    const float* p = x + size_t(y0) * fw + x0;
+    const double top = p[0] + fx * (double(p[1]) - p[0]);
+    const double bot = p[fw] + fx * (double(p[fw + 1]) - p[fw]);
+    row[i & kTM] += top + fy * (bot - top);
+  }
+}
+
+#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
+#define OPTMARK_FOLD_AVX2 1
+// FoldRun four samples at a time (AVX2): the same double operations per sample as FoldRun (no FMA), the
+// two pixel pairs fetched with 64-bit gathers; four consecutive samples land on four different tile columns,
+// so adding them as a vector gives each column the same sums in the same order.
+__attribute__((target("avx2"))) void FoldRunAvx2(const float* x, int fw, int fh, double baseX, double baseY, double ax, double ay, int lo, int hi,
+                                                 double* row) {
+  const __m256d vbx = _mm256_set1_pd(baseX), vby = _mm256_set1_pd(baseY), vax = _mm256_set1_pd(ax), vay = _mm256_set1_pd(ay);
+  const __m128i xmax = _mm_set1_epi32(fw - 2), ymax = _mm_set1_epi32(fh - 2), vfw = _mm_set1_epi32(fw);
+  const __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
+  const __m256d all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1)), none = _mm256_setzero_pd();
+  const double* base = reinterpret_cast<const double*>(x);
+  int i = lo;
+  while (i <= hi) {
+    const int c = i & kTM;
+    if (hi - i < 3 || c > kT - 4) {  // the tail, or four samples that would wrap around the tile
+      FoldRun(x, fw, fh, baseX, baseY, ax, ay, i, i, row);
+      i++;
+      continue;
+    }
+    const __m256d vi = _mm256_setr_pd(i, i + 1, i + 2, i + 3);
+    const __m256d sx = _mm256_add_pd(vbx, _mm256_mul_pd(vax, vi));
+    const __m256d sy = _mm256_add_pd(vby, _mm256_mul_pd(vay, vi));
+    const __m128i x0 = _mm_min_epi32(_mm256_cvttpd_epi32(sx), xmax);
+    const __m128i y0 = _mm_min_epi32(_mm256_cvttpd_epi32(sy), ymax);
+    const __m256d fx = _mm256_sub_pd(sx, _mm256_cvtepi32_pd(x0));
+    const __m256d fy = _mm256_sub_pd(sy, _mm256_cvtepi32_pd(y0));
+    const __m128i at = _mm_add_epi32(_mm_mullo_epi32(y0, vfw), x0);
+    const __m256 t01 = _mm256_permutevar8x32_ps(_mm256_castpd_ps(_mm256_mask_i32gather_pd(none, base, at, all, 4)), split);
+    const __m256 b01 = _mm256_permutevar8x32_ps(_mm256_castpd_ps(_mm256_mask_i32gather_pd(none, base, _mm_add_epi32(at, vfw), all, 4)), split);
+    const __m256d p0 = _mm256_cvtps_pd(_mm256_castps256_ps128(t01)), p1 = _mm256_cvtps_pd(_mm256_extractf128_ps(t01, 1));
+    const __m256d p2 = _mm256_cvtps_pd(_mm256_castps256_ps128(b01)), p3 = _mm256_cvtps_pd(_mm256_extractf128_ps(b01, 1));
+    const __m256d top = _mm256_add_pd(p0, _mm256_mul_pd(fx, _mm256_sub_pd(p1, p0)));
+    const __m256d bot = _mm256_add_pd(p2, _mm256_mul_pd(fx, _mm256_sub_pd(p3, p2)));
+    const __m256d val = _mm256_add_pd(top, _mm256_mul_pd(fy, _mm256_sub_pd(bot, top)));
+    _mm256_storeu_pd(row + c, _mm256_add_pd(_mm256_loadu_pd(row + c), val));
+    i += 4;
+  }
+}
+#endif
+
 // Resample on the lattice frame and fold onto one kTile x kTile tile (see foldLattice in reference-v2.ts).
-OPTMARK_CLONES
 void FoldLattice(const float* x, int fw, int fh, const double* v, int period, double ox, double oy, double* out) {
   std::fill(out, out + kT2, 0.0);
   const double cx = (fw - 1) / 2.0, cy = (fh - 1) / 2.0;
@@ -616,6 +676,9 @@ void FoldLattice(const float* x, int fw, int fh, const double* v, int period, do
   }
   const int i0 = int(std::floor(imin)), i1 = int(std::ceil(imax));
   const int j0 = int(std::floor(jmin)), j1 = int(std::ceil(jmax));
+#ifdef OPTMARK_FOLD_AVX2
+  static const bool avx2 = __builtin_cpu_supports("avx2");
+#endif
   for (int j = j0; j <= j1; j++) {
     const double baseX = cx + bx * (j + oy) + ax * ox;
     const double baseY = cy + by * (j + oy) + ay * ox;
@@ -653,17 +716,13 @@ void FoldLattice(const float* x, int fw, int fh, const double* v, int period, do
     while (lo > i0 && inside(lo - 1)) lo--;
     while (!inside(hi)) hi--;
     while (hi < i1 && inside(hi + 1)) hi++;
-    for (int i = lo; i <= hi; i++) {
-      const double sx = baseX + ax * i, sy = baseY + ay * i;
-      int x0 = int(sx), y0 = int(sy);  // sx, sy >= 0 here: truncation is the floor
-      if (x0 >= fw - 1) x0 = fw - 2;
-      if (y0 >= fh - 1) y0 = fh - 2;
-      const double fx = sx - x0, fy = sy - y0;
-      const float* p = x + size_t(y0) * fw + x0;
-      const double top = p[0] + fx * (double(p[1]) - p[0]);
-      const double bot = p[fw] + fx * (double(p[fw + 1]) - p[fw]);
-      row[i & kTM] += top + fy * (bot - top);
+#ifdef OPTMARK_FOLD_AVX2
+    if (avx2) {
+      FoldRunAvx2(x, fw, fh, baseX, baseY, ax, ay, lo, hi, row);
+      continue;
     }
+#endif
+    FoldRun(x, fw, fh, baseX, baseY, ax, ay, lo, hi, row);
   }
 }
 
