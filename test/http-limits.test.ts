@@ -3,7 +3,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectConforms, expectError, sha256 } from './helpers/assert.js';
 import { jpegOfSize, smallImage } from './helpers/images.js';
-import { TestServer, api, heldUpload, imageForm, rawRequest, waitFor, type Multipart, type RawOptions } from './helpers/server.js';
+import { TestServer, api, bodyAfterAnswer, heldUpload, imageForm, rawRequest, waitFor, type Multipart, type RawOptions } from './helpers/server.js';
 
 const LIMIT = 26_214_400; // 25 MiB, the default
 let server: TestServer;
@@ -126,6 +126,22 @@ describe('size limits', () => {
       contentLength: 40 * 1024 * 1024,
     });
     expectError(a, status, code);
+  });
+
+  it.each([
+    ['401', {}, 401, 'missing_api_key'],
+    ['415', { 'Content-Type': 'application/octet-stream' }, 415, 'unsupported_media_type'],
+  ] as const)('%s answered from the headers: the body sent after it is read and dropped, and the connection serves on', async (_n, extra, status, code) => {
+    // No reset: a server that closed with the body unread would have the kernel answer it with RST,
+    // which can take the answer with it at the client.
+    const form = imageForm(small);
+    const r = await bodyAfterAnswer(server.port, {
+      path: '/api/v1/protect',
+      headers: { 'Content-Type': form.contentType, ...(status === 401 ? {} : { Authorization: `Bearer ${key}` }), ...extra },
+      body: form.body,
+    });
+    expectError(r.first, status, code);
+    expect([r.second.status, r.second.json, r.reset]).toEqual([200, { status: 'ok' }, false]);
   });
 
   it('an upload without a length is cut off with 413 once it passes the limit, though it never ends', async () => {

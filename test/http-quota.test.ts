@@ -7,7 +7,7 @@ import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { expectConforms, expectError, remaining } from './helpers/assert.js';
 import { GIF, smallImage } from './helpers/images.js';
-import { TestServer, api, imageForm, multipart, rawRequest, type Answer } from './helpers/server.js';
+import { TestServer, api, bodyAfterAnswer, imageForm, multipart, rawRequest, type Answer } from './helpers/server.js';
 
 let server: TestServer;
 let image: Buffer;
@@ -103,6 +103,17 @@ describe('counting', () => {
     for (let i = 0; i < 3; i++) expect((await api(server, 'protect', key, image)).status).toBe(200);
     expect((await api(server, 'protect', key, image)).status).toBe(429);
     expect((await server.usage(name)).protect.used).toBe(3); // the 429 took nothing either
+    // At the limit the 429 goes out from the headers, while the body is still on its way (the common case):
+    // the body sent after it is read and dropped, with no reset, and the connection serves on.
+    const form = imageForm(image);
+    const late = await bodyAfterAnswer(server.port, {
+      path: '/api/v1/protect',
+      headers: { Authorization: `Bearer ${key}`, 'Content-Type': form.contentType },
+      body: form.body,
+    });
+    expectError(late.first, 429, 'quota_exceeded');
+    expect(Number(late.first.headers['retry-after'])).toBeGreaterThan(0);
+    expect([late.second.status, late.reset]).toEqual([200, false]);
 
     expect(await server.stop()).toEqual({ code: 0, signal: null });
     await server.restart();

@@ -20,10 +20,14 @@ export const PROCESSING_INSTRUCTION_NODE = 7;
 export const MAX_PACKET_BYTES = 16 * 1024 * 1024;
 /**
  * Markup one file's packets may hold together, counted as '<' characters (a bound on elements, PIs and
- * comments). xmldom spends about 10 µs per node, so this keeps parsing a crafted file to a few seconds;
- * real packets, even Photoshop's bloated DocumentAncestors lists, stay well below.
+ * comments) plus attribute assignments (`=` before a quote: attributes and namespace declarations, which
+ * cost xmldom as much as elements). xmldom spends 10-20 µs and 1-2 KB of heap per node on a quiet
+ * machine (more on a busy one), so this keeps parsing a crafted file under a second and its DOM near
+ * 100 MB, also with both image workers on one at once. 300,000 '<' alone let a 2 MB upload of empty
+ * elements take 8-12 s and 330 MB, and one element with 200,000 attributes was not bounded at all. Real
+ * packets stay well below: a bloated Photoshop DocumentAncestors list of 20,000 entries is 40,000.
  */
-export const MAX_MARKUP_PER_FILE = 300_000;
+export const MAX_MARKUP_PER_FILE = 50_000;
 
 /** What is left of a file's markup allowance; one per file, shared by all its packets. */
 export interface MarkupBudget {
@@ -129,8 +133,16 @@ export function parsePacket(bytes: Uint8Array, budget: MarkupBudget = markupBudg
 function countMarkup(text: string): number {
   let n = 0;
   for (let at = text.indexOf('<'); at >= 0; at = text.indexOf('<', at + 1)) n++;
+  for (let at = text.indexOf('='); at >= 0; at = text.indexOf('=', at + 1)) {
+    let next = at + 1;
+    while (isXmlSpace(text.charCodeAt(next))) next++;
+    const c = text.charCodeAt(next);
+    if (c === 0x22 || c === 0x27) n++;
+  }
   return n;
 }
+
+const isXmlSpace = (c: number): boolean => c === 0x20 || c === 0x09 || c === 0x0a || c === 0x0d;
 
 /** The markup a packet's bytes hold, counted as parsePacket charges it to a file's budget. */
 export function markupOf(bytes: Uint8Array): number {

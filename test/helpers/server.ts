@@ -556,6 +556,52 @@ export function connectionRefused(port: number): Promise<boolean> {
   });
 }
 
+/**
+ * A request whose body is held back until its answer has arrived (an answer given from the headers
+ * alone: a refusal), then sent whole, then `GET /healthz` on the same connection. `second` is that
+ * GET's answer (status 0 if the connection was closed or reset instead); `reset` is true when the
+ * socket saw an error (ECONNRESET, EPIPE) at any point.
+ */
+export function bodyAfterAnswer(
+  port: number,
+  options: { path: string; headers: Record<string, string>; body: Buffer },
+): Promise<{ first: Answer; second: Answer; reset: boolean }> {
+  const headers = { Host: `127.0.0.1:${port}`, ...options.headers, 'Content-Length': String(options.body.length) };
+  const head = `POST ${options.path} HTTP/1.1\r\n${Object.entries(headers)
+    .map(([k, v]) => `${k}: ${v}\r\n`)
+    .join('')}\r\n`;
+  return new Promise((res) => {
+    const socket = connect({ port, host: '127.0.0.1', noDelay: true });
+    const none = answerOf(0, {}, Buffer.alloc(0));
+    let received = Buffer.alloc(0);
+    let first: Answer | undefined;
+    let reset = false;
+    const timer = setTimeout(() => socket.destroy(), 30_000);
+    const done = (second: Answer): void => {
+      clearTimeout(timer);
+      socket.destroy();
+      res({ first: first ?? none, second, reset });
+    };
+    socket.on('data', (d: Buffer) => {
+      received = Buffer.concat([received, d]);
+      if (!first) {
+        first = parseResponse(received, false);
+        if (!first) return;
+        // The first answer's own bytes go; what follows is the second's.
+        const length = received.indexOf('\r\n\r\n') + 4 + first.body.length;
+        received = received.subarray(length);
+        socket.write(options.body);
+        socket.write(`GET /healthz HTTP/1.1\r\nHost: 127.0.0.1:${port}\r\n\r\n`);
+      }
+      const second = parseResponse(received, false);
+      if (second) done(second);
+    });
+    socket.on('error', () => (reset = true));
+    socket.on('close', () => done(none));
+    socket.write(head);
+  });
+}
+
 /** A connection opened now and kept, for GET requests sent later (after the listener closed, say). */
 export async function openConnection(port: number): Promise<{ get(path: string): Promise<Answer>; close(): void }> {
   const socket = connect({ port, host: '127.0.0.1', noDelay: true });

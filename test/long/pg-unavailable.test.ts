@@ -7,7 +7,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { optmarkHere } from '../helpers/cli.js';
 import { smallImage } from '../helpers/images.js';
 import { Relay } from '../helpers/relay.js';
-import { TestServer, api, waitFor } from '../helpers/server.js';
+import { TestServer, api, bodyAfterAnswer, imageForm, waitFor } from '../helpers/server.js';
 import { createTestDatabase } from '../helpers/stores.js';
 
 let db: { url: string; drop: () => Promise<void> };
@@ -54,6 +54,20 @@ describe('PostgreSQL away', () => {
 
     for (const mode of ['refuse', 'blackhole'] as const) {
       relay.set(mode);
+      if (mode === 'refuse') {
+        // The 503 goes out from the headers (the reservation fails at once); the body sent after it is read
+        // and dropped, with no reset, and the connection serves on.
+        const form = imageForm(image);
+        const late = await bodyAfterAnswer(server.port, {
+          path: '/api/v1/protect',
+          headers: { Authorization: `Bearer ${key}`, 'Content-Type': form.contentType },
+          body: form.body,
+        });
+        expect(late.first.status, late.first.body.toString().slice(0, 200)).toBe(503);
+        expect(late.first.json).toEqual({ error: expect.any(String), code: 'overloaded' });
+        expect(Number(late.first.headers['retry-after'])).toBeGreaterThan(0);
+        expect([late.second.status, late.reset]).toEqual([200, false]);
+      }
       for (const endpoint of ['protect', 'verify'] as const) {
         const r = await api(server, endpoint, key, image);
         expect(r.status, `${mode} ${endpoint}: ${r.body.toString().slice(0, 200)}`).toBe(503);
