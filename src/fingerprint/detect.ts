@@ -89,6 +89,18 @@ export function decideV2(out: { cells: Float64Array; phaseCells?: Float64Array; 
   return { ...main, present: false };
 }
 
+let plane = new Float32Array(0);
+
+/**
+ * The plane version 2's prefiltered picture is written to, kept per thread (each worker has its own module
+ * state) and grown when needed: a fresh one per request cost its allocation, zeroing and page faults. Both
+ * cores write or read it within one synchronous call.
+ */
+function prefilteredPlane(n: number): Float32Array {
+  if (plane.length < n) plane = new Float32Array(n);
+  return plane.subarray(0, n);
+}
+
 /** Runs both schemes' cores on decoded base pixels (exported for benchmarks that decode once); `head` is the input's probe. */
 export function detectOnBase(
   base: { pixels: Uint8Array; width: number; height: number; channels: number },
@@ -98,7 +110,7 @@ export function detectOnBase(
 ): Omit<FingerprintDetail, 'decodeMs' | 'detectMs'> {
   const k2 = keyTileV2For(secret);
   // Both versions prefilter the luma the same way: version 2 hands its prefiltered picture to version 1.
-  const prefiltered = new Float32Array(base.width * base.height);
+  const prefiltered = prefilteredPlane(base.width * base.height);
   const r2 = runCore2(
     {
       ...base,

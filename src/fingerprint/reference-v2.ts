@@ -108,48 +108,6 @@ export const DIHEDRAL: readonly (readonly [number, number, number, number])[] = 
 const T2 = TILE * TILE;
 const TM = TILE - 1;
 
-/** Separable box (area) resampling with fractional coverage; ow <= w and oh <= h. */
-export function areaResize(src: Float32Array, w: number, h: number, ow: number, oh: number): Float32Array {
-  const weights = (n: number, on: number): { lo: Int32Array; hi: Int32Array; wt: Float32Array[] } => {
-    const lo = new Int32Array(on);
-    const hi = new Int32Array(on);
-    const wt: Float32Array[] = [];
-    const s = n / on;
-    for (let o = 0; o < on; o++) {
-      const a = o * s;
-      const b = Math.min(n, (o + 1) * s);
-      lo[o] = Math.floor(a);
-      hi[o] = Math.min(n, Math.ceil(b));
-      const ws = new Float32Array(hi[o]! - lo[o]!);
-      for (let i = lo[o]!; i < hi[o]!; i++) ws[i - lo[o]!] = (Math.min(b, i + 1) - Math.max(a, i)) / (b - a);
-      wt.push(ws);
-    }
-    return { lo, hi, wt };
-  };
-  const ax = weights(w, ow);
-  const ay = weights(h, oh);
-  const tmp = new Float32Array(ow * h);
-  for (let y = 0; y < h; y++) {
-    const row = y * w;
-    for (let o = 0; o < ow; o++) {
-      let s = 0;
-      const ws = ax.wt[o]!;
-      for (let i = ax.lo[o]!, k = 0; i < ax.hi[o]!; i++, k++) s += ws[k]! * src[row + i]!;
-      tmp[y * ow + o] = s;
-    }
-  }
-  const out = new Float32Array(ow * oh);
-  for (let o = 0; o < oh; o++) {
-    const ws = ay.wt[o]!;
-    for (let x = 0; x < ow; x++) {
-      let s = 0;
-      for (let j = ay.lo[o]!, k = 0; j < ay.hi[o]!; j++, k++) s += ws[k]! * tmp[j * ow + x]!;
-      out[o * ow + x] = s;
-    }
-  }
-  return out;
-}
-
 function nextPow2(n: number): number {
   let p = 1;
   while (p < n) p <<= 1;
@@ -772,49 +730,19 @@ class SyncA {
   }
 }
 
-/** Prefiltered images at the scales the fold needs, made once per call. */
-class FoldImages {
-  private readonly cache = new Map<number, { x: Float32Array; w: number; h: number }>();
-  constructor(
-    private readonly y: Float32Array,
-    private readonly w: number,
-    private readonly h: number,
-    private readonly p: Core2Params,
-  ) {}
-  /** Image with the period near `period` pixels: the base, or the base area-reduced by a power of 2^(1/4). */
-  get(periodPx: number): { x: Float32Array; w: number; h: number; f: number } {
-    const ratio = periodPx / this.p.period;
-    const step = ratio > 1.25 ? Math.round(Math.log2(ratio) * 4) : 0;
-    let img = this.cache.get(step);
-    const f = 2 ** (step / 4);
-    if (!img) {
-      if (step === 0) img = { x: prefilter(this.y, this.w, this.h, this.p as never), w: this.w, h: this.h };
-      else {
-        const w = Math.max(8, Math.round(this.w / f));
-        const h = Math.max(8, Math.round(this.h / f));
-        img = { x: prefilter(areaResize(this.y, this.w, this.h, w, h), w, h, this.p as never), w, h };
-      }
-      this.cache.set(step, img);
-    }
-    return { ...img, f: step === 0 ? 1 : this.w / img.w };
-  }
-}
-
 export function detectCore2(input: Core2Input): Core2Output {
   const { width: w, height: h, params: p } = input;
   const period = p.period;
   const y = luma(input.pixels, w, h, input.channels);
-  const images = new FoldImages(y, w, h, p);
+  // Every lattice is folded from the picture prefiltered at its own resolution, however large the period.
+  const x = prefilter(y, w, h, p as never);
   const sync = new SyncA(input.a, period, input.harmonics);
   const fold = new Float64Array(T2);
   const small = new Float64Array(period * period);
   const reps = TILE / period;
 
   const trySync = (v: number[], only = -1): { hit: SyncHit; v: number[] } => {
-    const pp = Math.sqrt(Math.abs(v[0]! * v[3]! - v[1]! * v[2]!));
-    const img = images.get(pp);
-    const vf = v.map((c) => c / img.f);
-    foldLattice(img.x, img.w, img.h, vf, period, 0, 0, fold);
+    foldLattice(x, w, h, v, period, 0, 0, fold);
     small.fill(0);
     for (let j = 0; j < TILE; j++) for (let i = 0; i < TILE; i++) small[(j % period) * period + (i % period)]! += fold[j * TILE + i]!;
     return { hit: sync.best(small, only), v };
@@ -829,8 +757,7 @@ export function detectCore2(input: Core2Input): Core2Output {
   let aspectScore = -Infinity;
   if (best.hit.z < p.fastZ) {
     tier = 2;
-    const base = images.get(period).x;
-    const found = latticeCandidates(base, w, h, input.native === 1, input.harmonics, p, (CROP_MIN * p0) / period);
+    const found = latticeCandidates(x, w, h, input.native === 1, input.harmonics, p, (CROP_MIN * p0) / period);
     const cands = found.cands;
     combScore = found.top;
     aspectScore = found.aspect;
@@ -886,7 +813,7 @@ export function detectCore2(input: Core2Input): Core2Output {
   // The no-geometry lattice is exact for every copy without geometry; refining it would only chase noise.
   const unrefined = best;
   if (tier === 2 && !identity) best = refine(best, true);
-  const main = countAt(input, images, best, period, fold);
+  const main = countAt(input, x, best, period, fold);
   // Hypotheses of the alignment proper (the second look's folds, which the count gates, are not counted).
   const candidates = tried;
 
@@ -913,12 +840,12 @@ export function detectCore2(input: Core2Input): Core2Output {
   if (tier === 2 && !identity && unrefined.hit.z < p.refineZ && selfNormalised(main.cells) >= p.secondT) {
     const again = refine(unrefined, false);
     if (again !== unrefined) {
-      refinedCells = countAt(input, images, again, period, fold).cells;
+      refinedCells = countAt(input, x, again, period, fold).cells;
       refinedSyncZ = again.hit.z;
     }
   }
 
-  input.keepPrefiltered?.set(images.get(period).x);
+  input.keepPrefiltered?.set(x);
   return {
     lattice: Float64Array.from(best.v),
     dihedral: best.hit.d,
@@ -1017,18 +944,14 @@ function shiftedCells(g: Float64Array, c: Float32Array, e: [number, number], per
  */
 function countAt(
   input: Core2Input,
-  images: FoldImages,
+  x: Float32Array,
   best: { hit: SyncHit; v: number[] },
   period: number,
   fold: Float64Array,
 ): { cells: Float64Array; g: Float64Array; q: number; dx: number; dy: number; phaseZ: number } {
   const reps = TILE / period;
-  const v = best.v;
-  const pp = Math.sqrt(Math.abs(v[0]! * v[3]! - v[1]! * v[2]!));
-  const img = images.get(pp);
-  const vf = v.map((c) => c / img.f);
   const { d, tx, ty, fx, fy } = best.hit;
-  foldLattice(img.x, img.w, img.h, vf, period, -fx, -fy, fold);
+  foldLattice(x, input.width, input.height, best.v, period, -fx, -fy, fold);
   const D = DIHEDRAL[d]!;
   const g = keyFrame(fold, D, tx, ty);
   let q = 0;
