@@ -401,6 +401,40 @@ double CombNearest(const std::vector<float>& plane, int nx, int ny, bool notch, 
   return n ? sum / std::sqrt(double(n)) : -INFINITY;
 }
 
+// CombNearest at several vertical scales at once (sy[ks[t]] for t < nk, into scores[t]): harmonics outside,
+// scales inside, so that the inner loop vectorises; each score sums its harmonics in the same order.
+OPTMARK_CLONES
+void CombNearestScales(const std::vector<float>& plane, int nx, int ny, bool notch, const double* rot, const double* fx, const int* u, int nm, int period,
+                       const double* sy, const int* ks, int nk, double* scores) {
+  if (notch) {
+    for (int t = 0; t < nk; t++) scores[t] = CombNearest(plane, nx, ny, notch, rot, fx, u, nm, period, sy[ks[t]]);
+    return;
+  }
+  thread_local std::vector<double> ky, sum, cnt;
+  ky.resize(nk);
+  sum.assign(nk, 0.0);
+  cnt.assign(nk, 0.0);
+  for (int t = 0; t < nk; t++) ky[t] = 1 / (period * sy[ks[t]]);
+  const float* pl = plane.data();
+  double* __restrict s = sum.data();
+  double* __restrict c = cnt.data();
+  const double* __restrict k = ky.data();
+  for (int q = 0; q < nm; q++) {
+    if (u[q] < 0) continue;
+    const double ry = rot[2 * q + 1];
+    const float* col = pl + u[q];
+    for (int t = 0; t < nk; t++) {
+      const double fy = ry * k[t];
+      const bool in = !(std::abs(fy) > 0.45);
+      const int v = int(std::floor(fy * ny + 0.5)) & (ny - 1);
+      // A sum never holds -0, so adding +0 for a harmonic left out changes nothing.
+      s[t] += in ? double(col[size_t(v) * nx]) : 0.0;
+      c[t] += in ? 1.0 : 0.0;
+    }
+  }
+  for (int t = 0; t < nk; t++) scores[t] = c[t] > 0 ? s[t] / std::sqrt(c[t]) : -INFINITY;
+}
+
 double CombScore(const Spectrum& sp, const std::vector<float>& plane, const double* m, int nm, int period, double theta, double sx, double sy) {
   return CombScoreCS(sp, plane, m, nm, period, std::cos(theta), std::sin(theta), sx, sy);
 }
@@ -491,6 +525,7 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
     std::vector<Cell> cells;
     std::vector<double> rot(size_t(2) * nh), fx(nh);
     std::vector<int> u(nh);
+    std::vector<double> scores(ck.size());
     for (const int i : ci) {
       for (int q = 0; q < 2 * nh; q += 2) {
         rot[q] = harm[q] * cs[i] - harm[q + 1] * sn[i];
@@ -498,8 +533,11 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
       }
       for (const int j : cj) {
         CombColumns(rot.data(), nh, period, ex[j], sp.nx, fx.data(), u.data());
-        for (const int k : ck) {
-          const double score = CombNearest(pooled, sp.nx, sp.ny, sp.notch, rot.data(), fx.data(), u.data(), nh, period, exr[size_t(j) * nR + k]);
+        CombNearestScales(pooled, sp.nx, sp.ny, sp.notch, rot.data(), fx.data(), u.data(), nh, period, exr.data() + size_t(j) * nR, ck.data(), int(ck.size()),
+                          scores.data());
+        for (size_t t = 0; t < ck.size(); t++) {
+          const int k = ck[t];
+          const double score = scores[t];
           if (cells.size() == size_t(kCoarseKeep) && !(score > cells.back().score)) continue;
           size_t at = cells.size();
           while (at > 0 && score > cells[at - 1].score) at--;
