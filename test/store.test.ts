@@ -892,7 +892,8 @@ describe('batched statements (PostgreSQL)', () => {
       const first = store.instanceId;
       const probe = await h.client(store);
       const held = async () => Number((await probe.query<{ n: string }>('SELECT coalesce(sum(n), 0) AS n FROM holds WHERE account_id = $1', [id])).rows[0]!.n);
-      const used = async () => Number((await probe.query<{ n: string }>('SELECT coalesce(sum(used), 0) AS n FROM usage_counters WHERE account_id = $1', [id])).rows[0]!.n);
+      const used = async () =>
+        Number((await probe.query<{ n: string }>('SELECT coalesce(sum(used), 0) AS n FROM usage_counters WHERE account_id = $1', [id])).rows[0]!.n);
       try {
         await probe.query('BEGIN');
         await probe.query('SELECT used FROM usage_counters WHERE account_id = $1 FOR UPDATE', [id]);

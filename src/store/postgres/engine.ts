@@ -15,7 +15,9 @@
  *   times are written in batches every 10 s.
  * - Unavailability: a query that fails for want of the database (connection refused or lost, timeouts,
  *   admin shutdown, too many connections) becomes StoreError `store_unavailable`; the API answers 503
- *   with Retry-After, and no unit is ever granted without its reservation having been written.
+ *   with Retry-After, and no unit is ever granted without its reservation having been written. A reserve
+ *   whose statement was sent without an answer may still have run: its owner id is retired (#retire), so
+ *   such a unit goes back within seconds on a live instance too.
  */
 import pg from 'pg';
 import { IDEMPOTENCY_PRUNE_MS, IDEMPOTENCY_TTL_MS, priorOf, uploadDigest, type IdempotentRequest, type KeyRow as IdemRow } from '../idempotency.js';
@@ -535,12 +537,12 @@ export class PostgresStore implements Store {
     let granted = false;
     try {
       const r = await this.#q<{
-      lim: number | null;
-      used: number | null;
-      keyed: number;
-      prior_state: IdemRow['state'] | null;
-      prior_operation: Operation | null;
-      prior_sha256: string | null;
+        lim: number | null;
+        used: number | null;
+        keyed: number;
+        prior_state: IdemRow['state'] | null;
+        prior_operation: Operation | null;
+        prior_sha256: string | null;
       }>(RESERVE_KEYED, [accountId, month, op, this.#defaults[op], owner, key, t, t + IDEMPOTENCY_TTL_MS], 'optmark_reserve_keyed').catch((err: unknown) => {
         // Sent or not (the pool does not say): a statement that may have run retires its owner.
         if (!isAnswered(err)) this.#retire(owner);
@@ -681,7 +683,14 @@ export class PostgresStore implements Store {
       const key = res.idempotency?.key;
       row = key
         ? await this.#refundKeyed(res, key, m)
-        : await this.#refunds.add({ accountId: res.accountId, month: res.month, operation: res.operation, at: m, held: state === 'held', owner: this.#ownerFor(res) });
+        : await this.#refunds.add({
+            accountId: res.accountId,
+            month: res.month,
+            operation: res.operation,
+            at: m,
+            held: state === 'held',
+            owner: this.#ownerFor(res),
+          });
     } catch (err) {
       // The database could not take it now: retried by the background work until it can (a held unit
       // of a live instance is never reclaimed by anyone else).
