@@ -13,8 +13,7 @@ import type { ReceiptMaker } from '../dashboard/receipts.js';
 import { OptmarkError, toErrorShape } from '../errors.js';
 import { MAX_BATCH_SIZE, wwwAuthenticate, type Account, type MarkRecord, type RecordCursor, type RecordMatch, type Store } from '../store/index.js';
 import { handleApi, type ApiDeps, type ApiExtension } from './api.js';
-import { requestId } from './filename.js';
-import { Exchange, type Headers } from './respond.js';
+import { type Exchange, exchangeOf, getAndHead, type Headers } from './respond.js';
 
 export interface DashboardDeps extends ApiDeps {
   assets: Assets;
@@ -105,9 +104,9 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
     }
     void sent.then(() => observe(deps, ex));
   };
-  app.get('/', (res, req) => page(res, req, '/'));
-  app.get('/index.html', (res, req) => page(res, req, '/'));
-  app.get('/assets/*', (res, req) => page(res, req, req.getUrl()));
+  getAndHead(app, '/', (res, req) => page(res, req, '/'));
+  getAndHead(app, '/index.html', (res, req) => page(res, req, '/'));
+  getAndHead(app, '/assets/*', (res, req) => page(res, req, req.getUrl()));
 
   // The page's API.
   json(app, deps, 'get', '/api/v1/dashboard/account', async (caller) => {
@@ -373,9 +372,7 @@ function parseBatchSpec(body: Buffer | undefined): { size: number; provenance: b
   return { size, provenance, fingerprint };
 }
 
-function exchange(res: HttpResponse, req: HttpRequest, route: string): Exchange {
-  return new Exchange(res, requestId(req.getHeader('x-request-id'), randomUUID), route, process.hrtime.bigint());
-}
+const exchange = exchangeOf;
 
 function observe(deps: ApiDeps, ex: Exchange, received = 0): void {
   deps.metrics.observe(ex.route, ex.status, Number(process.hrtime.bigint() - ex.started) / 1e9, received, ex.sent);
@@ -393,7 +390,8 @@ function json(
   path: string,
   handler: (caller: Caller, req: Request, body: Buffer | undefined) => Promise<Answer>,
 ): void {
-  app[method](path, (res, req) => {
+  const route = method === 'get' ? (handler: (res: HttpResponse, req: HttpRequest) => void) => getAndHead(app, path, handler) : app.post.bind(app, path);
+  route((res, req) => {
     const ex = exchange(res, req, path);
     const request: Request = {
       authorization: req.getHeader('authorization'),

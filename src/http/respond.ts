@@ -2,9 +2,11 @@
  * Writing answers through uWS: corked, once, never after an abort. Large bodies go out with tryEnd and
  * onWritable, so a slow reader costs the socket buffer, not a second copy of the body.
  */
-import type { HttpResponse } from 'uWebSockets.js';
+import { randomUUID } from 'node:crypto';
+import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { defaultMessage, type ErrorCode } from '../errors.js';
 import { OVERLOAD_RETRY_AFTER_SECONDS, STATUS_OF, statusLine } from './errors.js';
+import { requestId } from './filename.js';
 
 export type Headers = Record<string, string>;
 
@@ -28,6 +30,11 @@ export class Exchange {
   /** Body bytes handed to uWS. */
   sent = 0;
   status = 0;
+  /**
+   * The request is HEAD (RFC 9110 9.3.2): the answer is the one GET gets, its Content-Length included,
+   * without the body.
+   */
+  headOnly = false;
   readonly #onAbort: Array<() => void> = [];
 
   constructor(
@@ -110,6 +117,11 @@ export class Exchange {
         res.writeStatus(statusLine(status));
         res.writeHeader('X-Request-ID', this.id);
         for (const [k, v] of Object.entries(headers)) res.writeHeader(k, v);
+        if (this.headOnly) {
+          res.endWithoutBody(total, options.closeConnection);
+          resolve(true);
+          return;
+        }
         if (options.closeConnection) {
           // uWS writes `Connection: close`, sends the answer, then shuts the socket down (FIN) and closes it:
           // a client still sending is not read any further.
@@ -145,4 +157,20 @@ export class Exchange {
       this.res.close();
     }
   }
+}
+
+/** The exchange of a request that carries no body to read (its id from X-Request-ID or a fresh one; HEAD answered without a body). */
+export function exchangeOf(res: HttpResponse, req: HttpRequest, route: string): Exchange {
+  const ex = new Exchange(res, requestId(req.getHeader('x-request-id'), randomUUID), route, process.hrtime.bigint());
+  ex.headOnly = req.getMethod() === 'head';
+  return ex;
+}
+
+/**
+ * Routes GET and HEAD of `path` to one handler (RFC 9110 9.1: a server supports HEAD wherever it
+ * supports GET); its exchange, made with exchangeOf, leaves the body out for HEAD.
+ */
+export function getAndHead(app: TemplatedApp, path: string, handler: (res: HttpResponse, req: HttpRequest) => void): void {
+  app.get(path, handler);
+  app.head(path, handler);
 }

@@ -2,7 +2,6 @@
  * The uWebSockets.js application: API routes, operational endpoints, and orderly shutdown. Handlers
  * here only route; the API exchange lives in api.ts.
  */
-import { randomUUID } from 'node:crypto';
 import { readFileSync } from 'node:fs';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
 import type { Logger } from '../log.js';
@@ -14,10 +13,9 @@ import { Assets } from '../dashboard/assets.js';
 import { ReceiptMaker } from '../dashboard/receipts.js';
 import { handleApi, type ApiDeps, type InFlight } from './api.js';
 import { registerDashboard, verifyWithRecords } from './dashboard.js';
-import { requestId } from './filename.js';
 import { Metrics } from './metrics.js';
 import { LISTEN_DEFAULT, LISTEN_EXCLUSIVE_PORT, listenFailure } from './port.js';
-import { Exchange } from './respond.js';
+import { type Exchange, exchangeOf, getAndHead } from './respond.js';
 import { type UploadLimits, Uploads } from './uploads.js';
 import type { Transport, Uws } from './uws.js';
 
@@ -114,10 +112,9 @@ export class HttpServer {
     for (const path of ['/api/v1/protect', '/api/v1/verify']) {
       app.any(path, (res, req) => this.#simple(res, req, path, (ex) => ex.error('method_not_allowed', `${path} accepts POST only.`, { Allow: 'POST' })));
     }
-    app.get('/healthz', (res, req) => this.#simple(res, req, '/healthz', (ex) => ex.json(200, '{"status":"ok"}')));
-    app.head('/healthz', (res, req) => this.#simple(res, req, '/healthz', (ex) => ex.json(200, '')));
-    app.get('/readyz', (res, req) => this.#simple(res, req, '/readyz', (ex) => this.#readyz(ex)));
-    app.get('/metrics', (res, req) => {
+    getAndHead(app, '/healthz', (res, req) => this.#simple(res, req, '/healthz', (ex) => ex.json(200, '{"status":"ok"}')));
+    getAndHead(app, '/readyz', (res, req) => this.#simple(res, req, '/readyz', (ex) => this.#readyz(ex)));
+    getAndHead(app, '/metrics', (res, req) => {
       const ex = this.#exchange(res, req, '/metrics');
       this.metrics.registry.metrics().then(
         (text) => ex.send(200, { 'Content-Type': this.metrics.registry.contentType }, text),
@@ -125,7 +122,7 @@ export class HttpServer {
       );
     });
     registerDashboard(app, { ...deps, assets: Assets.load(), receipts: this.#receipts, poolSize: options.poolSize ?? options.pool.stats.threads });
-    app.get('/api/v1/openapi.json', (res, req) =>
+    getAndHead(app, '/api/v1/openapi.json', (res, req) =>
       this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })),
     );
     app.any('/*', (res, req) =>
@@ -135,7 +132,7 @@ export class HttpServer {
   }
 
   #exchange(res: HttpResponse, req: HttpRequest, route: string): Exchange {
-    return new Exchange(res, requestId(req.getHeader('x-request-id'), randomUUID), route, process.hrtime.bigint());
+    return exchangeOf(res, req, route);
   }
 
   /** Answers a request that needs no body; counts it in the metrics. */
