@@ -880,33 +880,44 @@ describe('batched statements (PostgreSQL)', () => {
     expect(uncaught.map(String)).toEqual([]);
   });
 
-  it('a reserve cut mid-statement that PostgreSQL still runs gives its unit back; requests meanwhile are exact', async () => {
+  it.each([
+    ['while a reservation of its owner is outstanding (the owner is released after it)', true],
+    ['after its owner was released (the reconciliation gives back an ownerless hold)', false],
+  ])('a reserve cut mid-statement that PostgreSQL still runs gives its unit back, %s; requests meanwhile are exact', async (_, outstanding) => {
     // The statement waits on a row lock when the relay cuts its connection; the lock is let go and
     // PostgreSQL runs it: a unit counted and held under this instance's owner that no request knows of.
     const relay = await Relay.to(TEST_DATABASE_URL);
     try {
       const store = await h.open(undefined, undefined, { through: relay });
+      await store.startBackground(); // lease renewal and reconciliation every second, as a server runs them
       const { id, name } = await accountWith(store, 100);
-      const early = await store.reserve(id, 'protect'); // outstanding across the cut, under the first owner
-      if (!early.ok) throw new Error('reserve failed');
+      const seed = await store.reserve(id, 'protect'); // the counter row the statement will wait on
+      if (!seed.ok) throw new Error('reserve failed');
+      await store.commit(seed.reservation);
+      const e = outstanding ? 2 : 1; // units committed besides the 20 and the late one
+      const early = outstanding ? await store.reserve(id, 'protect') : undefined; // across the cut, under the first owner
+      if (early && !early.ok) throw new Error('reserve failed');
       const first = store.instanceId;
       const probe = await h.client(store);
-      const held = async () => Number((await probe.query<{ n: string }>('SELECT coalesce(sum(n), 0) AS n FROM holds WHERE account_id = $1', [id])).rows[0]!.n);
-      const used = async () =>
-        Number((await probe.query<{ n: string }>('SELECT coalesce(sum(used), 0) AS n FROM usage_counters WHERE account_id = $1', [id])).rows[0]!.n);
+      const count = async (sql: string) => Number((await probe.query<{ n: string }>(sql, [id])).rows[0]!.n);
+      const held = () => count('SELECT coalesce(sum(n), 0) AS n FROM holds WHERE account_id = $1');
+      const used = () => count('SELECT coalesce(sum(used), 0) AS n FROM usage_counters WHERE account_id = $1');
+      const waiting = async (state = "wait_event_type = 'Lock'") =>
+        (await probe.query(`SELECT 1 FROM pg_stat_activity WHERE application_name = 'optmark' AND ${state}`)).rowCount;
       try {
         await probe.query('BEGIN');
         await probe.query('SELECT used FROM usage_counters WHERE account_id = $1 FOR UPDATE', [id]);
         const pending = storeErrorCode(() => store.reserve(id, 'protect'));
-        await waitFor('the reserve waiting on the lock', async () => {
-          const r = await probe.query("SELECT 1 FROM pg_stat_activity WHERE application_name = 'optmark' AND wait_event_type = 'Lock'");
-          return r.rowCount ? true : undefined;
-        });
+        await waitFor('the reserve waiting on the lock', async () => ((await waiting()) ? true : undefined));
         relay.set('pass'); // cuts the reserve's connection while PostgreSQL still has its statement
         expect(await pending).toBe('store_unavailable');
         await probe.query('COMMIT'); // the lock goes: PostgreSQL runs the cut statement
-        await waitFor('the cut statement run', async () => ((await used()) === 2 ? true : undefined));
-        expect(await held()).toBe(2); // the early reservation and the orphan
+        // The cut statement's backend runs it to its end, then finds its client gone and exits.
+        await waitFor('the cut statement run', async () => ((await waiting("state = 'active'")) ? undefined : true));
+        if (early) {
+          expect(await used()).toBe(3); // the seed, the early reservation and the orphan (both held)
+          expect(await held()).toBe(2);
+        }
         // New reservations go under a fresh owner; 20 requests reserve and commit meanwhile, all answered.
         const results = await Promise.all(
           Array.from({ length: 20 }, async () => {
@@ -916,20 +927,21 @@ describe('batched statements (PostgreSQL)', () => {
           }),
         );
         expect(results.every((u) => typeof u === 'number')).toBe(true);
-        expect(await used()).toBe(22);
-        // The first owner lives on while the early reservation is outstanding; its commit goes under it.
-        expect((await probe.query('SELECT 1 FROM owners WHERE id = $1', [first])).rowCount).toBe(1);
         const late = await store.reserve(id, 'protect'); // held under the new owner to the end
         if (!late.ok) throw new Error('reserve failed');
-        expect(await store.commit(early.reservation)).toBeDefined();
-        // Then exactly the orphan unit goes back (the first owner released), nothing else.
+        if (early) {
+          // The first owner lives on while the early reservation is outstanding; its commit goes under it.
+          expect((await probe.query('SELECT 1 FROM owners WHERE id = $1', [first])).rowCount).toBe(1);
+          expect(await store.commit(early.reservation)).toBeDefined();
+        }
+        // Then exactly the orphan unit goes back, nothing else.
         await waitFor('the orphan unit given back', async () => ((await held()) === 1 ? true : undefined)); // the late reservation
         expect((await probe.query('SELECT 1 FROM owners WHERE id = $1', [first])).rowCount).toBe(0);
-        expect(await used()).toBe(22); // early + 20 committed + late held
-        expect((await store.usage(name)).protect.used).toBe(22);
+        expect(await used()).toBe(21 + e); // the seed and the early one, 20 committed, the late one held
+        expect((await store.usage(name)).protect.used).toBe(21 + e);
         await store.refund(late.reservation);
         expect(await held()).toBe(0);
-        expect(await used()).toBe(21);
+        expect(await used()).toBe(20 + e);
       } finally {
         await probe.query('ROLLBACK').catch(() => undefined);
         await probe.end();
