@@ -880,6 +880,65 @@ describe('batched statements (PostgreSQL)', () => {
     expect(uncaught.map(String)).toEqual([]);
   });
 
+  it('a reserve cut mid-statement that PostgreSQL still runs gives its unit back; requests meanwhile are exact', async () => {
+    // The statement waits on a row lock when the relay cuts its connection; the lock is let go and
+    // PostgreSQL runs it: a unit counted and held under this instance's owner that no request knows of.
+    const relay = await Relay.to(TEST_DATABASE_URL);
+    try {
+      const store = await h.open(undefined, undefined, { through: relay });
+      const { id, name } = await accountWith(store, 100);
+      const early = await store.reserve(id, 'protect'); // outstanding across the cut, under the first owner
+      if (!early.ok) throw new Error('reserve failed');
+      const first = store.instanceId;
+      const probe = await h.client(store);
+      const held = async () => Number((await probe.query<{ n: string }>('SELECT coalesce(sum(n), 0) AS n FROM holds WHERE account_id = $1', [id])).rows[0]!.n);
+      const used = async () =>
+        Number((await probe.query<{ n: string }>('SELECT coalesce(sum(used), 0) AS n FROM usage_counters WHERE account_id = $1', [id])).rows[0]!.n);
+      try {
+        await probe.query('BEGIN');
+        await probe.query('SELECT used FROM usage_counters WHERE account_id = $1 FOR UPDATE', [id]);
+        const pending = storeErrorCode(() => store.reserve(id, 'protect'));
+        await waitFor('the reserve waiting on the lock', async () => {
+          const r = await probe.query("SELECT 1 FROM pg_stat_activity WHERE application_name = 'optmark' AND wait_event_type = 'Lock'");
+          return r.rowCount ? true : undefined;
+        });
+        relay.set('pass'); // cuts the reserve's connection while PostgreSQL still has its statement
+        expect(await pending).toBe('store_unavailable');
+        await probe.query('COMMIT'); // the lock goes: PostgreSQL runs the cut statement
+        await waitFor('the cut statement run', async () => ((await used()) === 2 ? true : undefined));
+        expect(await held()).toBe(2); // the early reservation and the orphan
+        // New reservations go under a fresh owner; 20 requests reserve and commit meanwhile, all answered.
+        const results = await Promise.all(
+          Array.from({ length: 20 }, async () => {
+            const r = await store.reserve(id, 'protect');
+            if (!r.ok) throw new Error('reserve refused');
+            return (await store.commit(r.reservation))?.used;
+          }),
+        );
+        expect(results.every((u) => typeof u === 'number')).toBe(true);
+        expect(await used()).toBe(22);
+        // The first owner lives on while the early reservation is outstanding; its commit goes under it.
+        expect((await probe.query('SELECT 1 FROM owners WHERE id = $1', [first])).rowCount).toBe(1);
+        const late = await store.reserve(id, 'protect'); // held under the new owner to the end
+        if (!late.ok) throw new Error('reserve failed');
+        expect(await store.commit(early.reservation)).toBeDefined();
+        // Then exactly the orphan unit goes back (the first owner released), nothing else.
+        await waitFor('the orphan unit given back', async () => ((await held()) === 1 ? true : undefined)); // the late reservation
+        expect((await probe.query('SELECT 1 FROM owners WHERE id = $1', [first])).rowCount).toBe(0);
+        expect(await used()).toBe(22); // early + 20 committed + late held
+        expect((await store.usage(name)).protect.used).toBe(22);
+        await store.refund(late.reservation);
+        expect(await held()).toBe(0);
+        expect(await used()).toBe(21);
+      } finally {
+        await probe.query('ROLLBACK').catch(() => undefined);
+        await probe.end();
+      }
+    } finally {
+      await relay.close();
+    }
+  });
+
   it('batches from several instances racing for one fresh counter row grant exactly the limit', async () => {
     const dir = h.tempDir();
     const stores = await Promise.all([h.open(dir), h.open(dir), h.open(dir)]);

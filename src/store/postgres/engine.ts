@@ -15,7 +15,9 @@
  *   times are written in batches every 10 s.
  * - Unavailability: a query that fails for want of the database (connection refused or lost, timeouts,
  *   admin shutdown, too many connections) becomes StoreError `store_unavailable`; the API answers 503
- *   with Retry-After, and no unit is ever granted without its reservation having been written.
+ *   with Retry-After, and no unit is ever granted without its reservation having been written. A reserve
+ *   whose statement was sent without an answer may still have run: its owner id is retired (#retire), so
+ *   such a unit goes back within seconds on a live instance too.
  */
 import pg from 'pg';
 import { IDEMPOTENCY_PRUNE_MS, IDEMPOTENCY_TTL_MS, priorOf, uploadDigest, type IdempotentRequest, type KeyRow as IdemRow } from '../idempotency.js';
@@ -217,9 +219,11 @@ interface Call {
   at: string;
 }
 type ReserveCall = Call;
-/** `used`: the counter after this call (granted), or as it stands (refused). */
-type ReserveAnswer = { granted: boolean; lim: number; used: number };
+/** `used`: the counter after this call (granted), or as it stands (refused); `owner`: whose hold has the unit. */
+type ReserveAnswer = { granted: boolean; lim: number; used: number; owner: string };
 interface CommitCall extends Call {
+  /** The owner whose hold has the unit. */
+  owner: string;
   /** Runs once the statement is written (lease fresh) or once it is answered. */
   onSent?: () => void;
   sent: boolean;
@@ -230,6 +234,16 @@ type CommitAnswer = { released: boolean; lim: number; used: number };
 interface RefundCall extends Call {
   /** Still held (not committed). */
   held: boolean;
+  /** The owner whose hold has the unit. */
+  owner: string;
+}
+/**
+ * An owner id this instance registered: renewed while it is current or while statements or reservations
+ * taken under it are outstanding (`busy`); a retired one is released once none is.
+ */
+interface OwnerUse {
+  busy: number;
+  retired: boolean;
 }
 /** Undefined when the account is gone. */
 type RefundAnswer = { lim: number; used: number } | undefined;
@@ -243,7 +257,12 @@ export class PostgresStore implements Store {
   readonly #config: pg.PoolConfig;
   readonly #defaults: Record<Operation, number>;
   readonly #reservations = new Reservations();
-  readonly #owner: OwnerIdentity = newOwner();
+  /** The owner id new reservations are taken under (see #retire). */
+  #owner: OwnerIdentity = newOwner();
+  /** Every owner id registered and not yet released, the current one included. */
+  readonly #owners = new Map<string, OwnerUse>();
+  /** The owner each reservation still counted in its owner's `busy` was taken under. */
+  readonly #ownerOf = new WeakMap<Reservation, string>();
   readonly #lastUsed = new LastUsed();
   readonly #cache: AuthCache;
   /** Key lookups on their way, by key hash: concurrent requests with one key share one. */
@@ -433,45 +452,123 @@ export class PostgresStore implements Store {
   }
 
   async reserve(accountId: number, op: Operation, now: Date = new Date(), idempotency?: IdempotentRequest): Promise<ReserveResult> {
-    await (this.#registered ??= this.#register().catch((err: unknown) => {
-      this.#registered = undefined;
-      throw err;
-    }));
     const month = monthOf(now);
     if (idempotency) return this.#reserveKeyed(accountId, op, month, now, idempotency);
     const taken = await this.#reserves.add({ accountId, month, operation: op, at: month });
     const state = quotaStateOf(op, taken.lim, taken.used, month, now);
     if (!taken.granted) return { ok: false, state };
-    return { ok: true, reservation: this.#reservations.create(accountId, op, month), state };
+    return { ok: true, reservation: this.#held(this.#reservations.create(accountId, op, month), taken.owner), state };
+  }
+
+  /** A reservation granted under `owner` (counted in its `busy` until it is committed or given back). */
+  #held(res: Reservation, owner: string): Reservation {
+    this.#ownerOf.set(res, owner);
+    return res;
+  }
+
+  /** The owner a reservation was taken under (the current one for a reservation done with its hold). */
+  #ownerFor(res: Reservation): string {
+    return this.#ownerOf.get(res) ?? this.#owner.id;
+  }
+
+  /** The reservation's new state; one no longer held (with a known outcome) is done with its owner. */
+  #set(res: Reservation, state: 'held' | 'committed' | undefined): void {
+    this.#reservations.set(res, state);
+    if (state !== 'held') this.#done(res);
+  }
+
+  #done(res: Reservation): void {
+    const id = this.#ownerOf.get(res);
+    if (id === undefined || this.#commitRetry.has(res)) return;
+    this.#ownerOf.delete(res);
+    this.#unbusy(id, 1);
+  }
+
+  /** The current owner, registered, with `n` statements counted busy under it (see #unbusy). */
+  async #take(n: number): Promise<string> {
+    for (;;) {
+      const id = this.#owner.id;
+      await (this.#registered ??= this.#register().catch((err: unknown) => {
+        this.#registered = undefined;
+        throw err;
+      }));
+      const use = this.#owners.get(id);
+      if (use && this.#owner.id === id) {
+        use.busy += n;
+        return id;
+      }
+    }
+  }
+
+  /** `n` statements or reservations under `id` are done; a retired owner with none left is released. */
+  #unbusy(id: string, n: number): void {
+    const use = this.#owners.get(id);
+    if (!use || n === 0) return;
+    use.busy -= n;
+    if (!use.retired || use.busy > 0) return;
+    this.#owners.delete(id);
+    // Gives back exactly the units no request of this instance knows of (every known one is done).
+    // Failing that, it is renewed no more: its lease runs out and any instance's reconciliation does it.
+    this.#q<{ units: number }>(RELEASE_OWNER, [id]).then(
+      (r) => void (this.#reconciled += r.rows[0]!.units),
+      () => undefined,
+    );
+  }
+
+  /**
+   * A reserve under \`id\` was sent and its outcome is not known (the connection failed before the answer):
+   * PostgreSQL may have taken a unit under it that no request will commit or refund. New reservations go
+   * under a fresh owner id; this one is renewed only while what this instance knows was granted under it
+   * is outstanding, then released, which gives back exactly such units (never one counted twice).
+   */
+  #retire(id: string): void {
+    const use = this.#owners.get(id);
+    if (!use || use.retired) return;
+    use.retired = true;
+    if (this.#owner.id !== id) return;
+    this.#owner = newOwner();
+    this.#registered = undefined;
   }
 
   async #reserveKeyed(accountId: number, op: Operation, month: string, now: Date, idempotency: IdempotentRequest): Promise<ReserveResult> {
     const key = idempotency.key;
     const t = now.getTime();
-    const r = await this.#q<{
-      lim: number | null;
-      used: number | null;
-      keyed: number;
-      prior_state: IdemRow['state'] | null;
-      prior_operation: Operation | null;
-      prior_sha256: string | null;
-    }>(RESERVE_KEYED, [accountId, month, op, this.#defaults[op], this.#owner.id, key, t, t + IDEMPOTENCY_TTL_MS], 'optmark_reserve_keyed');
-    const row = r.rows[0]!;
-    if (row.keyed === 0 && row.lim !== null) {
-      const prior = row.prior_state && row.prior_operation ? { state: row.prior_state, operation: row.prior_operation, sha256: row.prior_sha256 } : undefined;
-      return { ok: false, state: await this.#state(accountId, op, month, now), prior: priorOf(prior) };
+    const owner = await this.#take(1);
+    let granted = false;
+    try {
+      const r = await this.#q<{
+        lim: number | null;
+        used: number | null;
+        keyed: number;
+        prior_state: IdemRow['state'] | null;
+        prior_operation: Operation | null;
+        prior_sha256: string | null;
+      }>(RESERVE_KEYED, [accountId, month, op, this.#defaults[op], owner, key, t, t + IDEMPOTENCY_TTL_MS], 'optmark_reserve_keyed').catch((err: unknown) => {
+        // Sent or not (the pool does not say): a statement that may have run retires its owner.
+        if (!isAnswered(err)) this.#retire(owner);
+        throw err;
+      });
+      const row = r.rows[0]!;
+      if (row.keyed === 0 && row.lim !== null) {
+        const prior = row.prior_state && row.prior_operation ? { state: row.prior_state, operation: row.prior_operation, sha256: row.prior_sha256 } : undefined;
+        return { ok: false, state: await this.#state(accountId, op, month, now), prior: priorOf(prior) };
+      }
+      if (row.used === null || row.lim === null) {
+        // Over the limit (or no such account: #state says so): the key taken without a unit goes back.
+        if (row.keyed === 1) await this.#q(DROP_KEY, [accountId, key, owner], 'optmark_drop_key');
+        return { ok: false, state: await this.#state(accountId, op, month, now) };
+      }
+      granted = true;
+      const reservation = this.#held(this.#reservations.create(accountId, op, month, idempotency), owner);
+      return { ok: true, reservation, state: quotaStateOf(op, row.lim, row.used, month, now) };
+    } finally {
+      if (!granted) this.#unbusy(owner, 1);
     }
-    if (row.used === null || row.lim === null) {
-      // Over the limit (or no such account: #state says so): the key taken without a unit goes back.
-      if (row.keyed === 1) await this.#q(DROP_KEY, [accountId, key, this.#owner.id], 'optmark_drop_key');
-      return { ok: false, state: await this.#state(accountId, op, month, now) };
-    }
-    return { ok: true, reservation: this.#reservations.create(accountId, op, month, idempotency), state: quotaStateOf(op, row.lim, row.used, month, now) };
   }
 
   /** The commit statement of a reservation (with its key and the upload's digest when it has one). */
   #commitQuery(res: Reservation, month: string, now: Date): { name: string; text: string; values: unknown[] } {
-    const values: unknown[] = [this.#owner.id, res.accountId, res.month, res.operation, month, this.#defaults[res.operation]];
+    const values: unknown[] = [this.#ownerFor(res), res.accountId, res.month, res.operation, month, this.#defaults[res.operation]];
     const key = res.idempotency;
     if (!key) return { name: 'optmark_commit', text: COMMIT, values };
     return { name: 'optmark_commit_keyed', text: COMMIT_KEYED, values: [...values, key.key, uploadDigest(key), now.getTime() + IDEMPOTENCY_TTL_MS] };
@@ -490,7 +587,7 @@ export class PostgresStore implements Store {
     }
     const m = monthOf(now);
     if (res.idempotency) return this.#commitKeyed(res, m, now, onSent);
-    const call: CommitCall = { accountId: res.accountId, month: res.month, operation: res.operation, at: m, onSent, sent: false };
+    const call: CommitCall = { accountId: res.accountId, month: res.month, operation: res.operation, at: m, owner: this.#ownerFor(res), onSent, sent: false };
     let row: CommitAnswer;
     try {
       row = await this.#commits.add(call);
@@ -498,16 +595,16 @@ export class PostgresStore implements Store {
       if (call.sent) {
         // The answer went out; whether the statement ran is not known. Counted as committed, and the
         // commit is done again once the database answers (taking a hold that is already gone changes nothing).
-        this.#reservations.set(res, 'committed');
         this.#commitRetry.add(res);
+        this.#set(res, 'committed');
       }
       throw err;
     }
     if (!row.released) {
-      if (this.#reservations.state(res) === 'held') this.#reservations.set(res, undefined);
+      if (this.#reservations.state(res) === 'held') this.#set(res, undefined);
       throw reservationLost();
     }
-    this.#reservations.set(res, 'committed');
+    this.#set(res, 'committed');
     if (call.failed !== undefined) throw call.failed;
     if (!call.sent) onSent?.();
     return quotaStateOf(res.operation, row.lim, row.used, m, now);
@@ -522,15 +619,15 @@ export class PostgresStore implements Store {
     } else {
       row = (await this.#q<{ released: number; lim: number; used: number }>(query.text, query.values, query.name)).rows[0];
       if (row?.released === 1) {
-        this.#reservations.set(res, 'committed');
+        this.#set(res, 'committed');
         onSent?.();
       }
     }
     if (row?.released !== 1) {
-      if (this.#reservations.state(res) === 'held') this.#reservations.set(res, undefined);
+      if (this.#reservations.state(res) === 'held') this.#set(res, undefined);
       throw reservationLost();
     }
-    this.#reservations.set(res, 'committed');
+    this.#set(res, 'committed');
     return quotaStateOf(res.operation, row.lim, row.used, m, now);
   }
 
@@ -560,8 +657,8 @@ export class PostgresStore implements Store {
       if (!sent) throw isUnavailable(err) ? unavailable(err, this.location) : err;
       // The answer went out; whether the statement ran is not known. Counted as committed, and the
       // commit is done again once the database answers (taking a hold that is already gone changes nothing).
-      this.#reservations.set(res, 'committed');
       this.#commitRetry.add(res);
+      this.#set(res, 'committed');
       throw isUnavailable(err) ? unavailable(err, this.location) : err;
     } finally {
       client.release(failure);
@@ -586,7 +683,14 @@ export class PostgresStore implements Store {
       const key = res.idempotency?.key;
       row = key
         ? await this.#refundKeyed(res, key, m)
-        : await this.#refunds.add({ accountId: res.accountId, month: res.month, operation: res.operation, at: m, held: state === 'held' });
+        : await this.#refunds.add({
+            accountId: res.accountId,
+            month: res.month,
+            operation: res.operation,
+            at: m,
+            held: state === 'held',
+            owner: this.#ownerFor(res),
+          });
     } catch (err) {
       // The database could not take it now: retried by the background work until it can (a held unit
       // of a live instance is never reclaimed by anyone else).
@@ -594,7 +698,7 @@ export class PostgresStore implements Store {
       throw err;
     }
     this.#retry.delete(res);
-    this.#reservations.set(res, undefined);
+    this.#set(res, undefined);
     return row && quotaStateOf(res.operation, row.lim, row.used, m, now);
   }
 
@@ -603,7 +707,7 @@ export class PostgresStore implements Store {
     const held = this.#reservations.state(res) === 'held';
     const r = await this.#q<{ lim: number; used: number; after: number | null; same_month: boolean }>(
       REFUND_KEYED,
-      [this.#owner.id, res.accountId, res.month, res.operation, m, this.#defaults[res.operation], held, key],
+      [this.#ownerFor(res), res.accountId, res.month, res.operation, m, this.#defaults[res.operation], held, key],
       'optmark_refund_keyed',
     );
     const row = r.rows[0];
@@ -628,7 +732,7 @@ export class PostgresStore implements Store {
       .filter((o) => isDead({ id: o.id, host: o.host, pid: o.pid, started: o.started, expiresAt: o.expires_at }, this.#owner, t))
       .map((o) => o.id);
     const orphans = await this.#q<{ owner: string }>('SELECT DISTINCT owner FROM holds WHERE owner NOT IN (SELECT id FROM owners)');
-    for (const { owner } of orphans.rows) if (owner !== this.#owner.id) dead.push(owner);
+    for (const { owner } of orphans.rows) if (owner !== this.#owner.id && !this.#owners.has(owner)) dead.push(owner);
     let units = 0;
     for (const id of dead) units += (await this.#q<{ units: number }>(RELEASE_OWNER, [id])).rows[0]!.units;
     this.#reconciled += units;
@@ -1010,7 +1114,7 @@ export class PostgresStore implements Store {
     try {
       await this.#flushLastUsed();
       // Whatever this instance still holds was never answered: give it back now rather than at expiry.
-      if (this.#registered) await this.#q(RELEASE_OWNER, [this.#owner.id]);
+      for (const id of this.#owners.keys()) await this.#q(RELEASE_OWNER, [id]);
     } catch {
       // The database is gone: the lease expires and another instance gives the units back.
     } finally {
@@ -1026,6 +1130,7 @@ export class PostgresStore implements Store {
     const query = this.#commitQuery(res, res.month, new Date());
     await this.#q(query.text, query.values, query.name);
     this.#commitRetry.delete(res);
+    this.#done(res);
   }
 
   /** A pooled connection of its own that can take a statement now (503 store_unavailable otherwise). */
@@ -1058,18 +1163,38 @@ export class PostgresStore implements Store {
   }
 
   /** $1..$3 of every batch statement. */
-  get #head(): unknown[] {
-    return [this.#owner.id, this.#defaults.protect, this.#defaults.verify];
+  #head(owner: string): unknown[] {
+    return [owner, this.#defaults.protect, this.#defaults.verify];
   }
 
-  /** Reserves of one turn: per counter, the first min(k, limit - used) calls get a unit. */
+  /**
+   * Reserves of one turn under the current owner (see #retire for a statement whose outcome is not
+   * known); each unit granted stays counted in the owner's `busy` until its reservation is done.
+   */
   async #reserveBatch(calls: ReserveCall[]): Promise<(ReserveAnswer | Error | typeof DEFER)[]> {
-    if (calls.length === 1) return [await this.#reserveAlone(calls[0]!)];
+    const owner = await this.#take(calls.length);
+    const sent = { written: false };
+    const onWritten = () => void (sent.written = true);
+    let out: (ReserveAnswer | Error | typeof DEFER)[];
+    try {
+      out = calls.length === 1 ? [await this.#reserveAlone(calls[0]!, owner, onWritten)] : await this.#reserveMany(calls, owner, onWritten);
+    } catch (err) {
+      if (sent.written && !isAnswered(err)) this.#retire(owner);
+      this.#unbusy(owner, calls.length);
+      throw err;
+    }
+    this.#unbusy(owner, out.filter((a) => a === DEFER || a instanceof Error || !a.granted).length);
+    return out;
+  }
+
+  /** Per counter, the first min(k, limit - used) calls get a unit. */
+  async #reserveMany(calls: ReserveCall[], owner: string, onWritten: () => void): Promise<(ReserveAnswer | Error | typeof DEFER)[]> {
     const { groups } = groupsOf(calls);
     const rows = await this.#batch<{ lim: number | null; before: number | null; granted: number | null; won: boolean | null }>(
       'optmark_reserve_batch',
       RESERVE_BATCH,
-      [...this.#head, ...groupArrays(groups, (g) => g.members.length)],
+      [...this.#head(owner), ...groupArrays(groups, (g) => g.members.length)],
+      onWritten,
     );
     const out = new Map<ReserveCall, ReserveAnswer | Error | typeof DEFER>();
     groups.forEach((g, i) => {
@@ -1086,28 +1211,30 @@ export class PostgresStore implements Store {
       }
       const before = row.before ?? 0;
       g.members.forEach((c, j) => {
-        out.set(c, j < granted ? { granted: true, lim: row.lim!, used: before + j + 1 } : { granted: false, lim: row.lim!, used: before + granted });
+        out.set(c, { granted: j < granted, lim: row.lim!, used: j < granted ? before + j + 1 : before + granted, owner });
       });
     });
     return calls.map((c) => out.get(c)!);
   }
 
   /** A reserve alone in its turn: the single-row statement. */
-  async #reserveAlone(c: ReserveCall): Promise<ReserveAnswer | Error> {
-    const [taken] = await this.#batch<{ used: number; lim: number }>('optmark_reserve', RESERVE, [
-      c.accountId,
-      c.month,
-      c.operation,
-      this.#defaults[c.operation],
-      this.#owner.id,
-    ]);
-    if (taken) return { granted: true, lim: taken.lim, used: taken.used };
+  async #reserveAlone(c: ReserveCall, owner: string, onWritten: () => void): Promise<ReserveAnswer | Error> {
+    const [taken] = await this.#batch<{ used: number; lim: number }>(
+      'optmark_reserve',
+      RESERVE,
+      [c.accountId, c.month, c.operation, this.#defaults[c.operation], owner],
+      onWritten,
+    );
+    if (taken) return { granted: true, lim: taken.lim, used: taken.used, owner };
     const state = await this.#state(c.accountId, c.operation, c.month, new Date()).catch((err: unknown) => err as Error);
-    return state instanceof Error ? state : { granted: false, lim: state.limit, used: state.used };
+    return state instanceof Error ? state : { granted: false, lim: state.limit, used: state.used, owner };
   }
 
   /** Commits of one turn: per counter, the first min(k, held) are taken off this instance's hold. */
-  async #commitBatch(calls: CommitCall[]): Promise<(CommitAnswer | typeof DEFER)[]> {
+  async #commitBatch(all: CommitCall[]): Promise<(CommitAnswer | typeof DEFER)[]> {
+    // One owner per statement: the others' calls go in the next.
+    const owner = all[0]!.owner;
+    const calls = all.filter((c) => c.owner === owner);
     const { groups, later } = groupsOf(calls);
     // Sent before the answer only while the lease is fresh: a statement that lands after this
     // instance's holds were reclaimed would not count (see #leaseFresh).
@@ -1132,9 +1259,9 @@ export class PostgresStore implements Store {
       alone ? 'optmark_commit' : 'optmark_commit_batch',
       alone ? COMMIT : COMMIT_BATCH,
       alone
-        ? [this.#owner.id, g0.accountId, g0.month, g0.operation, g0.at, this.#defaults[g0.operation]]
+        ? [owner, g0.accountId, g0.month, g0.operation, g0.at, this.#defaults[g0.operation]]
         : [
-            ...this.#head,
+            ...this.#head(owner),
             ...groupArrays(
               groups,
               (g) => g.at,
@@ -1148,17 +1275,19 @@ export class PostgresStore implements Store {
       const row = rows[i] ?? { released: 0, lim: 0, used: 0 }; // the single statement: no row for an account gone
       g.members.forEach((c, j) => out.set(c, { released: j < row.released, lim: row.lim, used: row.used }));
     });
-    return calls.map((c) => out.get(c) ?? DEFER);
+    return all.map((c) => out.get(c) ?? DEFER);
   }
 
   /** Refunds of one turn, replayed in arrival order on the counter and hold values they were applied to. */
-  async #refundBatch(calls: RefundCall[]): Promise<(RefundAnswer | typeof DEFER)[]> {
+  async #refundBatch(all: RefundCall[]): Promise<(RefundAnswer | typeof DEFER)[]> {
+    const owner = all[0]!.owner;
+    const calls = all.filter((c) => c.owner === owner);
     const { groups, later } = groupsOf(calls);
     const rows = await this.#batch<{ held_before: number | null; used_before: number | null; lim: number | null; used_at: number }>(
       'optmark_refund_batch',
       REFUND_BATCH,
       [
-        ...this.#head,
+        ...this.#head(owner),
         ...groupArrays(
           groups,
           (g) => g.at,
@@ -1181,7 +1310,7 @@ export class PostgresStore implements Store {
         out.set(c, row.lim === null ? undefined : { lim: row.lim, used: shown });
       }
     });
-    return calls.map((c) => (later.has(c) ? DEFER : out.get(c)));
+    return all.map((c) => (c.owner !== owner || later.has(c) ? DEFER : out.get(c)));
   }
 
   async #register(): Promise<void> {
@@ -1191,16 +1320,21 @@ export class PostgresStore implements Store {
       'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5) ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at',
       [o.id, o.host, o.pid, o.started, at + LEASE_MS],
     );
-    this.#leaseAt = at;
+    // The lease time stands for every owner renewed together: a fresh owner beside retired ones leaves it.
+    if ([...this.#owners.keys()].every((id) => id === o.id)) this.#leaseAt = at;
+    if (!this.#owners.has(o.id)) this.#owners.set(o.id, { busy: 0, retired: false });
   }
 
   async #renew(): Promise<void> {
-    // A missing row means another instance took this one for dead and gave its units back: register
-    // again; the reservations it held fail at commit (reservation_lost).
+    // A missing row means another instance took this owner for dead and gave its units back: the
+    // current one registers again; the reservations it held fail at commit (reservation_lost).
     const at = Date.now();
-    const r = await this.#q('UPDATE owners SET expires_at = $1 WHERE id = $2', [at + LEASE_MS, this.#owner.id]);
-    if (r.rowCount === 0) await this.#register();
-    else this.#leaseAt = at;
+    const ids = [...this.#owners.keys()];
+    const r = await this.#q<{ id: string }>('UPDATE owners SET expires_at = $1 WHERE id = ANY($2::text[]) RETURNING id', [at + LEASE_MS, ids]);
+    const renewed = new Set(r.rows.map((row) => row.id));
+    for (const id of ids) if (!renewed.has(id) && id !== this.#owner.id) this.#owners.delete(id);
+    if (this.#owners.has(this.#owner.id) && !renewed.has(this.#owner.id)) await this.#register();
+    this.#leaseAt = at;
   }
 
   async #flushLastUsed(): Promise<void> {
@@ -1252,6 +1386,12 @@ function toKeyInfo(row: KeyRow): KeyInfo {
     lastUsedAt: row.last_used_at?.toISOString() ?? null,
     revokedAt: row.revoked_at?.toISOString() ?? null,
   };
+}
+
+/** Did PostgreSQL answer the statement (with an error: it was rolled back), as opposed to no answer at all? */
+function isAnswered(err: unknown): boolean {
+  const cause = err instanceof StoreError ? (err as { cause?: unknown }).cause : err;
+  return typeof (cause as { severity?: unknown } | null)?.severity === 'string';
 }
 
 function unavailable(err: unknown, where: string): StoreError {
