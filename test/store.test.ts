@@ -2,6 +2,7 @@ import { spawnSync } from 'node:child_process';
 import { readFileSync, readdirSync } from 'node:fs';
 import { join } from 'node:path';
 import Database from 'better-sqlite3';
+import type pg from 'pg';
 import { afterAll, afterEach, beforeAll, describe, expect, it } from 'vitest';
 import {
   KEY_PREFIX,
@@ -768,17 +769,34 @@ describe('batched statements (PostgreSQL)', () => {
     return { id: a.id, name: a.name };
   }
 
-  it('a reserve batch that fails fails every call in it with store_unavailable and takes nothing', async () => {
-    const store = await h.open(undefined, undefined, { storeTimeoutMs: 800 });
-    const { id, name } = await accountWith(store, 5);
-    const first = await store.reserve(id, 'protect');
+  /** An account whose counter row exists: one unit reserved and committed. */
+  async function accountUsedOnce(store: Store, protect: number): Promise<{ id: number; name: string }> {
+    const a = await accountWith(store, protect);
+    const first = await store.reserve(a.id, 'protect');
     if (!first.ok) throw new Error('reserve failed');
     await store.commit(first.reservation);
-    // Another session holds the counter row past the statement timeout: the batch's statement is cancelled.
-    const blocker = await h.client(store);
+    return a;
+  }
+
+  /** Another session that holds the account's rows of `table` locked until it rolls back. */
+  async function lockRows(store: Store, table: 'usage_counters' | 'holds', id: number): Promise<pg.Client> {
+    const c = await h.client(store);
     try {
-      await blocker.query('BEGIN');
-      await blocker.query('SELECT used FROM usage_counters WHERE account_id = $1 FOR UPDATE', [id]);
+      await c.query('BEGIN');
+      await c.query(`SELECT 1 FROM ${table} WHERE account_id = $1 FOR UPDATE`, [id]);
+      return c;
+    } catch (err) {
+      await c.end();
+      throw err;
+    }
+  }
+
+  it('a reserve batch that fails fails every call in it with store_unavailable and takes nothing', async () => {
+    const store = await h.open(undefined, undefined, { storeTimeoutMs: 800 });
+    const { id, name } = await accountUsedOnce(store, 5);
+    // Another session holds the counter row past the statement timeout: the batch's statement is cancelled.
+    const blocker = await lockRows(store, 'usage_counters', id);
+    try {
       const codes = await Promise.all(Array.from({ length: 6 }, () => storeErrorCode(() => store.reserve(id, 'protect'))));
       expect(codes).toEqual(Array.from({ length: 6 }, () => 'store_unavailable'));
     } finally {
@@ -797,10 +815,8 @@ describe('batched statements (PostgreSQL)', () => {
     const held = await Promise.all(Array.from({ length: 3 }, () => store.reserve(id, 'protect')));
     const reservations = held.map((r) => (r.ok ? r.reservation : undefined)).filter((r) => r !== undefined);
     expect(reservations).toHaveLength(3);
-    const blocker = await h.client(store);
+    const blocker = await lockRows(store, 'holds', id);
     try {
-      await blocker.query('BEGIN');
-      await blocker.query('SELECT n FROM holds WHERE account_id = $1 FOR UPDATE', [id]);
       const codes = await Promise.all(reservations.map((r) => storeErrorCode(() => store.commit(r))));
       expect(codes).toEqual(['store_unavailable', 'store_unavailable', 'store_unavailable']);
     } finally {
@@ -847,14 +863,9 @@ describe('batched statements (PostgreSQL)', () => {
     process.prependListener('uncaughtException', onUncaught);
     try {
       const store = await h.open(undefined, undefined, { through: relay });
-      const { id, name } = await accountWith(store, 5);
-      const first = await store.reserve(id, 'protect');
-      if (!first.ok) throw new Error('reserve failed');
-      await store.commit(first.reservation);
-      const blocker = await h.client(store);
+      const { id, name } = await accountUsedOnce(store, 5);
+      const blocker = await lockRows(store, 'usage_counters', id);
       try {
-        await blocker.query('BEGIN');
-        await blocker.query('SELECT used FROM usage_counters WHERE account_id = $1 FOR UPDATE', [id]);
         // The reserve's statement waits on the lock, on a connection the store checked out of its pool.
         const pending = storeErrorCode(() => store.reserve(id, 'protect'));
         await waitFor('the reserve waiting on the lock', async () => {
