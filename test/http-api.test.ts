@@ -388,6 +388,16 @@ describe('error matrix', () => {
     }
   });
 
+  it('a 415 for an image part without a type says why and what to send (Python requests sends a file so)', async () => {
+    const untyped = await api(server, 'protect', key, multipart([{ name: 'image', filename: 'a.jpg', data: images.jpeg }]));
+    expectError(untyped, 415, 'unsupported_media_type');
+    expect(untyped.json.error).toBe(
+      'The "image" part is text/plain (a part without a Content-Type header counts as text/plain); send it as image/jpeg, image/png or image/webp.',
+    );
+    const typed = await api(server, 'protect', key, imageForm(images.jpeg, 'a.pdf', 'application/pdf'));
+    expect(typed.json.error).toBe('The "image" part is application/pdf; send it as image/jpeg, image/png or image/webp.');
+  });
+
   it.each([
     ['GET', '/api/v1/nothing-here', 404, 'not_found'],
     ['POST', '/api/v2/protect', 404, 'not_found'],

@@ -247,7 +247,11 @@ export class MultipartReceiver {
       if (name !== 'image') return this.#fail(new OptmarkError('unexpected_part', `Unexpected file part "${name}"; send only "image".`));
       if (++this.#imageParts > 1) return this.#fail(new OptmarkError('too_many_parts'));
       if (!acceptablePartType(info.mimeType)) {
-        return this.#fail(new OptmarkError('unsupported_media_type', `The "image" part is ${info.mimeType}; it must be image/*.`));
+        // RFC 7578: a part without a Content-Type header is text/plain (Python requests sends a file so).
+        const untyped = info.mimeType === 'text/plain' ? ' (a part without a Content-Type header counts as text/plain)' : '';
+        return this.#fail(
+          new OptmarkError('unsupported_media_type', `The "image" part is ${info.mimeType}${untyped}; send it as image/jpeg, image/png or image/webp.`),
+        );
       }
       this.#filename = info.filename;
       this.#mimeType = info.mimeType;
