@@ -38,7 +38,7 @@ import type { AnswerResult, Task } from '../pool/tasks.js';
 import {
   isStoreUnavailable,
   rateLimitHeaders,
-  resetTimeOf,
+  resetInstantOf,
   utcMinuteText,
   wwwAuthenticate,
   type Account,
@@ -346,7 +346,7 @@ class ApiRequest {
     } else if (!reserved.ok) {
       const s = reserved.state;
       // The reset instant from the counter's own seconds (Retry-After), so the two always agree.
-      const resetsAt = utcMinuteText(resetTimeOf(new Date(Date.now() + (s.resetSeconds - 1) * 1000)));
+      const resetsAt = utcMinuteText(resetInstantOf(s.resetSeconds, new Date()));
       throw new QuotaExceededError(`The monthly ${this.#operation} limit of ${s.limit} is used up; it resets at ${resetsAt}.`, s.resetSeconds, s);
     }
     if (reserved.ok) this.#reservation = reserved.reservation;

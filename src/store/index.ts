@@ -10,7 +10,7 @@ import type { Store } from './types.js';
 export { StoreError, STORE_ERROR_CODES, isStoreUnavailable, type StoreErrorCode } from './errors.js';
 export { parseAuthorization, wwwAuthenticate, type AuthFailureCode } from './auth.js';
 export { KEY_PREFIX, isWellFormedKey } from './keys.js';
-export { monthOf, rateLimitHeaders, OPERATIONS, resetTimeOf, utcMinuteText, type Operation, type QuotaState } from './quota.js';
+export { monthOf, rateLimitHeaders, OPERATIONS, resetInstantOf, resetTimeOf, utcMinuteText, type Operation, type QuotaState } from './quota.js';
 export { SCHEMA_VERSION } from './db.js';
 export { IDEMPOTENCY_TTL_MS, type IdempotentRequest, type PriorRequest } from './idempotency.js';
 export { PG_SCHEMA_VERSION } from './postgres/schema.js';

@@ -28,6 +28,18 @@ export function resetTimeOf(now: Date): Date {
   return new Date(Date.UTC(now.getUTCFullYear(), now.getUTCMonth() + 1, 1));
 }
 
+/**
+ * The reset instant a counter's `resetSeconds` counts to, read at `now`: the start of the month that holds
+ * `now + resetSeconds`. The state was built a moment before `now` (a store round trip, a queue), so that sum is
+ * at or just past the true instant, never a month past it; rounding back from one second before it instead
+ * named the month after next whenever more than a second had passed (seen under load: "resets at 2027-01-01"
+ * on 25 November).
+ */
+export function resetInstantOf(resetSeconds: number, now: Date): Date {
+  const at = new Date(now.getTime() + resetSeconds * 1000);
+  return new Date(Date.UTC(at.getUTCFullYear(), at.getUTCMonth(), 1));
+}
+
 /** A UTC instant as people read it in messages: "2026-12-01 00:00 UTC". */
 export function utcMinuteText(at: Date): string {
   return `${at.toISOString().slice(0, 16).replace('T', ' ')} UTC`;
