@@ -78,7 +78,7 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
 
   // The page.
   const page = (res: HttpResponse, req: HttpRequest, path: string): void => {
-    const ex = exchange(res, req, path === '/' ? '/' : '/assets');
+    const ex = exchangeOf(res, req, path === '/' ? '/' : '/assets');
     const accept = req.getHeader('accept-encoding');
     const match = req.getHeader('if-none-match');
     const asset = deps.assets.get(path);
@@ -261,7 +261,7 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
     ['/api/v1/dashboard/records/export', 'GET'],
   ] as const) {
     app.any(path, (res, req) => {
-      const ex = exchange(res, req, path);
+      const ex = exchangeOf(res, req, path);
       void ex.error('method_not_allowed', `${path} accepts ${allow} only.`, { Allow: allow }).then(() => observe(deps, ex));
     });
   }
@@ -372,8 +372,6 @@ function parseBatchSpec(body: Buffer | undefined): { size: number; provenance: b
   return { size, provenance, fingerprint };
 }
 
-const exchange = exchangeOf;
-
 function observe(deps: ApiDeps, ex: Exchange, received = 0): void {
   deps.metrics.observe(ex.route, ex.status, Number(process.hrtime.bigint() - ex.started) / 1e9, received, ex.sent);
 }
@@ -392,7 +390,7 @@ function json(
 ): void {
   const route = method === 'get' ? (handler: (res: HttpResponse, req: HttpRequest) => void) => getAndHead(app, path, handler) : app.post.bind(app, path);
   route((res, req) => {
-    const ex = exchange(res, req, path);
+    const ex = exchangeOf(res, req, path);
     const request: Request = {
       authorization: req.getHeader('authorization'),
       query: new URLSearchParams(req.getQuery() ?? ''),

@@ -115,7 +115,7 @@ export class HttpServer {
     getAndHead(app, '/healthz', (res, req) => this.#simple(res, req, '/healthz', (ex) => ex.json(200, '{"status":"ok"}')));
     getAndHead(app, '/readyz', (res, req) => this.#simple(res, req, '/readyz', (ex) => this.#readyz(ex)));
     getAndHead(app, '/metrics', (res, req) => {
-      const ex = this.#exchange(res, req, '/metrics');
+      const ex = exchangeOf(res, req, '/metrics');
       this.metrics.registry.metrics().then(
         (text) => ex.send(200, { 'Content-Type': this.metrics.registry.contentType }, text),
         () => ex.error('internal_error'),
@@ -131,13 +131,9 @@ export class HttpServer {
     this.#app = app;
   }
 
-  #exchange(res: HttpResponse, req: HttpRequest, route: string): Exchange {
-    return exchangeOf(res, req, route);
-  }
-
   /** Answers a request that needs no body; counts it in the metrics. */
   #simple(res: HttpResponse, req: HttpRequest, route: string, answer: (ex: Exchange) => Promise<boolean>): void {
-    const ex = this.#exchange(res, req, route);
+    const ex = exchangeOf(res, req, route);
     void answer(ex).then(() => {
       this.metrics.observe(route, ex.status, Number(process.hrtime.bigint() - ex.started) / 1e9, 0, ex.sent);
     });
