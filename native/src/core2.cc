@@ -35,7 +35,6 @@ const double kCropStep = std::log(1.005);
 constexpr int kPoolRadius = 1;             // max filter of the coarse pass, bins
 constexpr int kCoarseKeep = 32;            // coarse cells refined
 constexpr double kCropMin = 0.98;          // crop line from this times the no-geometry scale (crops only enlarge)
-constexpr double kSameAsIdentity = 0.02;   // candidates this close (relative) to the no-geometry lattice are skipped
 constexpr double kGatedScaleMin = 0.85;    // below the gate, grid hypotheses from this times the no-geometry scale
 const double kAspectMax = std::log(1.36);  // the aspect lines: one axis at the no-geometry scale, the other within 1.36x of it
 
@@ -790,7 +789,8 @@ struct SyncA {
   int n;
   std::vector<double> re[8], im[8], w2[8];
   std::vector<unsigned char> tpl;  // 1 at the template's frequencies (the same set under every symmetry)
-  SyncA(const float* a, int period, const double* harm, int nh) : n(period) {
+  double power;
+  SyncA(const float* a, int period, const double* harm, int nh, double pw) : n(period), power(pw) {
     const size_t n2 = size_t(n) * n;
     const int m = n - 1;
     tpl.assign(n2, 0);
@@ -805,9 +805,9 @@ struct SyncA {
       Fft2dRect(re[d].data(), im[d].data(), n, n, -1);
       w2[d].resize(n2);
       for (size_t i = 0; i < n2; i++) {
-        // |A|^(0.25 - 1) = |A|^-0.75 = 1 / (r sqrt(r)) with r = |A|^(1/2), without a pow() per bin.
-        const double r = std::sqrt(std::sqrt(re[d][i] * re[d][i] + im[d][i] * im[d][i]));
-        const double k = r > 0 ? 1 / (r * std::sqrt(r)) : 0;
+        // |A|^(power - 1) = (|A|^2)^((power - 1) / 2).
+        const double a2 = re[d][i] * re[d][i] + im[d][i] * im[d][i];
+        const double k = a2 > 0 ? std::pow(a2, 0.5 * (power - 1)) : 0;
         re[d][i] *= k;
         im[d][i] *= k;
         w2[d][i] = re[d][i] * re[d][i] + im[d][i] * im[d][i];
@@ -872,16 +872,16 @@ struct SyncA {
 };
 
 // The sync correlator of the last key part A seen on this thread (workers verify with one secret).
-const SyncA& SyncAFor(const float* a, int period, const double* harm, int nh) {
+const SyncA& SyncAFor(const float* a, int period, const double* harm, int nh, double power) {
   thread_local std::vector<float> key;
   thread_local std::vector<double> keyHarm;
   thread_local std::unique_ptr<SyncA> last;
   const size_t n2 = size_t(period) * period;
-  if (!last || last->n != period || keyHarm.size() != size_t(2 * nh) || std::memcmp(key.data(), a, sizeof(float) * n2) != 0 ||
+  if (!last || last->n != period || last->power != power || keyHarm.size() != size_t(2 * nh) || std::memcmp(key.data(), a, sizeof(float) * n2) != 0 ||
       std::memcmp(keyHarm.data(), harm, sizeof(double) * 2 * nh) != 0) {
     key.assign(a, a + n2);
     keyHarm.assign(harm, harm + 2 * nh);
-    last = std::make_unique<SyncA>(a, period, harm, nh);
+    last = std::make_unique<SyncA>(a, period, harm, nh, power);
   }
   return *last;
 }
@@ -966,7 +966,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   LumaOf(in.pixels, w, h, in.channels, y.data());
   x.resize(n);
   PrefilterOf(y.data(), w, h, p.sigmaHighpass, p.sigmaLocal, p.localFloor, x.data());
-  const SyncA& sync = SyncAFor(in.a, period, in.harmonics, in.nHarmonics);
+  const SyncA& sync = SyncAFor(in.a, period, in.harmonics, in.nHarmonics, p.syncPower);
   thread_local std::vector<double> fold, small, keyFold;
   fold.resize(kT2);
   small.resize(size_t(period) * period);
@@ -1075,7 +1075,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
       // win on noise with a slightly wrong period (the refinement, which would correct it, needs z >= refineZ).
       double off = 0;
       for (int i = 0; i < 4; i++) off = std::max(off, std::abs(v[i] - v0[i]));
-      if (off < kSameAsIdentity * p0) continue;
+      if (off < p.sameAsIdentity * p0) continue;
       tried++;
       Tried r = trySync(v.data(), -1);
       if (r.hit.z > best.hit.z) {
