@@ -122,7 +122,7 @@ describe('the start-up key on a port the kernel picks', () => {
     ['127.0.0.1', 'http://localhost:8080'],
     ['10.1.2.3', 'http://10.1.2.3:8080'],
     ['fd00::5', 'http://[fd00::5]:8080'],
-  ])('the key\'s example command reaches a server on %s as %s', (host, url) => {
+  ])("the key's example command reaches a server on %s as %s", (host, url) => {
     expect(serverUrl(host, 8080)).toBe(url);
   });
 });
