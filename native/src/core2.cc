@@ -71,61 +71,10 @@ const Twiddles& TwiddlesFor(int n, int sign) {
   return cache.emplace(key, std::move(t)).first->second;
 }
 
-// In-place radix-2 FFT on strided data (the algorithm of fft.ts).
-OPTMARK_CLONES
-void Fft1d(double* re, double* im, int sign, size_t offset, size_t stride, int n) {
-  for (int i = 1, j = 0; i < n; i++) {
-    int bit = n >> 1;
-    for (; j & bit; bit >>= 1) j ^= bit;
-    j ^= bit;
-    if (i < j) {
-      const size_t a = offset + size_t(i) * stride, b = offset + size_t(j) * stride;
-      std::swap(re[a], re[b]);
-      std::swap(im[a], im[b]);
-    }
-  }
-  const Twiddles& tw = TwiddlesFor(n, sign);
-  const double* twr = tw.wr.data();
-  const double* twi = tw.wi.data();
-  for (int len = 2; len <= n; len <<= 1) {
-    const int half = len >> 1;
-    for (int k = 0; k < half; k++) {
-      const double wr = twr[k], wi = twi[k];
-      for (int i = k; i < n; i += len) {
-        const size_t a = offset + size_t(i) * stride, b = offset + size_t(i + half) * stride;
-        const double xr = re[b] * wr - im[b] * wi;
-        const double xi = re[b] * wi + im[b] * wr;
-        re[b] = re[a] - xr;
-        im[b] = im[a] - xi;
-        re[a] = re[a] + xr;
-        im[a] = im[a] + xi;
-      }
-    }
-    twr += half;
-    twi += half;
-  }
-}
-
-void Fft2dRect(double* re, double* im, int nx, int ny, int sign) {
-  for (int r = 0; r < ny; r++) Fft1d(re, im, sign, size_t(r) * nx, 1, nx);
-  // Columns through a transpose (contiguous rows); the arithmetic is the same as the strided transform.
-  std::vector<double> tr(size_t(nx) * ny), ti(size_t(nx) * ny);
-  for (int y = 0; y < ny; y++)
-    for (int x = 0; x < nx; x++) {
-      tr[size_t(x) * ny + y] = re[size_t(y) * nx + x];
-      ti[size_t(x) * ny + y] = im[size_t(y) * nx + x];
-    }
-  for (int c = 0; c < nx; c++) Fft1d(tr.data(), ti.data(), sign, size_t(c) * ny, 1, ny);
-  for (int y = 0; y < ny; y++)
-    for (int x = 0; x < nx; x++) {
-      re[size_t(y) * nx + x] = tr[size_t(x) * ny + y];
-      im[size_t(y) * nx + x] = ti[size_t(x) * ny + y];
-    }
-}
-
 // Column transforms of an nx x ny row-major array, all columns at once (rows of butterflies, so the inner
-// loop runs along contiguous memory); per element the same operations in the same order as Fft1d. NX > 0
-// fixes the width at compile time (FftRealRows' 16-row blocks: the inner loop is then unrolled).
+// loop runs along contiguous memory); per element the same operations in the same order as fft1d in
+// fft.ts. NX > 0 fixes the width at compile time (FftRealRows' 16-row blocks: the inner loop is then
+// unrolled).
 template <int NX>
 inline __attribute__((always_inline)) void FftColumnsOf(double* __restrict re, double* __restrict im, int width, int ny, int sign) {
   const int nx = NX > 0 ? NX : width;
@@ -168,6 +117,28 @@ inline __attribute__((always_inline)) void FftColumnsOf(double* __restrict re, d
 OPTMARK_CLONES
 void FftColumns(double* __restrict re, double* __restrict im, int nx, int ny, int sign) { FftColumnsOf<0>(re, im, nx, ny, sign); }
 
+// 2-D transform of an nx x ny row-major array, rows then columns. The rows go through a transpose and the
+// column kernel (per element the same butterflies as fft1d, vectorised across the rows), so the result is
+// bitwise that of fft1d on every row, then on every column (fft2dRect in reference-v2.ts).
+void Fft2dRect(double* re, double* im, int nx, int ny, int sign) {
+  thread_local std::vector<double> tr, ti;
+  const size_t n = size_t(nx) * ny;
+  tr.resize(n);
+  ti.resize(n);
+  for (int y = 0; y < ny; y++)
+    for (int x = 0; x < nx; x++) {
+      tr[size_t(x) * ny + y] = re[size_t(y) * nx + x];
+      ti[size_t(x) * ny + y] = im[size_t(y) * nx + x];
+    }
+  FftColumns(tr.data(), ti.data(), ny, nx, sign);
+  for (int y = 0; y < ny; y++)
+    for (int x = 0; x < nx; x++) {
+      re[size_t(y) * nx + x] = tr[size_t(x) * ny + y];
+      im[size_t(y) * nx + x] = ti[size_t(x) * ny + y];
+    }
+  FftColumns(re, im, nx, ny, sign);
+}
+
 constexpr int kRowBlock = 16;
 
 OPTMARK_CLONES
@@ -181,7 +152,7 @@ struct Spectrum {
 
 // Row transforms of the first h rows of an nx-wide complex array whose imaginary part is zero, sixteen
 // rows at a time: interleaved into a small block, transformed there as columns (FftColumns: per element the
-// same butterflies as Fft1d, vectorised across the sixteen rows), and written back.
+// same butterflies as fft1d, vectorised across the sixteen rows), and written back.
 void FftRealRows(double* re, double* im, int nx, int h, int sign, std::vector<double>& br, std::vector<double>& bi) {
   constexpr int R = kRowBlock;
   br.resize(size_t(nx) * R);
