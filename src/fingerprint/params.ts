@@ -105,7 +105,7 @@ export const V2_GATE = 2.6;
  */
 export const V2_SYNC_POWER = 0.25;
 /** Detector only: spectrum lattices within this fraction of the no-geometry one are not folded again. */
-export const V2_SAME_AS_IDENTITY = 0.02;
+export const V2_SAME_AS_IDENTITY = 0.005;
 /** Sync z of the best hypothesis below which the coherent refinement (up to 48 folds) is skipped. */
 export const V2_REFINE_Z = 5.3;
 
