@@ -125,17 +125,17 @@ export const V2_ASPECT_GATE = 2.5;
  * sync z V2_RUNNER_Z (docs/fingerprint.md, step 9). The decision pays for V2_RUNNERS tests always.
  */
 export const V2_RUNNERS = 2;
-export const V2_RUNNER_Z = 4.0;
+export const V2_RUNNER_Z = 4.1;
 /**
  * Shares of version 2's budget FPR_PER_SCHEME (they sum to 1): the chosen alignment at its best tile
  * phase; the other 15 tile phases, split equally; the second look; the runner-up alignments, split
  * equally over V2_RUNNERS. Union bound over these 19 tests, whose alignments never read part C
  * (docs/fingerprint.md, "The false-positive bound").
  */
-export const V2_SHARE_MAIN = 0.65;
+export const V2_SHARE_MAIN = 0.6;
 export const V2_SHARE_PHASES = 0.1;
 export const V2_SHARE_SECOND = 0.15;
-export const V2_SHARE_RUNNERS = 0.1;
+export const V2_SHARE_RUNNERS = 0.15;
 
 /** Version 2's tunables as one plain object (handed to the native addon on every call). */
 export const CORE2_PARAMS = {

@@ -692,7 +692,12 @@ function sameAlignment(a: { hit: SyncHit; v: number[] }, b: { hit: SyncHit; v: n
  * lattice folded before the refinement) from z `floor`, best first, none the same alignment as the chosen
  * one or as a better runner-up. A function of the picture and part A only (ties keep the search's order).
  */
-function runnerPeaks(peaks: { hit: SyncHit; v: number[] }[], chosen: { hit: SyncHit; v: number[] }, count: number, period: number): { hit: SyncHit; v: number[] }[] {
+function runnerPeaks(
+  peaks: { hit: SyncHit; v: number[] }[],
+  chosen: { hit: SyncHit; v: number[] },
+  count: number,
+  period: number,
+): { hit: SyncHit; v: number[] }[] {
   const order = peaks.slice().sort((a, b) => b.hit.z - a.hit.z);
   const out: { hit: SyncHit; v: number[] }[] = [];
   for (const pk of order) {
@@ -791,8 +796,6 @@ class SyncA {
       fft2d(pr, pi, n, 1);
       let best = 0;
       for (let i = 1; i < n2; i++) if (pr[i]! > pr[best]!) best = i;
-      const ty = Math.floor(best / n);
-      const tx = best % n;
       const sd = Math.sqrt(noise);
       const z = sd > 0 ? pr[best]! / sd : 0;
       if (z > hit.z) hit = peakAt(pr, n, best, z, d);
