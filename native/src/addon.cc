@@ -178,19 +178,16 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
     r.Set("combScore", out.combScore);
     r.Set("aspectScore", out.aspectScore);
     r.Set("cells", cells);
-    Napi::Float64Array phaseCells = Napi::Float64Array::New(env, out.phaseCells.size());
-    std::copy(out.phaseCells.begin(), out.phaseCells.end(), phaseCells.Data());
-    r.Set("phaseCells", phaseCells);
-    Napi::Float64Array refinedCells = Napi::Float64Array::New(env, out.refinedCells.size());
-    std::copy(out.refinedCells.begin(), out.refinedCells.end(), refinedCells.Data());
-    r.Set("refinedCells", refinedCells);
+    auto setArray = [&](const char* name, const std::vector<double>& v) {
+      Napi::Float64Array a = Napi::Float64Array::New(env, v.size());
+      std::copy(v.begin(), v.end(), a.Data());
+      r.Set(name, a);
+    };
+    setArray("phaseCells", out.phaseCells);
+    setArray("refinedCells", out.refinedCells);
     r.Set("refinedSyncZ", out.refinedSyncZ);
-    Napi::Float64Array runnerCells = Napi::Float64Array::New(env, out.runnerCells.size());
-    std::copy(out.runnerCells.begin(), out.runnerCells.end(), runnerCells.Data());
-    r.Set("runnerCells", runnerCells);
-    Napi::Float64Array runnerZ = Napi::Float64Array::New(env, out.runnerZ.size());
-    std::copy(out.runnerZ.begin(), out.runnerZ.end(), runnerZ.Data());
-    r.Set("runnerZ", runnerZ);
+    setArray("runnerCells", out.runnerCells);
+    setArray("runnerZ", out.runnerZ);
     return r;
   }
 

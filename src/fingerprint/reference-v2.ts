@@ -18,7 +18,7 @@
  */
 import { TILE } from './params.js';
 import { fft1d, fft2d } from './fft.js';
-import { luma, prefilter } from './reference.js';
+import { luma, parabolaPeak, prefilter } from './reference.js';
 
 export interface Core2Params {
   period: number;
@@ -664,12 +664,7 @@ function peakAt(pr: Float64Array, n: number, i: number, z: number, d: number): S
   const ty = Math.floor(i / n);
   const tx = i % n;
   const v = pr[i]!;
-  const sub = (a: number, b: number): number => {
-    const den = a - 2 * v + b;
-    if (!(den < 0)) return 0;
-    const r = (0.5 * (a - b)) / den;
-    return r > 0.5 ? 0.5 : r < -0.5 ? -0.5 : r;
-  };
+  const sub = (a: number, b: number): number => parabolaPeak(a, v, b);
   return {
     z,
     d,
