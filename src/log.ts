@@ -16,11 +16,11 @@ const REDACT = ['req.headers.authorization', 'headers.authorization', 'authoriza
 export function createLogger(level: string, bindings: Record<string, unknown> = {}): Logger {
   return pino(
     {
-    level,
-    base: { pid: process.pid, ...bindings },
-    redact: { paths: REDACT, censor: '[redacted]' },
-    timestamp: pino.stdTimeFunctions.isoTime,
-    formatters: { level: (label) => ({ level: label }) },
+      level,
+      base: { pid: process.pid, ...bindings },
+      redact: { paths: REDACT, censor: '[redacted]' },
+      timestamp: pino.stdTimeFunctions.isoTime,
+      formatters: { level: (label) => ({ level: label }) },
     },
     pino.destination({ dest: 1, sync: true }),
   );
