@@ -408,10 +408,20 @@ describe('error matrix', () => {
     ['GET', '/api/v1/protect', 405, 'method_not_allowed'],
     ['PUT', '/api/v1/verify', 405, 'method_not_allowed'],
     ['DELETE', '/api/v1/protect', 405, 'method_not_allowed'],
+    // Regression: the GET routes answered another method 404 "No route for PUT /healthz." (README: a wrong
+    // method on a route is 405 with Allow).
+    ['PUT', '/healthz', 405, 'method_not_allowed'],
+    ['POST', '/readyz', 405, 'method_not_allowed'],
+    ['DELETE', '/metrics', 405, 'method_not_allowed'],
+    ['POST', '/api/v1/openapi.json', 405, 'method_not_allowed'],
+    ['POST', '/', 405, 'method_not_allowed'],
+    ['PUT', '/index.html', 405, 'method_not_allowed'],
+    ['DELETE', '/assets/index.js', 405, 'method_not_allowed'],
+    ['POST', '/api/v1/dashboard/records', 405, 'method_not_allowed'],
   ])('%s %s: %i %s', async (method, path, status, code) => {
     const a = await request(server, path, { method, headers: { Authorization: `Bearer ${key}` } });
     expectError(a, status, code);
-    if (status === 405) expect(a.headers.allow).toBe('POST');
+    if (status === 405) expect(a.headers.allow).toBe(path.startsWith('/api/v1/protect') || path.startsWith('/api/v1/verify') ? 'POST' : 'GET, HEAD');
   });
 
   it('500 carries no internals, and the server keeps serving', async () => {
