@@ -226,6 +226,18 @@ struct ValidMask {
   std::vector<float> valid, sums;
 };
 
+// Each valid bin over the mean power of the valid bins around it (box sums ps, counts vs), clipped at
+// kSpecClip, minus 1; other bins 0. Built without trapping-math (values unchanged: it only lets GCC turn
+// the conditions into selects) so that the loop vectorises.
+OPTMARK_CLONES __attribute__((optimize("no-trapping-math"))) void Whiten(float* __restrict pw, const float* __restrict ps, const float* __restrict valid,
+                                                                         const float* __restrict vs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const double mean = vs[i] > 0 ? double(ps[i]) / vs[i] : 0;
+    const double r = pw[i] / mean;  // std::min(kSpecClip, r) written out (no call across the optimize attribute)
+    pw[i] = valid[i] != 0 && mean > 0 ? float((r < kSpecClip ? r : kSpecClip) - 1) : 0.0f;
+  }
+}
+
 // Fills `sp` (per-thread in the caller: its planes keep their pages from call to call).
 OPTMARK_CLONES
 void WhitenedSpectrum(Spectrum& sp, const float* x, int w, int h, bool notchGrid) {
@@ -310,23 +322,23 @@ void WhitenedSpectrum(Spectrum& sp, const float* x, int w, int h, bool notchGrid
     boxSum(m.valid.data(), m.sums.data());
     vit = masks.emplace(vkey, std::move(m)).first;
   }
-  const float* valid = vit->second.valid.data();
-  const float* vs = vit->second.sums.data();
+  const float* __restrict valid = vit->second.valid.data();
+  const float* __restrict vs = vit->second.sums.data();
+  // Branch-free bodies (the power times the 0/1 mask, selects, divisions by 1 where the conditional form
+  // skipped them), so that they vectorise: the same values as before (the power is finite and >= 0).
   for (int v = 0; v < ny; v++) {
-    const size_t row = size_t(v) * nx;
-    const double* hr = re + size_t(v) * hw;
-    const double* hi = im + size_t(v) * hw;
-    for (int u = 0; u < hw; u++) pw[row + u] = valid[row + u] != 0 ? float(hr[u] * hr[u] + hi[u] * hi[u]) : 0.0f;
-    const double* mr = re + size_t((ny - v) & (ny - 1)) * hw;
-    const double* mi = im + size_t((ny - v) & (ny - 1)) * hw;
-    for (int u = hw; u < nx; u++) pw[row + u] = valid[row + u] != 0 ? float(mr[nx - u] * mr[nx - u] + mi[nx - u] * mi[nx - u]) : 0.0f;
+    float* __restrict o = pw + size_t(v) * nx;
+    const float* __restrict ok = valid + size_t(v) * nx;
+    const double* __restrict hr = re + size_t(v) * hw;
+    const double* __restrict hi = im + size_t(v) * hw;
+    for (int u = 0; u < hw; u++) o[u] = float(hr[u] * hr[u] + hi[u] * hi[u]) * ok[u];
+    const double* __restrict mr = re + size_t((ny - v) & (ny - 1)) * hw;
+    const double* __restrict mi = im + size_t((ny - v) & (ny - 1)) * hw;
+    for (int u = hw; u < nx; u++) o[u] = float(mr[nx - u] * mr[nx - u] + mi[nx - u] * mi[nx - u]) * ok[u];
   }
-  float* ps = S.box.data();
+  float* __restrict ps = S.box.data();
   boxSum(pw, ps);
-  for (size_t i = 0; i < n; i++) {
-    const double mean = vs[i] > 0 ? double(ps[i]) / vs[i] : 0;
-    pw[i] = valid[i] != 0 && mean > 0 ? float(std::min(kSpecClip, pw[i] / mean) - 1) : 0.0f;
-  }
+  Whiten(pw, ps, valid, vs, n);
   sp.fine.resize(n);
   sp.coarse.resize(n);
   Smooth3(pw, nx, ny, 0.25, 0.5, 0.25, S.tmp.data(), sp.fine.data());
