@@ -8,6 +8,7 @@ import {
   KEY_PREFIX,
   LAST_USED_GRANULARITY_MS,
   LEASE_MS,
+  PG_SCHEMA_VERSION,
   SCHEMA_VERSION,
   StoreError,
   isWellFormedKey,
@@ -507,6 +508,46 @@ describe.each(ENGINES)('store on %s', (engine) => {
       // The lost one's refund gives nothing (its unit went back with the lease).
       await stalled.refund(lost.reservation);
       expect((await other.quotaState(id, 'protect')).used).toBe(1);
+    });
+
+    it('a store of the schema before hold rows is migrated; in a rolling upgrade each unit of either version goes back once', async () => {
+      const dir = h.tempDir();
+      const first = await openStore(dir);
+      const { id, name } = await first.createAccount('acme', 'pro');
+      await first.setLimits(name, { protect: 10 });
+      await first.close();
+      // The data directory or schema as the version before left it (migrations only ever add).
+      await h.raw(first, 'DROP TABLE reservations');
+      await h.raw(first, engine === 'sqlite' ? 'PRAGMA user_version = 4' : 'DELETE FROM optmark_schema WHERE version = 4');
+      // An instance of that version runs on: 3 units committed, 2 held (a count in \`holds\`).
+      const month = monthOf(new Date());
+      await h.raw(first, 'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5)', ['old-instance', 'elsewhere', 1, '', Date.now() + LEASE_MS]);
+      await h.raw(first, 'INSERT INTO usage_counters (account_id, month, operation, used) VALUES ($1, $2, $3, $4)', [id, month, 'protect', 5]);
+      await h.raw(first, 'INSERT INTO holds (owner, account_id, month, operation, n) VALUES ($1, $2, $3, $4, $5)', ['old-instance', id, month, 'protect', 2]);
+      const a = await openStore(dir);
+      const b = await openStore(dir);
+      const version = engine === 'sqlite' ? 'PRAGMA user_version' : 'SELECT max(version) AS user_version FROM optmark_schema';
+      expect(Number((await h.raw(a, version))[0]!.user_version)).toBe(engine === 'sqlite' ? SCHEMA_VERSION : PG_SCHEMA_VERSION);
+      expect((await a.usage(name)).held.protect).toBe(2);
+      await h.raw(a, "UPDATE holds SET n = n - 1 WHERE owner = 'old-instance'"); // its commit
+      const done = await a.reserve(id, 'protect');
+      if (!done.ok) throw new Error('reserve failed');
+      expect((await a.commit(done.reservation))?.used).toBe(6);
+      const held = await a.reserve(id, 'protect');
+      if (!held.ok) throw new Error('reserve failed');
+      expect((await b.usage(name)).held.protect).toBe(2);
+      // The old instance takes the new one for dead and gives back what it knows of (its \`holds\` only):
+      // the new one's hold row, ownerless, is given back by an upgraded instance.
+      await h.raw(a, 'DELETE FROM owners WHERE id = $1', [a.instanceId]);
+      await h.raw(a, 'DELETE FROM holds WHERE owner = $1', [a.instanceId]);
+      expect(await b.reconcile()).toBe(1);
+      expect(await storeErrorCode(() => a.commit(held.reservation))).toBe('reservation_lost');
+      // The old instance dies: its held unit goes back once.
+      await h.raw(a, "UPDATE owners SET expires_at = 0 WHERE id = 'old-instance'");
+      expect(await b.reconcile()).toBe(1);
+      expect(await b.reconcile()).toBe(0);
+      const u = await b.usage(name);
+      expect([u.protect.used, u.held.protect]).toEqual([5, 0]);
     });
 
     it('units held by a process of this host that died are given back at once', async () => {
