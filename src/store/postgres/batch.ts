@@ -90,7 +90,9 @@ export const COMMIT_BATCH = `
   WITH x AS (
     SELECT * FROM unnest($4::int[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY AS x(account_id, month, operation, at, i)
   ),
-  d AS (DELETE FROM reservations r WHERE r.owner = $1::text AND r.id = ANY($8::bigint[]) AND NOT r.refunded RETURNING r.id)
+  d AS (
+    DELETE FROM reservations r USING unnest($8::bigint[]) AS m(id) WHERE r.owner = $1::text AND r.id = m.id AND NOT r.refunded RETURNING r.id
+  )
   SELECT x.i, ${LIMIT} AS lim, ARRAY(SELECT id FROM d) AS released,
          coalesce((SELECT used FROM usage_counters u WHERE u.account_id = x.account_id AND u.month = x.at AND u.operation = x.operation), 0) AS used
     FROM x LEFT JOIN accounts a ON a.id = x.account_id ORDER BY x.i`;
@@ -123,7 +125,7 @@ export const REFUND_BATCH = `
   dm AS (
     INSERT INTO reservations AS r (owner, id, account_id, month, operation, refunded)
       SELECT $1::text, m.id, m.account_id, m.month, m.operation, true FROM m WHERE NOT m.held AND (SELECT count(*) FROM yc) >= 0 ORDER BY m.id
-    ON CONFLICT (owner, id) DO UPDATE SET refunded = true WHERE NOT r.refunded
+    ON CONFLICT (id, owner) DO UPDATE SET refunded = true WHERE NOT r.refunded
     RETURNING r.id
   ),
   done AS (SELECT id FROM dh UNION ALL SELECT id FROM dm),

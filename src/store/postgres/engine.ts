@@ -187,7 +187,7 @@ const REFUND_KEYED = `
   m AS (
     INSERT INTO reservations AS r (owner, id, account_id, month, operation, refunded)
       SELECT $1::text, $8::bigint, $2, $3::text, $4::text, true WHERE NOT $7::boolean
-    ON CONFLICT (owner, id) DO UPDATE SET refunded = true WHERE NOT r.refunded
+    ON CONFLICT (id, owner) DO UPDATE SET refunded = true WHERE NOT r.refunded
     RETURNING 1
   ),
   c AS (

@@ -131,6 +131,8 @@ export const PG_MIGRATIONS: readonly string[] = [
   // re-sent refund finds). \`holds\` stays for instances not yet upgraded (a rolling upgrade): every
   // upgraded instance gives back the rows of both tables of a dead owner. No foreign key: its check would
   // lock the account row at every reservation (accounts are never deleted; a restore truncates this table).
+  // The key starts with the id: commits and refunds look rows up by (id, owner) and never walk an owner's
+  // deleted rows (a generic plan over an (owner, id) key read every row the owner had since the last vacuum).
   `
   CREATE TABLE reservations (
     owner      text NOT NULL COLLATE "C",
@@ -139,7 +141,7 @@ export const PG_MIGRATIONS: readonly string[] = [
     month      text NOT NULL,
     operation  text NOT NULL,
     refunded   boolean NOT NULL DEFAULT false,
-    PRIMARY KEY (owner, id)
+    PRIMARY KEY (id, owner)
   );
   `,
 ];
