@@ -521,7 +521,13 @@ describe.each(ENGINES)('store on %s', (engine) => {
       await h.raw(first, engine === 'sqlite' ? 'PRAGMA user_version = 4' : 'DELETE FROM optmark_schema WHERE version = 4');
       // An instance of that version runs on: 3 units committed, 2 held (a count in \`holds\`).
       const month = monthOf(new Date());
-      await h.raw(first, 'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5)', ['old-instance', 'elsewhere', 1, '', Date.now() + LEASE_MS]);
+      await h.raw(first, 'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5)', [
+        'old-instance',
+        'elsewhere',
+        1,
+        '',
+        Date.now() + LEASE_MS,
+      ]);
       await h.raw(first, 'INSERT INTO usage_counters (account_id, month, operation, used) VALUES ($1, $2, $3, $4)', [id, month, 'protect', 5]);
       await h.raw(first, 'INSERT INTO holds (owner, account_id, month, operation, n) VALUES ($1, $2, $3, $4, $5)', ['old-instance', id, month, 'protect', 2]);
       const a = await openStore(dir);
@@ -572,7 +578,13 @@ describe.each(ENGINES)('store on %s', (engine) => {
       // Held as an optmark before the hold rows counted them (a rolling upgrade: \`holds\`), and as one now does.
       await h.raw(store, 'INSERT INTO holds (owner, account_id, month, operation, n) VALUES ($1, $2, $3, $4, $5)', ['dead-owner', id, month, 'protect', 3]);
       for (const hold of [1, 2])
-        await h.raw(store, 'INSERT INTO reservations (owner, id, account_id, month, operation) VALUES ($1, $2, $3, $4, $5)', ['dead-owner', hold, id, month, 'protect']);
+        await h.raw(store, 'INSERT INTO reservations (owner, id, account_id, month, operation) VALUES ($1, $2, $3, $4, $5)', [
+          'dead-owner',
+          hold,
+          id,
+          month,
+          'protect',
+        ]);
       // A live process of this host (this one) keeps what it holds.
       await h.raw(store, 'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5)', [
         'live-owner',

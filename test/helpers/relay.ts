@@ -9,8 +9,11 @@ import { createServer, connect, type Server, type Socket } from 'node:net';
 
 export type RelayMode = 'pass' | 'refuse' | 'blackhole' | 'deaf';
 
-/** PostgreSQL's ReadyForQuery message (idle, in a transaction, or failed): the end of every answer. */
-const READY_FOR_QUERY = /Z\x00\x00\x00\x05[ITE]$/;
+/** Does `tail` end with PostgreSQL's ReadyForQuery message ('Z', length 5, status I/T/E): the end of every answer? */
+function endsReady(tail: Buffer): boolean {
+  const at = tail.length - 6;
+  return at >= 0 && tail[at] === 0x5a && tail.readUInt32BE(at + 1) === 5 && 'ITE'.includes(String.fromCharCode(tail[at + 5]!));
+}
 
 export class Relay {
   mode: RelayMode = 'pass';
@@ -18,7 +21,7 @@ export class Relay {
   #server: Server | undefined;
   readonly #sockets = new Set<Socket>();
   /** The last bytes swallowed in mode 'deaf'. */
-  #swallowed = '';
+  #swallowed = Buffer.alloc(0);
 
   constructor(
     readonly host: string,
@@ -50,7 +53,7 @@ export class Relay {
       client.on('data', (d) => (this.mode === 'pass' || this.mode === 'deaf') && up.write(d));
       up.on('data', (d) => {
         if (this.mode === 'pass') client.write(d);
-        else if (this.mode === 'deaf') this.#swallowed = (this.#swallowed + d.toString('latin1')).slice(-16);
+        else if (this.mode === 'deaf') this.#swallowed = Buffer.concat([this.#swallowed, d]).subarray(-16);
       });
       const end = () => {
         client.destroy();
@@ -71,12 +74,12 @@ export class Relay {
   /** Passes on what clients send and swallows the answers, without cutting anything (see `answered`). */
   deafen(): void {
     this.mode = 'deaf';
-    this.#swallowed = '';
+    this.#swallowed = Buffer.alloc(0);
   }
 
   /** In mode 'deaf': has the database finished an answer (swallowed) since `deafen()`? */
   answered(): boolean {
-    return READY_FOR_QUERY.test(this.#swallowed);
+    return endsReady(this.#swallowed);
   }
 
   /** Switches mode; every open connection is cut (the pool must connect again, into the new mode). */

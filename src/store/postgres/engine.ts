@@ -5,10 +5,12 @@
  * - Quotas: `reserve` is one statement. The counter row of (account, month, operation) is where every
  *   instance's reservations meet: `INSERT ... ON CONFLICT DO UPDATE SET used = used + 1 WHERE used <
  *   limit` locks that row and evaluates the WHERE on its latest version (also under Read Committed), so
- *   no number of instances can take more than the limit. The same statement adds the unit to this
- *   instance's row in `holds`. `commit` takes it off the hold (the unit stays counted); `refund` takes it
- *   off both. A unit is given back exactly once: by the refund, or by a reconciliation that deletes a
- *   dead instance's holds and subtracts them from the counters in one statement (row locks order them).
+ *   no number of instances can take more than the limit. The same statement inserts the reservation's
+ *   hold row (its id, under this instance's owner id) into `reservations`. `commit` deletes the row (the
+ *   unit stays counted); `refund` deletes it and takes the unit off the counter (after a commit: marks it
+ *   refunded). Each acts on its own row, so sent again it changes nothing. A unit is given back exactly
+ *   once: by the refund, or by a reconciliation that deletes a dead instance's hold rows and subtracts
+ *   them from the counters in one statement (row locks order them).
  *   Concurrent requests' reserves, commits and refunds go in one statement per kind and event-loop turn
  *   (./batch.ts), each answered exactly as if it had been alone, in arrival order.
  * - Keys: authentication results are cached for at most `authCacheMs` (2 s), bounded in size; last-used
@@ -566,11 +568,13 @@ export class PostgresStore implements Store {
         prior_state: IdemRow['state'] | null;
         prior_operation: Operation | null;
         prior_sha256: string | null;
-      }>(RESERVE_KEYED, [accountId, month, op, this.#defaults[op], owner, key, t, t + IDEMPOTENCY_TTL_MS, hold], 'optmark_reserve_keyed').catch((err: unknown) => {
-        // Sent or not (the pool does not say): a statement that may have run retires its owner.
-        if (!isAnswered(err)) this.#retire(owner);
-        throw err;
-      });
+      }>(RESERVE_KEYED, [accountId, month, op, this.#defaults[op], owner, key, t, t + IDEMPOTENCY_TTL_MS, hold], 'optmark_reserve_keyed').catch(
+        (err: unknown) => {
+          // Sent or not (the pool does not say): a statement that may have run retires its owner.
+          if (!isAnswered(err)) this.#retire(owner);
+          throw err;
+        },
+      );
       const row = r.rows[0]!;
       if (row.keyed === 0 && row.lim !== null) {
         const prior = row.prior_state && row.prior_operation ? { state: row.prior_state, operation: row.prior_operation, sha256: row.prior_sha256 } : undefined;
@@ -1032,7 +1036,9 @@ export class PostgresStore implements Store {
   async restore(s: StoreSnapshot): Promise<void> {
     await this.#tx(async (c) => {
       await c.query('SET LOCAL synchronous_commit = on');
-      await c.query('TRUNCATE dashboard_records, dashboard_batches, idempotency_keys, reservations, holds, usage_counters, api_keys, accounts RESTART IDENTITY');
+      await c.query(
+        'TRUNCATE dashboard_records, dashboard_batches, idempotency_keys, reservations, holds, usage_counters, api_keys, accounts RESTART IDENTITY',
+      );
       // Rows go in as JSON arrays, a few thousand per statement; accounts are matched by name.
       await insertRows(
         c,
@@ -1175,10 +1181,10 @@ export class PostgresStore implements Store {
     if (this.#markers.length === 0) return;
     const rows = this.#markers.splice(0);
     try {
-      await this.#q('DELETE FROM reservations r USING unnest($1::text[], $2::bigint[]) AS m(owner, id) WHERE r.owner = m.owner AND r.id = m.id AND r.refunded', [
-        rows.map((m) => m.owner),
-        rows.map((m) => m.hold),
-      ]);
+      await this.#q(
+        'DELETE FROM reservations r USING unnest($1::text[], $2::bigint[]) AS m(owner, id) WHERE r.owner = m.owner AND r.id = m.id AND r.refunded',
+        [rows.map((m) => m.owner), rows.map((m) => m.hold)],
+      );
     } catch (err) {
       this.#markers.push(...rows);
       throw err;

@@ -5,8 +5,8 @@
  *
  * The request path is `authenticate` (one indexed lookup by key hash, not cached: a revocation by the
  * CLI applies to the next request), `reserve` (one transaction: the counter grows only while under the
- * limit, and this instance's hold grows with it), and `commit` (the hold shrinks) or `refund` (hold and
- * counter shrink). Processes on the same file see each other's units at once.
+ * limit, and the reservation's hold row is inserted with it), and `commit` (the row goes) or `refund` (the
+ * row goes and the counter shrinks). Processes on the same file see each other's units at once.
  */
 import { join } from 'node:path';
 import { BackgroundCheckpoints } from '../checkpoints.js';
