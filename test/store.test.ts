@@ -1090,6 +1090,10 @@ describe('batched statements (PostgreSQL)', () => {
       expect((await store.commit(other))?.used).toBe(committed);
       const u = await store.usage(name);
       expect([u.protect.used, u.held.protect]).toEqual([committed, 0]);
+      // No row is left behind: a refund's mark goes once the refund is answered (the background work).
+      await store.startBackground();
+      const rows = async () => Number((await h.raw(store, 'SELECT count(*) AS n FROM reservations WHERE account_id = $1', [id]))[0]!.n);
+      await waitFor('the marks deleted', async () => ((await rows()) === 0 ? true : undefined));
     } finally {
       await relay.close();
     }
