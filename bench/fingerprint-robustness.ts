@@ -6,10 +6,11 @@
  * Writes nothing to disk; the photographs are read in place.
  *
  *   npm run build && node dist/bench/fingerprint-robustness.js [folder ...] [--keys N] [--images N]
- *        [--range FIRST:END] [--json FILE] [--engine native|reference] [--only REGEX] [--v1]
+ *        [--range FIRST:END] [--json FILE] [--engine native|reference] [--only REGEX] [--v1] [--dense]
  *   node dist/bench/fingerprint-robustness.js --merge A.json --merge B.json
- * (--v1: mark with the first version instead; --range/--json split a long run over processes, --merge
- * prints the one table of their --json files.)
+ * (--v1: mark with the first version instead; --dense: add DENSE_ATTACKS (crops at 15 and 9 fixed positions,
+ * crop + brightness + JPEG at 15, 12 changes of aspect), each family on its own row; --range/--json split a
+ * long run over processes, --merge prints the one table of their --json files.)
  */
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -20,7 +21,7 @@ import { detectOnBase } from '../src/fingerprint/detect.js';
 import { embedFingerprint } from '../src/fingerprint/embed.js';
 import { type Engine, fingerprintEngine } from '../src/fingerprint/native.js';
 import { FPR, FPR_PER_SCHEME } from '../src/fingerprint/params.js';
-import { ATTACKS } from './lib/fingerprint-attacks.js';
+import { ATTACKS, DENSE_ATTACKS } from './lib/fingerprint-attacks.js';
 import { prng } from '../src/capacity/random.js';
 
 sharp.concurrency(1);
@@ -141,6 +142,7 @@ async function main(): Promise<void> {
   let only: RegExp | undefined;
   let engine: Engine = fingerprintEngine();
   let scheme: 1 | 2 = 2;
+  let dense = false;
   const folders: string[] = [];
   const merge: string[] = [];
   for (let i = 0; i < args.length; i++) {
@@ -151,6 +153,7 @@ async function main(): Promise<void> {
     else if (args[i] === '--only') only = new RegExp(args[++i]!);
     else if (args[i] === '--engine') engine = args[++i] as Engine;
     else if (args[i] === '--v1') scheme = 1;
+    else if (args[i] === '--dense') dense = true;
     else if (args[i] === '--merge') merge.push(args[++i]!);
     else folders.push(args[i]!);
   }
@@ -164,11 +167,13 @@ async function main(): Promise<void> {
     for (const f of merge) {
       const j = JSON.parse(readFileSync(f, 'utf8')) as {
         files: number;
+        keys: number;
         psnrs: number[];
         embedMsPerMp: number[];
         rows: Record<string, Omit<Row, 'attacks'> & { attacks: string[] }>;
       };
       nFiles += j.files;
+      keys = j.keys;
       psnrs.push(...j.psnrs);
       embedMsPerMp.push(...j.embedMsPerMp);
       for (const [family, r] of Object.entries(j.rows)) {
@@ -203,7 +208,7 @@ async function main(): Promise<void> {
     process.exitCode = 1;
     return;
   }
-  const attacks = ATTACKS.filter((a) => !only || only.test(a.name));
+  const attacks = (dense ? [...ATTACKS, ...DENSE_ATTACKS] : ATTACKS).filter((a) => !only || only.test(a.name));
   const markKey = new Uint8Array(32).fill(7);
   const nullKeys = Array.from({ length: keys }, (_, i) => new Uint8Array(32).fill(100 + i));
   const rows = new Map<string, Row>();
@@ -246,7 +251,7 @@ async function main(): Promise<void> {
   report({ rows, psnrs, embedMsPerMp, files: files.length, attacks: attacks.length, keys, engine, scheme, seconds: (performance.now() - t0) / 1000 });
   if (json) {
     const rowsOut = Object.fromEntries([...rows].map(([f, r]) => [f, { ...r, attacks: [...r.attacks] }]));
-    writeFileSync(json, JSON.stringify({ files: files.length, psnrs, embedMsPerMp, rows: rowsOut }));
+    writeFileSync(json, JSON.stringify({ files: files.length, keys, psnrs, embedMsPerMp, rows: rowsOut }));
   }
 }
 

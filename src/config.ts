@@ -342,7 +342,7 @@ export const SETTINGS: readonly Setting[] = [
     shown: '(data dir)',
     fallback: () => undefined,
     parse: path,
-    doc: 'PEM Ed25519 private key for provenance tags.',
+    doc: 'PEM Ed25519 private key for provenance tags; a named file that does not load stops the start.',
   }),
   setting({
     variable: 'OPTMARK_FINGERPRINT_SECRET_FILE',
@@ -350,7 +350,7 @@ export const SETTINGS: readonly Setting[] = [
     shown: '(data dir)',
     fallback: () => undefined,
     parse: path,
-    doc: 'Secret the fingerprint pattern is derived from.',
+    doc: 'Secret the fingerprint pattern is derived from; a named file that does not load stops the start.',
   }),
   setting({
     variable: 'OPTMARK_FINGERPRINT_DETECT',
@@ -384,9 +384,15 @@ export const SETTINGS: readonly Setting[] = [
     variable: 'OPTMARK_C2PA_KEY_FILE',
     key: 'c2paKeyFile',
     shown: '(data dir)',
-    fallback: () => undefined,
-    parse: path,
-    doc: 'PEM private key (ECDSA P-256/384/521 or Ed25519) of that chain; set both or neither (checked at start).',
+    fallback: (c) => {
+      if (c.c2paCertFile !== undefined) throw new Invalid('not set, but OPTMARK_C2PA_CERT_FILE is: set both or neither');
+      return undefined;
+    },
+    parse: (raw, c) => {
+      if (c.c2paCertFile === undefined) throw new Invalid('set, but OPTMARK_C2PA_CERT_FILE is not: set both or neither');
+      return path(raw, c);
+    },
+    doc: 'PEM private key (ECDSA P-256/384/521 or Ed25519) of that chain; set both or neither. A pair that does not load stops the start.',
   }),
   setting({
     variable: 'OPTMARK_DATABASE_URL',

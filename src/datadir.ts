@@ -39,6 +39,8 @@ export function fileErrorReason(code: string | undefined): string | undefined {
       return 'permission denied for this user';
     case 'ENOTDIR':
       return 'a part of the path is a file, not a directory';
+    case 'EISDIR':
+      return 'it is a directory, not a file';
     case 'EEXIST':
       return 'it is a file, not a directory';
     case 'EROFS':
@@ -159,8 +161,10 @@ export async function readSmallFile(path: string, max: number, tooLarge: (size: 
     throw err;
   }
   try {
-    const { size } = await fh.stat();
-    if (size > max) throw tooLarge(size);
+    const st = await fh.stat();
+    // Reading a directory fails with an EISDIR that names no path: say which one.
+    if (st.isDirectory()) throw Object.assign(new Error(`${path} is a directory, not a file`), { code: 'EISDIR', path, syscall: 'read' });
+    if (st.size > max) throw tooLarge(st.size);
     return await fh.readFile();
   } finally {
     await fh.close();

@@ -10,6 +10,7 @@ import { HttpServer } from './http/server.js';
 import { loadUws } from './http/uws.js';
 import { BOOTSTRAP_KEY_FILE, secureDataDir, writePrivateFile } from './datadir.js';
 import { createLogger } from './log.js';
+import { loadNamedFiles, namedFileError } from './named-files.js';
 import { nativeState, setNativeLog } from './native/index.js';
 import { ImagePool, workerInitFrom } from './pool/pool.js';
 import { PublicKeySync } from './provenance/shared.js';
@@ -44,9 +45,14 @@ export async function startService(config: Config, announce: ((text: string) => 
   // The C2PA signing identity (OPTMARK_C2PA=update): created at first start in the data directory
   // unless configured; a configured one that does not load stops the start here, not at the first file.
   if (config.c2paMode === 'update') {
-    const identity = await loadC2paIdentity({ dataDir: config.dataDir, certFile: config.c2paCertFile, keyFile: config.c2paKeyFile });
+    const { c2paCertFile: certFile, c2paKeyFile: keyFile } = config;
+    const identity = await loadC2paIdentity({ dataDir: config.dataDir, certFile, keyFile }).catch((err: unknown) => {
+      throw certFile === undefined ? err : namedFileError('OPTMARK_C2PA_CERT_FILE', certFile, err);
+    });
     log.info({ subject: identity.subject, alg: identity.alg, generated: identity.generated }, 'C2PA signing identity');
   }
+  // The same for the signing key and the fingerprint secret when the operator names their files.
+  await loadNamedFiles(config);
   const store = await openStore({
     dataDir: config.dataDir,
     defaultProtectLimit: config.defaultProtectLimit,
@@ -70,20 +76,30 @@ export async function startService(config: Config, announce: ((text: string) => 
   const layers = await withSharedSecrets(config, store);
   const keySync = new PublicKeySync(store, config.dataDir, (err) => log.error({ err }, 'provenance public keys: sync with the store failed'));
   await keySync.start();
+  // Shows the start-up key once (OPTMARK_BOOTSTRAP), with a command that reaches this server. With
+  // OPTMARK_PORT=0 the port is known only once it listens: the key is shown then (and, should the listen
+  // fail, with the configured port, so that it is not lost).
+  let welcome: ((port: number) => void) | undefined;
   if (config.bootstrap) {
     const boot = await store.bootstrapIfEmpty();
     if (boot) {
-      const text =
-        `\nCreated account "${boot.account.name}" (plan ${boot.account.plan}) with this API key. It is shown only now:\n\n  ${boot.key}\n\n` +
-        `Try: curl -H "Authorization: Bearer ${boot.key}" -F image=@photo.jpg http://localhost:${config.port}/api/v1/protect\n\n`;
-      // Shown once, on a terminal, never in the structured log. Without a terminal (systemd, docker, a
-      // pipe: stdout is where the JSON log goes, and a log collector keeps it) it goes to a file only
-      // the service's user can read, and the log says where.
-      if (announce) announce(text);
-      else {
-        const file = join(config.dataDir, BOOTSTRAP_KEY_FILE);
-        writePrivateFile(file, text);
-        log.warn({ file, account: boot.account.name }, 'created the first account; its API key is in this file (mode 0600): read it, then delete the file');
+      welcome = (port) => {
+        const text =
+          `\nCreated account "${boot.account.name}" (plan ${boot.account.plan}) with this API key. It is shown only now:\n\n  ${boot.key}\n\n` +
+          `Try: curl -H "Authorization: Bearer ${boot.key}" -F image=@photo.jpg ${serverUrl(config.host, port)}/api/v1/protect\n\n`;
+        // Shown once, on a terminal, never in the structured log. Without a terminal (systemd, docker, a
+        // pipe: stdout is where the JSON log goes, and a log collector keeps it) it goes to a file only
+        // the service's user can read, and the log says where.
+        if (announce) announce(text);
+        else {
+          const file = join(config.dataDir, BOOTSTRAP_KEY_FILE);
+          writePrivateFile(file, text);
+          log.warn({ file, account: boot.account.name }, 'created the first account; its API key is in this file (mode 0600): read it, then delete the file');
+        }
+      };
+      if (config.port !== 0) {
+        welcome(config.port);
+        welcome = undefined;
       }
     }
   }
@@ -121,6 +137,7 @@ export async function startService(config: Config, announce: ((text: string) => 
   try {
     port = await server.listen();
   } catch (err) {
+    welcome?.(config.port);
     // Taken since the check (or refused): leave nothing running, so the process can exit.
     await pool.close();
     transfer.stop();
@@ -130,6 +147,7 @@ export async function startService(config: Config, announce: ((text: string) => 
     throw err;
   }
   log.info({ host: config.host, port, transport, native, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');
+  welcome?.(port);
 
   let stopping: Promise<void> | undefined;
   return {
@@ -148,4 +166,11 @@ export async function startService(config: Config, announce: ((text: string) => 
         log.flush();
       })()),
   };
+}
+
+/** The base URL a client on this machine reaches the server at: localhost for a wildcard or loopback address. */
+export function serverUrl(host: string, port: number): string {
+  const local = ['0.0.0.0', '::', '127.0.0.1', '::1', 'localhost', ''].includes(host);
+  const name = local ? 'localhost' : host.includes(':') ? `[${host}]` : host;
+  return `http://${name}:${port}`;
 }

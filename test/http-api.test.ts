@@ -2,7 +2,7 @@
 // request ids, and many requests at once; every answer is also checked against docs/openapi.json.
 import Database from 'better-sqlite3';
 import { createHash } from 'node:crypto';
-import { mkdtempSync, readFileSync, writeFileSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import sharp from 'sharp';
@@ -219,21 +219,24 @@ describe('verify', () => {
 });
 
 describe('verify when the detector cannot run', () => {
-  // A fingerprint secret that cannot be read (here: too short, as a file caught half-written would be).
+  // A fingerprint secret that cannot be read (here: the data directory's, too short, as a file caught
+  // half-written would be; one that OPTMARK_FINGERPRINT_SECRET_FILE names stops the start instead).
   // verify answered 200 with the fingerprint "not found", as if the detector had looked.
   let broken: TestServer;
   let brokenKey: string;
   let brokenAccount: string;
+  let dataDir: string;
   let secretFile: string;
   beforeAll(async () => {
-    const dir = mkdtempSync(join(tmpdir(), 'optmark-secret-'));
-    secretFile = join(dir, 'fingerprint.key');
+    dataDir = mkdtempSync(join(tmpdir(), 'optmark-secret-'));
+    secretFile = join(dataDir, 'fingerprint.key');
     writeFileSync(secretFile, Buffer.alloc(4, 7), { mode: 0o600 });
-    broken = await TestServer.start({ env: { OPTMARK_POOL_SIZE: '1', OPTMARK_FINGERPRINT_SECRET_FILE: secretFile } });
+    broken = await TestServer.start({ dataDir, env: { OPTMARK_POOL_SIZE: '1' } });
     ({ key: brokenKey, name: brokenAccount } = await broken.account());
   });
   afterAll(async () => {
     await broken?.dispose();
+    rmSync(dataDir, { recursive: true, force: true });
   });
 
   it('503 fingerprint_unavailable with Retry-After, no unit counted; ?fingerprint=skip still answers; served once the secret reads', async () => {
@@ -405,10 +408,20 @@ describe('error matrix', () => {
     ['GET', '/api/v1/protect', 405, 'method_not_allowed'],
     ['PUT', '/api/v1/verify', 405, 'method_not_allowed'],
     ['DELETE', '/api/v1/protect', 405, 'method_not_allowed'],
+    // Regression: the GET routes answered another method 404 "No route for PUT /healthz." (README: a wrong
+    // method on a route is 405 with Allow).
+    ['PUT', '/healthz', 405, 'method_not_allowed'],
+    ['POST', '/readyz', 405, 'method_not_allowed'],
+    ['DELETE', '/metrics', 405, 'method_not_allowed'],
+    ['POST', '/api/v1/openapi.json', 405, 'method_not_allowed'],
+    ['POST', '/', 405, 'method_not_allowed'],
+    ['PUT', '/index.html', 405, 'method_not_allowed'],
+    ['DELETE', '/assets/index.js', 405, 'method_not_allowed'],
+    ['POST', '/api/v1/dashboard/records', 405, 'method_not_allowed'],
   ])('%s %s: %i %s', async (method, path, status, code) => {
     const a = await request(server, path, { method, headers: { Authorization: `Bearer ${key}` } });
     expectError(a, status, code);
-    if (status === 405) expect(a.headers.allow).toBe('POST');
+    if (status === 405) expect(a.headers.allow).toBe(path.startsWith('/api/v1/protect') || path.startsWith('/api/v1/verify') ? 'POST' : 'GET, HEAD');
   });
 
   it('500 carries no internals, and the server keeps serving', async () => {

@@ -232,6 +232,23 @@ describe('start-up checks', () => {
     expect(output).not.toMatch(/^\s+at /m); // a message for the operator, not a stack trace
   });
 
+  it('regression: a key, secret or certificate file the operator names that does not load stops serve at start, naming its variable', async () => {
+    // Before: the server started; every verify then answered 503 fingerprint_unavailable "retry shortly"
+    // (the secret), and the C2PA pair failed with a stack trace (exit 1).
+    const missing = join(ROOT, 'no-such-dir', 'file');
+    for (const [env, text] of [
+      [{ OPTMARK_FINGERPRINT_SECRET_FILE: missing }, `OPTMARK_FINGERPRINT_SECRET_FILE: fingerprint secret file ${missing} does not exist`],
+      [{ OPTMARK_SIGNING_KEY_FILE: ROOT }, `OPTMARK_SIGNING_KEY_FILE: ${ROOT} is a directory, not a file`],
+      [{ OPTMARK_C2PA_CERT_FILE: missing, OPTMARK_C2PA_KEY_FILE: missing }, `OPTMARK_C2PA_CERT_FILE: ${missing} does not exist`],
+      [{ OPTMARK_C2PA_CERT_FILE: missing }, 'OPTMARK_C2PA_KEY_FILE: not set, but OPTMARK_C2PA_CERT_FILE is: set both or neither'],
+    ] as const) {
+      const { code, output } = await TestServer.spawnOnce(env);
+      expect(output, JSON.stringify(env)).toContain(`optmark: configuration error: ${text}\n`);
+      expect(code).toBe(78);
+      expect(output).not.toMatch(/^\s+at /m);
+    }
+  });
+
   it('refuses to run on the uWS JS fallback unless the operator opts in', async () => {
     const { code, output } = await TestServer.spawnOnce({ UWS_USE_FALLBACK: '1' });
     expect(code).not.toBe(0);

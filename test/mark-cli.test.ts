@@ -172,6 +172,36 @@ describe('optmark signing-key', () => {
     expect(m.status).toBe(1);
     expect(m.stderr).toMatch(/^optmark mark: OPTMARK_SIGNING_KEY_FILE .* does not exist\n$/);
   });
+
+  it('regression: a named fingerprint secret or C2PA identity that does not load stops mark and verify once, before any file', async () => {
+    const dataDir = tempDir();
+    const input = folder({ 'a.png': images.get('png')!, 'b.jpg': images.get('jpg')! });
+    const secret = { OPTMARK_DATA_DIR: dataDir, OPTMARK_FINGERPRINT_SECRET_FILE: join(dataDir, 'no-such-secret') };
+    // Before: each file failed alone, as "Something went wrong on the server.: ... (internal_error)" for
+    // mark and "retry shortly, or send ?fingerprint=skip" (the API's advice) for verify.
+    const out = tempDir();
+    const m = await optmarkHere(['mark', input, '--out', out, '--fingerprint'], secret);
+    expect(m.status).toBe(1);
+    expect(m.stderr).toMatch(/^optmark mark: OPTMARK_FINGERPRINT_SECRET_FILE: fingerprint secret file .*no-such-secret does not exist\n$/);
+    expect(m.stdout).toBe('');
+    expect(tree(out)).toEqual([]);
+    const v = await optmarkHere(['verify', input], secret);
+    expect(v.status).toBe(1);
+    expect(v.stderr).toMatch(/^optmark verify: OPTMARK_FINGERPRINT_SECRET_FILE: fingerprint secret file .*no-such-secret does not exist\n$/);
+    expect(v.stdout).toBe('');
+    // Runs that do not use the secret are not stopped by it.
+    expect((await optmarkHere(['verify', input, '--skip-fingerprint'], secret)).status).toBe(0);
+    expect((await optmarkHere(['mark', input, '--out', tempDir()], secret)).status).toBe(0);
+
+    const c2pa = { OPTMARK_DATA_DIR: dataDir, OPTMARK_C2PA_CERT_FILE: join(dataDir, 'chain.pem'), OPTMARK_C2PA_KEY_FILE: dataDir };
+    const c = await optmarkHere(['mark', input, '--out', tempDir()], c2pa);
+    expect(c.status).toBe(1);
+    expect(c.stderr).toMatch(/^optmark mark: OPTMARK_C2PA_CERT_FILE: .*chain\.pem does not exist\n$/);
+    // Set alone, one of the pair is a configuration error of every command (exit 78).
+    const alone = await optmarkHere(['mark', input, '--out', tempDir()], { OPTMARK_DATA_DIR: dataDir, OPTMARK_C2PA_KEY_FILE: dataDir });
+    expect(alone.status).toBe(78);
+    expect(alone.stderr).toBe('optmark: configuration error: OPTMARK_C2PA_KEY_FILE: set, but OPTMARK_C2PA_CERT_FILE is not: set both or neither\n');
+  });
 });
 
 describe('a running server and the CLI', () => {

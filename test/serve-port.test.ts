@@ -1,11 +1,12 @@
 // A second `optmark serve` on a port another process listens on stops at once with a message naming
 // the port (exit status 1), unless every process sharing it asks for that with OPTMARK_REUSE_PORT=1.
 import { spawn } from 'node:child_process';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { serverUrl } from '../src/main.js';
 import { CLI, freePort, ROOT, TestServer, waitFor } from './helpers/server.js';
 
 const dirs: string[] = [];
@@ -96,5 +97,32 @@ describe('serve on a port in use', () => {
     } finally {
       await a.stop();
     }
+  });
+});
+
+describe('the start-up key on a port the kernel picks', () => {
+  it('regression: with OPTMARK_PORT=0 the key file names the port the server listens on (it said localhost:0)', async () => {
+    const s = await serve(0, { OPTMARK_BOOTSTRAP: 'on' }, /created the first account/);
+    try {
+      expect(s.code).toBeNull();
+      const port = Number(/"port":(\d+)/.exec(s.output)?.[1]);
+      expect(port).toBeGreaterThan(0);
+      const file = /"file":"([^"]+)"/.exec(s.output)![1]!;
+      const text = readFileSync(file, 'utf8');
+      expect(text).toMatch(/^ {2}om_live_\S+$/m);
+      expect(text).toContain(` http://localhost:${port}/api/v1/protect\n`);
+    } finally {
+      await s.stop();
+    }
+  });
+
+  it.each([
+    ['0.0.0.0', 'http://localhost:8080'],
+    ['::', 'http://localhost:8080'],
+    ['127.0.0.1', 'http://localhost:8080'],
+    ['10.1.2.3', 'http://10.1.2.3:8080'],
+    ['fd00::5', 'http://[fd00::5]:8080'],
+  ])("the key's example command reaches a server on %s as %s", (host, url) => {
+    expect(serverUrl(host, 8080)).toBe(url);
   });
 });

@@ -99,6 +99,11 @@ export const chain =
     return b;
   };
 
+const brightness =
+  (k: number): AttackFn =>
+  async (b) =>
+    png(sharp(b).modulate({ brightness: k }));
+
 const banner: AttackFn = async (buf) => {
   const { w, h } = await dims(buf);
   const bh = Math.round(h * 0.12);
@@ -123,7 +128,7 @@ export const ATTACKS: Attack[] = [
   { name: 'blur1', family: 'filter', fn: async (b) => png(sharp(b).blur(1)) },
   { name: 'sharpen', family: 'filter', fn: async (b) => png(sharp(b).sharpen({ sigma: 1.5 })) },
   { name: 'median3', family: 'filter', fn: async (b) => png(sharp(b).median(3)) },
-  { name: 'brightness1.5', family: 'colour', fn: async (b) => png(sharp(b).modulate({ brightness: 1.5 })) },
+  { name: 'brightness1.5', family: 'colour', fn: brightness(1.5) },
   { name: 'contrast1.5', family: 'colour', fn: async (b) => png(sharp(b).linear(1.5, -64)) },
   { name: 'gamma2', family: 'colour', fn: async (b) => png(sharp(b).gamma(2.2, 1.1)) },
   { name: 'saturation2', family: 'colour', fn: async (b) => png(sharp(b).modulate({ saturation: 2 })) },
@@ -146,7 +151,24 @@ export const ATTACKS: Attack[] = [
   { name: 'aspect0.75', family: 'aspect', fn: aspect(0.75) },
   { name: 'border10%', family: 'border', fn: border(0.1) },
   { name: 'border40px', family: 'border', fn: borderPx(40) },
-  { name: 'crop50+bright1.5+jpeg80', family: 'chain', fn: chain(crop(0.5), async (b) => png(sharp(b).modulate({ brightness: 1.5 })), jpeg(80)) },
+  { name: 'crop50+bright1.5+jpeg80', family: 'chain', fn: chain(crop(0.5), brightness(1.5), jpeg(80)) },
   { name: 'resize1080w+jpeg80', family: 'chain', fn: async (b) => sharp(b).resize(1080).jpeg({ quality: 80, chromaSubsampling: '4:2:0' }).toBuffer() },
   { name: 'screenshot', family: 'chain', fn: chain(resizeArea(0.6), borderPx(24, '#202124')) },
+];
+
+/** The 5 x 3 grid of crop positions (corners, edge midpoints, centre, quarter points of the long rows). */
+const GRID15 = [0, 0.5, 1].flatMap((y) => [0, 0.25, 0.5, 0.75, 1].map((x) => ({ x, y })));
+/** The 3 x 3 grid (corners, edge midpoints, centre). */
+const GRID9 = [0, 0.5, 1].flatMap((y) => [0, 0.5, 1].map((x) => ({ x, y })));
+const at = (p: { x: number; y: number }): string => `${p.x},${p.y}`;
+
+/**
+ * The denser test of point 1 (`--dense`, added to ATTACKS): crops at fixed positions and changes of aspect,
+ * each a family of its own so that the rows stay apart from the bench's 39.
+ */
+export const DENSE_ATTACKS: Attack[] = [
+  ...GRID15.map((p) => ({ name: `crop25@${at(p)}`, family: 'crop25 x15', fn: crop(0.25, p) })),
+  ...GRID9.map((p) => ({ name: `crop50@${at(p)}`, family: 'crop50 x9', fn: crop(0.5, p) })),
+  ...GRID15.map((p) => ({ name: `crop50+b1.5+j80@${at(p)}`, family: 'chain x15', fn: chain(crop(0.5, p), brightness(1.5), jpeg(80)) })),
+  ...[0.75, 0.8, 0.85, 0.9, 0.95, 0.98, 1.02, 1.05, 1.1, 1.15, 1.2, 1.25].map((f) => ({ name: `aspect${f}`, family: 'aspect x12', fn: aspect(f) })),
 ];

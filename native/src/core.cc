@@ -260,22 +260,29 @@ struct Sync {
     fft.TwoD(specRe.data(), specIm.data(), -1, tre.data(), tim.data());
   }
   // Correlates two real folds at once: with Z = FFT(a + i b), IFFT(S(k) Z(-k)) = corr_a + i corr_b.
+  // The same transforms as TwoD on a copy of the folds, without its copies: the folds are transposed
+  // straight into the row pass, and the product is written transposed, ready for the inverse row pass.
   void Correlate(const double* a, const double* b, Peak& pa, Peak& pb) {
-    std::copy(a, a + N2, re.begin());
-    if (b) std::copy(b, b + N2, im.begin());
-    else std::fill(im.begin(), im.end(), 0.0);
-    fft.TwoD(re.data(), im.data(), -1, tre.data(), tim.data());
+    Fft<N>::Transpose(a, tre.data());
+    if (b) Fft<N>::Transpose(b, tim.data());
+    else std::fill(tim.begin(), tim.end(), 0.0);
+    fft.Columns(tre.data(), tim.data(), -1);  // the rows of the folds
+    Fft<N>::Transpose(tre.data(), re.data());
+    Fft<N>::Transpose(tim.data(), im.data());
+    fft.Columns(re.data(), im.data(), -1);
+    // tre/tim receive the product transposed: (u, v) holds bin (v, u).
     for (int v = 0; v < N; v++) {
       const int nv = (N - v) & M;
       for (int u = 0; u < N; u++) {
-        const int i = v * N + u, j = nv * N + ((N - u) & M);
-        tre[i] = re[j] * specRe[i] - im[j] * specIm[i];
-        tim[i] = re[j] * specIm[i] + im[j] * specRe[i];
+        const int i = v * N + u, j = nv * N + ((N - u) & M), t = u * N + v;
+        tre[t] = re[j] * specRe[i] - im[j] * specIm[i];
+        tim[t] = re[j] * specIm[i] + im[j] * specRe[i];
       }
     }
-    std::copy(tre.begin(), tre.end(), re.begin());
-    std::copy(tim.begin(), tim.end(), im.begin());
-    fft.TwoD(re.data(), im.data(), 1, tre.data(), tim.data());
+    fft.Columns(tre.data(), tim.data(), 1);  // the rows of the product
+    Fft<N>::Transpose(tre.data(), re.data());
+    Fft<N>::Transpose(tim.data(), im.data());
+    fft.Columns(re.data(), im.data(), 1);
     pa = PeakOf(re.data());
     if (b) pb = PeakOf(im.data());
   }

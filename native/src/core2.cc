@@ -71,61 +71,10 @@ const Twiddles& TwiddlesFor(int n, int sign) {
   return cache.emplace(key, std::move(t)).first->second;
 }
 
-// In-place radix-2 FFT on strided data (the algorithm of fft.ts).
-OPTMARK_CLONES
-void Fft1d(double* re, double* im, int sign, size_t offset, size_t stride, int n) {
-  for (int i = 1, j = 0; i < n; i++) {
-    int bit = n >> 1;
-    for (; j & bit; bit >>= 1) j ^= bit;
-    j ^= bit;
-    if (i < j) {
-      const size_t a = offset + size_t(i) * stride, b = offset + size_t(j) * stride;
-      std::swap(re[a], re[b]);
-      std::swap(im[a], im[b]);
-    }
-  }
-  const Twiddles& tw = TwiddlesFor(n, sign);
-  const double* twr = tw.wr.data();
-  const double* twi = tw.wi.data();
-  for (int len = 2; len <= n; len <<= 1) {
-    const int half = len >> 1;
-    for (int k = 0; k < half; k++) {
-      const double wr = twr[k], wi = twi[k];
-      for (int i = k; i < n; i += len) {
-        const size_t a = offset + size_t(i) * stride, b = offset + size_t(i + half) * stride;
-        const double xr = re[b] * wr - im[b] * wi;
-        const double xi = re[b] * wi + im[b] * wr;
-        re[b] = re[a] - xr;
-        im[b] = im[a] - xi;
-        re[a] = re[a] + xr;
-        im[a] = im[a] + xi;
-      }
-    }
-    twr += half;
-    twi += half;
-  }
-}
-
-void Fft2dRect(double* re, double* im, int nx, int ny, int sign) {
-  for (int r = 0; r < ny; r++) Fft1d(re, im, sign, size_t(r) * nx, 1, nx);
-  // Columns through a transpose (contiguous rows); the arithmetic is the same as the strided transform.
-  std::vector<double> tr(size_t(nx) * ny), ti(size_t(nx) * ny);
-  for (int y = 0; y < ny; y++)
-    for (int x = 0; x < nx; x++) {
-      tr[size_t(x) * ny + y] = re[size_t(y) * nx + x];
-      ti[size_t(x) * ny + y] = im[size_t(y) * nx + x];
-    }
-  for (int c = 0; c < nx; c++) Fft1d(tr.data(), ti.data(), sign, size_t(c) * ny, 1, ny);
-  for (int y = 0; y < ny; y++)
-    for (int x = 0; x < nx; x++) {
-      re[size_t(y) * nx + x] = tr[size_t(x) * ny + y];
-      im[size_t(y) * nx + x] = ti[size_t(x) * ny + y];
-    }
-}
-
 // Column transforms of an nx x ny row-major array, all columns at once (rows of butterflies, so the inner
-// loop runs along contiguous memory); per element the same operations in the same order as Fft1d. NX > 0
-// fixes the width at compile time (FftRealRows' 16-row blocks: the inner loop is then unrolled).
+// loop runs along contiguous memory); per element the same operations in the same order as fft1d in
+// fft.ts. NX > 0 fixes the width at compile time (HalfSpectrumRows' 16-pair blocks: the inner loop is then
+// unrolled).
 template <int NX>
 inline __attribute__((always_inline)) void FftColumnsOf(double* __restrict re, double* __restrict im, int width, int ny, int sign) {
   const int nx = NX > 0 ? NX : width;
@@ -168,6 +117,28 @@ inline __attribute__((always_inline)) void FftColumnsOf(double* __restrict re, d
 OPTMARK_CLONES
 void FftColumns(double* __restrict re, double* __restrict im, int nx, int ny, int sign) { FftColumnsOf<0>(re, im, nx, ny, sign); }
 
+// 2-D transform of an nx x ny row-major array, rows then columns. The rows go through a transpose and the
+// column kernel (per element the same butterflies as fft1d, vectorised across the rows), so the result is
+// bitwise that of fft1d on every row, then on every column (fft2d in fft.ts).
+void Fft2dRect(double* re, double* im, int nx, int ny, int sign) {
+  thread_local std::vector<double> tr, ti;
+  const size_t n = size_t(nx) * ny;
+  tr.resize(n);
+  ti.resize(n);
+  for (int y = 0; y < ny; y++)
+    for (int x = 0; x < nx; x++) {
+      tr[size_t(x) * ny + y] = re[size_t(y) * nx + x];
+      ti[size_t(x) * ny + y] = im[size_t(y) * nx + x];
+    }
+  FftColumns(tr.data(), ti.data(), ny, nx, sign);
+  for (int y = 0; y < ny; y++)
+    for (int x = 0; x < nx; x++) {
+      re[size_t(y) * nx + x] = tr[size_t(x) * ny + y];
+      im[size_t(y) * nx + x] = ti[size_t(x) * ny + y];
+    }
+  FftColumns(re, im, nx, ny, sign);
+}
+
 constexpr int kRowBlock = 16;
 
 OPTMARK_CLONES
@@ -179,27 +150,45 @@ struct Spectrum {
   std::vector<float> fine, coarse;
 };
 
-// Row transforms of the first h rows of an nx-wide complex array whose imaginary part is zero, sixteen
-// rows at a time: interleaved into a small block, transformed there as columns (FftColumns: per element the
-// same butterflies as Fft1d, vectorised across the sixteen rows), and written back.
-void FftRealRows(double* re, double* im, int nx, int h, int sign, std::vector<double>& br, std::vector<double>& bi) {
+// Half spectra (bins 0 .. nx/2) of the rows of the windowed picture (row y: x's row times wy[y] wx[i], zero
+// past w), two rows per complex transform: with Z = FFT(a + i b), A(k) = (Z(k) + conj Z(-k)) / 2 and
+// B(k) = (Z(k) - conj Z(-k)) / 2i. Sixteen row pairs at a time: interleaved into a small block, transformed
+// there as columns (per element the same butterflies as fft1d, vectorised across the sixteen pairs), split
+// into the hw = nx/2 + 1 wide rows of re and im (rows from h on untouched). The same operations as
+// halfSpectrumRows in reference-v2.ts.
+void HalfSpectrumRows(const float* x, int w, int h, const double* wy, const double* wx, int nx, double* re, double* im, std::vector<double>& br,
+                      std::vector<double>& bi) {
   constexpr int R = kRowBlock;
+  const int hw = nx / 2 + 1;
   br.resize(size_t(nx) * R);
   bi.resize(size_t(nx) * R);
-  for (int r0 = 0; r0 < h; r0 += R) {
-    const int rr = std::min(R, h - r0);
+  for (int y0 = 0; y0 < h; y0 += 2 * R) {
     for (int r = 0; r < R; r++) {
-      const double* src = r < rr ? re + size_t(r0 + r) * nx : nullptr;
-      for (int k = 0; k < nx; k++) br[size_t(k) * R + r] = src ? src[k] : 0.0;
+      const int ya = y0 + 2 * r, yb = ya + 1;
+      const int wa = ya < h ? w : 0, wb = yb < h ? w : 0;
+      const float* xa = x + size_t(ya) * w;
+      const float* xb = x + size_t(yb) * w;
+      for (int k = 0; k < wa; k++) br[size_t(k) * R + r] = double(xa[k]) * wy[ya] * wx[k];
+      for (int k = wa; k < nx; k++) br[size_t(k) * R + r] = 0.0;
+      for (int k = 0; k < wb; k++) bi[size_t(k) * R + r] = double(xb[k]) * wy[yb] * wx[k];
+      for (int k = wb; k < nx; k++) bi[size_t(k) * R + r] = 0.0;
     }
-    std::fill(bi.begin(), bi.end(), 0.0);
-    FftColumnsBlock(br.data(), bi.data(), nx, sign);
-    for (int r = 0; r < rr; r++) {
-      double* dr = re + size_t(r0 + r) * nx;
-      double* di = im + size_t(r0 + r) * nx;
-      for (int k = 0; k < nx; k++) {
-        dr[k] = br[size_t(k) * R + r];
-        di[k] = bi[size_t(k) * R + r];
+    FftColumnsBlock(br.data(), bi.data(), nx, -1);
+    for (int r = 0; r < R; r++) {
+      const int ya = y0 + 2 * r, yb = ya + 1;
+      if (ya >= h) break;
+      double* ar = re + size_t(ya) * hw;
+      double* ai = im + size_t(ya) * hw;
+      double* cr = re + size_t(yb) * hw;
+      double* ci = im + size_t(yb) * hw;
+      for (int k = 0; k < hw; k++) {
+        const size_t p = size_t(k) * R + r, q = size_t((nx - k) & (nx - 1)) * R + r;
+        ar[k] = 0.5 * (br[p] + br[q]);
+        ai[k] = 0.5 * (bi[p] - bi[q]);
+        if (yb < h) {
+          cr[k] = 0.5 * (bi[p] + bi[q]);
+          ci[k] = 0.5 * (br[q] - br[p]);
+        }
       }
     }
   }
@@ -245,27 +234,26 @@ void WhitenedSpectrum(Spectrum& sp, const float* x, int w, int h, bool notchGrid
   sp.ny = ny;
   sp.notch = notchGrid;
   const size_t n = size_t(nx) * ny;
+  // The picture is real: only the half spectrum (columns 0 .. nx/2) is transformed, the other half of the
+  // power is its mirror, |X(-u, -v)| = |X(u, v)|.
+  const int hw = nx / 2 + 1;
+  const size_t nh = size_t(hw) * ny;
   thread_local SpectrumScratch S;
-  S.re.resize(n);
-  S.im.resize(n);
+  S.re.resize(nh);
+  S.im.resize(nh);
   double* re = S.re.data();
   double* im = S.im.data();
-  // Zero padding only: the image's rows are written below (re) and by the row transforms (re, im).
-  for (int y = 0; y < h; y++) std::fill(re + size_t(y) * nx + w, re + size_t(y + 1) * nx, 0.0);
-  std::fill(re + size_t(h) * nx, re + n, 0.0);
-  std::fill(im + size_t(h) * nx, im + n, 0.0);
+  std::fill(re + size_t(h) * hw, re + nh, 0.0);
+  std::fill(im + size_t(h) * hw, im + nh, 0.0);
   const int tx = std::max(1, int(JsRound(w / 10.0)));
   const int ty = std::max(1, int(JsRound(h / 10.0)));
   auto taper = [](int d, int t) { return d >= t ? 1.0 : 0.5 - 0.5 * std::cos(M_PI * (d + 0.5) / t); };
-  std::vector<double> wx(w);
+  std::vector<double> wx(w), wy(h);
   for (int i = 0; i < w; i++) wx[i] = taper(std::min(i, w - 1 - i), tx);
-  for (int y = 0; y < h; y++) {
-    const double wy = taper(std::min(y, h - 1 - y), ty);
-    for (int i = 0; i < w; i++) re[size_t(y) * nx + i] = double(x[size_t(y) * w + i]) * wy * wx[i];
-  }
+  for (int y = 0; y < h; y++) wy[y] = taper(std::min(y, h - 1 - y), ty);
   // Rows past the image are zero and stay zero: only the image's rows are transformed.
-  FftRealRows(re, im, nx, h, -1, S.tr, S.ti);
-  FftColumns(re, im, nx, ny, -1);
+  HalfSpectrumRows(x, w, h, wy.data(), wx.data(), nx, re, im, S.tr, S.ti);
+  FftColumns(re, im, hw, ny, -1);
   thread_local std::map<int, ValidMask> masks;
   const int vkey = (nx * 4096 + ny) * 2 + (notchGrid ? 1 : 0);
   auto vit = masks.find(vkey);
@@ -324,7 +312,15 @@ void WhitenedSpectrum(Spectrum& sp, const float* x, int w, int h, bool notchGrid
   }
   const float* valid = vit->second.valid.data();
   const float* vs = vit->second.sums.data();
-  for (size_t i = 0; i < n; i++) pw[i] = valid[i] != 0 ? float(re[i] * re[i] + im[i] * im[i]) : 0.0f;
+  for (int v = 0; v < ny; v++) {
+    const size_t row = size_t(v) * nx;
+    const double* hr = re + size_t(v) * hw;
+    const double* hi = im + size_t(v) * hw;
+    for (int u = 0; u < hw; u++) pw[row + u] = valid[row + u] != 0 ? float(hr[u] * hr[u] + hi[u] * hi[u]) : 0.0f;
+    const double* mr = re + size_t((ny - v) & (ny - 1)) * hw;
+    const double* mi = im + size_t((ny - v) & (ny - 1)) * hw;
+    for (int u = hw; u < nx; u++) pw[row + u] = valid[row + u] != 0 ? float(mr[nx - u] * mr[nx - u] + mi[nx - u] * mi[nx - u]) : 0.0f;
+  }
   float* ps = S.box.data();
   boxSum(pw, ps);
   for (size_t i = 0; i < n; i++) {

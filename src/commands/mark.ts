@@ -12,6 +12,7 @@ import { availableParallelism } from 'node:os';
 import type { Found } from '../batch/sources.js';
 import type { FileJob, FileOutcome } from '../batch/work.js';
 import { loadConfig } from '../config.js';
+import { batchFilesProblem } from '../named-files.js';
 import { exitWith, positiveWholeNumber, UsageError } from './args.js';
 
 export interface MarkOptions {
@@ -88,6 +89,11 @@ export async function runMark(opts: MarkOptions): Promise<number> {
       return 1;
     }
     config = shared;
+  }
+  const problem = await batchFilesProblem(config, { fingerprint: opts.fingerprint, c2pa: true });
+  if (problem !== undefined) {
+    process.stderr.write(`optmark mark: ${problem}\n`);
+    return 1;
   }
   const plan = (found: Found): FileJob | FileOutcome => {
     if (opts.inPlace) {

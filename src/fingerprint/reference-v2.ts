@@ -114,12 +114,6 @@ function nextPow2(n: number): number {
   return p;
 }
 
-/** 2-D FFT of an nx x ny row-major array (rows, then columns). */
-function fft2dRect(re: Float64Array, im: Float64Array, nx: number, ny: number, sign: 1 | -1): void {
-  for (let r = 0; r < ny; r++) fft1d(re, im, sign, r * nx, 1, nx);
-  for (let c = 0; c < nx; c++) fft1d(re, im, sign, c, nx, ny);
-}
-
 /**
  * Whitened power spectrum of a prefiltered image for the lattice search: windowed (cosine taper), padded
  * to powers of two, each bin divided by the mean power at its radius, clipped at SPEC_CLIP and shifted by
@@ -155,19 +149,50 @@ const WHITEN_BOX = 17;
 /** Template peaks this close (bins) to a notched grid line are left out of the comb score. */
 const GRID_SKIP = 2;
 
+/**
+ * Half spectra (bins 0 .. nx/2, rows hw = nx/2 + 1 wide) of the rows of the windowed picture, two rows per
+ * complex transform: with Z = FFT(a + i b), A(k) = (Z(k) + conj Z(-k)) / 2 and B(k) = (Z(k) - conj Z(-k)) / 2i.
+ */
+function halfSpectrumRows(x: Float32Array, w: number, h: number, wy: Float64Array, wx: Float64Array, nx: number, re: Float64Array, im: Float64Array): void {
+  const hw = nx / 2 + 1;
+  const zr = new Float64Array(nx);
+  const zi = new Float64Array(nx);
+  for (let ya = 0; ya < h; ya += 2) {
+    const yb = ya + 1;
+    zr.fill(0);
+    zi.fill(0);
+    for (let k = 0; k < w; k++) {
+      zr[k] = x[ya * w + k]! * wy[ya]! * wx[k]!;
+      if (yb < h) zi[k] = x[yb * w + k]! * wy[yb]! * wx[k]!;
+    }
+    fft1d(zr, zi, -1);
+    for (let k = 0; k < hw; k++) {
+      const q = (nx - k) & (nx - 1);
+      re[ya * hw + k] = 0.5 * (zr[k]! + zr[q]!);
+      im[ya * hw + k] = 0.5 * (zi[k]! - zi[q]!);
+      if (yb < h) {
+        re[yb * hw + k] = 0.5 * (zi[k]! + zi[q]!);
+        im[yb * hw + k] = 0.5 * (zr[q]! - zr[k]!);
+      }
+    }
+  }
+}
+
 export function whitenedSpectrum(x: Float32Array, w: number, h: number, notchGrid: boolean): Spectrum {
   const nx = nextPow2(w);
   const ny = nextPow2(h);
-  const re = new Float64Array(nx * ny);
-  const im = new Float64Array(nx * ny);
+  // The picture is real: only the half spectrum (columns 0 .. nx/2) is transformed; the other half of the
+  // power is its mirror, |X(-u, -v)| = |X(u, v)|.
+  const hw = nx / 2 + 1;
+  const re = new Float64Array(hw * ny);
+  const im = new Float64Array(hw * ny);
   const tx = Math.max(1, Math.round(w / 10));
   const ty = Math.max(1, Math.round(h / 10));
   const taper = (d: number, t: number): number => (d >= t ? 1 : 0.5 - 0.5 * Math.cos((Math.PI * (d + 0.5)) / t));
-  for (let y = 0; y < h; y++) {
-    const wy = taper(Math.min(y, h - 1 - y), ty);
-    for (let i = 0; i < w; i++) re[y * nx + i] = x[y * w + i]! * wy * taper(Math.min(i, w - 1 - i), tx);
-  }
-  fft2dRect(re, im, nx, ny, -1);
+  const wx = Float64Array.from({ length: w }, (_, i) => taper(Math.min(i, w - 1 - i), tx));
+  const wy = Float64Array.from({ length: h }, (_, y) => taper(Math.min(y, h - 1 - y), ty));
+  halfSpectrumRows(x, w, h, wy, wx, nx, re, im);
+  for (let u = 0; u < hw; u++) fft1d(re, im, -1, u, hw, ny);
   const gx = nx / 8;
   const gy = ny / 8;
   const pw = new Float32Array(nx * ny);
@@ -182,7 +207,9 @@ export function whitenedSpectrum(x: Float32Array, w: number, h: number, notchGri
       const gridLine = notchGrid && (Math.min(du, gx - du) <= 1 || Math.min(dv, gy - dv) <= 1);
       const rr = Math.sqrt((fu / nx) ** 2 + (fv / ny) ** 2);
       if (Math.abs(fu) <= 1 || Math.abs(fv) <= 1 || gridLine || rr < 0.01) continue;
-      pw[i] = re[i]! * re[i]! + im[i]! * im[i]!;
+      // Bins past nx/2 from their mirror (-u, -v).
+      const j = u < hw ? v * hw + u : ((ny - v) & (ny - 1)) * hw + (nx - u);
+      pw[i] = re[j]! * re[j]! + im[j]! * im[j]!;
       valid[i] = 1;
     }
   }

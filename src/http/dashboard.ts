@@ -251,18 +251,24 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
     handleApi(deps, 'protect', res, req, extension);
   });
 
+  // Every GET route answers HEAD too (getAndHead).
   for (const [path, allow] of [
-    ['/api/v1/dashboard/account', 'GET'],
+    ['/', 'GET, HEAD'],
+    ['/index.html', 'GET, HEAD'],
+    ['/assets/*', 'GET, HEAD'],
+    ['/api/v1/dashboard/account', 'GET, HEAD'],
     ['/api/v1/dashboard/batches', 'POST'],
-    ['/api/v1/dashboard/batches/:id', 'GET'],
+    ['/api/v1/dashboard/batches/:id', 'GET, HEAD'],
     ['/api/v1/dashboard/batches/:id/images', 'POST'],
-    ['/api/v1/dashboard/batches/:id/receipt', 'GET'],
-    ['/api/v1/dashboard/records', 'GET'],
-    ['/api/v1/dashboard/records/export', 'GET'],
+    ['/api/v1/dashboard/batches/:id/receipt', 'GET, HEAD'],
+    ['/api/v1/dashboard/records', 'GET, HEAD'],
+    ['/api/v1/dashboard/records/export', 'GET, HEAD'],
   ] as const) {
+    const route = path === '/' || path === '/index.html' ? '/' : path === '/assets/*' ? '/assets' : path;
+    const shown = path === '/assets/*' ? '/assets/' : path;
     app.any(path, (res, req) => {
-      const ex = exchangeOf(res, req, path);
-      void ex.error('method_not_allowed', `${path} accepts ${allow} only.`, { Allow: allow }).then(() => observe(deps, ex));
+      const ex = exchangeOf(res, req, route);
+      void ex.error('method_not_allowed', `${shown} accepts ${allow.replace(', ', ' and ')} only.`, { Allow: allow }).then(() => observe(deps, ex));
     });
   }
 

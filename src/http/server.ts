@@ -125,6 +125,12 @@ export class HttpServer {
     getAndHead(app, '/api/v1/openapi.json', (res, req) =>
       this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })),
     );
+    // A known route with another method is 405 with Allow (README: "wrong method"), not "No route".
+    for (const path of ['/healthz', '/readyz', '/metrics', '/api/v1/openapi.json']) {
+      app.any(path, (res, req) =>
+        this.#simple(res, req, path, (ex) => ex.error('method_not_allowed', `${path} accepts GET and HEAD only.`, { Allow: 'GET, HEAD' })),
+      );
+    }
     app.any('/*', (res, req) =>
       this.#simple(res, req, 'other', (ex) => ex.error('not_found', `No route for ${req.getMethod().toUpperCase()} ${req.getUrl()}.`)),
     );

@@ -2,8 +2,8 @@
  * Uploads still arriving, watched so that slow bodies cannot hold the in-flight budget (issue #20.5):
  *
  * - one account's keys together, and one client address, may hold at most a set share of the budget in
- *   bodies still arriving (OPTMARK_MAX_ARRIVING_BYTES_PER_CLIENT, per-address one can be switched off
- *   behind a proxy); past it, 503 + Retry-After for that client only;
+ *   bodies still arriving (OPTMARK_MAX_ARRIVING_BYTES_PER_ACCOUNT and _PER_ADDRESS; the per-address one
+ *   can be switched off behind a proxy); past it, 503 + Retry-After for that client only;
  * - a body must arrive at OPTMARK_MIN_UPLOAD_BYTES_PER_SECOND on average, counted from the end of a grace
  *   period after its headers; a slower one is answered 408 `upload_too_slow` and its connection closed.
  *

@@ -153,13 +153,20 @@ export class TestServer {
     return server;
   }
 
-  /** Runs `serve` without waiting for readiness: for starts that are meant to fail. */
+  /**
+   * Runs `serve` without waiting for readiness: for starts that are meant to fail. A start that succeeds
+   * anyway is killed once it logs that it listens (code null, the log in `output`), not left running.
+   */
   static async spawnOnce(env: Record<string, string>): Promise<{ code: number | null; output: string }> {
     requireBuild();
     const dataDir = mkdtempSync(join(tmpdir(), 'optmark-http-'));
     try {
       const server = new TestServer(dataDir, env, true);
       server.#spawn(await freePort());
+      const proc = server.proc!;
+      proc.stdout!.on('data', () => {
+        if (server.output.includes('"msg":"listening"')) proc.kill('SIGKILL');
+      });
       const { code } = await server.exited;
       return { code, output: server.output };
     } finally {

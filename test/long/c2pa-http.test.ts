@@ -81,6 +81,7 @@ describe('the signing identity at start', () => {
   it('a key file without its chain stops the start with a message naming both settings', async () => {
     const { code, output } = await TestServer.spawnOnce({ OPTMARK_C2PA_KEY_FILE: '/nonexistent/c2pa-key.pem' });
     expect(code).not.toBe(0);
-    expect(output).toContain('OPTMARK_C2PA_CERT_FILE and OPTMARK_C2PA_KEY_FILE go together');
+    expect(output).toContain('configuration error: OPTMARK_C2PA_KEY_FILE: set, but OPTMARK_C2PA_CERT_FILE is not: set both or neither');
+    expect(code).toBe(78);
   }, 60_000);
 });

@@ -1,0 +1,68 @@
+/**
+ * The key and secret files an operator names in the configuration (OPTMARK_SIGNING_KEY_FILE,
+ * OPTMARK_FINGERPRINT_SECRET_FILE; the C2PA pair is loaded by main.ts): `serve` loads each one at start,
+ * so that a path that does not exist, a directory or a file that does not parse stops the start with a
+ * configuration error naming its variable, instead of failing every request that needs it (a verify
+ * answered 503 "retry shortly" for as long as the server runs).
+ */
+import { type Config, ConfigError } from './config.js';
+import { fileErrorReason } from './datadir.js';
+import { loadFingerprintSecret } from './fingerprint/secret.js';
+
+/** Loads the files the configuration names; throws a ConfigError for the first one that does not load. */
+export async function loadNamedFiles(config: Config): Promise<void> {
+  if (config.signingKeyFile !== undefined) {
+    const file = config.signingKeyFile;
+    const { loadSigningKey } = await import('./provenance/index.js');
+    await loadSigningKey({ dataDir: config.dataDir, file }).catch((err: unknown) => {
+      throw namedFileError('OPTMARK_SIGNING_KEY_FILE', file, err);
+    });
+  }
+  if (config.fingerprintSecretFile !== undefined) {
+    const file = config.fingerprintSecretFile;
+    await loadFingerprintSecret({ dataDir: config.dataDir, file }).catch((err: unknown) => {
+      throw namedFileError('OPTMARK_FINGERPRINT_SECRET_FILE', file, err);
+    });
+  }
+}
+
+/**
+ * A failure to load the file `variable` names, as a configuration error: the message without the
+ * variable's name when it starts with it (the error then names it once), and with the path when a
+ * file system error leaves it out ("EISDIR: illegal operation on a directory, read").
+ */
+export function namedFileError(variable: string, file: string, err: unknown): ConfigError {
+  const e = err as NodeJS.ErrnoException | undefined;
+  let text = err instanceof Error ? err.message : String(err);
+  const reason = fileErrorReason(e?.code);
+  if (/^E[A-Z]+$/.test(e?.code ?? '') && !text.includes(file)) text = `cannot read ${file}: ${reason ?? text}`;
+  const named = /^(OPTMARK_[A-Z0-9_]+(?:\/OPTMARK_[A-Z0-9_]+)?)(?::\s*|\s+)/.exec(text);
+  if (named) return new ConfigError(named[1]!, text.slice(named[0].length));
+  return new ConfigError(variable, text);
+}
+
+/**
+ * For `optmark mark` and `optmark verify`: the fingerprint secret (when the run embeds or detects) and a
+ * configured C2PA identity (when it marks with OPTMARK_C2PA=update), loaded once before any file, so that a
+ * missing or broken one is one message instead of the same failure for every file. Resolves to that
+ * message, or undefined when they load.
+ */
+export async function batchFilesProblem(config: Config, needs: { fingerprint: boolean; c2pa: boolean }): Promise<string | undefined> {
+  const { dataDir, fingerprintSecretFile: secretFile, c2paCertFile: certFile, c2paKeyFile: keyFile } = config;
+  try {
+    if (needs.fingerprint) {
+      await loadFingerprintSecret({ dataDir, file: secretFile }).catch((err: unknown) => {
+        throw secretFile === undefined ? err : namedFileError('OPTMARK_FINGERPRINT_SECRET_FILE', secretFile, err);
+      });
+    }
+    if (needs.c2pa && config.c2paMode === 'update' && certFile !== undefined) {
+      const { loadC2paIdentity } = await import('./c2pa/identity.js');
+      await loadC2paIdentity({ dataDir, certFile, keyFile }).catch((err: unknown) => {
+        throw namedFileError('OPTMARK_C2PA_CERT_FILE', certFile, err);
+      });
+    }
+  } catch (err) {
+    return err instanceof Error ? err.message : String(err);
+  }
+  return undefined;
+}
