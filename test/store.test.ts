@@ -454,12 +454,18 @@ describe.each(ENGINES)('store on %s', (engine) => {
   });
 
   describe('reservations of dead instances', () => {
-    it('units held by an instance whose lease ran out are given back once; its commit then fails, its refund gives nothing twice', async () => {
+    /** Two instances on one store, and an account with a protect limit of 10. */
+    async function twoInstances() {
       const dir = h.tempDir();
       const stalled = await openStore(dir);
       const other = await openStore(dir);
       const { id, name } = await stalled.createAccount('acme', 'pro');
       await stalled.setLimits(name, { protect: 10 });
+      return { stalled, other, id, name };
+    }
+
+    it('units held by an instance whose lease ran out are given back once; its commit then fails, its refund gives nothing twice', async () => {
+      const { stalled, other, id, name } = await twoInstances();
       const held = [await stalled.reserve(id, 'protect'), await stalled.reserve(id, 'protect'), await stalled.reserve(id, 'protect')];
       const done = await stalled.reserve(id, 'protect');
       if (!done.ok) throw new Error('reserve failed');
@@ -483,11 +489,7 @@ describe.each(ENGINES)('store on %s', (engine) => {
       // Holds were a count per owner and counter: after the instance took its lease back and reserved again,
       // the lost reservation's commit took the newer one's unit (answered, not counted) and the newer one
       // failed reservation_lost (counted, not answered).
-      const dir = h.tempDir();
-      const stalled = await openStore(dir);
-      const other = await openStore(dir);
-      const { id, name } = await stalled.createAccount('acme', 'pro');
-      await stalled.setLimits(name, { protect: 10 });
+      const { stalled, other, id, name } = await twoInstances();
       const lost = await stalled.reserve(id, 'protect');
       if (!lost.ok) throw new Error('reserve failed');
       expect(await other.reconcile(new Date(Date.now() + LEASE_MS + 1000))).toBe(1);
