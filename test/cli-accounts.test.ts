@@ -61,6 +61,11 @@ describe('operator commands', async () => {
   it('create an account, set limits, issue, list and revoke keys, report usage', async () => {
     expect(await ok('account', 'create', 'acme', '--plan', 'pro')).toContain('acme');
     expect(await ok('account', 'set-limits', 'acme', '--protect', '10', '--verify', '15')).toMatch(/10 protects and 15 verifies/);
+    // Regression: "default" (follow the configured default again) was refused as "a limit must be a whole
+    // number from 0 to 2147483648, got " (commander turned the parser's null into '').
+    expect(await ok('account', 'set-limits', 'acme', '--protect', 'default')).toMatch(/10000 protects and 15 verifies/);
+    expect(await ok('account', 'set-limits', 'acme', '--protect', '7', '--verify', 'default')).toMatch(/7 protects and 50000 verifies/);
+    expect(await ok('account', 'set-limits', 'acme', '--protect', '10', '--verify', '15')).toMatch(/10 protects and 15 verifies/);
 
     // The binary: standard output is the key alone (scripts take it), the note goes to stderr.
     const issued = optmarkBinary('key', 'issue', 'acme');

@@ -13,8 +13,8 @@ import { decideV2, jpegGridAtOwnSize } from '../src/fingerprint/detect.js';
 import { detectFingerprint, embedFingerprint, fingerprintEngine } from '../src/fingerprint/index.js';
 import { runCore2 } from '../src/fingerprint/native.js';
 import { keyTileV2For } from '../src/fingerprint/pattern-v2.js';
-import { CORE2_PARAMS, FPR, FPR_PER_SCHEME, V2_SHARE_MAIN, V2_SHARE_PHASES, V2_SHARE_SECOND } from '../src/fingerprint/params.js';
-import { detectCore2 } from '../src/fingerprint/reference-v2.js';
+import { CORE2_PARAMS, FPR, FPR_PER_SCHEME, V2_RUNNERS, V2_SHARE_MAIN, V2_SHARE_PHASES, V2_SHARE_RUNNERS, V2_SHARE_SECOND } from '../src/fingerprint/params.js';
+import { type Core2Output, detectCore2 } from '../src/fingerprint/reference-v2.js';
 import { cellTest } from '../src/fingerprint/stats.js';
 import { expectFoundAfter, psnr, texturedImage } from './helpers/fingerprint.js';
 
@@ -79,6 +79,23 @@ describe('fingerprint v2 on a synthetic photo', async () => {
     expect(r2.refinedSyncZ).toBeGreaterThan(r2.syncZ);
     expect(cellTest(r2.refinedCells).pValue).toBeLessThanOrEqual(FPR_PER_SCHEME * V2_SHARE_SECOND);
     expect(cellTest(s2.refinedCells).pValue).toBeGreaterThan(1e-3);
+    // When the refinement runs (forced from any sync z) the second look counts the unrefined lattice: the
+    // search's own best, the same whichever C is used.
+    const refined = { ...CORE2_PARAMS, refineZ: -Infinity };
+    const r3 = detectCore2({ ...input, params: refined });
+    const s3 = detectCore2({ ...input, c: keyTileV2For(OTHER).c, params: refined });
+    expect(r3.refinedCells.length).toBe(256);
+    expect(r3.refinedSyncZ).toBeLessThan(r3.syncZ);
+    expect([s3.refinedSyncZ, s3.syncZ, Array.from(s3.lattice)]).toEqual([r3.refinedSyncZ, r3.syncZ, Array.from(r3.lattice)]);
+    // The runner-up alignments (forced: from any sync z, and the search counted as uncertain) are the
+    // same peaks whichever C is used; only their cells differ.
+    const uncertain = { ...CORE2_PARAMS, refineZ: Infinity, secondT: Infinity, runnerZ: -Infinity };
+    const r4 = detectCore2({ ...input, params: uncertain });
+    const s4 = detectCore2({ ...input, c: keyTileV2For(OTHER).c, params: uncertain });
+    expect(r4.runnerCells.length).toBe(V2_RUNNERS * 256);
+    expect(r4.runnerZ.every((z) => z > 0 && z < r4.syncZ)).toBe(true);
+    expect(Array.from(s4.runnerZ)).toEqual(Array.from(r4.runnerZ));
+    expect(Array.from(s4.runnerCells)).not.toEqual(Array.from(r4.runnerCells));
   });
 });
 
@@ -92,8 +109,17 @@ describe('fingerprint v2 decision', () => {
     return out;
   };
 
-  it('splits version 2 budget over the main test, the 15 other tile phases and the second look', () => {
-    expect(V2_SHARE_MAIN + V2_SHARE_PHASES + V2_SHARE_SECOND).toBeCloseTo(1, 12);
+  const runners = (at: number): Float64Array => {
+    const out = new Float64Array(V2_RUNNERS * 256);
+    for (let r = 0; r < V2_RUNNERS; r++) out.set(r === at ? mark : noise, r * 256);
+    return out;
+  };
+
+  it('splits version 2 budget over the main test, the 15 other tile phases, the second look and the runner-ups', () => {
+    expect(V2_SHARE_MAIN + V2_SHARE_PHASES + V2_SHARE_SECOND + V2_SHARE_RUNNERS).toBeCloseTo(1, 12);
+    expect(decideV2({ cells: noise, phaseCells: phases(-1), refinedCells: noise, runnerCells: runners(-1) }).present).toBe(false);
+    // A runner-up alignment (the next distinct peak of an uncertain sync search) that carries the mark.
+    expect(decideV2({ cells: noise, runnerCells: runners(V2_RUNNERS - 1) })).toMatchObject({ present: true, t: cellTest(mark).t });
     expect(decideV2({ cells: noise }).present).toBe(false);
     expect(decideV2({ cells: mark }).present).toBe(true);
     expect(decideV2({ cells: noise, phaseCells: phases(-1), refinedCells: noise }).present).toBe(false);
@@ -113,6 +139,11 @@ describe('fingerprint v2 decision', () => {
     const asPhase = new Float64Array(15 * 256);
     for (let q = 0; q < 15; q++) asPhase.set(q === 3 ? mid : noise, q * 256);
     expect(decideV2({ cells: noise, phaseCells: asPhase }).present).toBe(false);
+    // A runner-up is held to V2_SHARE_RUNNERS / V2_RUNNERS, counted or not: the main test's T does not do.
+    expect(p).toBeGreaterThan((FPR_PER_SCHEME * V2_SHARE_RUNNERS) / V2_RUNNERS);
+    const asRunner = new Float64Array(V2_RUNNERS * 256);
+    asRunner.set(mid, 0);
+    expect(decideV2({ cells: noise, runnerCells: asRunner }).present).toBe(false);
   });
 });
 
@@ -150,6 +181,7 @@ describe('fingerprint v2 engines', async () => {
       expect(cellTest(n.out.cells).k).toBe(cellTest(r.out.cells).k);
       expect([n.out.phaseCells.length, n.out.refinedCells.length]).toEqual([r.out.phaseCells.length, r.out.refinedCells.length]);
       for (let i = 0; i < r.out.phaseCells.length; i++) expect(Math.abs(n.out.phaseCells[i]! - r.out.phaseCells[i]!)).toBeLessThan(1e-4 * big);
+      expectSameRunners(n.out, r.out);
     }
     // The second look (forced: no gated refinement, no count gate) on the crop.
     const crop50 = await crop(0.5, { x: 1, y: 1 })(marked, rng);
@@ -163,8 +195,28 @@ describe('fingerprint v2 engines', async () => {
     expect(Math.abs(n.refinedSyncZ - r.refinedSyncZ)).toBeLessThan(1e-4);
     const big = Math.max(...Array.from(r.refinedCells, Math.abs));
     for (let i = 0; i < 256; i++) expect(Math.abs(n.refinedCells[i]! - r.refinedCells[i]!)).toBeLessThan(1e-4 * big);
+    // The runner-ups (forced: from any sync z) and the unrefined second look (forced refinement).
+    for (const params of [
+      { ...CORE2_PARAMS, refineZ: Infinity, secondT: Infinity, runnerZ: -Infinity },
+      { ...CORE2_PARAMS, refineZ: -Infinity },
+    ]) {
+      const n2 = runCore2({ ...input, params }, 'native').out;
+      const r2 = runCore2({ ...input, params }, 'reference').out;
+      expectSameRunners(n2, r2);
+      expect(n2.refinedCells.length).toBe(r2.refinedCells.length);
+      expect(Math.abs(n2.refinedSyncZ - r2.refinedSyncZ)).toBeLessThan(1e-4);
+      for (let i = 0; i < r2.refinedCells.length; i++) expect(Math.abs(n2.refinedCells[i]! - r2.refinedCells[i]!)).toBeLessThan(1e-4 * big);
+    }
   });
 });
+
+/** Native and reference runner-ups: the same number, sync z within 1e-4, cells within 1e-4 of the largest |cell|. */
+function expectSameRunners(n: Core2Output, r: Core2Output): void {
+  expect([n.runnerCells.length, n.runnerZ.length]).toEqual([r.runnerCells.length, r.runnerZ.length]);
+  for (let i = 0; i < r.runnerZ.length; i++) expect(Math.abs(n.runnerZ[i]! - r.runnerZ[i]!)).toBeLessThan(1e-4);
+  const big = Math.max(1e-9, ...Array.from(r.runnerCells, Math.abs));
+  for (let i = 0; i < r.runnerCells.length; i++) expect(Math.abs(n.runnerCells[i]! - r.runnerCells[i]!)).toBeLessThan(1e-4 * big);
+}
 
 describe('fingerprint version 1 marks', async () => {
   const orig = await texturedImage(640, 448, 11);

@@ -10,6 +10,9 @@ import { serverUrl } from '../src/main.js';
 import { CLI, freePort, ROOT, TestServer, waitFor } from './helpers/server.js';
 
 const dirs: string[] = [];
+afterAll(() => {
+  for (const d of dirs) rmSync(d, { recursive: true, force: true });
+});
 
 /** Starts `serve` on `port`; resolves when it exits, or (with `until`) once its output matches. */
 function serve(port: number, env: Record<string, string>, until?: RegExp): Promise<{ code: number | null; output: string; stop: () => Promise<void> }> {
@@ -51,7 +54,6 @@ describe('serve on a port in use', () => {
   });
   afterAll(async () => {
     await first?.dispose();
-    for (const d of dirs) rmSync(d, { recursive: true, force: true });
   });
 
   it('stops with a message naming the port, and the first server keeps answering', async () => {

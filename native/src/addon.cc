@@ -125,11 +125,11 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
     optmark::Core2Params p{};
     if (!GetInt(o, "width", 8, kMaxSide, in.width) || !GetInt(o, "height", 8, kMaxSide, in.height) || !GetInt(o, "channels", 1, 4, in.channels) ||
         !GetInt(o, "workShort", 8, kMaxSide, in.workShort) || !GetInt(o, "native", 0, 1, in.native) || !GetInt(po, "period", 8, optmark::kTile, p.period) ||
-        !GetInt(po, "cell", 1, optmark::kTile, p.cell) || !GetInt(po, "candidates", 0, 16, p.candidates) || !GetDouble(po, "fastZ", p.fastZ) ||
-        !GetDouble(po, "gate", p.gate) || !GetDouble(po, "refineZ", p.refineZ) || !GetDouble(po, "phasesZ", p.phasesZ) ||
-        !GetDouble(po, "secondT", p.secondT) || !GetDouble(po, "aspectGate", p.aspectGate) || !GetDouble(po, "pMin", p.pMin) ||
-        !GetDouble(po, "pMax", p.pMax) || !GetDouble(po, "angle", p.angle) || !GetDouble(po, "sigmaHighpass", p.sigmaHighpass) ||
-        !GetDouble(po, "sigmaLocal", p.sigmaLocal) || !GetDouble(po, "localFloor", p.localFloor)) {
+        !GetInt(po, "cell", 1, optmark::kTile, p.cell) || !GetInt(po, "candidates", 0, 16, p.candidates) || !GetInt(po, "runners", 0, 16, p.runners) ||
+        !GetDouble(po, "fastZ", p.fastZ) || !GetDouble(po, "gate", p.gate) || !GetDouble(po, "refineZ", p.refineZ) || !GetDouble(po, "phasesZ", p.phasesZ) ||
+        !GetDouble(po, "secondT", p.secondT) || !GetDouble(po, "aspectGate", p.aspectGate) || !GetDouble(po, "runnerZ", p.runnerZ) ||
+        !GetDouble(po, "pMin", p.pMin) || !GetDouble(po, "pMax", p.pMax) || !GetDouble(po, "angle", p.angle) ||
+        !GetDouble(po, "sigmaHighpass", p.sigmaHighpass) || !GetDouble(po, "sigmaLocal", p.sigmaLocal) || !GetDouble(po, "localFloor", p.localFloor)) {
       return env.Undefined();
     }
     const bool pow2 = (p.period & (p.period - 1)) == 0;
@@ -178,13 +178,16 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
     r.Set("combScore", out.combScore);
     r.Set("aspectScore", out.aspectScore);
     r.Set("cells", cells);
-    Napi::Float64Array phaseCells = Napi::Float64Array::New(env, out.phaseCells.size());
-    std::copy(out.phaseCells.begin(), out.phaseCells.end(), phaseCells.Data());
-    r.Set("phaseCells", phaseCells);
-    Napi::Float64Array refinedCells = Napi::Float64Array::New(env, out.refinedCells.size());
-    std::copy(out.refinedCells.begin(), out.refinedCells.end(), refinedCells.Data());
-    r.Set("refinedCells", refinedCells);
+    auto setArray = [&](const char* name, const std::vector<double>& v) {
+      Napi::Float64Array a = Napi::Float64Array::New(env, v.size());
+      std::copy(v.begin(), v.end(), a.Data());
+      r.Set(name, a);
+    };
+    setArray("phaseCells", out.phaseCells);
+    setArray("refinedCells", out.refinedCells);
     r.Set("refinedSyncZ", out.refinedSyncZ);
+    setArray("runnerCells", out.runnerCells);
+    setArray("runnerZ", out.runnerZ);
     return r;
   }
 

@@ -778,6 +778,48 @@ struct SyncHit {
   double fx = 0, fy = 0;
 };
 
+// The hit at surface index i (value z after normalising) with its sub-pixel offset from the parabola
+// through its neighbours.
+SyncHit PeakAt(const double* pr, int n, size_t i, double z, int d) {
+  const int m = n - 1;
+  const int ty = int(i / n), tx = int(i % n);
+  const double v = pr[i];
+  auto sub = [v](double a, double b) {
+    const double den = a - 2 * v + b;
+    if (!(den < 0)) return 0.0;
+    const double r = 0.5 * (a - b) / den;
+    return r > 0.5 ? 0.5 : r < -0.5 ? -0.5 : r;
+  };
+  SyncHit hit;
+  hit.z = z;
+  hit.d = d;
+  hit.tx = tx;
+  hit.ty = ty;
+  hit.fx = sub(pr[size_t(ty) * n + ((tx - 1) & m)], pr[size_t(ty) * n + ((tx + 1) & m)]);
+  hit.fy = sub(pr[size_t((ty - 1) & m) * n + tx], pr[size_t((ty + 1) & m) * n + tx]);
+  return hit;
+}
+
+// Pushes the local maxima (no cyclic 3 x 3 neighbour higher) of a sync surface whose z (value / sd)
+// reaches `floor`.
+void LocalPeaks(const double* pr, int n, double sd, double floor, int d, std::vector<SyncHit>& out) {
+  const int m = n - 1;
+  const double min = floor * sd;
+  for (size_t i = 0; i < size_t(n) * n; i++) {
+    const double v = pr[i];
+    if (!(v >= min)) continue;
+    const int ty = int(i / n), tx = int(i % n);
+    bool top = true;
+    for (int ey = -1; ey <= 1 && top; ey++)
+      for (int ex = -1; ex <= 1; ex++)
+        if ((ex || ey) && pr[size_t((ty + ey) & m) * n + ((tx + ex) & m)] > v) {
+          top = false;
+          break;
+        }
+    if (top) out.push_back(PeakAt(pr, n, i, v / sd, d));
+  }
+}
+
 // Correlates a period x period fold with part A under each symmetry, each frequency of A at the power
 // 0.25 of its amplitude (its phase kept); sync z is the peak over the surface's noise level sqrt(sum_k |W_D(k)|^2 Q(k)),
 // Q the fold's power except at the template's frequencies, where it is the mean of their other 3 x 3
@@ -810,7 +852,8 @@ struct SyncA {
       }
     }
   }
-  SyncHit Best(const double* f, int only) const {
+  // The best peak over the symmetries (or `only`); with `peaks`, also every local maximum from z `floor`.
+  SyncHit Best(const double* f, int only, std::vector<SyncHit>* peaks = nullptr, double floor = INFINITY) const {
     const size_t n2 = size_t(n) * n;
     std::vector<double> fr(f, f + n2), fi(n2, 0.0), pr(n2), pi(n2);
     Fft2dRect(fr.data(), fi.data(), n, n, -1);
@@ -844,24 +887,10 @@ struct SyncA {
       size_t best = 0;
       for (size_t i = 1; i < n2; i++)
         if (pr[i] > pr[best]) best = i;
-      const int ty = int(best / n), tx = int(best % n);
       const double sd = std::sqrt(noise);
       const double z = sd > 0 ? pr[best] / sd : 0;
-      if (z > hit.z) {
-        const double v = pr[best];
-        auto sub = [v](double a, double b) {
-          const double den = a - 2 * v + b;
-          if (!(den < 0)) return 0.0;
-          const double r = 0.5 * (a - b) / den;
-          return r > 0.5 ? 0.5 : r < -0.5 ? -0.5 : r;
-        };
-        hit.z = z;
-        hit.d = d;
-        hit.tx = tx;
-        hit.ty = ty;
-        hit.fx = sub(pr[size_t(ty) * n + ((tx - 1) & m)], pr[size_t(ty) * n + ((tx + 1) & m)]);
-        hit.fy = sub(pr[size_t((ty - 1) & m) * n + tx], pr[size_t((ty + 1) & m) * n + tx]);
-      }
+      if (z > hit.z) hit = PeakAt(pr.data(), n, best, z, d);
+      if (peaks && sd > 0) LocalPeaks(pr.data(), n, sd, floor, d, *peaks);
     }
     return hit;
   }
@@ -950,6 +979,38 @@ double SelfNormalised(const double* cells, int n) {
   return q > 0 ? s / std::sqrt(q) : 0;
 }
 
+// Whether two alignments (hit and lattice v) are one: same symmetry, shifts within 1 px (cyclic), lattices
+// within kSameAsIdentity.
+template <class A>
+bool SameAlignment(const A& a, const A& b, int period) {
+  auto near = [period](int s, int t) {
+    const int e = (s - t) & (period - 1);
+    return e <= 1 || e >= period - 1;
+  };
+  if (a.hit.d != b.hit.d || !near(a.hit.tx, b.hit.tx) || !near(a.hit.ty, b.hit.ty)) return false;
+  const double len = std::hypot(b.v[0], b.v[1]);
+  for (int i = 0; i < 4; i++)
+    if (std::abs(a.v[i] - b.v[i]) >= kSameAsIdentity * len) return false;
+  return true;
+}
+
+// The runner-up alignments: the `count` best peaks of the search's sync surfaces, best first, none the same
+// alignment as the chosen one or as a better runner-up (ties keep the search's order).
+template <class A>
+std::vector<A> RunnerPeaks(const std::vector<A>& peaks, const A& chosen, int count, int period) {
+  std::vector<A> order = peaks;
+  std::stable_sort(order.begin(), order.end(), [](const A& a, const A& b) { return a.hit.z > b.hit.z; });
+  std::vector<A> out;
+  for (const A& pk : order) {
+    if (int(out.size()) >= count) break;
+    if (SameAlignment(pk, chosen, period)) continue;
+    bool dup = false;
+    for (const A& o : out) dup = dup || SameAlignment(pk, o, period);
+    if (!dup) out.push_back(pk);
+  }
+  return out;
+}
+
 }  // namespace
 
 void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
@@ -974,6 +1035,10 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     double v[4];
     bool moved = false;  // set by refine when it changed the lattice
   };
+  // Local maxima of the search's sync surfaces (not the refinement's), for the runner-up alignments.
+  std::vector<Tried> peaks;
+  std::vector<SyncHit> found;
+  bool collect = p.runners > 0;
   auto trySync = [&](const double* v, int only) {
     Tried t;
     std::copy(v, v + 4, t.v);
@@ -986,7 +1051,14 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
       for (int i0 = 0; i0 < kT; i0 += period)
         for (int i = 0; i < std::min(period, kT - i0); i++) sr[i] += fr[i0 + i];
     }
-    t.hit = sync.Best(small.data(), only);
+    found.clear();
+    t.hit = sync.Best(small.data(), only, collect ? &found : nullptr, p.runnerZ);
+    for (const SyncHit& f : found) {
+      Tried pk;
+      pk.hit = f;
+      std::copy(v, v + 4, pk.v);
+      peaks.push_back(pk);
+    }
     return t;
   };
 
@@ -1080,6 +1152,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
       }
     }
   }
+  collect = false;
   // The no-geometry lattice is exact for every copy without geometry; refining it would only chase noise.
   const Tried unrefined = best;
   if (tier == 2 && !identity) best = refine(best, true);
@@ -1105,12 +1178,31 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   // Second look: an unrefined spectrum lattice whose count already leans towards a mark is refined anyway.
   out.refinedCells.clear();
   out.refinedSyncZ = 0;
+  // When the refinement did run and moved the lattice, the unrefined lattice is counted instead.
   if (tier == 2 && !identity && unrefined.hit.z < p.refineZ && SelfNormalised(out.cells, nCells) >= p.secondT) {
     const Tried again = refine(unrefined, false);
     if (again.moved) {
       out.refinedCells.resize(nCells);
       countAt(again, out.refinedCells.data());
       out.refinedSyncZ = again.hit.z;
+    }
+  } else if (best.moved) {
+    out.refinedCells.resize(nCells);
+    countAt(unrefined, out.refinedCells.data());
+    out.refinedSyncZ = unrefined.hit.z;
+  }
+
+  // Runner-up alignments, when the search's best sync z is under refineZ (reference-v2.ts, runnerPeaks).
+  out.runnerCells.clear();
+  out.runnerZ.assign(size_t(std::max(p.runners, 0)), 0.0);
+  if (tier == 2 && unrefined.hit.z < p.refineZ) {
+    const std::vector<Tried> picked = RunnerPeaks<Tried>(peaks, unrefined, p.runners, period);
+    if (!picked.empty()) {
+      out.runnerCells.assign(size_t(p.runners) * nCells, 0.0);
+      for (size_t i = 0; i < picked.size(); i++) {
+        countAt(picked[i], out.runnerCells.data() + i * nCells);
+        out.runnerZ[i] = picked[i].hit.z;
+      }
     }
   }
 

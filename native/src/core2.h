@@ -18,6 +18,8 @@ struct Core2Params {
   double phasesZ;                                // sync z from which the other tile phases' cells are reported
   double secondT;                                // count T from which an unrefined spectrum lattice is refined anyway
   double aspectGate;                             // fine comb score from which the best aspect-line hypothesis is folded
+  int runners;                                   // runner-up alignments counted when the search's best sync z is under refineZ
+  double runnerZ;                                // sync z from which a runner-up alignment is counted
   double sigmaHighpass, sigmaLocal, localFloor;  // prefilter
 };
 
@@ -45,6 +47,8 @@ struct Core2Out {
   std::vector<double> phaseCells;    // the other tile phases' cells, one block after another (empty under phasesZ)
   std::vector<double> refinedCells;  // the second look's cells (empty when it did not run)
   double refinedSyncZ;
+  std::vector<double> runnerCells;  // runners blocks of cells, zeros where not counted (empty when none was)
+  std::vector<double> runnerZ;      // the runner-ups' sync z (runners entries, 0 where not counted)
 };
 
 void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out);

@@ -91,11 +91,13 @@ export function register(program: Command): void {
     .argument('<name>', 'account name')
     .option('--protect <n|default>', 'protects a month (a whole number of 0 or more, or "default")', limit)
     .option('--verify <n|default>', 'verifies a month (a whole number of 0 or more, or "default")', limit)
-    .action(async (name: string, opts: { protect?: number | null; verify?: number | null }) => {
+    .action(async (name: string, opts: { protect?: number | 'default'; verify?: number | 'default' }) => {
       if (opts.protect === undefined && opts.verify === undefined) throw new UsageError('account set-limits: give --protect and/or --verify');
+      // null: the account follows the configured default again.
+      const limits = { protect: opts.protect === 'default' ? null : opts.protect, verify: opts.verify === 'default' ? null : opts.verify };
       exitWith(
         await withStore('account set-limits', async (store) => {
-          process.stdout.write(`updated ${describe(await store.setLimits(name, opts))}`);
+          process.stdout.write(`updated ${describe(await store.setLimits(name, limits))}`);
           return 0;
         }),
       );

@@ -49,9 +49,12 @@ export function positiveWholeNumber(raw: string): number {
   return n;
 }
 
-/** A monthly limit: a whole number of 0 or more, or "default" (null: follow the configured default). */
-export function limit(raw: string): number | null {
-  return raw.trim() === 'default' ? null : whole(raw, `${WHOLE} (or "default")`);
+/**
+ * A monthly limit: a whole number of 0 or more, or "default" (follow the configured default). Not null for
+ * "default": commander turns an option parser's null into '' (which the store refused as a limit).
+ */
+export function limit(raw: string): number | 'default' {
+  return raw.trim() === 'default' ? 'default' : whole(raw, `${WHOLE} (or "default")`);
 }
 
 /** A number (not necessarily whole) greater than 0. */

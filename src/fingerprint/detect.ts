@@ -11,7 +11,17 @@ import { DECODE_TIMEOUT_SECONDS, decodeBase, examinable, isDecodeTimeout, probe 
 import { runCore, runCore2, type Engine, fingerprintEngine } from './native.js';
 import { keyTileFor } from './pattern.js';
 import { keyTileV2For } from './pattern-v2.js';
-import { CORE2_PARAMS, CORE_PARAMS, FPR_PER_SCHEME, V2_SHARE_MAIN, V2_SHARE_PHASES, V2_SHARE_SECOND, WORK_SHORT_SIDE } from './params.js';
+import {
+  CORE2_PARAMS,
+  CORE_PARAMS,
+  FPR_PER_SCHEME,
+  V2_RUNNERS,
+  V2_SHARE_MAIN,
+  V2_SHARE_PHASES,
+  V2_SHARE_RUNNERS,
+  V2_SHARE_SECOND,
+  WORK_SHORT_SIDE,
+} from './params.js';
 import { type CellTest, cellTest } from './stats.js';
 
 export interface FingerprintResult {
@@ -69,10 +79,16 @@ export function jpegGridAtOwnSize(head: { width: number; height: number; format:
 
 /**
  * Version 2's decision: the chosen alignment at its best tile phase at V2_SHARE_MAIN of the scheme's
- * budget, each other tile phase at V2_SHARE_PHASES / 15, the second look at V2_SHARE_SECOND (union
- * bound: none of these alignments read part C). Reports the test that fired, else the main one.
+ * budget, each other tile phase at V2_SHARE_PHASES / 15, the second look at V2_SHARE_SECOND, each of the
+ * V2_RUNNERS runner-up alignments at V2_SHARE_RUNNERS / V2_RUNNERS, counted or not (union bound: none of
+ * these alignments read part C). Reports the test that fired, else the main one.
  */
-export function decideV2(out: { cells: Float64Array; phaseCells?: Float64Array; refinedCells?: Float64Array }): CellTest & { present: boolean } {
+export function decideV2(out: {
+  cells: Float64Array;
+  phaseCells?: Float64Array;
+  refinedCells?: Float64Array;
+  runnerCells?: Float64Array;
+}): CellTest & { present: boolean } {
   const main = cellTest(out.cells);
   if (main.pValue <= FPR_PER_SCHEME * V2_SHARE_MAIN) return { ...main, present: true };
   const per = out.cells.length;
@@ -85,6 +101,11 @@ export function decideV2(out: { cells: Float64Array; phaseCells?: Float64Array; 
   if (out.refinedCells?.length) {
     const t = cellTest(out.refinedCells);
     if (t.pValue <= FPR_PER_SCHEME * V2_SHARE_SECOND) return { ...t, present: true };
+  }
+  const runners = out.runnerCells ?? new Float64Array(0);
+  for (let r = 0; r < Math.min(V2_RUNNERS, runners.length / per); r++) {
+    const t = cellTest(runners.subarray(r * per, (r + 1) * per));
+    if (t.pValue <= (FPR_PER_SCHEME * V2_SHARE_RUNNERS) / V2_RUNNERS) return { ...t, present: true };
   }
   return { ...main, present: false };
 }

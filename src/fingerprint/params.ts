@@ -120,13 +120,22 @@ export const V2_SECOND_T = 2.5;
  */
 export const V2_ASPECT_GATE = 2.5;
 /**
- * Shares of version 2's budget FPR_PER_SCHEME (they sum to 1): the chosen alignment at its best tile
- * phase; the other 15 tile phases, split equally; the second look's refined lattice. Union bound over
- * these 17 tests, whose alignments never read part C (docs/fingerprint.md, "The false-positive bound").
+ * Detector only: when the search's best sync z is under V2_REFINE_Z (the alignment is uncertain), the next
+ * V2_RUNNERS distinct peaks of its sync surfaces (lattice, symmetry, shift) are counted too, those from
+ * sync z V2_RUNNER_Z (docs/fingerprint.md, step 9). The decision pays for V2_RUNNERS tests always.
  */
-export const V2_SHARE_MAIN = 0.75;
+export const V2_RUNNERS = 2;
+export const V2_RUNNER_Z = 4.1;
+/**
+ * Shares of version 2's budget FPR_PER_SCHEME (they sum to 1): the chosen alignment at its best tile
+ * phase; the other 15 tile phases, split equally; the second look; the runner-up alignments, split
+ * equally over V2_RUNNERS. Union bound over these 19 tests, whose alignments never read part C
+ * (docs/fingerprint.md, "The false-positive bound").
+ */
+export const V2_SHARE_MAIN = 0.6;
 export const V2_SHARE_PHASES = 0.1;
 export const V2_SHARE_SECOND = 0.15;
+export const V2_SHARE_RUNNERS = 0.15;
 
 /** Version 2's tunables as one plain object (handed to the native addon on every call). */
 export const CORE2_PARAMS = {
@@ -142,6 +151,8 @@ export const CORE2_PARAMS = {
   phasesZ: V2_PHASES_Z,
   secondT: V2_SECOND_T,
   aspectGate: V2_ASPECT_GATE,
+  runners: V2_RUNNERS,
+  runnerZ: V2_RUNNER_Z,
   sigmaHighpass: SIGMA_HIGHPASS,
   sigmaLocal: SIGMA_LOCAL,
   localFloor: LOCAL_FLOOR,

@@ -18,7 +18,7 @@
  */
 import { TILE } from './params.js';
 import { fft1d, fft2d } from './fft.js';
-import { luma, prefilter } from './reference.js';
+import { luma, parabolaPeak, prefilter } from './reference.js';
 
 export interface Core2Params {
   period: number;
@@ -36,6 +36,10 @@ export interface Core2Params {
   secondT: number;
   /** Fine comb score from which the best hypothesis of the aspect lines is folded. */
   aspectGate: number;
+  /** Runner-up alignments counted when the search's best sync z is under refineZ (a fixed number). */
+  runners: number;
+  /** Sync z from which a runner-up alignment is counted. */
+  runnerZ: number;
   sigmaHighpass: number;
   sigmaLocal: number;
   localFloor: number;
@@ -88,9 +92,19 @@ export interface Core2Output {
    * after another in phase order; empty when the sync z is under params.phasesZ.
    */
   phaseCells: Float64Array;
-  /** The cells at the second look's refined lattice (its own best tile phase); empty when it did not run. */
+  /**
+   * The second look's cells (its own best tile phase): the refined lattice when the chosen one was not
+   * refined, the unrefined one when it was; empty when it did not run.
+   */
   refinedCells: Float64Array;
   refinedSyncZ: number;
+  /**
+   * Runner-up alignments (the next distinct peaks of the search by sync z, each at its own best tile
+   * phase): params.runners blocks of cells, a block of zeros where the runner-up was not counted; empty
+   * when none was. Their sync z, 0 where not counted.
+   */
+  runnerCells: Float64Array;
+  runnerZ: Float64Array;
 }
 
 /** The 8 symmetries of the square as integer matrices [a, b, c, d]: (x, y) -> (a x + b y, c x + d y). */
@@ -644,6 +658,78 @@ interface SyncHit {
   fy: number;
 }
 
+/** The hit at surface index i (value z after normalising) with its sub-pixel offset from the parabola through its neighbours. */
+function peakAt(pr: Float64Array, n: number, i: number, z: number, d: number): SyncHit {
+  const m = n - 1;
+  const ty = Math.floor(i / n);
+  const tx = i % n;
+  const v = pr[i]!;
+  const sub = (a: number, b: number): number => parabolaPeak(a, v, b);
+  return {
+    z,
+    d,
+    tx,
+    ty,
+    fx: sub(pr[ty * n + ((tx - 1) & m)]!, pr[ty * n + ((tx + 1) & m)]!),
+    fy: sub(pr[((ty - 1) & m) * n + tx]!, pr[((ty + 1) & m) * n + tx]!),
+  };
+}
+
+/** Pushes the local maxima (no cyclic 3 x 3 neighbour higher) of a sync surface whose z (value / sd) reaches `floor`. */
+function localPeaks(pr: Float64Array, n: number, sd: number, floor: number, d: number, out: SyncHit[]): void {
+  const m = n - 1;
+  const min = floor * sd;
+  for (let i = 0; i < n * n; i++) {
+    const v = pr[i]!;
+    if (!(v >= min)) continue;
+    const ty = Math.floor(i / n);
+    const tx = i % n;
+    let top = true;
+    for (let ey = -1; ey <= 1 && top; ey++) {
+      for (let ex = -1; ex <= 1; ex++) {
+        if ((ex || ey) && pr[((ty + ey) & m) * n + ((tx + ex) & m)]! > v) {
+          top = false;
+          break;
+        }
+      }
+    }
+    if (top) out.push(peakAt(pr, n, i, v / sd, d));
+  }
+}
+
+/** Whether two alignments are one: same symmetry, shifts within 1 px (cyclic), lattices within SAME_AS_IDENTITY. */
+function sameAlignment(a: { hit: SyncHit; v: number[] }, b: { hit: SyncHit; v: number[] }, period: number): boolean {
+  const near = (s: number, t: number): boolean => {
+    const e = (s - t) & (period - 1);
+    return e <= 1 || e >= period - 1;
+  };
+  if (a.hit.d !== b.hit.d || !near(a.hit.tx, b.hit.tx) || !near(a.hit.ty, b.hit.ty)) return false;
+  const len = Math.hypot(b.v[0]!, b.v[1]!);
+  for (let i = 0; i < 4; i++) if (Math.abs(a.v[i]! - b.v[i]!) >= SAME_AS_IDENTITY * len) return false;
+  return true;
+}
+
+/**
+ * The runner-up alignments: the `count` best peaks of the search's sync surfaces (every symmetry of every
+ * lattice folded before the refinement) from z `floor`, best first, none the same alignment as the chosen
+ * one or as a better runner-up. A function of the picture and part A only (ties keep the search's order).
+ */
+function runnerPeaks(
+  peaks: { hit: SyncHit; v: number[] }[],
+  chosen: { hit: SyncHit; v: number[] },
+  count: number,
+  period: number,
+): { hit: SyncHit; v: number[] }[] {
+  const order = peaks.slice().sort((a, b) => b.hit.z - a.hit.z);
+  const out: { hit: SyncHit; v: number[] }[] = [];
+  for (const pk of order) {
+    if (out.length >= count) break;
+    if (sameAlignment(pk, chosen, period) || out.some((o) => sameAlignment(pk, o, period))) continue;
+    out.push(pk);
+  }
+  return out;
+}
+
 /**
  * Correlates a period x period fold with part A under each symmetry: corr_D(t) = sum_u F(u) W_D(u + t),
  * W the key part A with each frequency's amplitude raised to the power 0.25. Most of A's power sits in the
@@ -689,7 +775,8 @@ class SyncA {
       this.specs.push({ re, im, w2 });
     }
   }
-  best(f: Float64Array, only = -1): SyncHit {
+  /** The best peak over the symmetries (or `only`); with `peaks`, also pushes every local maximum from z `floor` (runnerPeaks). */
+  best(f: Float64Array, only = -1, peaks?: SyncHit[], floor = Infinity): SyncHit {
     const n = this.n;
     const n2 = n * n;
     const m = n - 1;
@@ -731,27 +818,10 @@ class SyncA {
       fft2d(pr, pi, n, 1);
       let best = 0;
       for (let i = 1; i < n2; i++) if (pr[i]! > pr[best]!) best = i;
-      const ty = Math.floor(best / n);
-      const tx = best % n;
       const sd = Math.sqrt(noise);
       const z = sd > 0 ? pr[best]! / sd : 0;
-      if (z > hit.z) {
-        const v = pr[best]!;
-        const sub = (a: number, b: number): number => {
-          const den = a - 2 * v + b;
-          if (!(den < 0)) return 0;
-          const r = (0.5 * (a - b)) / den;
-          return r > 0.5 ? 0.5 : r < -0.5 ? -0.5 : r;
-        };
-        hit = {
-          z,
-          d,
-          tx,
-          ty,
-          fx: sub(pr[ty * n + ((tx - 1) & m)]!, pr[ty * n + ((tx + 1) & m)]!),
-          fy: sub(pr[((ty - 1) & m) * n + tx]!, pr[((ty + 1) & m) * n + tx]!),
-        };
-      }
+      if (z > hit.z) hit = peakAt(pr, n, best, z, d);
+      if (peaks && sd > 0) localPeaks(pr, n, sd, floor, d, peaks);
     }
     return hit;
   }
@@ -768,11 +838,17 @@ export function detectCore2(input: Core2Input): Core2Output {
   const small = new Float64Array(period * period);
   const reps = TILE / period;
 
+  // Local maxima of the search's sync surfaces (not the refinement's), for the runner-up alignments.
+  const peaks: { hit: SyncHit; v: number[] }[] = [];
+  let collect = p.runners > 0;
   const trySync = (v: number[], only = -1): { hit: SyncHit; v: number[] } => {
     foldLattice(x, w, h, v, period, 0, 0, fold);
     small.fill(0);
     for (let j = 0; j < TILE; j++) for (let i = 0; i < TILE; i++) small[(j % period) * period + (i % period)]! += fold[j * TILE + i]!;
-    return { hit: sync.best(small, only), v };
+    const found: SyncHit[] = [];
+    const hit = sync.best(small, only, collect ? found : undefined, p.runnerZ);
+    for (const f of found) peaks.push({ hit: f, v });
+    return { hit, v };
   };
 
   const p0 = (period * Math.min(w, h)) / input.workShort;
@@ -837,6 +913,7 @@ export function detectCore2(input: Core2Input): Core2Output {
     return at;
   };
 
+  collect = false;
   // The no-geometry lattice is exact for every copy without geometry; refining it would only chase noise.
   const unrefined = best;
   if (tier === 2 && !identity) best = refine(best, true);
@@ -862,6 +939,8 @@ export function detectCore2(input: Core2Input): Core2Output {
   // the count already leans towards a mark, refine it anyway and count again. Which hypotheses may be
   // tested does not depend on C (the refined lattice is a function of the picture and A); only whether
   // this one is looked at does, which the union bound of the decision covers (docs/fingerprint.md).
+  // When the refinement did run and moved the lattice, the second look is the other way round: the
+  // unrefined lattice is counted too (the refinement can chase A's noise and lose the count).
   let refinedCells: Float64Array = new Float64Array(0);
   let refinedSyncZ = 0;
   if (tier === 2 && !identity && unrefined.hit.z < p.refineZ && selfNormalised(main.cells) >= p.secondT) {
@@ -869,6 +948,26 @@ export function detectCore2(input: Core2Input): Core2Output {
     if (again !== unrefined) {
       refinedCells = countAt(input, x, again, period, fold).cells;
       refinedSyncZ = again.hit.z;
+    }
+  } else if (best !== unrefined) {
+    refinedCells = countAt(input, x, unrefined, period, fold).cells;
+    refinedSyncZ = unrefined.hit.z;
+  }
+
+  // Runner-up alignments: when the search's best sync z is under refineZ (an uncertain alignment), the
+  // next p.runners distinct peaks of its surfaces from sync z p.runnerZ are counted too, each at its own
+  // best tile phase; the decision pays for p.runners tests whether or not they run (docs/fingerprint.md).
+  let runnerCells: Float64Array = new Float64Array(0);
+  const runnerZ = new Float64Array(p.runners);
+  if (tier === 2 && unrefined.hit.z < p.refineZ) {
+    const picked = runnerPeaks(peaks, unrefined, p.runners, period);
+    if (picked.length) {
+      const per = (TILE / p.cell) ** 2;
+      runnerCells = new Float64Array(p.runners * per);
+      picked.forEach((r, i) => {
+        runnerCells.set(countAt(input, x, r, period, fold).cells, i * per);
+        runnerZ[i] = r.hit.z;
+      });
     }
   }
 
@@ -888,6 +987,8 @@ export function detectCore2(input: Core2Input): Core2Output {
     phaseCells,
     refinedCells,
     refinedSyncZ,
+    runnerCells,
+    runnerZ,
   };
 }
 

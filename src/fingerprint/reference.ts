@@ -158,12 +158,7 @@ function peakOf(c: Float64Array, n: number): Peak {
   const dy = (best / n) | 0;
   const dx = best & mask;
   const v = c[best]!;
-  const sub = (m: number, p: number): number => {
-    const den = m - 2 * v + p;
-    if (!(den < 0)) return 0;
-    const r = (0.5 * (m - p)) / den;
-    return r > 0.5 ? 0.5 : r < -0.5 ? -0.5 : r;
-  };
+  const sub = (m: number, p: number): number => parabolaPeak(m, v, p);
   const fx = sub(c[dy * n + ((dx - 1) & mask)]!, c[dy * n + ((dx + 1) & mask)]!);
   const fy = sub(c[((dy - 1) & mask) * n + dx]!, c[((dy + 1) & mask) * n + dx]!);
   return { z: rms > 0 ? v / rms : 0, dx, dy, fx, fy };
@@ -304,4 +299,12 @@ export function detectCore(input: CoreInput): CoreOutput {
     }
   }
   return { scale: bestS, dx: best.dx + best.fx, dy: best.dy + best.fy, syncZ: best.z, coarseZ, tier, cells };
+}
+
+/** Offset in [-0.5, 0.5] of the top of the parabola through (-1, a), (0, v), (1, b); 0 unless v is a strict maximum of its curvature. */
+export function parabolaPeak(a: number, v: number, b: number): number {
+  const den = a - 2 * v + b;
+  if (!(den < 0)) return 0;
+  const r = (0.5 * (a - b)) / den;
+  return r > 0.5 ? 0.5 : r < -0.5 ? -0.5 : r;
 }
