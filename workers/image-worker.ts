@@ -4,7 +4,7 @@
  * calls the pipeline's plain functions on them, and hands the answer back in place or moved (transferred),
  * never copied.
  */
-import { parentPort, threadId, workerData } from 'node:worker_threads';
+import { threadId, workerData } from 'node:worker_threads';
 import { Piscina } from 'piscina';
 import sharp from 'sharp';
 import { toErrorShape } from '../src/errors.js';
@@ -21,7 +21,8 @@ import { withoutFingerprint } from '../src/pipeline/layers.js';
 import { runVerify } from '../src/pipeline/verify.js';
 import { warmUp } from '../src/pipeline/warmup.js';
 import { warmUpProtect } from '../src/transfer/warmup.js';
-import type { Posted, StartedMessage, TaskResult, WorkerInit } from '../src/pool/tasks.js';
+import { TaskStarts } from '../src/pool/starts.js';
+import type { Posted, TaskResult, WorkerInit } from '../src/pool/tasks.js';
 import { TransferViews } from '../src/transfer/worker.js';
 import { loadXml } from '../src/xmp/packet.js';
 
@@ -37,6 +38,7 @@ const init = workerData as WorkerInit;
 const log = createLogger(init.logLevel ?? 'info', { service: 'optmark', worker: threadId });
 setNativeLog((fields, message) => log.warn(fields, message));
 const memory = new TransferViews(init.transfer);
+const starts = init.starts && new TaskStarts(init.starts);
 // Keys and secrets load once per worker, on first use or at warm-up, never per request.
 const layers = new LiveLayers(init);
 // The C2PA signing identity, read (the server created it at start) on the first file with credentials.
@@ -69,7 +71,7 @@ function moved(result: TaskResult): TaskResult {
 
 export default async function handle(task: Posted): Promise<TaskResult> {
   // The pool's time limit counts from here.
-  if (task.token !== undefined) parentPort?.postMessage({ started: task.token, threadId } satisfies StartedMessage);
+  if (task.token !== undefined) starts?.stamp(task.token, threadId);
   const started = performance.now();
   const result = await perform(task);
   // The worker's own time on the task (parse, mark, answer build): the event-loop thread tells it

@@ -411,15 +411,18 @@ const DEFAULT_BASENAME = 'image';
  */
 // biome-ignore lint/suspicious/noControlCharactersInRegex: the point is to strip control characters from the name.
 const UNSAFE_NAME_CHARS = /[\u0000-\u001f\u007f-\u009f"*:<>?|]/g;
+const PRINTABLE_ASCII = /^[\x20-\x7e]*$/;
 
 export function safeBasename(filename: string | undefined): string {
   if (!filename) return DEFAULT_BASENAME;
   let name = filename.split(/[/\\]/).pop() ?? '';
-  name = name.normalize('NFC').replace(UNSAFE_NAME_CHARS, '').trim();
+  // Printable ASCII (what nearly every client sends) is its own NFC form and one code unit a code point.
+  const ascii = PRINTABLE_ASCII.test(name);
+  name = (ascii ? name : name.normalize('NFC')).replace(UNSAFE_NAME_CHARS, '').trim();
   const dot = name.lastIndexOf('.');
   if (dot > 0) name = name.slice(0, dot);
   name = name.replace(/^[.\s]+/, '').replace(/[.\s]+$/, '');
   // Bound by code points, never splitting a surrogate pair.
-  name = Array.from(name).slice(0, MAX_BASENAME).join('');
+  name = ascii ? name.slice(0, MAX_BASENAME) : Array.from(name).slice(0, MAX_BASENAME).join('');
   return name || DEFAULT_BASENAME;
 }

@@ -10,7 +10,8 @@ import { Piscina } from 'piscina';
 import type { Config } from '../config.js';
 import { OptmarkError } from '../errors.js';
 import type { TransferShare } from '../transfer/index.js';
-import type { Posted, StartedMessage, Task, TaskResult, WorkerInit } from './tasks.js';
+import { TaskStarts } from './starts.js';
+import type { Posted, Task, TaskResult, WorkerInit } from './tasks.js';
 
 export interface PoolOptions {
   size: number;
@@ -67,24 +68,20 @@ export interface PoolStats {
 
 const WORKER = fileURLToPath(new URL('../../workers/image-worker.js', import.meta.url));
 
-/** A task of this pool: when it started, and on which thread. */
-interface Tracked {
-  started: (threadId: number) => void;
-  threadId: number | undefined;
-}
-
 export class ImagePool {
   readonly #piscina: Piscina<Posted, TaskResult>;
   readonly #options: PoolOptions;
   /** Tasks handed to piscina and not settled (running or queued). */
   #pending = 0;
   #seq = 0;
-  readonly #tracked = new Map<number, Tracked>();
+  /** Where workers stamp the tasks they start (./starts.ts). */
+  readonly #starts: TaskStarts;
   /** Each live worker thread's exit, by thread id. */
   readonly #exits = new Map<number, Promise<void>>();
 
   constructor(options: PoolOptions) {
     this.#options = options;
+    this.#starts = new TaskStarts(options.size + options.queueLength);
     this.#piscina = new Piscina<Posted, TaskResult>({
       filename: WORKER,
       minThreads: options.size,
@@ -92,7 +89,7 @@ export class ImagePool {
       // The bound is ours (saturated): piscina's own would only report itself in an error message.
       maxQueue: Number.POSITIVE_INFINITY,
       idleTimeout: 2 ** 31 - 1,
-      workerData: options.init,
+      workerData: { ...options.init, starts: this.#starts.buffer } satisfies WorkerInit,
     });
     this.#piscina.on('workerCreate', (info: { id: number }) => {
       const worker = this.#piscina.threads.find((w) => w.threadId === info.id);
@@ -101,13 +98,6 @@ export class ImagePool {
           info.id,
           new Promise<void>((resolve) => worker.once('exit', () => resolve())).then(() => void this.#exits.delete(info.id)),
         );
-    });
-    this.#piscina.on('message', (m: StartedMessage) => {
-      const t = typeof m?.started === 'number' ? this.#tracked.get(m.started) : undefined;
-      if (t && t.threadId === undefined) {
-        t.threadId = m.threadId;
-        t.started(m.threadId);
-      }
     });
   }
 
@@ -141,14 +131,16 @@ export class ImagePool {
     if (this.saturated) throw new PoolOverloadedError();
     const token = ++this.#seq;
     const deadline = new AbortController();
-    let timer: NodeJS.Timeout | undefined;
-    const tracked: Tracked = {
-      threadId: undefined,
-      started: () => {
-        timer = setTimeout(() => deadline.abort(), this.#options.taskTimeoutMs);
-      },
+    const limit = this.#options.taskTimeoutMs;
+    // The timer looks at the task's stamp: not started yet, it looks again a whole limit later (the task
+    // cannot run out of time before then); started, it fires when the limit from the start has passed.
+    const check = (): void => {
+      const started = this.#starts.started(token);
+      const left = started ? started.at + limit - Date.now() : limit;
+      if (started && left <= 0) deadline.abort();
+      else timer = setTimeout(check, left);
     };
-    this.#tracked.set(token, tracked);
+    let timer: NodeJS.Timeout | undefined = setTimeout(check, limit);
     const abort = signal ? AbortSignal.any([deadline.signal, signal]) : deadline.signal;
     this.#pending++;
     try {
@@ -156,13 +148,13 @@ export class ImagePool {
       return await this.#piscina.run({ ...task, token }, { transferList, signal: abort });
     } catch (err) {
       const aborted = deadline.signal.aborted || signal?.aborted;
-      if (aborted && tracked.threadId !== undefined) await this.#exits.get(tracked.threadId);
+      const threadId = this.#starts.started(token)?.threadId;
+      if (aborted && threadId !== undefined) await this.#exits.get(threadId);
       if (deadline.signal.aborted) throw new TaskTimeoutError();
       if (signal?.aborted) throw new TaskCancelledError();
       throw err;
     } finally {
       clearTimeout(timer);
-      this.#tracked.delete(token);
       this.#pending--;
     }
   }

@@ -58,14 +58,8 @@ export interface WarmupTask {
 
 export type Task = ProtectTask | VerifyTask | MarkTask | DashboardMarkTask | WarmupTask;
 
-/** A task as posted: the pool numbers it, and the worker reports when it starts (the deadline counts from then). */
+/** A task as posted: the pool numbers it, and the worker stamps its start (./starts.ts; the deadline counts from then). */
 export type Posted = Task & { token?: number };
-
-/** The worker's first message about a task, on its parent port. */
-export interface StartedMessage {
-  started: number;
-  threadId: number;
-}
 
 /** An HTTP answer's body (UTF-8 JSON), in place or as bytes moved back. */
 export interface AnswerResult {
@@ -116,4 +110,6 @@ export interface WorkerInit extends LayerSettings {
   c2paKeyFile?: string | undefined;
   /** The request memory, shared (not copied) with every worker once, at start. */
   transfer?: TransferShare | undefined;
+  /** Where the worker stamps the tasks it starts (the pool's TaskStarts). */
+  starts?: SharedArrayBuffer | undefined;
 }

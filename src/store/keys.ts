@@ -6,7 +6,7 @@
  * (double-click selects all of it, no URL or shell escaping). Only SHA-256(key) is stored, plus a display
  * prefix of 16 characters (the fixed 8 and 8 random, ≈48 bits) for `key list` and `key revoke`.
  */
-import { createHash, randomBytes } from 'node:crypto';
+import crypto, { randomBytes } from 'node:crypto';
 
 export const KEY_PREFIX = 'om_live_';
 const BODY_LENGTH = 43;
@@ -50,8 +50,11 @@ export function isKeyPrefix(value: string): boolean {
  * milliseconds to every request and rule out the unique-index lookup by hash.
  */
 export function hashKey(key: string): Buffer {
-  return createHash('sha256').update(key, 'utf8').digest();
+  return oneShot ? oneShot('sha256', key, 'buffer') : crypto.createHash('sha256').update(key, 'utf8').digest();
 }
+
+/** Node's one-shot digest (20.12 on): no Hash object for the SHA-256 that every API request takes of its key. */
+const oneShot = typeof crypto.hash === 'function' ? crypto.hash : undefined;
 
 /** The part of a key shown by `key list`. */
 export function displayPrefix(key: string): string {
