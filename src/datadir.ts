@@ -39,6 +39,8 @@ export function fileErrorReason(code: string | undefined): string | undefined {
       return 'permission denied for this user';
     case 'ENOTDIR':
       return 'a part of the path is a file, not a directory';
+    case 'ENOENT':
+      return 'no such file or directory';
     case 'EISDIR':
       return 'it is a directory, not a file';
     case 'EEXIST':

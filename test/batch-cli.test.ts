@@ -141,6 +141,26 @@ describe('optmark mark as a batch tool', () => {
     expect(r3.stdout).toMatch(/failed\s+\S*gone\.jpg: no such file or folder \(read_enoent\)/);
   });
 
+  it('regression: a list or report file that cannot be opened is one line naming it, for mark and verify (verify crashed)', async () => {
+    // Before: verify --files-from <missing> died of an unhandled 'error' event (the stream's open failed
+    // while the lanes started), verify --report <missing dir>/r.jsonl printed a stack trace, and mark
+    // printed the raw "ENOENT: no such file or directory, open ...".
+    const input = folder({ 'a.jpg': images.get('jpg')! });
+    const missing = join(tempDir(), 'no-such-dir', 'list.txt');
+    const dir = tempDir();
+    for (const [args, file, reason] of [
+      [['verify', '--files-from', missing], missing, 'no such file or directory (ENOENT)'],
+      [['mark', '--files-from', missing, '--out', tempDir()], missing, 'no such file or directory (ENOENT)'],
+      [['verify', '--files-from', dir], dir, 'it is a directory, not a file (EISDIR)'],
+      [['verify', input, '--report', missing], missing, 'no such file or directory (ENOENT)'],
+      [['mark', input, '--out', tempDir(), '--report', dir], dir, 'it is a directory, not a file (EISDIR)'],
+    ] as const) {
+      const r = await optmark([...args]);
+      expect(r.status, args.join(' ')).toBe(1);
+      expect(r.stderr, args.join(' ')).toBe(`optmark: cannot open ${file}: ${reason}\n`);
+    }
+  });
+
   it("--skip-existing: by size and time (outputs carry their input's time), and =hash by content", async () => {
     const input = folder({ 'a.jpg': images.get('jpg')!, 'b.png': images.get('png')! });
     const out = tempDir();

@@ -4,6 +4,8 @@ import { existsSync, readFileSync } from 'node:fs';
 import { connect } from 'node:net';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { ERROR_CODES } from '../src/errors.js';
+import { STATUS_OF } from '../src/http/errors.js';
 import { expectConforms, expectError, sha256 } from './helpers/assert.js';
 import { GIF, jpegOfSize, slowPng, smallImage } from './helpers/images.js';
 import { OPENAPI } from './helpers/openapi.js';
@@ -213,6 +215,24 @@ describe('a default server', () => {
     );
     expect(after).toMatch(/^# TYPE optmark_http_request_duration_seconds histogram$/m);
     expect(metric(after, 'optmark_process_cpu_seconds_total')).toBeGreaterThan(0);
+  });
+});
+
+describe("README's error table", () => {
+  it('regression: lists every code the public API answers with, under the status it is answered with', () => {
+    // Before: the three Idempotency-Key codes (400, 409, 422) were missing, though protect and verify answer them.
+    const rows = readFileSync(join(ROOT, 'README.md'), 'utf8')
+      .split('\n')
+      .filter((l) => /^\| \d{3}( \/ \d{3})? \|/.test(l))
+      .map((l) => l.split('|').map((c) => c.trim()));
+    const listed = new Map<string, number>();
+    for (const [, statuses, codes] of rows) {
+      const st = statuses!.split(' / ').map(Number);
+      const cs = [...codes!.matchAll(/`([a-z_]+)`/g)].map((m) => m[1]!);
+      cs.forEach((c, i) => listed.set(c, st[Math.min(i, st.length - 1)]!));
+    }
+    const dashboardOnly = new Set(['invalid_request', 'batch_too_large', 'batch_full']);
+    for (const code of ERROR_CODES.filter((c) => !dashboardOnly.has(c))) expect(listed.get(code), code).toBe(STATUS_OF[code]);
   });
 });
 

@@ -35,7 +35,7 @@ const double kCropStep = std::log(1.005);
 constexpr int kPoolRadius = 1;             // max filter of the coarse pass, bins
 constexpr int kCoarseKeep = 32;            // coarse cells refined
 constexpr double kCropMin = 0.98;          // crop line from this times the no-geometry scale (crops only enlarge)
-constexpr double kSameAsIdentity = 0.02;   // candidates this close (relative) to the no-geometry lattice are skipped
+constexpr double kSameAsIdentity = 0.02;   // lattices this close (relative) are one alignment (runner-ups)
 constexpr double kGatedScaleMin = 0.85;    // below the gate, grid hypotheses from this times the no-geometry scale
 const double kAspectMax = std::log(1.36);  // the aspect lines: one axis at the no-geometry scale, the other within 1.36x of it
 
@@ -226,6 +226,18 @@ struct ValidMask {
   std::vector<float> valid, sums;
 };
 
+// Each valid bin over the mean power of the valid bins around it (box sums ps, counts vs), clipped at
+// kSpecClip, minus 1; other bins 0. Built without trapping-math (values unchanged: it only lets GCC turn
+// the conditions into selects) so that the loop vectorises.
+OPTMARK_CLONES __attribute__((optimize("no-trapping-math"))) void Whiten(float* __restrict pw, const float* __restrict ps, const float* __restrict valid,
+                                                                         const float* __restrict vs, size_t n) {
+  for (size_t i = 0; i < n; i++) {
+    const double mean = vs[i] > 0 ? double(ps[i]) / vs[i] : 0;
+    const double r = pw[i] / mean;  // std::min(kSpecClip, r) written out (no call across the optimize attribute)
+    pw[i] = valid[i] != 0 && mean > 0 ? float((r < kSpecClip ? r : kSpecClip) - 1) : 0.0f;
+  }
+}
+
 // Fills `sp` (per-thread in the caller: its planes keep their pages from call to call).
 OPTMARK_CLONES
 void WhitenedSpectrum(Spectrum& sp, const float* x, int w, int h, bool notchGrid) {
@@ -310,23 +322,23 @@ void WhitenedSpectrum(Spectrum& sp, const float* x, int w, int h, bool notchGrid
     boxSum(m.valid.data(), m.sums.data());
     vit = masks.emplace(vkey, std::move(m)).first;
   }
-  const float* valid = vit->second.valid.data();
-  const float* vs = vit->second.sums.data();
+  const float* __restrict valid = vit->second.valid.data();
+  const float* __restrict vs = vit->second.sums.data();
+  // Branch-free bodies (the power times the 0/1 mask, selects, divisions by 1 where the conditional form
+  // skipped them), so that they vectorise: the same values as before (the power is finite and >= 0).
   for (int v = 0; v < ny; v++) {
-    const size_t row = size_t(v) * nx;
-    const double* hr = re + size_t(v) * hw;
-    const double* hi = im + size_t(v) * hw;
-    for (int u = 0; u < hw; u++) pw[row + u] = valid[row + u] != 0 ? float(hr[u] * hr[u] + hi[u] * hi[u]) : 0.0f;
-    const double* mr = re + size_t((ny - v) & (ny - 1)) * hw;
-    const double* mi = im + size_t((ny - v) & (ny - 1)) * hw;
-    for (int u = hw; u < nx; u++) pw[row + u] = valid[row + u] != 0 ? float(mr[nx - u] * mr[nx - u] + mi[nx - u] * mi[nx - u]) : 0.0f;
+    float* __restrict o = pw + size_t(v) * nx;
+    const float* __restrict ok = valid + size_t(v) * nx;
+    const double* __restrict hr = re + size_t(v) * hw;
+    const double* __restrict hi = im + size_t(v) * hw;
+    for (int u = 0; u < hw; u++) o[u] = float(hr[u] * hr[u] + hi[u] * hi[u]) * ok[u];
+    const double* __restrict mr = re + size_t((ny - v) & (ny - 1)) * hw;
+    const double* __restrict mi = im + size_t((ny - v) & (ny - 1)) * hw;
+    for (int u = hw; u < nx; u++) o[u] = float(mr[nx - u] * mr[nx - u] + mi[nx - u] * mi[nx - u]) * ok[u];
   }
-  float* ps = S.box.data();
+  float* __restrict ps = S.box.data();
   boxSum(pw, ps);
-  for (size_t i = 0; i < n; i++) {
-    const double mean = vs[i] > 0 ? double(ps[i]) / vs[i] : 0;
-    pw[i] = valid[i] != 0 && mean > 0 ? float(std::min(kSpecClip, pw[i] / mean) - 1) : 0.0f;
-  }
+  Whiten(pw, ps, valid, vs, n);
   sp.fine.resize(n);
   sp.coarse.resize(n);
   Smooth3(pw, nx, ny, 0.25, 0.5, 0.25, S.tmp.data(), sp.fine.data());
@@ -828,7 +840,8 @@ struct SyncA {
   int n;
   std::vector<double> re[8], im[8], w2[8];
   std::vector<unsigned char> tpl;  // 1 at the template's frequencies (the same set under every symmetry)
-  SyncA(const float* a, int period, const double* harm, int nh) : n(period) {
+  double power;
+  SyncA(const float* a, int period, const double* harm, int nh, double pw) : n(period), power(pw) {
     const size_t n2 = size_t(n) * n;
     const int m = n - 1;
     tpl.assign(n2, 0);
@@ -843,9 +856,9 @@ struct SyncA {
       Fft2dRect(re[d].data(), im[d].data(), n, n, -1);
       w2[d].resize(n2);
       for (size_t i = 0; i < n2; i++) {
-        // |A|^(0.25 - 1) = |A|^-0.75 = 1 / (r sqrt(r)) with r = |A|^(1/2), without a pow() per bin.
-        const double r = std::sqrt(std::sqrt(re[d][i] * re[d][i] + im[d][i] * im[d][i]));
-        const double k = r > 0 ? 1 / (r * std::sqrt(r)) : 0;
+        // |A|^(power - 1) = (|A|^2)^((power - 1) / 2).
+        const double a2 = re[d][i] * re[d][i] + im[d][i] * im[d][i];
+        const double k = a2 > 0 ? std::pow(a2, 0.5 * (power - 1)) : 0;
         re[d][i] *= k;
         im[d][i] *= k;
         w2[d][i] = re[d][i] * re[d][i] + im[d][i] * im[d][i];
@@ -897,16 +910,16 @@ struct SyncA {
 };
 
 // The sync correlator of the last key part A seen on this thread (workers verify with one secret).
-const SyncA& SyncAFor(const float* a, int period, const double* harm, int nh) {
+const SyncA& SyncAFor(const float* a, int period, const double* harm, int nh, double power) {
   thread_local std::vector<float> key;
   thread_local std::vector<double> keyHarm;
   thread_local std::unique_ptr<SyncA> last;
   const size_t n2 = size_t(period) * period;
-  if (!last || last->n != period || keyHarm.size() != size_t(2 * nh) || std::memcmp(key.data(), a, sizeof(float) * n2) != 0 ||
+  if (!last || last->n != period || last->power != power || keyHarm.size() != size_t(2 * nh) || std::memcmp(key.data(), a, sizeof(float) * n2) != 0 ||
       std::memcmp(keyHarm.data(), harm, sizeof(double) * 2 * nh) != 0) {
     key.assign(a, a + n2);
     keyHarm.assign(harm, harm + 2 * nh);
-    last = std::make_unique<SyncA>(a, period, harm, nh);
+    last = std::make_unique<SyncA>(a, period, harm, nh, power);
   }
   return *last;
 }
@@ -1023,7 +1036,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   LumaOf(in.pixels, w, h, in.channels, y.data());
   x.resize(n);
   PrefilterOf(y.data(), w, h, p.sigmaHighpass, p.sigmaLocal, p.localFloor, x.data());
-  const SyncA& sync = SyncAFor(in.a, period, in.harmonics, in.nHarmonics);
+  const SyncA& sync = SyncAFor(in.a, period, in.harmonics, in.nHarmonics, p.syncPower);
   thread_local std::vector<double> fold, small, keyFold;
   fold.resize(kT2);
   small.resize(size_t(period) * period);
@@ -1143,7 +1156,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
       // win on noise with a slightly wrong period (the refinement, which would correct it, needs z >= refineZ).
       double off = 0;
       for (int i = 0; i < 4; i++) off = std::max(off, std::abs(v[i] - v0[i]));
-      if (off < kSameAsIdentity * p0) continue;
+      if (off < p.sameAsIdentity * p0) continue;
       tried++;
       Tried r = trySync(v.data(), -1);
       if (r.hit.z > best.hit.z) {

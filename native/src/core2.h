@@ -18,6 +18,8 @@ struct Core2Params {
   double phasesZ;                                // sync z from which the other tile phases' cells are reported
   double secondT;                                // count T from which an unrefined spectrum lattice is refined anyway
   double aspectGate;                             // fine comb score from which the best aspect-line hypothesis is folded
+  double syncPower;                              // power of part A's amplitude in the sync correlation (phase kept)
+  double sameAsIdentity;                         // spectrum lattices within this fraction of the no-geometry one are not folded
   int runners;                                   // runner-up alignments counted when the search's best sync z is under refineZ
   double runnerZ;                                // sync z from which a runner-up alignment is counted
   double sigmaHighpass, sigmaLocal, localFloor;  // prefilter

@@ -4,7 +4,7 @@
  * few entries at a time and a list a chunk at a time, so 100,000 files cost no more memory than ten.
  * Consequently files come in directory order, not sorted; reports name every file.
  */
-import { createReadStream, type Dir, opendirSync, realpathSync, statSync, type Stats } from 'node:fs';
+import { closeSync, createReadStream, type Dir, fstatSync, openSync, opendirSync, realpathSync, statSync, type Stats } from 'node:fs';
 import { basename, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { errnoText } from './files.js';
 
@@ -124,10 +124,19 @@ async function* lines(stream: NodeJS.ReadableStream, separator: string): AsyncGe
   if (rest !== '') yield rest;
 }
 
-/** Opens the list: a file, or standard input for '-'. */
+/**
+ * Opens the list: a file, or standard input for '-'. The file is opened here, synchronously, so that a
+ * list that cannot be read stops the command with one message before any file: opened by the stream, the
+ * error came while the lanes started, on a stream nobody listened to yet (verify crashed on it).
+ */
 export function openList(path: string): NodeJS.ReadableStream {
   if (path === '-') return process.stdin;
-  return createReadStream(path);
+  const fd = openSync(path, 'r');
+  if (fstatSync(fd).isDirectory()) {
+    closeSync(fd);
+    throw Object.assign(new Error(`EISDIR: illegal operation on a directory, open '${path}'`), { code: 'EISDIR', syscall: 'open', path });
+  }
+  return createReadStream(path, { fd });
 }
 
 /**

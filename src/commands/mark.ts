@@ -12,6 +12,7 @@ import { availableParallelism } from 'node:os';
 import type { Found } from '../batch/sources.js';
 import type { FileJob, FileOutcome } from '../batch/work.js';
 import { loadConfig } from '../config.js';
+import { fileErrorReason } from '../datadir.js';
 import { batchFilesProblem } from '../named-files.js';
 import { exitWith, positiveWholeNumber, UsageError } from './args.js';
 
@@ -151,8 +152,9 @@ export async function runMark(opts: MarkOptions): Promise<number> {
       },
     });
   } catch (err) {
-    // The layers' keys and secrets fail here (before any file), with a message that says what to do.
-    if (!(err instanceof Error) || err.name === 'UsageError') throw err;
+    // The layers' keys and secrets fail here (before any file), with a message that says what to do; a
+    // list or report file that cannot be opened goes to the command line's one-line file message.
+    if (!(err instanceof Error) || err.name === 'UsageError' || fileErrorReason((err as NodeJS.ErrnoException).code) !== undefined) throw err;
     process.stderr.write(`optmark mark: ${err.message}\n`);
     return 1;
   }

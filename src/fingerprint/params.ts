@@ -99,6 +99,13 @@ export const V2_CANDIDATES = 3;
  * pictures are not: there the best hypothesis is usually still the right one).
  */
 export const V2_GATE = 2.6;
+/**
+ * Detector only: power of part A's amplitude in the sync correlation (its phase kept; 0 is phase only, 1
+ * the matched filter). docs/fingerprint.md, step 3, says why.
+ */
+export const V2_SYNC_POWER = 0.25;
+/** Detector only: spectrum lattices within this fraction of the no-geometry one are not folded again. */
+export const V2_SAME_AS_IDENTITY = 0.005;
 /** Sync z of the best hypothesis below which the coherent refinement (up to 48 folds) is skipped. */
 export const V2_REFINE_Z = 5.3;
 
@@ -151,6 +158,8 @@ export const CORE2_PARAMS = {
   phasesZ: V2_PHASES_Z,
   secondT: V2_SECOND_T,
   aspectGate: V2_ASPECT_GATE,
+  syncPower: V2_SYNC_POWER,
+  sameAsIdentity: V2_SAME_AS_IDENTITY,
   runners: V2_RUNNERS,
   runnerZ: V2_RUNNER_Z,
   sigmaHighpass: SIGMA_HIGHPASS,

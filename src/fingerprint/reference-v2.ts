@@ -36,6 +36,10 @@ export interface Core2Params {
   secondT: number;
   /** Fine comb score from which the best hypothesis of the aspect lines is folded. */
   aspectGate: number;
+  /** Power of part A's amplitude in the sync correlation (its phase kept): 0 phase only, 1 matched filter. */
+  syncPower: number;
+  /** Spectrum lattices within this fraction of the no-geometry one are that one (not folded again). */
+  sameAsIdentity: number;
   /** Runner-up alignments counted when the search's best sync z is under refineZ (a fixed number). */
   runners: number;
   /** Sync z from which a runner-up alignment is counted. */
@@ -145,6 +149,8 @@ export interface Spectrum {
 }
 
 const SPEC_CLIP = 6;
+/** Lattices this close (relative) are one alignment (runner-ups; the candidates' distance is params.sameAsIdentity). */
+const SAME_AS_IDENTITY = 0.02;
 /** Log step of the crop-only scale line of the lattice search. */
 const CROP_STEP = Math.log(1.005);
 /** Max filter radius (bins) of the plane the coarse pass of the lattice grid reads. */
@@ -157,8 +163,6 @@ const CROP_MIN = 0.98;
 const GATED_SCALE_MIN = 0.85;
 /** The aspect lines: one axis at the no-geometry scale, the other within this factor of it either way. */
 const ASPECT_MAX = Math.log(1.36);
-/** Candidates this close (relative) to the no-geometry lattice are skipped: it is tried anyway. */
-const SAME_AS_IDENTITY = 0.02;
 const WHITEN_BOX = 17;
 /** Template peaks this close (bins) to a notched grid line are left out of the comb score. */
 const GRID_SKIP = 2;
@@ -749,7 +753,7 @@ class SyncA {
   private readonly specs: { re: Float64Array; im: Float64Array; w2: Float64Array }[] = [];
   /** 1 at the template's frequencies (the same set under every symmetry: its orbits are symmetric). */
   private readonly tpl: Uint8Array;
-  constructor(a: Float32Array, n: number, harm: Float64Array) {
+  constructor(a: Float32Array, n: number, harm: Float64Array, power: number) {
     this.n = n;
     const m = n - 1;
     this.tpl = new Uint8Array(n * n);
@@ -765,9 +769,9 @@ class SyncA {
       // and phase only (power 0), which no small set of frequencies can dominate (see the class comment).
       const w2 = new Float64Array(n * n);
       for (let i = 0; i < n * n; i++) {
-        // |A|^(0.25 - 1) = |A|^-0.75 = 1 / (r sqrt(r)) with r = |A|^(1/2) (as the native core computes it).
-        const r = Math.sqrt(Math.sqrt(re[i]! * re[i]! + im[i]! * im[i]!));
-        const k = r > 0 ? 1 / (r * Math.sqrt(r)) : 0;
+        // |A|^(power - 1) = (|A|^2)^((power - 1) / 2), as the native core computes it.
+        const a2 = re[i]! * re[i]! + im[i]! * im[i]!;
+        const k = a2 > 0 ? a2 ** (0.5 * (power - 1)) : 0;
         re[i]! *= k;
         im[i]! *= k;
         w2[i] = re[i]! * re[i]! + im[i]! * im[i]!;
@@ -833,7 +837,7 @@ export function detectCore2(input: Core2Input): Core2Output {
   const y = luma(input.pixels, w, h, input.channels);
   // Every lattice is folded from the picture prefiltered at its own resolution, however large the period.
   const x = prefilter(y, w, h, p as never);
-  const sync = new SyncA(input.a, period, input.harmonics);
+  const sync = new SyncA(input.a, period, input.harmonics, p.syncPower);
   const fold = new Float64Array(T2);
   const small = new Float64Array(period * period);
   const reps = TILE / period;
@@ -870,7 +874,7 @@ export function detectCore2(input: Core2Input): Core2Output {
       // win on noise with a slightly wrong period (the refinement, which would correct it, needs z >= refineZ).
       let off = 0;
       for (let i = 0; i < 4; i++) off = Math.max(off, Math.abs(v[i]! - v0[i]!));
-      if (off < SAME_AS_IDENTITY * p0) continue;
+      if (off < p.sameAsIdentity * p0) continue;
       tried++;
       const r = trySync(v);
       if (r.hit.z > best.hit.z) {

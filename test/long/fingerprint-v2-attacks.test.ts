@@ -7,7 +7,7 @@
 import { existsSync, readFileSync } from 'node:fs';
 import { fileURLToPath } from 'node:url';
 import { describe, expect, it } from 'vitest';
-import { ATTACKS, type AttackFn, crop } from '../../bench/lib/fingerprint-attacks.js';
+import { ATTACKS, type AttackFn, aspect, crop } from '../../bench/lib/fingerprint-attacks.js';
 import { detectFingerprint, embedFingerprint } from '../../src/fingerprint/index.js';
 import { expectFoundAfter, psnr, texturedImage } from '../helpers/fingerprint.js';
 
@@ -59,6 +59,23 @@ describe.skipIf(!existsSync(NATURAL))('fingerprint v2 on ../shared/natural', () 
       expect(d.present, `${name}: z=${d.z} sync=${d.syncZ}`).toBe(true);
       const u = await detectFingerprint(await attack(name)(orig, rng), SECRET, { maxPixels: MAX_PIXELS });
       expect(u.present, `${name} unmarked`).toBe(false);
+    }
+  });
+
+  it('finds changes of aspect of 2% (the lattice 2% off the no-geometry one on one axis)', async () => {
+    // With V2_SAME_AS_IDENTITY at 0.02 such a lattice counted as the no-geometry one and was not folded:
+    // kodim01 and kodim05 stretched x0.98 and kodim05 x1.02 were missed (T -1.0, -0.9, 0.6).
+    for (const [name, f] of [
+      ['kodim01', 0.98],
+      ['kodim05', 0.98],
+      ['kodim05', 1.02],
+    ] as const) {
+      const orig = readFileSync(`${NATURAL}/${name}.png`);
+      const marked = Buffer.from(await embedFingerprint(orig, SECRET, { maxPixels: MAX_PIXELS }));
+      const d = await detectFingerprint(await aspect(f)(marked, rng), SECRET, { maxPixels: MAX_PIXELS });
+      expect(d.present, `${name} x${f}: z=${d.z} sync=${d.syncZ}`).toBe(true);
+      expect(d.scheme).toBe(2);
+      expect((await detectFingerprint(await aspect(f)(orig, rng), SECRET, { maxPixels: MAX_PIXELS })).present).toBe(false);
     }
   });
 
