@@ -8,6 +8,7 @@ import {
   KEY_PREFIX,
   LAST_USED_GRANULARITY_MS,
   LEASE_MS,
+  PG_SCHEMA_VERSION,
   SCHEMA_VERSION,
   StoreError,
   isWellFormedKey,
@@ -453,12 +454,18 @@ describe.each(ENGINES)('store on %s', (engine) => {
   });
 
   describe('reservations of dead instances', () => {
-    it('units held by an instance whose lease ran out are given back once; its commit then fails, its refund gives nothing twice', async () => {
+    /** Two instances on one store, and an account with a protect limit of 10. */
+    async function twoInstances() {
       const dir = h.tempDir();
       const stalled = await openStore(dir);
       const other = await openStore(dir);
       const { id, name } = await stalled.createAccount('acme', 'pro');
       await stalled.setLimits(name, { protect: 10 });
+      return { stalled, other, id, name };
+    }
+
+    it('units held by an instance whose lease ran out are given back once; its commit then fails, its refund gives nothing twice', async () => {
+      const { stalled, other, id, name } = await twoInstances();
       const held = [await stalled.reserve(id, 'protect'), await stalled.reserve(id, 'protect'), await stalled.reserve(id, 'protect')];
       const done = await stalled.reserve(id, 'protect');
       if (!done.ok) throw new Error('reserve failed');
@@ -476,6 +483,79 @@ describe.each(ENGINES)('store on %s', (engine) => {
       expect(await storeErrorCode(() => stalled.commit(a.reservation))).toBe('reservation_lost');
       await stalled.refund(b.reservation);
       expect((await other.quotaState(id, 'protect')).used).toBe(1);
+    });
+
+    it('regression: a reservation lost with the lease fails at commit, and a newer one of the same counter commits', async () => {
+      // Holds were a count per owner and counter: after the instance took its lease back and reserved again,
+      // the lost reservation's commit took the newer one's unit (answered, not counted) and the newer one
+      // failed reservation_lost (counted, not answered).
+      const { stalled, other, id, name } = await twoInstances();
+      const lost = await stalled.reserve(id, 'protect');
+      if (!lost.ok) throw new Error('reserve failed');
+      expect(await other.reconcile(new Date(Date.now() + LEASE_MS + 1000))).toBe(1);
+      // Its heartbeat registers the same owner id again; the next reservation is held under it.
+      await h.raw(stalled, 'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5)', [
+        stalled.instanceId,
+        'elsewhere',
+        1,
+        '',
+        Date.now() + LEASE_MS,
+      ]);
+      const newer = await stalled.reserve(id, 'protect');
+      if (!newer.ok) throw new Error('reserve failed');
+      expect(await storeErrorCode(() => stalled.commit(lost.reservation))).toBe('reservation_lost');
+      expect((await stalled.commit(newer.reservation))?.used).toBe(1);
+      const u = await other.usage(name);
+      expect([u.protect.used, u.held.protect]).toEqual([1, 0]);
+      // The lost one's refund gives nothing (its unit went back with the lease).
+      await stalled.refund(lost.reservation);
+      expect((await other.quotaState(id, 'protect')).used).toBe(1);
+    });
+
+    it('a store of the schema before hold rows is migrated; in a rolling upgrade each unit of either version goes back once', async () => {
+      const dir = h.tempDir();
+      const first = await openStore(dir);
+      const { id, name } = await first.createAccount('acme', 'pro');
+      await first.setLimits(name, { protect: 10 });
+      await first.close();
+      // The data directory or schema as the version before left it (migrations only ever add).
+      await h.raw(first, 'DROP TABLE reservations');
+      await h.raw(first, engine === 'sqlite' ? 'PRAGMA user_version = 4' : 'DELETE FROM optmark_schema WHERE version = 4');
+      // An instance of that version runs on: 3 units committed, 2 held (a count in \`holds\`).
+      const month = monthOf(new Date());
+      await h.raw(first, 'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5)', [
+        'old-instance',
+        'elsewhere',
+        1,
+        '',
+        Date.now() + LEASE_MS,
+      ]);
+      await h.raw(first, 'INSERT INTO usage_counters (account_id, month, operation, used) VALUES ($1, $2, $3, $4)', [id, month, 'protect', 5]);
+      await h.raw(first, 'INSERT INTO holds (owner, account_id, month, operation, n) VALUES ($1, $2, $3, $4, $5)', ['old-instance', id, month, 'protect', 2]);
+      const a = await openStore(dir);
+      const b = await openStore(dir);
+      const version = engine === 'sqlite' ? 'PRAGMA user_version' : 'SELECT max(version) AS user_version FROM optmark_schema';
+      expect(Number((await h.raw(a, version))[0]!.user_version)).toBe(engine === 'sqlite' ? SCHEMA_VERSION : PG_SCHEMA_VERSION);
+      expect((await a.usage(name)).held.protect).toBe(2);
+      await h.raw(a, "UPDATE holds SET n = n - 1 WHERE owner = 'old-instance'"); // its commit
+      const done = await a.reserve(id, 'protect');
+      if (!done.ok) throw new Error('reserve failed');
+      expect((await a.commit(done.reservation))?.used).toBe(6);
+      const held = await a.reserve(id, 'protect');
+      if (!held.ok) throw new Error('reserve failed');
+      expect((await b.usage(name)).held.protect).toBe(2);
+      // The old instance takes the new one for dead and gives back what it knows of (its \`holds\` only):
+      // the new one's hold row, ownerless, is given back by an upgraded instance.
+      await h.raw(a, 'DELETE FROM owners WHERE id = $1', [a.instanceId]);
+      await h.raw(a, 'DELETE FROM holds WHERE owner = $1', [a.instanceId]);
+      expect(await b.reconcile()).toBe(1);
+      expect(await storeErrorCode(() => a.commit(held.reservation))).toBe('reservation_lost');
+      // The old instance dies: its held unit goes back once.
+      await h.raw(a, "UPDATE owners SET expires_at = 0 WHERE id = 'old-instance'");
+      expect(await b.reconcile()).toBe(1);
+      expect(await b.reconcile()).toBe(0);
+      const u = await b.usage(name);
+      expect([u.protect.used, u.held.protect]).toEqual([5, 0]);
     });
 
     it('units held by a process of this host that died are given back at once', async () => {
@@ -497,7 +577,16 @@ describe.each(ENGINES)('store on %s', (engine) => {
         Date.now() + LEASE_MS,
       ]);
       await h.raw(store, 'INSERT INTO usage_counters (account_id, month, operation, used) VALUES ($1, $2, $3, $4)', [id, month, 'protect', 7]);
-      await h.raw(store, 'INSERT INTO holds (owner, account_id, month, operation, n) VALUES ($1, $2, $3, $4, $5)', ['dead-owner', id, month, 'protect', 5]);
+      // Held as an optmark before the hold rows counted them (a rolling upgrade: \`holds\`), and as one now does.
+      await h.raw(store, 'INSERT INTO holds (owner, account_id, month, operation, n) VALUES ($1, $2, $3, $4, $5)', ['dead-owner', id, month, 'protect', 3]);
+      for (const hold of [1, 2])
+        await h.raw(store, 'INSERT INTO reservations (owner, id, account_id, month, operation) VALUES ($1, $2, $3, $4, $5)', [
+          'dead-owner',
+          hold,
+          id,
+          month,
+          'protect',
+        ]);
       // A live process of this host (this one) keeps what it holds.
       await h.raw(store, 'INSERT INTO owners (id, host, pid, started, expires_at) VALUES ($1, $2, $3, $4, $5)', [
         'live-owner',
@@ -779,7 +868,7 @@ describe('batched statements (PostgreSQL)', () => {
   }
 
   /** Another session that holds the account's rows of `table` locked until it rolls back. */
-  async function lockRows(store: Store, table: 'usage_counters' | 'holds', id: number): Promise<pg.Client> {
+  async function lockRows(store: Store, table: 'usage_counters' | 'reservations', id: number): Promise<pg.Client> {
     const c = await h.client(store);
     try {
       await c.query('BEGIN');
@@ -815,7 +904,7 @@ describe('batched statements (PostgreSQL)', () => {
     const held = await Promise.all(Array.from({ length: 3 }, () => store.reserve(id, 'protect')));
     const reservations = held.map((r) => (r.ok ? r.reservation : undefined)).filter((r) => r !== undefined);
     expect(reservations).toHaveLength(3);
-    const blocker = await lockRows(store, 'holds', id);
+    const blocker = await lockRows(store, 'reservations', id);
     try {
       const codes = await Promise.all(reservations.map((r) => storeErrorCode(() => store.commit(r))));
       expect(codes).toEqual(['store_unavailable', 'store_unavailable', 'store_unavailable']);
@@ -911,7 +1000,7 @@ describe('batched statements (PostgreSQL)', () => {
       const first = store.instanceId;
       const probe = await h.client(store);
       const count = async (sql: string) => Number((await probe.query<{ n: string }>(sql, [id])).rows[0]!.n);
-      const held = () => count('SELECT coalesce(sum(n), 0) AS n FROM holds WHERE account_id = $1');
+      const held = () => count('SELECT count(*) AS n FROM reservations WHERE account_id = $1');
       const used = () => count('SELECT coalesce(sum(used), 0) AS n FROM usage_counters WHERE account_id = $1');
       const waiting = async (state = "wait_event_type = 'Lock'") =>
         (await probe.query(`SELECT 1 FROM pg_stat_activity WHERE application_name = 'optmark' AND ${state}`)).rowCount;
@@ -957,6 +1046,56 @@ describe('batched statements (PostgreSQL)', () => {
         await probe.query('ROLLBACK').catch(() => undefined);
         await probe.end();
       }
+    } finally {
+      await relay.close();
+    }
+  });
+
+  it.each([
+    ['a commit', 'commit'],
+    ['a keyed commit', 'keyed commit'],
+    ['a refund', 'refund'],
+    ['a keyed refund', 'keyed refund'],
+    ['a refund after the commit', 'refund committed'],
+  ] as const)('regression: %s sent again after a cut, whose first sending ran, acts once and on its own reservation only', async (_, kind) => {
+    // The relay passes the statement to PostgreSQL, which runs it, and swallows the answer; then it cuts the
+    // connection: the store knows the statement was sent, not whether it ran, and sends it again. With a
+    // hold count per owner and counter, the second sending took the other reservation's unit.
+    const relay = await Relay.to(TEST_DATABASE_URL);
+    try {
+      const store = await h.open(undefined, undefined, { through: relay });
+      const { id, name } = await accountWith(store, 10);
+      const keyed = kind.startsWith('keyed');
+      const take = async (key: string) => {
+        const r = await store.reserve(id, 'protect', undefined, keyed ? { key, sha256: 'c'.repeat(64) } : undefined);
+        if (!r.ok) throw new Error('reserve failed');
+        return r.reservation;
+      };
+      const first = await take('first');
+      const other = await take('other');
+      if (kind === 'refund committed') await store.commit(first);
+      relay.deafen();
+      let sent = false;
+      const cut = kind.endsWith('commit')
+        ? storeErrorCode(() => store.commit(first, undefined, () => void (sent = true)))
+        : storeErrorCode(() => store.refund(first));
+      await waitFor('the statement run and its answer swallowed', () => (relay.answered() ? true : undefined));
+      relay.set('pass'); // cuts the connection: the answer is lost
+      expect(await cut).toBe('store_unavailable');
+      if (kind.endsWith('commit')) {
+        expect(sent).toBe(true); // the answer went out with it: the store commits again in the background
+        await store.startBackground(); // its first pass sends the commit again
+      } else {
+        await store.refund(first); // as the background work does
+      }
+      const committed = kind.endsWith('commit') ? 2 : 1;
+      expect((await store.commit(other))?.used).toBe(committed);
+      const u = await store.usage(name);
+      expect([u.protect.used, u.held.protect]).toEqual([committed, 0]);
+      // No row is left behind: a refund's mark goes once the refund is answered (the background work).
+      await store.startBackground();
+      const rows = async () => Number((await h.raw(store, 'SELECT count(*) AS n FROM reservations WHERE account_id = $1', [id]))[0]!.n);
+      await waitFor('the marks deleted', async () => ((await rows()) === 0 ? true : undefined));
     } finally {
       await relay.close();
     }

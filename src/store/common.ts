@@ -120,8 +120,8 @@ type ReservationState = 'held' | 'committed';
 export class Reservations {
   readonly #state = new WeakMap<Reservation, ReservationState>();
 
-  create(accountId: number, operation: Operation, month: string, idempotency?: IdempotentRequest): Reservation {
-    const r: Reservation = Object.freeze(idempotency ? { accountId, operation, month, idempotency } : { accountId, operation, month });
+  create(id: number, accountId: number, operation: Operation, month: string, idempotency?: IdempotentRequest): Reservation {
+    const r: Reservation = Object.freeze(idempotency ? { id, accountId, operation, month, idempotency } : { id, accountId, operation, month });
     this.#state.set(r, 'held');
     return r;
   }

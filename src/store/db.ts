@@ -123,6 +123,21 @@ const MIGRATIONS: readonly string[] = [
   CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
   CREATE INDEX idempotency_keys_owner ON idempotency_keys (owner);
   `,
+  // 5: a hold per reservation (owner, id), instead of a count per owner and counter in \`holds\`: a
+  // commit or refund acts on its own reservation's row only (with a count, a commit of a reservation an
+  // instance lost with its lease took the unit of a newer one). \`holds\` stays for processes of an
+  // optmark before this one still open on the file (a rolling restart): every process of this version
+  // gives back the rows of both tables of a dead owner.
+  `
+  CREATE TABLE reservations (
+    owner      TEXT NOT NULL,
+    id         INTEGER NOT NULL,
+    account_id INTEGER NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    month      TEXT NOT NULL,
+    operation  TEXT NOT NULL CHECK (operation IN ('protect', 'verify')),
+    PRIMARY KEY (owner, id)
+  ) STRICT, WITHOUT ROWID;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -30,6 +30,11 @@ export type AuthResult = { ok: true; account: Account; keyId: number } | { ok: f
  * given back by whichever instance reconciles next.
  */
 export interface Reservation {
+  /**
+   * The reservation's number in this store instance: its hold is the row (owner, id), so a commit or
+   * refund sent twice acts on this reservation alone, and once.
+   */
+  readonly id: number;
   readonly accountId: number;
   readonly operation: Operation;
   /** YYYY-MM (UTC) the unit was taken from; a refund returns it there even after the month turned. */

@@ -13,7 +13,8 @@
  *   it), then writes from the locked values: a group of k asks for min(k, limit - used) units, and the
  *   first of them in arrival order get them, each with the counter it would have seen alone. So no
  *   number of batches on any number of instances takes more than the limit.
- * - Lock order: every statement here locks counter rows before hold rows, each in key order (the scalar
+ * - Lock order: every statement here locks counter rows before hold rows (a hold row is one reservation's,
+ *   touched only by its own commit or refund and by a release of its owner), counters in key order (the scalar
  *   subquery over the locked rows is an InitPlan: it runs before any write). Two of these statements can
  *   not wait on each other in a circle; a deadlock with another statement (a reconciliation giving a dead
  *   instance's units back locks its counters in its own order) rolls the whole statement back, and it
@@ -33,9 +34,11 @@ const DEADLOCK_RETRIES = 3;
 const LIMIT = `coalesce(CASE x.operation WHEN 'protect' THEN a.protect_limit ELSE a.verify_limit END, CASE x.operation WHEN 'protect' THEN $2::bigint ELSE $3::bigint END)`;
 
 /**
- * One row per counter group: $4..$7 account ids, months, operations and how many calls ask a unit.
- * `before` is the locked counter (null: no row yet); a group without a row gets one inserted with its
- * units (`won`), unless another instance inserted it in the same instant: that group is sent again.
+ * One row per counter group: $4..$7 account ids, months, operations and how many calls ask a unit; $8..$10
+ * per call its hold id, its group (1-based) and its place in the group (1-based). `before` is the locked
+ * counter (null: no row yet); a group without a row gets one inserted with its units (`won`), unless
+ * another instance inserted it in the same instant: that group is sent again. The first `granted` calls
+ * of a group get their hold row.
  */
 export const RESERVE_BATCH = `
   WITH x AS (
@@ -68,9 +71,9 @@ export const RESERVE_BATCH = `
     SELECT g.* FROM g JOIN n USING (account_id, month, operation)
   ),
   h AS (
-    INSERT INTO holds AS h (owner, account_id, month, operation, n)
-      SELECT $1::text, account_id, month, operation, granted FROM w ORDER BY account_id, month, operation
-    ON CONFLICT (owner, account_id, month, operation) DO UPDATE SET n = h.n + excluded.n
+    INSERT INTO reservations (owner, id, account_id, month, operation)
+      SELECT $1::text, m.id, w.account_id, w.month, w.operation
+        FROM unnest($8::bigint[], $9::int[], $10::int[]) AS m(id, grp, rank) JOIN w ON w.i = m.grp WHERE m.rank <= w.granted
     RETURNING 1
   )
   SELECT x.i, l.lim, g.before, g.granted, (g.before IS NOT NULL OR n.account_id IS NOT NULL) AS won
@@ -78,66 +81,64 @@ export const RESERVE_BATCH = `
    ORDER BY x.i`;
 
 /**
- * One row per group: $4..$8 account ids, months the units were taken from, operations, the months whose
- * counter the answer shows, and how many calls commit. The first min(k, held) are taken off this
- * instance's hold (the units stay counted); the others' holds were reclaimed.
+ * One row per group: $4..$7 account ids, months the units were taken from, operations, and the months
+ * whose counter the answer shows; $8 the hold ids of the calls. `released`: the ids whose hold row was
+ * still there and is now gone (the units stay counted); the others' holds were reclaimed, or already
+ * committed by an earlier sending of the same statement.
  */
 export const COMMIT_BATCH = `
   WITH x AS (
-    SELECT * FROM unnest($4::int[], $5::text[], $6::text[], $7::text[], $8::int[]) WITH ORDINALITY AS x(account_id, month, operation, at, k, i)
-  ),
-  y AS (
-    SELECT h.account_id, h.month, h.operation, h.n FROM holds h JOIN x USING (account_id, month, operation)
-     WHERE h.owner = $1::text ORDER BY h.account_id, h.month, h.operation FOR UPDATE OF h
-  ),
-  g AS (
-    SELECT x.*, y.n AS before, least(x.k, coalesce(y.n, 0)) AS released
-      FROM x LEFT JOIN y USING (account_id, month, operation) WHERE (SELECT count(*) FROM y) >= 0
+    SELECT * FROM unnest($4::int[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY AS x(account_id, month, operation, at, i)
   ),
   d AS (
-    UPDATE holds h SET n = g.before - g.released FROM g
-     WHERE g.released > 0 AND h.owner = $1::text AND h.account_id = g.account_id AND h.month = g.month AND h.operation = g.operation
-    RETURNING 1
+    DELETE FROM reservations r USING unnest($8::bigint[]) AS m(id) WHERE r.owner = $1::text AND r.id = m.id AND NOT r.refunded RETURNING r.id
   )
-  SELECT g.i, g.released, ${LIMIT} AS lim,
-         coalesce((SELECT used FROM usage_counters u WHERE u.account_id = g.account_id AND u.month = g.at AND u.operation = g.operation), 0) AS used
-    FROM g JOIN x USING (i) LEFT JOIN accounts a ON a.id = g.account_id ORDER BY g.i`;
+  SELECT x.i, ${LIMIT} AS lim, ARRAY(SELECT id FROM d) AS released,
+         coalesce((SELECT used FROM usage_counters u WHERE u.account_id = x.account_id AND u.month = x.at AND u.operation = x.operation), 0) AS used
+    FROM x LEFT JOIN accounts a ON a.id = x.account_id ORDER BY x.i`;
 
 /**
- * One row per group: $4..$9 account ids, months the units were taken from, operations, the months whose
- * counter the answer shows, how many calls give back a held unit and how many a committed one. A held
- * unit goes off the hold, and off the counter only if the hold had it; a committed one off the counter
- * only; the counter never below 0. Answers the locked values before: the caller replays the calls.
+ * One row per group: $4..$7 account ids, months the units were taken from, operations, the months whose
+ * counter the answer shows; $8..$10 per call its hold id, its group (1-based) and whether its unit is
+ * still held. A held unit's row goes, and the unit off the counter only if the row was there (else a
+ * reconciliation or an earlier sending of this refund gave it back). A committed unit's row is marked
+ * refunded (inserted: its commit took it; or still held: its commit never ran), and the unit off the
+ * counter only if it was not marked already. The counter never below 0. `applied`: the calls that took a
+ * unit off; `used_before` the locked counter: the caller replays the calls.
  */
 export const REFUND_BATCH = `
   WITH x AS (
-    SELECT * FROM unnest($4::int[], $5::text[], $6::text[], $7::text[], $8::int[], $9::int[])
-      WITH ORDINALITY AS x(account_id, month, operation, at, held, committed, i)
+    SELECT * FROM unnest($4::int[], $5::text[], $6::text[], $7::text[]) WITH ORDINALITY AS x(account_id, month, operation, at, i)
+  ),
+  m AS (
+    SELECT m.id, m.held, x.account_id, x.month, x.operation, x.i
+      FROM unnest($8::bigint[], $9::int[], $10::boolean[]) AS m(id, grp, held) JOIN x ON x.i = m.grp
   ),
   yc AS (
     SELECT u.account_id, u.month, u.operation, u.used FROM usage_counters u JOIN x USING (account_id, month, operation)
      ORDER BY u.account_id, u.month, u.operation FOR UPDATE OF u
   ),
-  yh AS (
-    SELECT h.account_id, h.month, h.operation, h.n FROM holds h JOIN x USING (account_id, month, operation)
-     WHERE h.owner = $1::text AND (SELECT count(*) FROM yc) >= 0 ORDER BY h.account_id, h.month, h.operation FOR UPDATE OF h
-  ),
-  g AS (
-    SELECT x.*, yc.used AS used_before, yh.n AS held_before, least(x.held, coalesce(yh.n, 0)) AS dh
-      FROM x LEFT JOIN yc USING (account_id, month, operation) LEFT JOIN yh USING (account_id, month, operation)
-     WHERE (SELECT count(*) FROM yh) >= 0
-  ),
   dh AS (
-    UPDATE holds h SET n = g.held_before - g.dh FROM g
-     WHERE g.dh > 0 AND h.owner = $1::text AND h.account_id = g.account_id AND h.month = g.month AND h.operation = g.operation
-    RETURNING 1
+    DELETE FROM reservations r USING m
+     WHERE m.held AND r.owner = $1::text AND r.id = m.id AND NOT r.refunded AND (SELECT count(*) FROM yc) >= 0 RETURNING r.id
+  ),
+  dm AS (
+    INSERT INTO reservations AS r (owner, id, account_id, month, operation, refunded)
+      SELECT $1::text, m.id, m.account_id, m.month, m.operation, true FROM m WHERE NOT m.held AND (SELECT count(*) FROM yc) >= 0 ORDER BY m.id
+    ON CONFLICT (id, owner) DO UPDATE SET refunded = true WHERE NOT r.refunded
+    RETURNING r.id
+  ),
+  done AS (SELECT id FROM dh UNION ALL SELECT id FROM dm),
+  g AS (
+    SELECT x.*, yc.used AS used_before, (SELECT count(*) FROM m JOIN done USING (id) WHERE m.i = x.i) AS n
+      FROM x LEFT JOIN yc USING (account_id, month, operation)
   ),
   dc AS (
-    UPDATE usage_counters u SET used = g.used_before - least(g.committed + g.dh, g.used_before) FROM g
-     WHERE least(g.committed + g.dh, g.used_before) > 0 AND u.account_id = g.account_id AND u.month = g.month AND u.operation = g.operation
+    UPDATE usage_counters u SET used = g.used_before - least(g.n, g.used_before) FROM g
+     WHERE least(g.n, g.used_before) > 0 AND u.account_id = g.account_id AND u.month = g.month AND u.operation = g.operation
     RETURNING 1
   )
-  SELECT g.i, g.held_before, g.used_before, ${LIMIT} AS lim,
+  SELECT g.i, g.used_before, ${LIMIT} AS lim, ARRAY(SELECT id FROM done) AS applied,
          coalesce((SELECT used FROM usage_counters u WHERE u.account_id = g.account_id AND u.month = g.at AND u.operation = g.operation), 0) AS used_at
     FROM g JOIN x USING (i) LEFT JOIN accounts a ON a.id = g.account_id ORDER BY g.i`;
 
@@ -175,6 +176,15 @@ const cmp = (a: string, b: string): number => (a < b ? -1 : a > b ? 1 : 0);
 /** The arrays of a batch statement's groups ($4 onwards). */
 export function groupArrays<M>(groups: readonly Group<M>[], ...columns: ((g: Group<M>) => number | string)[]): unknown[] {
   return [groups.map((g) => g.accountId), groups.map((g) => g.month), groups.map((g) => g.operation), ...columns.map((c) => groups.map(c))];
+}
+
+/**
+ * The per-call arrays of a batch statement, after its groups': each call's hold id, its group (1-based,
+ * in the order of `groups`) and `column` of it and its place in the group.
+ */
+export function memberArrays<M extends { hold: number }>(groups: readonly Group<M>[], column: (m: M, j: number) => number | boolean): unknown[] {
+  const members = groups.flatMap((g, i) => g.members.map((m, j) => ({ m, group: i + 1, value: column(m, j) })));
+  return [members.map((x) => x.m.hold), members.map((x) => x.group), members.map((x) => x.value)];
 }
 
 /** Does `err` say PostgreSQL rolled the statement back to break a deadlock? */

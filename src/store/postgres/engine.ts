@@ -5,10 +5,12 @@
  * - Quotas: `reserve` is one statement. The counter row of (account, month, operation) is where every
  *   instance's reservations meet: `INSERT ... ON CONFLICT DO UPDATE SET used = used + 1 WHERE used <
  *   limit` locks that row and evaluates the WHERE on its latest version (also under Read Committed), so
- *   no number of instances can take more than the limit. The same statement adds the unit to this
- *   instance's row in `holds`. `commit` takes it off the hold (the unit stays counted); `refund` takes it
- *   off both. A unit is given back exactly once: by the refund, or by a reconciliation that deletes a
- *   dead instance's holds and subtracts them from the counters in one statement (row locks order them).
+ *   no number of instances can take more than the limit. The same statement inserts the reservation's
+ *   hold row (its id, under this instance's owner id) into `reservations`. `commit` deletes the row (the
+ *   unit stays counted); `refund` deletes it and takes the unit off the counter (after a commit: marks it
+ *   refunded). Each acts on its own row, so sent again it changes nothing. A unit is given back exactly
+ *   once: by the refund, or by a reconciliation that deletes a dead instance's hold rows and subtracts
+ *   them from the counters in one statement (row locks order them).
  *   Concurrent requests' reserves, commits and refunds go in one statement per kind and event-loop turn
  *   (./batch.ts), each answered exactly as if it had been alone, in arrival order.
  * - Keys: authentication results are cached for at most `authCacheMs` (2 s), bounded in size; last-used
@@ -67,7 +69,7 @@ import type {
   Usage,
 } from '../types.js';
 import { RECORD_COLUMNS, toBatch, toRecord, type BatchRow, type DashboardRecords, type RecordRow } from '../records.js';
-import { Batcher, DEFER, RESERVE_BATCH, COMMIT_BATCH, REFUND_BATCH, groupArrays, groupsOf, runOn } from './batch.js';
+import { Batcher, DEFER, RESERVE_BATCH, COMMIT_BATCH, REFUND_BATCH, groupArrays, groupsOf, memberArrays, runOn } from './batch.js';
 import { PgDashboardRecords } from './records.js';
 import { migrate } from './schema.js';
 import { DROP_KEY, KEYS_RELEASED, KEY_COMMITTED, KEY_REFUNDED, PRUNE_KEYS, reserveKeyed, withKey } from './idempotency.js';
@@ -140,11 +142,11 @@ const limitOf = (op: string, fallback: string) => `coalesce(CASE ${op}::text WHE
 // A reservation alone in its turn (the batch statement of ./batch.ts does the same for many, at about
 // three times the execution cost of this one).
 /**
- * One unit of $3 for account $1 in month $2 (counter `c`, never past the limit in `lim`) and owner $5's
- * hold of it (`h`), taken only when `guard` (a condition on `lim`) holds too: the part of a reservation
- * that RESERVE and the keyed reservation (./idempotency.ts) share.
+ * One unit of $3 for account $1 in month $2 (counter `c`, never past the limit in `lim`) and its hold row
+ * (owner $5, id `hold`: `h`), taken only when `guard` (a condition on `lim`) holds too: the part of a
+ * reservation that RESERVE and the keyed reservation (./idempotency.ts) share.
  */
-const takeUnit = (guard: string) => `c AS (
+const takeUnit = (guard: string, hold: string) => `c AS (
     INSERT INTO usage_counters AS u (account_id, month, operation, used)
       SELECT id, $2::text, $3::text, 1 FROM lim WHERE ${guard}
     ON CONFLICT (account_id, month, operation) DO UPDATE SET used = u.used + 1
@@ -152,15 +154,12 @@ const takeUnit = (guard: string) => `c AS (
     RETURNING u.used
   ),
   h AS (
-    INSERT INTO holds AS h (owner, account_id, month, operation, n)
-      SELECT $5::text, $1, $2::text, $3::text, 1 FROM c
-    ON CONFLICT (owner, account_id, month, operation) DO UPDATE SET n = h.n + 1
-    RETURNING h.n
+    INSERT INTO reservations (owner, id, account_id, month, operation) SELECT $5::text, ${hold}::bigint, $1, $2::text, $3::text FROM c RETURNING 1
   )`;
 
 const RESERVE = `
   WITH lim AS (SELECT a.id, ${limitOf('$3', '$4')} AS lim FROM accounts a WHERE a.id = $1),
-  ${takeUnit('lim.lim > 0')}
+  ${takeUnit('lim.lim > 0', '$6')}
   SELECT c.used, (SELECT lim FROM lim) AS lim, (SELECT count(*) FROM h)::int AS held FROM c`;
 
 const STATE_OF = (month: string) => `
@@ -168,35 +167,54 @@ const STATE_OF = (month: string) => `
          coalesce((SELECT used FROM usage_counters u WHERE u.account_id = a.id AND u.month = ${month}::text AND u.operation = $4::text), 0) AS used
     FROM accounts a WHERE a.id = $2`;
 
+// $7: the reservation's hold id. Its row goes (once: sent again, the statement finds nothing).
 const COMMIT = `
   WITH h AS (
-    UPDATE holds SET n = n - 1 WHERE owner = $1::text AND account_id = $2 AND month = $3::text AND operation = $4::text AND n > 0 RETURNING 1
+    DELETE FROM reservations
+     WHERE owner = $1::text AND id = $7::bigint AND account_id = $2 AND month = $3::text AND operation = $4::text AND NOT refunded RETURNING 1
   ),
   s AS (${STATE_OF('$5')})
   SELECT (SELECT count(*) FROM h)::int AS released, s.lim, s.used FROM s`;
 
-// $7: the unit is still held (take it off the hold, and off the counter only if the hold had it);
-// false: it was committed (off the counter only).
-const REFUND = `
+// $7: the unit is still held (its row $8 goes, and the unit off the counter only if the row was there);
+// false: it was committed (its row is marked refunded, and the unit off the counter only if it was not
+// marked yet). As REFUND_BATCH (./batch.ts) for one call: sent again, it changes nothing. Only keyed
+// refunds use it (others go through the batch): the key $9 goes with its unit (./idempotency.ts).
+const REFUND_KEYED = `
   WITH h AS (
-    UPDATE holds SET n = n - 1
-     WHERE $7::boolean AND owner = $1::text AND account_id = $2 AND month = $3::text AND operation = $4::text AND n > 0 RETURNING 1
+    DELETE FROM reservations
+     WHERE $7::boolean AND owner = $1::text AND id = $8::bigint AND account_id = $2 AND month = $3::text AND operation = $4::text AND NOT refunded
+    RETURNING 1
+  ),
+  m AS (
+    INSERT INTO reservations AS r (owner, id, account_id, month, operation, refunded)
+      SELECT $1::text, $8::bigint, $2, $3::text, $4::text, true WHERE NOT $7::boolean
+    ON CONFLICT (id, owner) DO UPDATE SET refunded = true WHERE NOT r.refunded
+    RETURNING 1
   ),
   c AS (
     UPDATE usage_counters SET used = used - 1
      WHERE account_id = $2 AND month = $3::text AND operation = $4::text AND used > 0
-       AND (NOT $7::boolean OR EXISTS (SELECT 1 FROM h)) RETURNING used
+       AND (EXISTS (SELECT 1 FROM h) OR EXISTS (SELECT 1 FROM m)) RETURNING used
   ),
+  ${KEY_REFUNDED},
   s AS (${STATE_OF('$5')})
   SELECT s.lim, s.used, (SELECT used FROM c) AS after, ($3::text = $5::text) AS same_month FROM s`;
 
 // Everything a dead owner held goes back to its counters and its rows go, with its held idempotency
 // keys, in one statement. Two reconcilers racing on one owner: the second waits on the row locks and
-// then finds nothing to delete.
+// then finds nothing to delete. `holds` has the counts of owners of an optmark before the hold rows
+// (schema 4), during a rolling upgrade.
 const RELEASE_OWNER = withKey(
   `
   WITH o AS (DELETE FROM owners WHERE id = $1),
-  h AS (DELETE FROM holds WHERE owner = $1 RETURNING account_id, month, operation, n),
+  ho AS (DELETE FROM holds WHERE owner = $1 RETURNING account_id, month, operation, n),
+  r AS (DELETE FROM reservations WHERE owner = $1 RETURNING account_id, month, operation, refunded),
+  h AS (
+    SELECT account_id, month, operation, sum(n) AS n
+      FROM (SELECT account_id, month, operation, n FROM ho UNION ALL SELECT account_id, month, operation, 1 FROM r WHERE NOT refunded) z
+     GROUP BY account_id, month, operation
+  ),
   u AS (
     UPDATE usage_counters c SET used = greatest(0, c.used - h.n) FROM h
      WHERE c.account_id = h.account_id AND c.month = h.month AND c.operation = h.operation RETURNING h.n
@@ -208,9 +226,10 @@ const RELEASE_OWNER = withKey(
 // The same with the reservation's Idempotency-Key (./idempotency.ts).
 const RESERVE_KEYED = reserveKeyed(limitOf('$3', '$4'), takeUnit);
 const COMMIT_KEYED = withKey(COMMIT, KEY_COMMITTED);
-const REFUND_KEYED = withKey(REFUND, KEY_REFUNDED);
 
 interface Call {
+  /** The reservation's hold id. */
+  hold: number;
   accountId: number;
   /** The month the unit is taken from (or was). */
   month: string;
@@ -276,6 +295,10 @@ export class PostgresStore implements Store {
   readonly #retry = new Set<Reservation>();
   /** Commits sent whose outcome is unknown (the connection failed after the answer went out): done again. */
   readonly #commitRetry = new Set<Reservation>();
+  /** The next reservation's hold id (unique within this store, so within each of its owner ids). */
+  #nextHold = 1;
+  /** Rows marking committed units given back, whose refund was answered (no longer needed): deleted in the background. */
+  readonly #markers: { owner: string; hold: number }[] = [];
   /** When the lease was last written (Date.now() before the statement): see #leaseFresh. */
   #leaseAt = 0;
   readonly #timeoutMs: number;
@@ -454,10 +477,11 @@ export class PostgresStore implements Store {
   async reserve(accountId: number, op: Operation, now: Date = new Date(), idempotency?: IdempotentRequest): Promise<ReserveResult> {
     const month = monthOf(now);
     if (idempotency) return this.#reserveKeyed(accountId, op, month, now, idempotency);
-    const taken = await this.#reserves.add({ accountId, month, operation: op, at: month });
+    const hold = this.#nextHold++;
+    const taken = await this.#reserves.add({ hold, accountId, month, operation: op, at: month });
     const state = quotaStateOf(op, taken.lim, taken.used, month, now);
     if (!taken.granted) return { ok: false, state };
-    return { ok: true, reservation: this.#held(this.#reservations.create(accountId, op, month), taken.owner), state };
+    return { ok: true, reservation: this.#held(this.#reservations.create(hold, accountId, op, month), taken.owner), state };
   }
 
   /** A reservation granted under `owner` (counted in its `busy` until it is committed or given back). */
@@ -534,6 +558,7 @@ export class PostgresStore implements Store {
     const key = idempotency.key;
     const t = now.getTime();
     const owner = await this.#take(1);
+    const hold = this.#nextHold++;
     let granted = false;
     try {
       const r = await this.#q<{
@@ -543,11 +568,13 @@ export class PostgresStore implements Store {
         prior_state: IdemRow['state'] | null;
         prior_operation: Operation | null;
         prior_sha256: string | null;
-      }>(RESERVE_KEYED, [accountId, month, op, this.#defaults[op], owner, key, t, t + IDEMPOTENCY_TTL_MS], 'optmark_reserve_keyed').catch((err: unknown) => {
-        // Sent or not (the pool does not say): a statement that may have run retires its owner.
-        if (!isAnswered(err)) this.#retire(owner);
-        throw err;
-      });
+      }>(RESERVE_KEYED, [accountId, month, op, this.#defaults[op], owner, key, t, t + IDEMPOTENCY_TTL_MS, hold], 'optmark_reserve_keyed').catch(
+        (err: unknown) => {
+          // Sent or not (the pool does not say): a statement that may have run retires its owner.
+          if (!isAnswered(err)) this.#retire(owner);
+          throw err;
+        },
+      );
       const row = r.rows[0]!;
       if (row.keyed === 0 && row.lim !== null) {
         const prior = row.prior_state && row.prior_operation ? { state: row.prior_state, operation: row.prior_operation, sha256: row.prior_sha256 } : undefined;
@@ -559,7 +586,7 @@ export class PostgresStore implements Store {
         return { ok: false, state: await this.#state(accountId, op, month, now) };
       }
       granted = true;
-      const reservation = this.#held(this.#reservations.create(accountId, op, month, idempotency), owner);
+      const reservation = this.#held(this.#reservations.create(hold, accountId, op, month, idempotency), owner);
       return { ok: true, reservation, state: quotaStateOf(op, row.lim, row.used, month, now) };
     } finally {
       if (!granted) this.#unbusy(owner, 1);
@@ -568,7 +595,7 @@ export class PostgresStore implements Store {
 
   /** The commit statement of a reservation (with its key and the upload's digest when it has one). */
   #commitQuery(res: Reservation, month: string, now: Date): { name: string; text: string; values: unknown[] } {
-    const values: unknown[] = [this.#ownerFor(res), res.accountId, res.month, res.operation, month, this.#defaults[res.operation]];
+    const values: unknown[] = [this.#ownerFor(res), res.accountId, res.month, res.operation, month, this.#defaults[res.operation], res.id];
     const key = res.idempotency;
     if (!key) return { name: 'optmark_commit', text: COMMIT, values };
     return { name: 'optmark_commit_keyed', text: COMMIT_KEYED, values: [...values, key.key, uploadDigest(key), now.getTime() + IDEMPOTENCY_TTL_MS] };
@@ -587,7 +614,16 @@ export class PostgresStore implements Store {
     }
     const m = monthOf(now);
     if (res.idempotency) return this.#commitKeyed(res, m, now, onSent);
-    const call: CommitCall = { accountId: res.accountId, month: res.month, operation: res.operation, at: m, owner: this.#ownerFor(res), onSent, sent: false };
+    const call: CommitCall = {
+      hold: res.id,
+      accountId: res.accountId,
+      month: res.month,
+      operation: res.operation,
+      at: m,
+      owner: this.#ownerFor(res),
+      onSent,
+      sent: false,
+    };
     let row: CommitAnswer;
     try {
       row = await this.#commits.add(call);
@@ -680,10 +716,14 @@ export class PostgresStore implements Store {
     const m = monthOf(now);
     let row: RefundAnswer;
     try {
+      // A committed unit's refund marks its hold row under one owner, which every sending of it must name
+      // and which must outlive them: the current one, kept busy until the refund is answered.
+      if (!this.#ownerOf.has(res)) this.#ownerOf.set(res, await this.#take(1));
       const key = res.idempotency?.key;
       row = key
         ? await this.#refundKeyed(res, key, m)
         : await this.#refunds.add({
+            hold: res.id,
             accountId: res.accountId,
             month: res.month,
             operation: res.operation,
@@ -698,6 +738,8 @@ export class PostgresStore implements Store {
       throw err;
     }
     this.#retry.delete(res);
+    // Answered: no sending of it is left, so its mark (if it made one) is of no more use.
+    if (state === 'committed') this.#markers.push({ owner: this.#ownerFor(res), hold: res.id });
     this.#set(res, undefined);
     return row && quotaStateOf(res.operation, row.lim, row.used, m, now);
   }
@@ -707,7 +749,7 @@ export class PostgresStore implements Store {
     const held = this.#reservations.state(res) === 'held';
     const r = await this.#q<{ lim: number; used: number; after: number | null; same_month: boolean }>(
       REFUND_KEYED,
-      [this.#ownerFor(res), res.accountId, res.month, res.operation, m, this.#defaults[res.operation], held, key],
+      [this.#ownerFor(res), res.accountId, res.month, res.operation, m, this.#defaults[res.operation], held, res.id, key],
       'optmark_refund_keyed',
     );
     const row = r.rows[0];
@@ -731,7 +773,9 @@ export class PostgresStore implements Store {
     const dead = owners.rows
       .filter((o) => isDead({ id: o.id, host: o.host, pid: o.pid, started: o.started, expiresAt: o.expires_at }, this.#owner, t))
       .map((o) => o.id);
-    const orphans = await this.#q<{ owner: string }>('SELECT DISTINCT owner FROM holds WHERE owner NOT IN (SELECT id FROM owners)');
+    const orphans = await this.#q<{ owner: string }>(
+      'SELECT owner FROM reservations WHERE owner NOT IN (SELECT id FROM owners) UNION SELECT owner FROM holds WHERE owner NOT IN (SELECT id FROM owners)',
+    );
     for (const { owner } of orphans.rows) if (owner !== this.#owner.id && !this.#owners.has(owner)) dead.push(owner);
     let units = 0;
     for (const id of dead) units += (await this.#q<{ units: number }>(RELEASE_OWNER, [id])).rows[0]!.units;
@@ -851,7 +895,10 @@ export class PostgresStore implements Store {
     const { id } = await this.#row(accountName);
     const held = { protect: 0, verify: 0 };
     const h = await this.#q<{ operation: Operation; n: number }>(
-      'SELECT operation, sum(n)::bigint AS n FROM holds WHERE account_id = $1 AND month = $2 GROUP BY operation',
+      `SELECT operation, sum(n)::bigint AS n FROM (
+         SELECT operation, n FROM holds WHERE account_id = $1 AND month = $2
+         UNION ALL SELECT operation, 1 FROM reservations WHERE account_id = $1 AND month = $2 AND NOT refunded
+       ) h GROUP BY operation`,
       [id, m],
     );
     for (const r of h.rows) held[r.operation] = r.n;
@@ -946,7 +993,8 @@ export class PostgresStore implements Store {
       );
       const u = await c.query<{ account: string; month: string; operation: Operation; used: number }>(
         `SELECT a.name AS account, u.month, u.operation,
-                greatest(0, u.used - coalesce((SELECT sum(n) FROM holds h WHERE h.account_id = u.account_id AND h.month = u.month AND h.operation = u.operation), 0))::bigint AS used
+                greatest(0, u.used - coalesce((SELECT sum(n) FROM holds h WHERE h.account_id = u.account_id AND h.month = u.month AND h.operation = u.operation), 0)
+                  - (SELECT count(*) FROM reservations r WHERE r.account_id = u.account_id AND r.month = u.month AND r.operation = u.operation AND NOT r.refunded))::bigint AS used
            FROM usage_counters u JOIN accounts a ON a.id = u.account_id WHERE $1::text[] IS NULL OR u.month = ANY($1) ORDER BY a.id, u.month, u.operation`,
         [months ?? null],
       );
@@ -988,7 +1036,9 @@ export class PostgresStore implements Store {
   async restore(s: StoreSnapshot): Promise<void> {
     await this.#tx(async (c) => {
       await c.query('SET LOCAL synchronous_commit = on');
-      await c.query('TRUNCATE dashboard_records, dashboard_batches, idempotency_keys, holds, usage_counters, api_keys, accounts RESTART IDENTITY');
+      await c.query(
+        'TRUNCATE dashboard_records, dashboard_batches, idempotency_keys, reservations, holds, usage_counters, api_keys, accounts RESTART IDENTITY',
+      );
       // Rows go in as JSON arrays, a few thousand per statement; accounts are matched by name.
       await insertRows(
         c,
@@ -1068,6 +1118,7 @@ export class PostgresStore implements Store {
       try {
         for (const r of [...this.#retry]) await this.refund(r);
         for (const r of [...this.#commitRetry]) await this.#recommit(r);
+        await this.#dropMarkers();
         const units = await this.reconcile();
         if (units > 0) options.onReconciled?.(units);
       } catch (err) {
@@ -1125,7 +1176,22 @@ export class PostgresStore implements Store {
 
   // ── helpers ───────────────────────────────────────────────────────────────────────────────────
 
-  /** A commit whose outcome was not known, done again (only this instance's hold of that counter changes). */
+  /** Deletes the marks of committed units whose refund was answered (see #markers). */
+  async #dropMarkers(): Promise<void> {
+    if (this.#markers.length === 0) return;
+    const rows = this.#markers.splice(0);
+    try {
+      await this.#q(
+        'DELETE FROM reservations r USING unnest($1::text[], $2::bigint[]) AS m(owner, id) WHERE r.owner = m.owner AND r.id = m.id AND r.refunded',
+        [rows.map((m) => m.owner), rows.map((m) => m.hold)],
+      );
+    } catch (err) {
+      this.#markers.push(...rows);
+      throw err;
+    }
+  }
+
+  /** A commit whose outcome was not known, done again (a commit that did run finds its hold row gone: nothing changes). */
   async #recommit(res: Reservation): Promise<void> {
     const query = this.#commitQuery(res, res.month, new Date());
     await this.#q(query.text, query.values, query.name);
@@ -1193,7 +1259,7 @@ export class PostgresStore implements Store {
     const rows = await this.#batch<{ lim: number | null; before: number | null; granted: number | null; won: boolean | null }>(
       'optmark_reserve_batch',
       RESERVE_BATCH,
-      [...this.#head(owner), ...groupArrays(groups, (g) => g.members.length)],
+      [...this.#head(owner), ...groupArrays(groups, (g) => g.members.length), ...memberArrays(groups, (_, j) => j + 1)],
       onWritten,
     );
     const out = new Map<ReserveCall, ReserveAnswer | Error | typeof DEFER>();
@@ -1222,7 +1288,7 @@ export class PostgresStore implements Store {
     const [taken] = await this.#batch<{ used: number; lim: number }>(
       'optmark_reserve',
       RESERVE,
-      [c.accountId, c.month, c.operation, this.#defaults[c.operation], owner],
+      [c.accountId, c.month, c.operation, this.#defaults[c.operation], owner, c.hold],
       onWritten,
     );
     if (taken) return { granted: true, lim: taken.lim, used: taken.used, owner };
@@ -1255,25 +1321,20 @@ export class PostgresStore implements Store {
     // A commit alone in its turn: the single-row statement (one group of one; the answer's shape is the same).
     const alone = calls.length === 1 && groups.length === 1;
     const g0 = groups[0]!;
-    const rows = await this.#batch<{ released: number; lim: number; used: number }>(
+    const rows = await this.#batch<{ released: number | string[]; lim: number; used: number }>(
       alone ? 'optmark_commit' : 'optmark_commit_batch',
       alone ? COMMIT : COMMIT_BATCH,
       alone
-        ? [owner, g0.accountId, g0.month, g0.operation, g0.at, this.#defaults[g0.operation]]
-        : [
-            ...this.#head(owner),
-            ...groupArrays(
-              groups,
-              (g) => g.at,
-              (g) => g.members.length,
-            ),
-          ],
+        ? [owner, g0.accountId, g0.month, g0.operation, g0.at, this.#defaults[g0.operation], g0.members[0]!.hold]
+        : [...this.#head(owner), ...groupArrays(groups, (g) => g.at), groups.flatMap((g) => g.members.map((c) => c.hold))],
       onWritten,
     );
+    // The single statement answers 1 or 0 (no row for an account gone); the batch, the hold ids released.
+    const released = alone ? undefined : new Set((rows[0]?.released as string[] | undefined)?.map(Number));
     const out = new Map<CommitCall, CommitAnswer>();
     groups.forEach((g, i) => {
-      const row = rows[i] ?? { released: 0, lim: 0, used: 0 }; // the single statement: no row for an account gone
-      g.members.forEach((c, j) => out.set(c, { released: j < row.released, lim: row.lim, used: row.used }));
+      const row = rows[i] ?? { released: 0, lim: 0, used: 0 };
+      for (const c of g.members) out.set(c, { released: released ? released.has(c.hold) : row.released === 1, lim: row.lim, used: row.used });
     });
     return all.map((c) => out.get(c) ?? DEFER);
   }
@@ -1283,28 +1344,19 @@ export class PostgresStore implements Store {
     const owner = all[0]!.owner;
     const calls = all.filter((c) => c.owner === owner);
     const { groups, later } = groupsOf(calls);
-    const rows = await this.#batch<{ held_before: number | null; used_before: number | null; lim: number | null; used_at: number }>(
+    const rows = await this.#batch<{ applied: string[]; used_before: number | null; lim: number | null; used_at: number }>(
       'optmark_refund_batch',
       REFUND_BATCH,
-      [
-        ...this.#head(owner),
-        ...groupArrays(
-          groups,
-          (g) => g.at,
-          (g) => g.members.filter((c) => c.held).length,
-          (g) => g.members.filter((c) => !c.held).length,
-        ),
-      ],
+      [...this.#head(owner), ...groupArrays(groups, (g) => g.at), ...memberArrays(groups, (c) => c.held)],
     );
+    const applied = new Set(rows[0]?.applied.map(Number));
     const out = new Map<RefundCall, RefundAnswer>();
     groups.forEach((g, i) => {
       const row = rows[i]!;
-      let held = row.held_before ?? 0;
       let used = row.used_before;
       for (const c of g.members) {
-        // A held unit comes off the counter only if the hold had it; a committed one always.
-        const counted = c.held ? held-- > 0 : true;
-        if (counted && used !== null && used > 0) used--;
+        // Only a call that took its unit off (not given back before) lowers the counter.
+        if (applied.has(c.hold) && used !== null && used > 0) used--;
         // The answer shows the counter after this call (the month it was taken from), else the month of now.
         const shown = g.at === g.month && used !== null ? used : row.used_at;
         out.set(c, row.lim === null ? undefined : { lim: row.lim, used: shown });

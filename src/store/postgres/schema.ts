@@ -125,6 +125,25 @@ export const PG_MIGRATIONS: readonly string[] = [
   CREATE INDEX idempotency_keys_expiry ON idempotency_keys (expires_at);
   CREATE INDEX idempotency_keys_owner ON idempotency_keys (owner);
   `,
+  // 4: a hold per reservation (owner, id), instead of a count per owner and counter in \`holds\`: a commit
+  // or refund sent again after a cut connection finds its own row gone and changes nothing, where a count
+  // took another reservation's unit. \`refunded\` marks a unit given back after its commit (the row a
+  // re-sent refund finds). \`holds\` stays for instances not yet upgraded (a rolling upgrade): every
+  // upgraded instance gives back the rows of both tables of a dead owner. No foreign key: its check would
+  // lock the account row at every reservation (accounts are never deleted; a restore truncates this table).
+  // The key starts with the id: commits and refunds look rows up by (id, owner) and never walk an owner's
+  // deleted rows (a generic plan over an (owner, id) key read every row the owner had since the last vacuum).
+  `
+  CREATE TABLE reservations (
+    owner      text NOT NULL COLLATE "C",
+    id         bigint NOT NULL,
+    account_id integer NOT NULL,
+    month      text NOT NULL,
+    operation  text NOT NULL,
+    refunded   boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (id, owner)
+  );
+  `,
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

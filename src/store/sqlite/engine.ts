@@ -5,8 +5,8 @@
  *
  * The request path is `authenticate` (one indexed lookup by key hash, not cached: a revocation by the
  * CLI applies to the next request), `reserve` (one transaction: the counter grows only while under the
- * limit, and this instance's hold grows with it), and `commit` (the hold shrinks) or `refund` (hold and
- * counter shrink). Processes on the same file see each other's units at once.
+ * limit, and the reservation's hold row is inserted with it), and `commit` (the row goes) or `refund` (the
+ * row goes and the counter shrinks). Processes on the same file see each other's units at once.
  */
 import { join } from 'node:path';
 import { BackgroundCheckpoints } from '../checkpoints.js';
@@ -102,6 +102,8 @@ interface CounterParams {
 
 interface HoldParams {
   owner: string;
+  /** The reservation's hold id. */
+  hold: number;
   account: number;
   month: string;
   op: Operation;
@@ -119,6 +121,8 @@ export class SqliteStore implements Store {
   readonly #defaults: Record<Operation, number>;
   readonly #reservations = new Reservations();
   readonly #owner: OwnerIdentity = newOwner();
+  /** The next reservation's hold id (unique within this store's owner id). */
+  #nextHold = 1;
   readonly #lastUsed = new LastUsed();
   #registered = false;
   #checkpoints: BackgroundCheckpoints | undefined;
@@ -178,10 +182,7 @@ export class SqliteStore implements Store {
          WHERE used < (SELECT ${LIMIT_OF_A} FROM accounts a WHERE a.id = :account)
        RETURNING used, (SELECT ${LIMIT_OF_A} FROM accounts a WHERE a.id = :account) AS lim`,
     );
-    this.#hold = db.prepare<[HoldParams]>(
-      `INSERT INTO holds (owner, account_id, month, operation, n) VALUES (:owner, :account, :month, :op, 1)
-       ON CONFLICT (owner, account_id, month, operation) DO UPDATE SET n = n + 1`,
-    );
+    this.#hold = db.prepare<[HoldParams]>('INSERT INTO reservations (owner, id, account_id, month, operation) VALUES (:owner, :hold, :account, :month, :op)');
     // One transaction: the unit is counted and held together, or neither.
     this.#reserveTx = db.transaction((p: CounterParams & HoldParams) => {
       const [taken] = this.#reserveCounter.all(p);
@@ -201,10 +202,10 @@ export class SqliteStore implements Store {
       return { taken };
     });
     this.#release = db.prepare<[HoldParams]>(
-      'UPDATE holds SET n = n - 1 WHERE owner = :owner AND account_id = :account AND month = :month AND operation = :op AND n > 0',
+      'DELETE FROM reservations WHERE owner = :owner AND id = :hold AND account_id = :account AND month = :month AND operation = :op',
     );
     this.#commitRelease = db.prepare<[HoldParams & { now: string; fallback: number }], { used: number; lim: number }>(
-      `UPDATE holds SET n = n - 1 WHERE owner = :owner AND account_id = :account AND month = :month AND operation = :op AND n > 0
+      `DELETE FROM reservations WHERE owner = :owner AND id = :hold AND account_id = :account AND month = :month AND operation = :op
        RETURNING coalesce((SELECT used FROM usage_counters u WHERE u.account_id = :account AND u.month = :now AND u.operation = :op), 0) AS used,
                  (SELECT ${LIMIT_OF_A} FROM accounts a WHERE a.id = :account) AS lim`,
     );
@@ -248,29 +249,40 @@ export class SqliteStore implements Store {
     this.#owners = db.prepare<[], { id: string; host: string; pid: number; started: string; expires_at: number }>(
       'SELECT id, host, pid, started, expires_at FROM owners',
     );
-    this.#orphanOwners = db.prepare<[], { owner: string }>('SELECT DISTINCT owner FROM holds WHERE owner NOT IN (SELECT id FROM owners)');
-    const heldRows = db.prepare<[string], { account_id: number; month: string; operation: Operation; n: number }>(
-      'SELECT account_id, month, operation, n FROM holds WHERE owner = ?',
+    this.#orphanOwners = db.prepare<[], { owner: string }>(
+      'SELECT owner FROM reservations WHERE owner NOT IN (SELECT id FROM owners) UNION SELECT owner FROM holds WHERE owner NOT IN (SELECT id FROM owners)',
+    );
+    // `holds`: the counts of owners of an optmark before the hold rows (schema 5), during a rolling restart.
+    const heldRows = db.prepare<[string, string], { account_id: number; month: string; operation: Operation; n: number }>(
+      `SELECT account_id, month, operation, sum(n) AS n FROM (
+         SELECT account_id, month, operation, n FROM holds WHERE owner = ?
+         UNION ALL SELECT account_id, month, operation, 1 FROM reservations WHERE owner = ?
+       ) GROUP BY account_id, month, operation`,
     );
     const giveBack = db.prepare<[number, number, string, Operation]>(
       'UPDATE usage_counters SET used = max(0, used - ?) WHERE account_id = ? AND month = ? AND operation = ?',
     );
     const dropHolds = db.prepare<[string]>('DELETE FROM holds WHERE owner = ?');
+    const dropReservations = db.prepare<[string]>('DELETE FROM reservations WHERE owner = ?');
     const dropOwner = db.prepare<[string]>('DELETE FROM owners WHERE id = ?');
     // Everything the owner held goes back to its counters, and its rows go, in one transaction.
     this.#releaseOwnerTx = db.transaction((owner: string): number => {
       let units = 0;
-      for (const h of heldRows.all(owner)) {
+      for (const h of heldRows.all(owner, owner)) {
         if (h.n > 0) giveBack.run(h.n, h.account_id, h.month, h.operation);
         units += h.n;
       }
       dropHolds.run(owner);
+      dropReservations.run(owner);
       this.#keys.dropHeldOf(owner);
       dropOwner.run(owner);
       return units;
     });
-    this.#heldOf = db.prepare<[number, string], { operation: Operation; n: number }>(
-      'SELECT operation, sum(n) AS n FROM holds WHERE account_id = ? AND month = ? GROUP BY operation',
+    this.#heldOf = db.prepare<[{ account: number; month: string }], { operation: Operation; n: number }>(
+      `SELECT operation, sum(n) AS n FROM (
+         SELECT operation, n FROM holds WHERE account_id = :account AND month = :month
+         UNION ALL SELECT operation, 1 FROM reservations WHERE account_id = :account AND month = :month
+       ) GROUP BY operation`,
     );
   }
 
@@ -319,7 +331,7 @@ export class SqliteStore implements Store {
   reserveSync(accountId: number, op: Operation, now: Date = new Date(), idempotency?: IdempotentRequest): ReserveResult {
     if (!this.#registered) this.#register(now.getTime());
     const month = monthOf(now);
-    const p = { account: accountId, month, op, fallback: this.#defaults[op], owner: this.#owner.id };
+    const p = { account: accountId, month, op, fallback: this.#defaults[op], owner: this.#owner.id, hold: this.#nextHold++ };
     let taken: { used: number; lim: number } | undefined;
     if (idempotency) {
       const keyed = this.#reserveKeyedTx.immediate(p, idempotency.key, now.getTime());
@@ -331,7 +343,7 @@ export class SqliteStore implements Store {
     if (!taken) return { ok: false, state: this.#state(accountId, op, month, now) };
     return {
       ok: true,
-      reservation: this.#reservations.create(accountId, op, month, idempotency),
+      reservation: this.#reservations.create(p.hold, accountId, op, month, idempotency),
       state: quotaStateOf(op, taken.lim, taken.used, month, now),
     };
   }
@@ -351,6 +363,7 @@ export class SqliteStore implements Store {
     const release = () => {
       const [row] = this.#commitRelease.all({
         owner,
+        hold: r.id,
         account: r.accountId,
         month: r.month,
         op: r.operation,
@@ -388,7 +401,8 @@ export class SqliteStore implements Store {
     this.#db
       .transaction(() => {
         // A held unit comes back only if this instance still holds it (else a reconciliation did it).
-        const held = state === 'held' && this.#release.run({ owner: this.#owner.id, account: r.accountId, month: r.month, op: r.operation }).changes === 1;
+        const held =
+          state === 'held' && this.#release.run({ owner: this.#owner.id, hold: r.id, account: r.accountId, month: r.month, op: r.operation }).changes === 1;
         if (held || state === 'committed') this.#uncount.run(r.accountId, r.month, r.operation);
         if (r.idempotency) this.#keys.drop(r.accountId, r.idempotency.key, this.#owner.id);
       })
@@ -513,7 +527,7 @@ export class SqliteStore implements Store {
     const m = month === undefined ? monthOf(now) : parseMonth(month);
     const { id } = this.#row(accountName);
     const held = { protect: 0, verify: 0 };
-    for (const h of this.#heldOf.all(id, m)) held[h.operation] = h.n;
+    for (const h of this.#heldOf.all({ account: id, month: m })) held[h.operation] = h.n;
     return { month: m, protect: this.#state(id, 'protect', m, now), verify: this.#state(id, 'verify', m, now), held };
   }
 
@@ -571,7 +585,8 @@ export class SqliteStore implements Store {
         const counters = db
           .prepare<[], { account: string; month: string; operation: Operation; used: number; held: number }>(
             `SELECT a.name AS account, u.month, u.operation, u.used,
-                    coalesce((SELECT sum(n) FROM holds h WHERE h.account_id = u.account_id AND h.month = u.month AND h.operation = u.operation), 0) AS held
+                    coalesce((SELECT sum(n) FROM holds h WHERE h.account_id = u.account_id AND h.month = u.month AND h.operation = u.operation), 0)
+                    + (SELECT count(*) FROM reservations r WHERE r.account_id = u.account_id AND r.month = u.month AND r.operation = u.operation) AS held
                FROM usage_counters u JOIN accounts a ON a.id = u.account_id ORDER BY a.id, u.month, u.operation`,
           )
           .all()
@@ -598,7 +613,7 @@ export class SqliteStore implements Store {
     const db = this.#db;
     db.transaction(() => {
       db.exec(
-        'DELETE FROM dashboard_records; DELETE FROM dashboard_batches; DELETE FROM holds; DELETE FROM usage_counters; DELETE FROM api_keys; DELETE FROM accounts;',
+        'DELETE FROM dashboard_records; DELETE FROM dashboard_batches; DELETE FROM reservations; DELETE FROM holds; DELETE FROM usage_counters; DELETE FROM api_keys; DELETE FROM accounts;',
       );
       const ids = new Map<string, number>();
       const idOf = (name: string): number => {
