@@ -121,6 +121,12 @@ describe('operator commands', async () => {
     await ok('account', 'set-plan', 'live', '--plan', 'pro');
     expect(server.authenticateSync(header).ok).toBe(true);
 
+    // Longer than the listed prefix but not the whole key: the rest cannot be checked, so it is refused.
+    const mistyped = await optmark('key', 'revoke', `${key.slice(0, 16)}ZZZZZZ`);
+    expect(mistyped.status).toBe(1);
+    expect(mistyped.stderr).toMatch(/is neither a whole key nor a prefix of at most 16 characters/);
+    expect(mistyped.stderr).not.toContain('ZZZZZZ'); // what was typed may be a key: only its prefix is echoed
+    expect(server.authenticateSync(header).ok).toBe(true);
     await ok('key', 'revoke', key.slice(0, 12));
     expect(server.authenticateSync(header)).toMatchObject({ ok: false, code: 'invalid_api_key' });
     server.closeSync();

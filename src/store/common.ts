@@ -90,7 +90,15 @@ export function keyLookup(arg: string): KeyLookup {
   if (arg.length < MIN_REVOKE_PREFIX_LENGTH) {
     throw new StoreError('key_prefix_too_short', `a key prefix needs at least ${MIN_REVOKE_PREFIX_LENGTH} characters, got ${arg.length}`);
   }
-  return { kind: 'prefix', prefix: arg.slice(0, DISPLAY_PREFIX_LENGTH), shown };
+  if (arg.length > DISPLAY_PREFIX_LENGTH) {
+    // Only the display prefix and the whole key's hash are stored: the characters past the prefix could
+    // not be checked, so a mistyped key must not revoke the key whose prefix it shares.
+    throw new StoreError(
+      'unknown_key',
+      `${shown}... (${arg.length} characters) is neither a whole key nor a prefix of at most ${DISPLAY_PREFIX_LENGTH} characters (give the prefix optmark key list <account> shows, or the whole key)`,
+    );
+  }
+  return { kind: 'prefix', prefix: arg, shown };
 }
 
 /** Picks the one key a prefix names among the rows that start with it (live keys first). */
