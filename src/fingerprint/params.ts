@@ -103,17 +103,17 @@ export const V2_GATE = 2.6;
  * Detector only: power of part A's amplitude in the sync correlation (its phase kept; 0 is phase only, 1
  * the matched filter). docs/fingerprint.md, step 3, says why.
  */
-export const V2_SYNC_POWER = 0.25;
+export const V2_SYNC_POWER = 0.5;
 /** Detector only: spectrum lattices within this fraction of the no-geometry one are not folded again. */
 export const V2_SAME_AS_IDENTITY = 0.005;
 /** Sync z of the best hypothesis below which the coherent refinement (up to 48 folds) is skipped. */
-export const V2_REFINE_Z = 5.3;
+export const V2_REFINE_Z = 6.0;
 
 /**
  * Detector only: sync z of the chosen alignment from which the count cells of the other 15 tile phases
  * are tested too (part B, which picks the phase, is weak on small crops). Unmarked pictures: median 4.0.
  */
-export const V2_PHASES_Z = 4.5;
+export const V2_PHASES_Z = 4.75;
 /**
  * Detector only: the second look. When the chosen lattice came from the spectrum and was not refined
  * (sync z under V2_REFINE_Z), it is refined anyway and counted again when the count at the chosen
@@ -132,7 +132,7 @@ export const V2_ASPECT_GATE = 2.5;
  * sync z V2_RUNNER_Z (docs/fingerprint.md, step 9). The decision pays for V2_RUNNERS tests always.
  */
 export const V2_RUNNERS = 2;
-export const V2_RUNNER_Z = 4.1;
+export const V2_RUNNER_Z = 4.5;
 /**
  * Shares of version 2's budget FPR_PER_SCHEME (they sum to 1): the chosen alignment at its best tile
  * phase; the other 15 tile phases, split equally; the second look; the runner-up alignments, split
