@@ -408,7 +408,15 @@ describe('deploy/optmark.env.example', () => {
   it('gives values the configuration accepts, together and each one uncommented', () => {
     const active = Object.fromEntries(settings.filter((s) => s.active).map((s) => [s.name, s.value]));
     expect(() => loadConfig(active)).not.toThrow();
-    for (const s of settings) expect(() => loadConfig({ ...active, [s.name]: s.value }), `${s.name}=${s.value}`).not.toThrow();
+    // The C2PA certificate and key are set together (one alone is a configuration error): uncommented as a pair.
+    const pair = ['OPTMARK_C2PA_CERT_FILE', 'OPTMARK_C2PA_KEY_FILE'];
+    const withPartner = (name: string) => (pair.includes(name) ? pair : [name]);
+    const exampleValue = (name: string) => settings.find((s) => s.name === name)!.value;
+    for (const s of settings) {
+      const uncommented = Object.fromEntries(withPartner(s.name).map((n) => [n, exampleValue(n)]));
+      expect(() => loadConfig({ ...active, ...uncommented }), `${s.name}=${s.value}`).not.toThrow();
+    }
+    expect(() => loadConfig({ ...active, [pair[0]!]: exampleValue(pair[0]!) })).toThrow(/set both or neither/);
     // A value that is not plain: systemd and docker --env-file both take the rest of the line literally.
     for (const s of settings) expect(s.value, s.name).not.toMatch(/^["']|\s#/);
   });
