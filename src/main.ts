@@ -10,7 +10,7 @@ import { HttpServer } from './http/server.js';
 import { loadUws } from './http/uws.js';
 import { BOOTSTRAP_KEY_FILE, secureDataDir, writePrivateFile } from './datadir.js';
 import { createLogger } from './log.js';
-import { loadNamedFiles, namedFileError } from './named-files.js';
+import { loadingNamed, loadNamedFiles } from './named-files.js';
 import { nativeState, setNativeLog } from './native/index.js';
 import { ImagePool, workerInitFrom } from './pool/pool.js';
 import { PublicKeySync } from './provenance/shared.js';
@@ -46,9 +46,7 @@ export async function startService(config: Config, announce: ((text: string) => 
   // unless configured; a configured one that does not load stops the start here, not at the first file.
   if (config.c2paMode === 'update') {
     const { c2paCertFile: certFile, c2paKeyFile: keyFile } = config;
-    const identity = await loadC2paIdentity({ dataDir: config.dataDir, certFile, keyFile }).catch((err: unknown) => {
-      throw certFile === undefined ? err : namedFileError('OPTMARK_C2PA_CERT_FILE', certFile, err);
-    });
+    const identity = await loadingNamed('OPTMARK_C2PA_CERT_FILE', certFile, loadC2paIdentity({ dataDir: config.dataDir, certFile, keyFile }));
     log.info({ subject: identity.subject, alg: identity.alg, generated: identity.generated }, 'C2PA signing identity');
   }
   // The same for the signing key and the fingerprint secret when the operator names their files.

@@ -14,16 +14,22 @@ export async function loadNamedFiles(config: Config): Promise<void> {
   if (config.signingKeyFile !== undefined) {
     const file = config.signingKeyFile;
     const { loadSigningKey } = await import('./provenance/index.js');
-    await loadSigningKey({ dataDir: config.dataDir, file }).catch((err: unknown) => {
-      throw namedFileError('OPTMARK_SIGNING_KEY_FILE', file, err);
-    });
+    await loadingNamed('OPTMARK_SIGNING_KEY_FILE', file, loadSigningKey({ dataDir: config.dataDir, file }));
   }
   if (config.fingerprintSecretFile !== undefined) {
     const file = config.fingerprintSecretFile;
-    await loadFingerprintSecret({ dataDir: config.dataDir, file }).catch((err: unknown) => {
-      throw namedFileError('OPTMARK_FINGERPRINT_SECRET_FILE', file, err);
-    });
+    await loadingNamed('OPTMARK_FINGERPRINT_SECRET_FILE', file, loadFingerprintSecret({ dataDir: config.dataDir, file }));
   }
+}
+
+/**
+ * `load`, whose failure, when the operator named the file (`file` set), is a configuration error naming
+ * `variable` (namedFileError); a file of the data directory's own fails as it is.
+ */
+export function loadingNamed<T>(variable: string, file: string | undefined, load: Promise<T>): Promise<T> {
+  return load.catch((err: unknown) => {
+    throw file === undefined ? err : namedFileError(variable, file, err);
+  });
 }
 
 /**
@@ -31,7 +37,7 @@ export async function loadNamedFiles(config: Config): Promise<void> {
  * variable's name when it starts with it (the error then names it once), and with the path when a
  * file system error leaves it out ("EISDIR: illegal operation on a directory, read").
  */
-export function namedFileError(variable: string, file: string, err: unknown): ConfigError {
+function namedFileError(variable: string, file: string, err: unknown): ConfigError {
   const e = err as NodeJS.ErrnoException | undefined;
   let text = err instanceof Error ? err.message : String(err);
   const reason = fileErrorReason(e?.code);
@@ -51,15 +57,11 @@ export async function batchFilesProblem(config: Config, needs: { fingerprint: bo
   const { dataDir, fingerprintSecretFile: secretFile, c2paCertFile: certFile, c2paKeyFile: keyFile } = config;
   try {
     if (needs.fingerprint) {
-      await loadFingerprintSecret({ dataDir, file: secretFile }).catch((err: unknown) => {
-        throw secretFile === undefined ? err : namedFileError('OPTMARK_FINGERPRINT_SECRET_FILE', secretFile, err);
-      });
+      await loadingNamed('OPTMARK_FINGERPRINT_SECRET_FILE', secretFile, loadFingerprintSecret({ dataDir, file: secretFile }));
     }
     if (needs.c2pa && config.c2paMode === 'update' && certFile !== undefined) {
       const { loadC2paIdentity } = await import('./c2pa/identity.js');
-      await loadC2paIdentity({ dataDir, certFile, keyFile }).catch((err: unknown) => {
-        throw namedFileError('OPTMARK_C2PA_CERT_FILE', certFile, err);
-      });
+      await loadingNamed('OPTMARK_C2PA_CERT_FILE', certFile, loadC2paIdentity({ dataDir, certFile, keyFile }));
     }
   } catch (err) {
     return err instanceof Error ? err.message : String(err);
