@@ -276,13 +276,33 @@ void WhitenedSpectrum(Spectrum& sp, const float* x, int w, int h, bool notchGrid
   auto boxSum = [&](const float* src, float* out) {
     const int r = kWhitenBox >> 1;
     float* tmp = S.tmp.data();
-    for (int v = 0; v < ny; v++) {
-      const size_t row = size_t(v) * nx;
-      double acc = 0;
-      for (int j = -r; j <= r; j++) acc += src[row + ((j + nx) & (nx - 1))];
-      for (int u = 0; u < nx; u++) {
-        tmp[row + u] = float(acc);
-        acc += double(src[row + ((u + r + 1) & (nx - 1))]) - src[row + ((u - r + nx) & (nx - 1))];
+    // Rows: one running sum per row, four rows swept together (four independent chains of additions; each
+    // row's additions as before, in the same order).
+    constexpr int kRows = 4;
+    for (int v0 = 0; v0 < ny; v0 += kRows) {
+      const int nr = std::min(kRows, ny - v0);
+      double acc[kRows] = {};
+      for (int k = 0; k < nr; k++) {
+        const size_t row = size_t(v0 + k) * nx;
+        for (int j = -r; j <= r; j++) acc[k] += src[row + ((j + nx) & (nx - 1))];
+      }
+      if (nr == kRows) {
+        const size_t row = size_t(v0) * nx;
+        for (int u = 0; u < nx; u++) {
+          const size_t a = (u + r + 1) & (nx - 1), b = (u - r + nx) & (nx - 1);
+          for (int k = 0; k < kRows; k++) {
+            tmp[row + k * nx + u] = float(acc[k]);
+            acc[k] += double(src[row + k * nx + a]) - src[row + k * nx + b];
+          }
+        }
+        continue;
+      }
+      for (int k = 0; k < nr; k++) {
+        const size_t row = size_t(v0 + k) * nx;
+        for (int u = 0; u < nx; u++) {
+          tmp[row + u] = float(acc[k]);
+          acc[k] += double(src[row + ((u + r + 1) & (nx - 1))]) - src[row + ((u - r + nx) & (nx - 1))];
+        }
       }
     }
     // Columns: one running sum per column, swept down the rows (same additions, in the same order).
