@@ -207,6 +207,41 @@ __attribute__((target("avx2"))) int InterpRowAvx2(const float* r0, const float* 
 }
 #endif
 
+#ifdef OPTMARK_INTERP_AVX2
+// Sync::Correlate's spectral product for columns u in [1, n - 3) in blocks of 4 x 4 bins (AVX2): bin (v, u)
+// times the conjugate-mirrored bin ((n - v) & m, n - u), written transposed to (u, v); per bin the same
+// double operations as the scalar loop (no FMA).
+__attribute__((target("avx2"))) void ProductBlocksAvx2(const double* re, const double* im, const double* sr, const double* si, int n, double* tre,
+                                                       double* tim) {
+  const int m = n - 1;
+  for (int v = 0; v < n; v += 4) {
+    for (int u = 1; u <= n - 4; u += 4) {
+      __m256d pr[4], pi[4];
+      for (int r = 0; r < 4; r++) {
+        const int i = (v + r) * n + u, j = ((n - v - r) & m) * n + (n - u - 3);
+        // The mirrored bins run backwards: reversed into the order of u.
+        const __m256d a = _mm256_permute4x64_pd(_mm256_loadu_pd(re + j), 0x1b), b = _mm256_permute4x64_pd(_mm256_loadu_pd(im + j), 0x1b);
+        const __m256d c = _mm256_loadu_pd(sr + i), d = _mm256_loadu_pd(si + i);
+        pr[r] = _mm256_sub_pd(_mm256_mul_pd(a, c), _mm256_mul_pd(b, d));
+        pi[r] = _mm256_add_pd(_mm256_mul_pd(a, d), _mm256_mul_pd(b, c));
+      }
+      for (__m256d* q : {pr, pi}) {  // 4 x 4 transpose: row r lane k -> row k lane r
+        const __m256d t0 = _mm256_unpacklo_pd(q[0], q[1]), t1 = _mm256_unpackhi_pd(q[0], q[1]);
+        const __m256d t2 = _mm256_unpacklo_pd(q[2], q[3]), t3 = _mm256_unpackhi_pd(q[2], q[3]);
+        q[0] = _mm256_permute2f128_pd(t0, t2, 0x20);
+        q[1] = _mm256_permute2f128_pd(t1, t3, 0x20);
+        q[2] = _mm256_permute2f128_pd(t0, t2, 0x31);
+        q[3] = _mm256_permute2f128_pd(t1, t3, 0x31);
+      }
+      for (int k = 0; k < 4; k++) {
+        _mm256_storeu_pd(tre + (u + k) * n + v, pr[k]);
+        _mm256_storeu_pd(tim + (u + k) * n + v, pi[k]);
+      }
+    }
+  }
+}
+#endif
+
 // Bilinear resampling by scale s (with sub-pixel offset), summed onto one N x N tile.
 template <int N>
 OPTMARK_CLONES void Fold(const float* __restrict x, int w, int h, double s, double ox, double oy, double* __restrict out, float* __restrict line) {
@@ -365,9 +400,17 @@ struct Sync {
     Fft<N>::Transpose(tim.data(), im.data());
     fft.Columns(re.data(), im.data(), -1);
     // tre/tim receive the product transposed: (u, v) holds bin (v, u).
+    int u1 = 0;  // columns from u1 on are left to the scalar loop
+#ifdef OPTMARK_INTERP_AVX2
+    static const bool avx2 = __builtin_cpu_supports("avx2");
+    if (avx2) {
+      ProductBlocksAvx2(re.data(), im.data(), specRe.data(), specIm.data(), N, tre.data(), tim.data());
+      u1 = 1 + (N - 4) / 4 * 4;
+    }
+#endif
     for (int v = 0; v < N; v++) {
       const int nv = (N - v) & M;
-      for (int u = 0; u < N; u++) {
+      for (int u = 0; u < N; u = (u == 0 && u1 > 0) ? u1 : u + 1) {
         const int i = v * N + u, j = nv * N + ((N - u) & M), t = u * N + v;
         tre[t] = re[j] * specRe[i] - im[j] * specIm[i];
         tim[t] = re[j] * specIm[i] + im[j] * specRe[i];
