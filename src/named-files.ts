@@ -75,3 +75,29 @@ export async function batchFilesProblem(config: Config, needs: { fingerprint: bo
   }
   return undefined;
 }
+
+/**
+ * For `optmark mark` and `optmark verify` on a PostgreSQL store (OPTMARK_DATABASE_URL): the configuration
+ * with the fingerprint key the instances share (src/shared-secrets.ts), and this data directory's public
+ * keys exchanged with the store's, so that the command embeds and detects, signs and verifies as the
+ * servers do. A message when the store cannot be used.
+ */
+export async function shareWithInstances(config: Config): Promise<Config | string> {
+  const [{ openStore, StoreError }, { withSharedSecrets }, { syncPublicKeys }] = await Promise.all([
+    import('./store/index.js'),
+    import('./shared-secrets.js'),
+    import('./provenance/shared.js'),
+  ]);
+  let store;
+  try {
+    store = await openStore(config);
+    const shared = await withSharedSecrets(config, store);
+    await syncPublicKeys(store, config.dataDir);
+    return shared;
+  } catch (err) {
+    if (err instanceof StoreError) return err.message;
+    throw err;
+  } finally {
+    await store?.close();
+  }
+}

@@ -13,7 +13,7 @@ import type { Found } from '../batch/sources.js';
 import type { FileJob, FileOutcome } from '../batch/work.js';
 import { loadConfig } from '../config.js';
 import { dirErrorReason, fileErrorReason, makeDirs } from '../datadir.js';
-import { batchFilesProblem } from '../named-files.js';
+import { batchFilesProblem, shareWithInstances } from '../named-files.js';
 import { exitWith, positiveWholeNumber, UsageError } from './args.js';
 
 export interface MarkOptions {
@@ -243,25 +243,4 @@ export function register(program: Command): void {
       });
       exitWith(await runMark(opts));
     });
-}
-
-/** The shared secrets of a PostgreSQL store (src/shared-secrets.ts); a message when the store cannot be used. */
-async function shareWithInstances(config: ReturnType<typeof loadConfig>): Promise<ReturnType<typeof loadConfig> | string> {
-  const [{ openStore, StoreError }, { withSharedSecrets }, { syncPublicKeys }] = await Promise.all([
-    import('../store/index.js'),
-    import('../shared-secrets.js'),
-    import('../provenance/shared.js'),
-  ]);
-  let store;
-  try {
-    store = await openStore(config);
-    const shared = await withSharedSecrets(config, store);
-    await syncPublicKeys(store, config.dataDir);
-    return shared;
-  } catch (err) {
-    if (err instanceof StoreError) return err.message;
-    throw err;
-  } finally {
-    await store?.close();
-  }
 }
