@@ -10,7 +10,7 @@ import { estimateJpegQuality } from './jpeg-quality.js';
 import { keyTileFor } from './pattern.js';
 import { keyTileV2For } from './pattern-v2.js';
 import { luma } from './reference.js';
-import { ALPHA, MASK_DIV, MASK_MAX, MASK_MIN, MIN_PSNR_DB, TILE, V2_ALPHA, V2_MIN_PSNR_DB } from './params.js';
+import { ALPHA, MASK_DIV, MASK_MAX, MASK_MIN, MIN_PSNR_DB, TILE, V2_ALPHA, V2_MASK_DIV, V2_MIN_PSNR_DB } from './params.js';
 
 /** JPEG re-encode quality bounds: at least this to keep the look, at most this to stay near the input's size. */
 const JPEG_QUALITY_MIN = 88;
@@ -37,8 +37,8 @@ function areaDownsample(src: Float32Array, w: number, h: number, ow: number, oh:
   return out;
 }
 
-/** Texture mask clip(localstd5x5 / MASK_DIV, MASK_MIN, MASK_MAX): stronger mark where texture hides it. */
-function textureMask(y: Float32Array, w: number, h: number): Float32Array {
+/** Texture mask clip(localstd5x5 / div, MASK_MIN, MASK_MAX): stronger mark where texture hides it. */
+function textureMask(y: Float32Array, w: number, h: number, div: number): Float32Array {
   const m = new Float32Array(w * h);
   for (let j = 0; j < h; j++) {
     for (let i = 0; i < w; i++) {
@@ -58,7 +58,7 @@ function textureMask(y: Float32Array, w: number, h: number): Float32Array {
         }
       }
       const sd = Math.sqrt(Math.max(0, s2 / n - (s / n) * (s / n)));
-      m[j * w + i] = Math.min(MASK_MAX, Math.max(MASK_MIN, sd / MASK_DIV));
+      m[j * w + i] = Math.min(MASK_MAX, Math.max(MASK_MIN, sd / div));
     }
   }
   return m;
@@ -69,8 +69,8 @@ function textureMask(y: Float32Array, w: number, h: number): Float32Array {
  * that its mean square on the work grid, plus 1/12 for rounding, keeps PSNR >= floorDb (version 1's rule; version 2 measures the
  * residual as it lands instead: landUpsampled).
  */
-export function workResidual(yWork: Float32Array, w: number, h: number, tile: Float32Array, alpha = ALPHA, floorDb?: number): Float32Array {
-  const mask = textureMask(yWork, w, h);
+export function workResidual(yWork: Float32Array, w: number, h: number, tile: Float32Array, alpha = ALPHA, floorDb?: number, maskDiv = MASK_DIV): Float32Array {
+  const mask = textureMask(yWork, w, h, maskDiv);
   const r = new Float32Array(w * h);
   let sq = 0;
   for (let j = 0; j < h; j++) {
@@ -170,11 +170,14 @@ function landUpsampled(px: Uint8Array, w: number, h: number, ch: number, colour:
   if (floorDb !== undefined) {
     const n = w * h * colour;
     const maxSe = (n * 255 * 255) / 10 ** (floorDb / 10);
+    // The first k from the mean square of the resampled residual on every row (every 3rd above 4 MP: 3 is
+    // coprime with the usual 2x and 4x scale factors), plus about 1/12 per sample for rounding.
+    const stride = w * h > 4_000_000 ? 3 : 1;
     let sq = 0;
-    for (let y = 0; y < h; y++) for (const v of up.at(y)) sq += v * v;
-    // Rounding adds about 1/12 per sample to the mean square.
+    let rows = 0;
+    for (let y = 0; y < h; y += stride, rows++) for (const v of up.at(y)) sq += v * v;
     const room = maxSe / n - 1 / 12;
-    k = room <= 0 ? 0 : Math.min(1, Math.sqrt(room / Math.max(1e-12, sq / (w * h))));
+    k = room <= 0 ? 0 : Math.min(1, Math.sqrt(room / Math.max(1e-12, sq / (rows * w))));
     // Clipping and rounding make the exact PSNR differ from the estimate either way: when it is under the
     // floor, k is lowered by the dB missed (a little more on each further pass; 0 after 8); when it is over,
     // one pass tries k raised by the dB left (kept only if it still keeps the floor).
@@ -244,7 +247,7 @@ export async function embedFingerprint(bytes: Uint8Array, secret: Uint8Array, op
     const r = workResidual(yWork, ws.width, ws.height, keyTileFor(secret).embed, ALPHA, MIN_PSNR_DB);
     landUpsampled(px, w, h, ch, colour, r, ws.width, ws.height);
   } else {
-    const r = workResidual(yWork, ws.width, ws.height, keyTileV2For(secret).embed, V2_ALPHA);
+    const r = workResidual(yWork, ws.width, ws.height, keyTileV2For(secret).embed, V2_ALPHA, undefined, V2_MASK_DIV);
     landUpsampled(px, w, h, ch, colour, r, ws.width, ws.height, V2_MIN_PSNR_DB);
   }
 

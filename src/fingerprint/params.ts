@@ -77,6 +77,11 @@ export const V2_TEMPLATE = 0.7;
 export const V2_SHARE_A = 0.45;
 export const V2_SHARE_B = 0.08;
 export const V2_SHARE_C = 0.47;
+/**
+ * Version 2's texture mask divides the local standard deviation by this (version 1: MASK_DIV; same clip
+ * MASK_MIN..MASK_MAX): the mask reaches its top at a local std of 6.4 instead of 9.6 (docs/fingerprint.md, "Embed").
+ */
+export const V2_MASK_DIV = 4;
 /** Embedding strength of version 2 (the per-image PSNR clamp still applies). */
 export const V2_ALPHA = 3.4;
 /**
