@@ -209,6 +209,41 @@ describe('optmark signing-key', () => {
   });
 });
 
+describe('folders that cannot be created', () => {
+  it('regression: an --out that cannot be created (under /proc, through a file, a file) fails at once with one line, exit 1', async () => {
+    // Before: --out /proc/nc never returned (Node's recursive mkdir takes /proc's ENOENT for a missing
+    // parent and tries again forever); a path through a file printed "ENOTDIR: not a directory, mkdir ...".
+    const input = folder({ 'a.jpg': images.get('jpg')! });
+    const aFile = join(input, 'a.jpg');
+    const cases: [string, string][] = [
+      ['/proc/optmark-nc', '/proc does not take new folders (mkdir answers ENOENT)'],
+      ['/proc/optmark-nc/deeper', '/proc does not take new folders (mkdir answers ENOENT)'],
+      [join(aFile, 'x'), 'a part of the path is a file, not a directory'],
+      [aFile, 'it is a file, not a directory'],
+    ];
+    for (const [out, reason] of cases) {
+      // The binary: a spin would block this process's event loop if run here.
+      const r = await runBinary(['mark', aFile, '--out', out], { env: { OPTMARK_DATA_DIR: tempDir() } });
+      expect(r.stderr, out).toBe(`optmark: cannot create the --out folder ${out}: ${reason}\n`);
+      expect(r.status).toBe(1);
+      expect(r.stdout).toBe('');
+    }
+    // The data directory and bench load's --out the same way.
+    const d = await runBinary(['account', 'list'], { env: { OPTMARK_DATA_DIR: '/proc/optmark-nc' } });
+    expect(d.stderr).toBe(
+      'optmark: cannot use the data directory /proc/optmark-nc: /proc does not take new folders (mkdir answers ENOENT). Set OPTMARK_DATA_DIR to a directory this user can create and write (default ./data)\n',
+    );
+    expect(d.status).toBe(1);
+    const b = await runBinary(['bench', 'load', '--smoke', '--out', '/proc/optmark-nc'], { env: { OPTMARK_DATA_DIR: tempDir() } });
+    expect(b.stderr).toBe('optmark: cannot create /proc/optmark-nc: /proc does not take new folders (mkdir answers ENOENT)\n');
+    expect(b.status).toBe(1);
+    // What can be created still is, parents included, and an existing folder is used as it is.
+    const deep = join(tempDir(), 'x', 'y', 'z');
+    for (let i = 0; i < 2; i++) expect((await runBinary(['mark', aFile, '--out', deep], { env: { OPTMARK_DATA_DIR: tempDir() } })).status).toBe(0);
+    expect(tree(deep)).toEqual(['a.jpg']);
+  });
+});
+
 describe("verify's advice when the fingerprint secret cannot be read", () => {
   const input = (): string => folder({ 'a.png': images.get('png')!, 'b.jpg': images.get('jpg')! });
 
