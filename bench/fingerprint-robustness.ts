@@ -6,7 +6,7 @@
  * Writes nothing to disk; the photographs are read in place.
  *
  *   npm run build && node dist/bench/fingerprint-robustness.js [folder ...] [--keys N] [--images N]
- *        [--range FIRST:END] [--json FILE] [--engine native|reference] [--only REGEX] [--v1] [--dense] [--sweep]
+ *        [--range FIRST:END] [--json FILE] [--engine native|reference] [--only REGEX (attack name or family)] [--v1] [--dense] [--sweep]
  *   node dist/bench/fingerprint-robustness.js --merge A.json --merge B.json
  * (--v1: mark with the first version instead; --dense: add DENSE_ATTACKS (crops at 15 and 9 fixed positions,
  * crop + brightness + JPEG at 15, 12 changes of aspect), each family on its own row; --sweep: instead of the
@@ -212,7 +212,7 @@ async function main(): Promise<void> {
     process.exitCode = 1;
     return;
   }
-  const pick = (list: Attack[]): Attack[] => list.filter((a) => !only || only.test(a.name));
+  const pick = (list: Attack[]): Attack[] => list.filter((a) => !only || only.test(a.name) || only.test(a.family));
   const attacks = pick([...(sweep ? SWEEP_ATTACKS : ATTACKS), ...(dense ? DENSE_ATTACKS : [])]);
   const markKey = new Uint8Array(32).fill(7);
   const nullKeys = Array.from({ length: keys }, (_, i) => new Uint8Array(32).fill(100 + i));
