@@ -451,6 +451,33 @@ struct Hypo {
   double theta, sx, sy, score;
 };
 
+// Pattern search of a hypothesis on the fine plane (angle steps 0.75-0.04 degrees, scale 0.75-0.04%).
+Hypo RefineHypo(const Spectrum& sp, const double* harm, int nh, int period, const Hypo& hy) {
+  double theta = hy.theta, sx = hy.sx, sy = hy.sy;
+  double best = CombScore(sp, sp.fine, harm, nh, period, theta, sx, sy);
+  for (const double k : {0.5, 0.2, 0.07, 0.025}) {
+    const double dt = 1.5 * k * M_PI / 180;
+    const double ds = 0.015 * k;
+    const double steps[6][3] = {{dt, 0, 0}, {-dt, 0, 0}, {0, ds, 0}, {0, -ds, 0}, {0, 0, ds}, {0, 0, -ds}};
+    for (int iter = 0; iter < 12; iter++) {
+      bool moved = false;
+      for (const auto& st : steps) {
+        const double t2 = theta + st[0], x2 = sx * std::exp(st[1]), y2 = sy * std::exp(st[2]);
+        const double sc = CombScore(sp, sp.fine, harm, nh, period, t2, x2, y2);
+        if (sc > best) {
+          best = sc;
+          theta = t2;
+          sx = x2;
+          sy = y2;
+          moved = true;
+        }
+      }
+      if (!moved) break;
+    }
+  }
+  return {theta, sx, sy, best};
+}
+
 // Separable max filter (cyclic) of radius r: the coarse pass of the lattice grid reads it, so that a
 // hypothesis one fine step off a lattice still sees its peaks.
 OPTMARK_CLONES
@@ -494,7 +521,7 @@ std::vector<int> CoarseIndices(int n) {
 }
 
 std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h, bool notchGrid, const double* harm, int nh, const Core2Params& p,
-                                                   double cropMin, double& topScore, double& aspectScore) {
+                                                   double cropMin, double& topScore, double& aspectScore, double& rotationScore) {
   thread_local Spectrum sp;
   WhitenedSpectrum(sp, x, w, h, notchGrid);
   const int period = p.period;
@@ -615,30 +642,26 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
       if (std::abs(c.theta) < 2.5 * thStep && std::abs(std::log(c.sx / aspect.sx)) < 0.05 && std::abs(std::log(c.sy / aspect.sy)) < 0.05) dup = true;
     if (!dup) chosen.push_back(aspect);
   }
+  // The rotation plane (the grid's angles and scales, the same scale both ways) on the fine plane, where a
+  // whole picture's sharp peaks keep their height: its best, refined, is folded from p.rotationGate.
+  Hypo rot{0, 1, 1, -INFINITY};
+  for (int i = 0; i < nT; i++)
+    for (int j = 0; j < nA; j++) {
+      const double score = CombScoreCS(sp, sp.fine, harm, nh, period, cs[i], sn[i], ex[j], ex[j]);
+      if (score > rot.score) rot = {ths[i], ex[j], ex[j], score};
+    }
+  if (rot.score > -INFINITY) rot = RefineHypo(sp, harm, nh, period, rot);
+  rotationScore = rot.score;
+  if (rot.score >= p.rotationGate) {
+    bool dup = false;
+    for (const Hypo& c : chosen)
+      if (std::abs(c.theta - rot.theta) < 2.5 * thStep && std::abs(std::log(c.sx / rot.sx)) < 0.05 && std::abs(std::log(c.sy / rot.sy)) < 0.05) dup = true;
+    if (!dup) chosen.push_back(rot);
+  }
   std::vector<std::vector<double>> out;
   for (const Hypo& hy : chosen) {
-    double theta = hy.theta, sx = hy.sx, sy = hy.sy;
-    double best = CombScore(sp, sp.fine, harm, nh, period, theta, sx, sy);
-    for (const double k : {0.5, 0.2, 0.07, 0.025}) {
-      const double dt = 1.5 * k * M_PI / 180;
-      const double ds = 0.015 * k;
-      const double steps[6][3] = {{dt, 0, 0}, {-dt, 0, 0}, {0, ds, 0}, {0, -ds, 0}, {0, 0, ds}, {0, 0, -ds}};
-      for (int iter = 0; iter < 12; iter++) {
-        bool moved = false;
-        for (const auto& st : steps) {
-          const double t2 = theta + st[0], x2 = sx * std::exp(st[1]), y2 = sy * std::exp(st[2]);
-          const double sc = CombScore(sp, sp.fine, harm, nh, period, t2, x2, y2);
-          if (sc > best) {
-            best = sc;
-            theta = t2;
-            sx = x2;
-            sy = y2;
-            moved = true;
-          }
-        }
-        if (!moved) break;
-      }
-    }
+    const Hypo r = RefineHypo(sp, harm, nh, period, hy);
+    const double theta = r.theta, sx = r.sx, sy = r.sy;
     const double c = std::cos(theta), s = std::sin(theta);
     out.push_back({period * sx * c, period * sy * s, -period * sx * s, period * sy * c});
   }
@@ -1145,11 +1168,12 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   int tier = 1;
   out.combScore = -INFINITY;
   out.aspectScore = -INFINITY;
+  out.rotationScore = -INFINITY;
   if (best.hit.z < p.fastZ) {
     tier = 2;
     double top = -INFINITY;
     const std::vector<std::vector<double>> cands =
-        LatticeCandidates(x.data(), w, h, in.native == 1, in.harmonics, in.nHarmonics, p, kCropMin * p0 / period, top, out.aspectScore);
+        LatticeCandidates(x.data(), w, h, in.native == 1, in.harmonics, in.nHarmonics, p, kCropMin * p0 / period, top, out.aspectScore, out.rotationScore);
     out.combScore = top;
     for (const auto& v : cands) {
       // A hypothesis within 2% of the no-geometry one is that one, already tried: folded again it could
