@@ -34,6 +34,8 @@ constexpr double kGridSkip = 2;  // template peaks this close (bins) to a notche
 const double kCropStep = std::log(1.005);
 constexpr int kPoolRadius = 1;             // max filter of the coarse pass, bins
 constexpr int kCoarseKeep = 32;            // coarse cells refined
+constexpr int kRotKeep = 4;                // coarse cells of the rotation plane refined
+const double kRotScale = std::log(1.45);   // the rotation plane: scales within 1.45x of the no-geometry one
 constexpr double kCropMin = 0.98;          // crop line from this times the no-geometry scale (crops only enlarge)
 constexpr double kSameAsIdentity = 0.02;   // lattices this close (relative) are one alignment (runner-ups)
 constexpr double kGatedScaleMin = 0.85;    // below the gate, grid hypotheses from this times the no-geometry scale
@@ -642,14 +644,53 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
       if (std::abs(c.theta) < 2.5 * thStep && std::abs(std::log(c.sx / aspect.sx)) < 0.05 && std::abs(std::log(c.sy / aspect.sy)) < 0.05) dup = true;
     if (!dup) chosen.push_back(aspect);
   }
-  // The rotation plane (the grid's angles and scales, the same scale both ways) on the fine plane, where a
-  // whole picture's sharp peaks keep their height: its best, refined, is folded from p.rotationGate.
+  // The rotation plane (the grid's angles, the same scale both ways within kRotScale of the no-geometry one)
+  // on the fine plane, where a whole picture's sharp peaks keep their height; coarse to fine like the grid
+  // (nearest-bin lookups on the max-filtered fine plane at every second point, then the fine points around
+  // the kRotKeep best coarse cells); its best, refined, is folded from p.rotationGate.
   Hypo rot{0, 1, 1, -INFINITY};
-  for (int i = 0; i < nT; i++)
-    for (int j = 0; j < nA; j++) {
-      const double score = CombScoreCS(sp, sp.fine, harm, nh, period, cs[i], sn[i], ex[j], ex[j]);
-      if (score > rot.score) rot = {ths[i], ex[j], ex[j], score};
+  std::vector<int> js;
+  for (int j = 0; j < nA; j++)
+    if (std::abs(as[j] - std::log(s0)) <= kRotScale) js.push_back(j);
+  if (nT > 0 && !js.empty()) {
+    thread_local std::vector<float> poolTmp, pooledFine;
+    MaxPool(sp.fine, sp.nx, sp.ny, kPoolRadius, poolTmp, pooledFine);
+    struct Cell {
+      int i, j;
+      double score;
+    };
+    std::vector<Cell> cells;
+    std::vector<double> rh(size_t(2) * nh), fx(nh);
+    std::vector<int> u(nh);
+    const std::vector<int> ci = CoarseIndices(nT), cj = CoarseIndices(int(js.size()));
+    for (const int i : ci) {
+      for (int q = 0; q < 2 * nh; q += 2) {
+        rh[q] = harm[q] * cs[i] - harm[q + 1] * sn[i];
+        rh[q + 1] = harm[q] * sn[i] + harm[q + 1] * cs[i];
+      }
+      for (const int jj : cj) {
+        const int j = js[jj];
+        CombColumns(rh.data(), nh, period, ex[j], sp.nx, fx.data(), u.data());
+        const double score = CombNearest(pooledFine, sp.nx, sp.ny, sp.notch, rh.data(), fx.data(), u.data(), nh, period, ex[j]);
+        if (cells.size() == size_t(kRotKeep) && !(score > cells.back().score)) continue;
+        size_t at = cells.size();
+        while (at > 0 && score > cells[at - 1].score) at--;
+        cells.insert(cells.begin() + at, Cell{i, jj, score});
+        if (cells.size() > size_t(kRotKeep)) cells.pop_back();
+      }
     }
+    std::vector<uint8_t> seen(size_t(nT) * js.size(), 0);
+    for (const Cell& c : cells)
+      for (int i = std::max(0, c.i - 1); i <= std::min(nT - 1, c.i + 1); i++)
+        for (int jj = std::max(0, c.j - 1); jj <= std::min(int(js.size()) - 1, c.j + 1); jj++) {
+          uint8_t& done = seen[size_t(i) * js.size() + jj];
+          if (done) continue;
+          done = 1;
+          const int j = js[jj];
+          const double score = CombScoreCS(sp, sp.fine, harm, nh, period, cs[i], sn[i], ex[j], ex[j]);
+          if (score > rot.score) rot = {ths[i], ex[j], ex[j], score};
+        }
+  }
   if (rot.score > -INFINITY) rot = RefineHypo(sp, harm, nh, period, rot);
   rotationScore = rot.score;
   if (rot.score >= p.rotationGate) {

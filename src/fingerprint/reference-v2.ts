@@ -167,6 +167,10 @@ const CROP_MIN = 0.98;
 const GATED_SCALE_MIN = 0.85;
 /** The aspect lines: one axis at the no-geometry scale, the other within this factor of it either way. */
 const ASPECT_MAX = Math.log(1.36);
+/** The rotation plane: scales within this factor of the no-geometry one either way (log). */
+const ROT_SCALE = Math.log(1.45);
+/** Coarse cells of the rotation plane whose fine points are scored. */
+const ROT_KEEP = 4;
 const WHITEN_BOX = 17;
 /** Template peaks this close (bins) to a notched grid line are left out of the comb score. */
 const GRID_SKIP = 2;
@@ -579,16 +583,41 @@ export function latticeCandidates(
   ) {
     chosen.push(aspect);
   }
-  // The rotation plane (the grid's angles and scales, the same scale both ways: rotations, crops, borders,
-  // resizes) on the fine plane: the grid ranks on its smoothed planes, which flatten a whole picture's sharp
-  // peaks (kodim05 rotated by 9-10 degrees and cropped to the inner rectangle: 1.5 there at the true
-  // lattice against 1.7-1.9 at wrong ones, 2.6 on the fine plane). Its best, refined, is folded from
-  // p.rotationGate.
+  // The rotation plane (the grid's angles, the same scale both ways within ROT_SCALE of the no-geometry
+  // one: rotations cropped or on a background, borders) on the fine plane, where a whole picture's sharp
+  // peaks keep their height: the grid ranks on its smoothed planes, which flatten them (kodim05 rotated by
+  // 9-10 degrees and cropped to the inner rectangle: 1.5 there at the true lattice against 1.7-1.9 at
+  // wrong ones, 2.6 on the fine plane). Coarse to fine like the grid: every second point each way with
+  // nearest-bin lookups on the fine plane max-filtered over 3 x 3 bins, then the fine points around the
+  // ROT_KEEP best coarse cells; the best, refined, is folded from p.rotationGate.
   let rot: Hypo = { theta: 0, sx: 1, sy: 1, score: -Infinity };
-  for (let i = 0; i < nT; i++) {
-    for (let j = 0; j < nA; j++) {
-      const score = combScoreCS(sp, sp.fine, fineM, period, cs[i]!, sn[i]!, ex[j]!, ex[j]!);
-      if (score > rot.score) rot = { theta: ths[i]!, sx: ex[j]!, sy: ex[j]!, score };
+  const js: number[] = [];
+  for (let j = 0; j < nA; j++) if (Math.abs(as[j]! - Math.log(s0)) <= ROT_SCALE) js.push(j);
+  if (nT > 0 && js.length) {
+    const pooledFine = maxPool(sp.fine, sp.nx, sp.ny, POOL_RADIUS);
+    const cells: { i: number; j: number; score: number }[] = [];
+    for (const i of coarseIndices(nT)) {
+      for (const jj of coarseIndices(js.length)) {
+        const j = js[jj]!;
+        const score = combNearest(pooledFine, sp.nx, sp.ny, sp.notch, harm, period, cs[i]!, sn[i]!, ex[j]!, ex[j]!);
+        if (cells.length === ROT_KEEP && !(score > cells[cells.length - 1]!.score)) continue;
+        let at = cells.length;
+        while (at > 0 && score > cells[at - 1]!.score) at--;
+        cells.splice(at, 0, { i, j: jj, score });
+        if (cells.length > ROT_KEEP) cells.pop();
+      }
+    }
+    const seen = new Set<number>();
+    for (const c of cells) {
+      for (let i = Math.max(0, c.i - 1); i <= Math.min(nT - 1, c.i + 1); i++) {
+        for (let jj = Math.max(0, c.j - 1); jj <= Math.min(js.length - 1, c.j + 1); jj++) {
+          if (seen.has(i * nA + jj)) continue;
+          seen.add(i * nA + jj);
+          const j = js[jj]!;
+          const score = combScoreCS(sp, sp.fine, fineM, period, cs[i]!, sn[i]!, ex[j]!, ex[j]!);
+          if (score > rot.score) rot = { theta: ths[i]!, sx: ex[j]!, sy: ex[j]!, score };
+        }
+      }
     }
   }
   if (rot.score > -Infinity) rot = refineHypo(sp, fineM, period, rot);
