@@ -411,6 +411,28 @@ double CombNearest(const std::vector<float>& plane, int nx, int ny, bool notch, 
   return n ? sum / std::sqrt(double(n)) : -INFINITY;
 }
 
+// Comb score of the same scale sc both ways with nearest-bin lookups, each the maximum of the 3 x 3 bins
+// around (cyclic): CombNearest on the plane max-filtered with radius 1, without filtering the whole plane.
+// `rot` holds the harmonics rotated by the hypothesis' angle (see CombColumns).
+double CombNearestMax(const std::vector<float>& plane, int nx, int ny, bool notch, const double* rot, int nm, int period, double sc) {
+  const double k = 1 / (period * sc);
+  double sum = 0;
+  int n = 0;
+  for (int q = 0; q < nm; q++) {
+    const double fx = rot[2 * q] * k, fy = rot[2 * q + 1] * k;
+    if (std::abs(fx) > 0.45 || std::abs(fy) > 0.45 || (notch && OnGrid(fx * nx, fy * ny, nx, ny))) continue;
+    const int u = int(std::floor(fx * nx + 0.5)), v = int(std::floor(fy * ny + 0.5));
+    float best = -INFINITY;
+    for (int dv = -1; dv <= 1; dv++) {
+      const float* row = plane.data() + size_t((v + dv) & (ny - 1)) * nx;
+      for (int du = -1; du <= 1; du++) best = std::max(best, row[(u + du) & (nx - 1)]);
+    }
+    sum += best;
+    n++;
+  }
+  return n ? sum / std::sqrt(double(n)) : -INFINITY;
+}
+
 // CombNearest at several vertical scales at once (sy[ks[t]] for t < nk, into scores[t]): harmonics outside,
 // scales inside, so that the inner loop vectorises; each score sums its harmonics in the same order.
 OPTMARK_CLONES
@@ -646,22 +668,20 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
   }
   // The rotation plane (the grid's angles, the same scale both ways within kRotScale of the no-geometry one)
   // on the fine plane, where a whole picture's sharp peaks keep their height; coarse to fine like the grid
-  // (nearest-bin lookups on the max-filtered fine plane at every second point, then the fine points around
-  // the kRotKeep best coarse cells); its best, refined, is folded from p.rotationGate.
+  // (nearest-bin lookups, each the maximum of the fine plane's 3 x 3 bins around, at every second point,
+  // then the fine points around the kRotKeep best coarse cells); its best, refined, is folded from
+  // p.rotationGate.
   Hypo rot{0, 1, 1, -INFINITY};
   std::vector<int> js;
   for (int j = 0; j < nA; j++)
     if (std::abs(as[j] - std::log(s0)) <= kRotScale) js.push_back(j);
   if (nT > 0 && !js.empty()) {
-    thread_local std::vector<float> poolTmp, pooledFine;
-    MaxPool(sp.fine, sp.nx, sp.ny, kPoolRadius, poolTmp, pooledFine);
     struct Cell {
       int i, j;
       double score;
     };
     std::vector<Cell> cells;
-    std::vector<double> rh(size_t(2) * nh), fx(nh);
-    std::vector<int> u(nh);
+    std::vector<double> rh(size_t(2) * nh);
     const std::vector<int> ci = CoarseIndices(nT), cj = CoarseIndices(int(js.size()));
     for (const int i : ci) {
       for (int q = 0; q < 2 * nh; q += 2) {
@@ -670,8 +690,7 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
       }
       for (const int jj : cj) {
         const int j = js[jj];
-        CombColumns(rh.data(), nh, period, ex[j], sp.nx, fx.data(), u.data());
-        const double score = CombNearest(pooledFine, sp.nx, sp.ny, sp.notch, rh.data(), fx.data(), u.data(), nh, period, ex[j]);
+        const double score = CombNearestMax(sp.fine, sp.nx, sp.ny, sp.notch, rh.data(), nh, period, ex[j]);
         if (cells.size() == size_t(kRotKeep) && !(score > cells.back().score)) continue;
         size_t at = cells.size();
         while (at > 0 && score > cells[at - 1].score) at--;

@@ -393,6 +393,42 @@ function combNearest(
   return n ? sum / Math.sqrt(n) : -Infinity;
 }
 
+/**
+ * Comb score of the same scale both ways with nearest-bin lookups, each the maximum of the 3 x 3 bins
+ * around (cyclic): combNearest on the plane max-filtered with radius 1, without filtering the whole plane
+ * (the rotation plane's coarse pass looks up a few thousand bins).
+ */
+function combNearestMax(
+  plane: Float32Array,
+  nx: number,
+  ny: number,
+  notch: boolean,
+  m: Float64Array,
+  period: number,
+  c: number,
+  s: number,
+  sc: number,
+): number {
+  const k = 1 / (period * sc);
+  let sum = 0;
+  let n = 0;
+  for (let i = 0; i < m.length; i += 2) {
+    const fx = (m[i]! * c - m[i + 1]! * s) * k;
+    const fy = (m[i]! * s + m[i + 1]! * c) * k;
+    if (Math.abs(fx) > 0.45 || Math.abs(fy) > 0.45 || (notch && onGrid(fx * nx, fy * ny, nx, ny))) continue;
+    const u = Math.floor(fx * nx + 0.5);
+    const v = Math.floor(fy * ny + 0.5);
+    let best = -Infinity;
+    for (let dv = -1; dv <= 1; dv++) {
+      const row = ((v + dv) & (ny - 1)) * nx;
+      for (let du = -1; du <= 1; du++) best = Math.max(best, plane[row + ((u + du) & (nx - 1))]!);
+    }
+    sum += best;
+    n++;
+  }
+  return n ? sum / Math.sqrt(n) : -Infinity;
+}
+
 /** Separable cyclic max filter of radius r (nx, ny powers of two). */
 function maxPool(src: Float32Array, nx: number, ny: number, r: number): Float32Array {
   const tmp = new Float32Array(nx * ny);
@@ -588,18 +624,17 @@ export function latticeCandidates(
   // peaks keep their height: the grid ranks on its smoothed planes, which flatten them (kodim05 rotated by
   // 9-10 degrees and cropped to the inner rectangle: 1.5 there at the true lattice against 1.7-1.9 at
   // wrong ones, 2.6 on the fine plane). Coarse to fine like the grid: every second point each way with
-  // nearest-bin lookups on the fine plane max-filtered over 3 x 3 bins, then the fine points around the
-  // ROT_KEEP best coarse cells; the best, refined, is folded from p.rotationGate.
+  // nearest-bin lookups, each the maximum of the fine plane's 3 x 3 bins around, then the fine points around
+  // the ROT_KEEP best coarse cells; the best, refined, is folded from p.rotationGate.
   let rot: Hypo = { theta: 0, sx: 1, sy: 1, score: -Infinity };
   const js: number[] = [];
   for (let j = 0; j < nA; j++) if (Math.abs(as[j]! - Math.log(s0)) <= ROT_SCALE) js.push(j);
   if (nT > 0 && js.length) {
-    const pooledFine = maxPool(sp.fine, sp.nx, sp.ny, POOL_RADIUS);
     const cells: { i: number; j: number; score: number }[] = [];
     for (const i of coarseIndices(nT)) {
       for (const jj of coarseIndices(js.length)) {
         const j = js[jj]!;
-        const score = combNearest(pooledFine, sp.nx, sp.ny, sp.notch, harm, period, cs[i]!, sn[i]!, ex[j]!, ex[j]!);
+        const score = combNearestMax(sp.fine, sp.nx, sp.ny, sp.notch, harm, period, cs[i]!, sn[i]!, ex[j]!);
         if (cells.length === ROT_KEEP && !(score > cells[cells.length - 1]!.score)) continue;
         let at = cells.length;
         while (at > 0 && score > cells[at - 1]!.score) at--;
