@@ -58,7 +58,7 @@ export async function buildProgram(only?: string): Promise<Command> {
 }
 
 /** Errors whose message already says what went wrong and what to do. */
-const EXPLAINED_ERRORS = new Set(['UwsFallbackError', 'ListenError', 'DataDirError', 'C2paIdentityError', 'SigningKeyError']);
+const EXPLAINED_ERRORS = new Set(['UwsFallbackError', 'ListenError', 'DataDirError', 'DirRefusedError', 'C2paIdentityError', 'SigningKeyError']);
 
 /**
  * A file system refusal (a path this user may not write, a file where a directory should be) in one

@@ -6,7 +6,7 @@
 import { randomBytes } from 'node:crypto';
 import { accessSync, chmodSync, closeSync, constants, fchmodSync, mkdirSync, openSync, statSync, writeSync } from 'node:fs';
 import { open } from 'node:fs/promises';
-import { join } from 'node:path';
+import { dirname, join } from 'node:path';
 
 export const DATA_DIR_MODE = 0o700;
 export const DATA_FILE_MODE = 0o600;
@@ -56,16 +56,62 @@ export function fileErrorReason(code: string | undefined): string | undefined {
   }
 }
 
+/** Why `err`, thrown by makeDirs or another file system call on `path`, refused it, in words. */
+export function dirErrorReason(err: unknown): string {
+  if (err instanceof DirRefusedError) return err.reason;
+  const code = (err as NodeJS.ErrnoException | undefined)?.code;
+  return fileErrorReason(code) ?? `the system refused it (${code ?? 'unknown'})`;
+}
+
+/** A folder that its parent's file system will not create (mkdir answers ENOENT with the parent there). */
+export class DirRefusedError extends Error {
+  readonly code = 'ENOENT';
+  readonly reason: string;
+  constructor(
+    readonly path: string,
+    parent: string,
+  ) {
+    const reason = `${parent} does not take new folders (mkdir answers ENOENT)`;
+    super(`cannot create ${path}: ${reason}`);
+    this.reason = reason;
+    this.name = 'DirRefusedError';
+  }
+}
+
+/**
+ * `mkdir -p`: creates `dir` and its missing parents (with `mode`), and succeeds when it is a directory
+ * already. Node's own recursive mkdir (sync and async, Node 20) takes every ENOENT for a missing parent
+ * and tries again forever where a file system refuses new entries with ENOENT (under /proc): this one
+ * creates each parent once and throws DirRefusedError when the folder still cannot be made.
+ */
+export function makeDirs(dir: string, mode?: number): void {
+  try {
+    mkdirSync(dir, { mode });
+    return;
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' && statSync(dir).isDirectory()) return;
+    const parent = dirname(dir);
+    if (code !== 'ENOENT' || parent === dir) throw err;
+    makeDirs(parent, mode);
+  }
+  try {
+    mkdirSync(dir, { mode });
+  } catch (err) {
+    const code = (err as NodeJS.ErrnoException).code;
+    if (code === 'EEXIST' && statSync(dir).isDirectory()) return; // made by another process meanwhile
+    throw code === 'ENOENT' ? new DirRefusedError(dir, dirname(dir)) : err;
+  }
+}
+
 /** The data directory cannot be created or written; the message names it, why, and what to do. */
 export class DataDirError extends Error {
   constructor(
     readonly dir: string,
     readonly code: string | undefined,
+    reason = fileErrorReason(code) ?? `the system refused it (${code ?? 'unknown'})`,
   ) {
-    super(
-      `cannot use the data directory ${dir}: ${fileErrorReason(code) ?? `the system refused it (${code ?? 'unknown'})`}. ` +
-        'Set OPTMARK_DATA_DIR to a directory this user can create and write (default ./data)',
-    );
+    super(`cannot use the data directory ${dir}: ${reason}. Set OPTMARK_DATA_DIR to a directory this user can create and write (default ./data)`);
     this.name = 'DataDirError';
   }
 }
@@ -76,10 +122,10 @@ export class DataDirError extends Error {
  */
 export function makePrivateDir(dir: string): void {
   try {
-    mkdirSync(dir, { recursive: true, mode: DATA_DIR_MODE });
+    makeDirs(dir, DATA_DIR_MODE);
     accessSync(dir, constants.W_OK | constants.X_OK);
   } catch (err) {
-    throw new DataDirError(dir, (err as NodeJS.ErrnoException).code);
+    throw new DataDirError(dir, (err as NodeJS.ErrnoException).code, dirErrorReason(err));
   }
 }
 

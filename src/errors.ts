@@ -78,6 +78,12 @@ const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
 };
 
 /**
+ * `optmark verify`'s advice where the API's message for `fingerprint_unavailable` says `?fingerprint=skip`
+ * (a query the command line has no use for).
+ */
+export const SKIP_FINGERPRINT_HINT = '--skip-fingerprint verifies the rest without the detector';
+
+/**
  * An operator-facing error outside the HTTP contract (store administration, signing keys): a stable
  * `code` of its own vocabulary and a message that says what to do.
  */

@@ -5,9 +5,10 @@
  * configuration error naming its variable, instead of failing every request that needs it (a verify
  * answered 503 "retry shortly" for as long as the server runs).
  */
+import { join } from 'node:path';
 import { type Config, ConfigError } from './config.js';
 import { fileErrorReason } from './datadir.js';
-import { loadFingerprintSecret } from './fingerprint/secret.js';
+import { loadFingerprintSecret, SECRET_FILE_NAME } from './fingerprint/secret.js';
 
 /** Loads the files the configuration names; throws a ConfigError for the first one that does not load. */
 export async function loadNamedFiles(config: Config): Promise<void> {
@@ -57,7 +58,13 @@ export async function batchFilesProblem(config: Config, needs: { fingerprint: bo
   const { dataDir, fingerprintSecretFile: secretFile, c2paCertFile: certFile, c2paKeyFile: keyFile } = config;
   try {
     if (needs.fingerprint) {
-      await loadingNamed('OPTMARK_FINGERPRINT_SECRET_FILE', secretFile, loadFingerprintSecret({ dataDir, file: secretFile }));
+      const own = join(dataDir, SECRET_FILE_NAME);
+      // The data directory's own secret: a file system error names the file (EISDIR says no path).
+      const load = loadFingerprintSecret({ dataDir, file: secretFile }).catch((err: unknown) => {
+        const reason = secretFile === undefined ? fileErrorReason((err as NodeJS.ErrnoException | undefined)?.code) : undefined;
+        throw reason === undefined ? err : new Error(`cannot read the fingerprint secret ${own}: ${reason}`);
+      });
+      await loadingNamed('OPTMARK_FINGERPRINT_SECRET_FILE', secretFile, load);
     }
     if (needs.c2pa && config.c2paMode === 'update' && certFile !== undefined) {
       const { loadC2paIdentity } = await import('./c2pa/identity.js');

@@ -1,6 +1,7 @@
 // Every command and subcommand of the command line answers --help with its usage (exit 0), built from
 // the same program the binary runs; the binary itself for the top-level cases and mark (own parser).
 import { spawnSync } from 'node:child_process';
+import { readFileSync } from 'node:fs';
 import { join, resolve } from 'node:path';
 import type { Command } from 'commander';
 import { describe, expect, it } from 'vitest';
@@ -56,6 +57,21 @@ describe('optmark --help', async () => {
       expect(r.out.toLowerCase()).toContain('usage: optmark');
     },
   );
+
+  it("regression: --version is the package's version, and the OpenAPI document's info.version names the same release", () => {
+    // Before: `optmark --version` printed 0.1.0 and docs/openapi.json (served at /api/v1/openapi.json) said
+    // 1.0.0, a number no release had. info.version is the document's version (OpenAPI 3.1 §4.8.2), which
+    // optmark ties to its release; the API's own version is the path prefix /api/v1 (service spec §9).
+    const pkg = JSON.parse(readFileSync(join(ROOT, 'package.json'), 'utf8')) as { version: string };
+    const r = spawnSync(process.execPath, [CLI, '--version'], { cwd: ROOT, encoding: 'utf8' });
+    expect(r.status).toBe(0);
+    expect(r.stdout).toBe(`${pkg.version}\n`);
+    for (const file of [join(ROOT, 'docs', 'openapi.json'), join(ROOT, 'dist', 'docs', 'openapi.json')]) {
+      const doc = JSON.parse(readFileSync(file, 'utf8')) as { info: { version: string; description: string } };
+      expect(doc.info.version, file).toBe(pkg.version);
+      expect(doc.info.description).toContain('`info.version` is the optmark release this document describes');
+    }
+  });
 
   it('no command: the overall usage on stderr and exit status 2', () => {
     const r = spawnSync(process.execPath, [CLI], { cwd: ROOT, encoding: 'utf8' });

@@ -212,6 +212,16 @@ describe('batches', () => {
     expectError(await get(`/api/v1/dashboard/batches/${id}`, stranger.key), 404, 'not_found');
   });
 
+  it('regression: records and shows a file name as the browser had it, not as its form encoding escapes it (%22, %0D, %0A)', async () => {
+    // Before: the record, the page and the receipt said my%22best%22.jpg for a file named my"best".jpg.
+    const id: string = (await openBatch({ size: 1, provenance: false, fingerprint: false })).json.id;
+    const a = await markImage(id, photo, 'my%22best%22 shot%0A.jpg');
+    expect(a.status, a.body.toString()).toBe(200);
+    expect(a.json).toMatchObject({ originalName: 'my"best" shot.jpg', filename: 'mybest shot.jpg' });
+    const found = await get(`/api/v1/dashboard/records?q=${encodeURIComponent('"best"')}`);
+    expect(found.json.records.map((r: { originalName: string }) => r.originalName)).toEqual(['my"best" shot.jpg']);
+  });
+
   it('a refused image gives back its slot and its protection; errors are the API codes', async () => {
     const before = await server.usage(account);
     const id: string = (await openBatch({ size: 1 })).json.id;

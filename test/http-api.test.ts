@@ -166,6 +166,28 @@ describe('protect', () => {
     expect(a.json.filename).toBe('image.webp');
   });
 
+  it('regression: a file name as browsers and curl encode it (%22, %0D, %0A) is decoded, as the quote sent escaped is', async () => {
+    // Before: "my%22best%22.jpg" came back as the name, and in Content-Disposition as my_22best_22.jpg.
+    const sent = 'my%22best%22 shot%0D%0A.jpg'; // a file named my"best" shot<CR><LF>.jpg, as Chromium sends it
+    const b = '----names';
+    const viaBusboy = Buffer.concat([
+      // Another header in the part: the whole of the multipart parser's path, not the short cut.
+      Buffer.from(`--${b}\r\nContent-Disposition: form-data; name="image"; filename="${sent}"\r\nContent-Type: image/jpeg\r\nX-Part: 1\r\n\r\n`),
+      images.jpeg,
+      Buffer.from(`\r\n--${b}--\r\n`),
+    ]);
+    const escaped = imageForm(images.jpeg, 'my\\"best\\" shot.jpg'); // RFC 7578 style: a backslash before the quote
+    for (const form of [imageForm(images.jpeg, sent), { contentType: `multipart/form-data; boundary=${b}`, body: viaBusboy }, escaped]) {
+      const a = await protect(form);
+      expect(a.status, a.body.toString()).toBe(200);
+      expect(a.json.filename).toBe('mybest shot.jpg');
+      const raw = await protect(form, key, { Accept: 'image/*' });
+      expect(raw.headers['content-disposition']).toBe('attachment; filename="mybest shot.jpg"');
+    }
+    // Only those three: any other percent sign is the name's own.
+    expect((await protect(imageForm(images.jpeg, '100%41 %2522%0a.jpg'))).json.filename).toBe('100%41 %2522%0a.jpg');
+  });
+
   it('regression: keeps a UTF-8 file name as the client wrote it', async () => {
     const a = await protect(imageForm(images.jpeg, 'café 東京.jpg'));
     expect(a.status).toBe(200);

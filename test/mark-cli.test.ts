@@ -3,13 +3,16 @@
  * folders and data directories (run `npm run build` first), and a worker pool from dist/ standing in
  * for the running server, which must pick up a key rotated by the CLI.
  */
-import { readFileSync, statSync, chmodSync } from 'node:fs';
+import { chmodSync, mkdirSync, readFileSync, statSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { detectFingerprint, loadFingerprintSecret } from '../src/fingerprint/index.js';
 import { read } from '../src/marking/engine.js';
 import { Keyring, NS_PROVENANCE, verifyProvenance } from '../src/provenance/index.js';
+import { laneInit } from '../src/batch/command.js';
+import { Lane } from '../src/batch/work.js';
+import { loadConfig } from '../src/config.js';
 import { optmarkHere } from './helpers/cli.js';
 import { noiseImages, runBinary, TempDirs, tree, type Run } from './helpers/files.js';
 import { imageForm, testPool } from './helpers/server.js';
@@ -187,7 +190,9 @@ describe('optmark signing-key', () => {
     expect(tree(out)).toEqual([]);
     const v = await optmarkHere(['verify', input], secret);
     expect(v.status).toBe(1);
-    expect(v.stderr).toMatch(/^optmark verify: OPTMARK_FINGERPRINT_SECRET_FILE: fingerprint secret file .*no-such-secret does not exist\n$/);
+    expect(v.stderr).toMatch(
+      /^optmark verify: OPTMARK_FINGERPRINT_SECRET_FILE: fingerprint secret file .*no-such-secret does not exist \(--skip-fingerprint verifies the rest without the detector\)\n$/,
+    );
     expect(v.stdout).toBe('');
     // Runs that do not use the secret are not stopped by it.
     expect((await optmarkHere(['verify', input, '--skip-fingerprint'], secret)).status).toBe(0);
@@ -201,6 +206,90 @@ describe('optmark signing-key', () => {
     const alone = await optmarkHere(['mark', input, '--out', tempDir()], { OPTMARK_DATA_DIR: dataDir, OPTMARK_C2PA_KEY_FILE: dataDir });
     expect(alone.status).toBe(78);
     expect(alone.stderr).toBe('optmark: configuration error: OPTMARK_C2PA_KEY_FILE: set, but OPTMARK_C2PA_CERT_FILE is not: set both or neither\n');
+  });
+});
+
+describe('folders that cannot be created', () => {
+  it('regression: an --out that cannot be created (under /proc, through a file, a file) fails at once with one line, exit 1', async () => {
+    // Before: --out /proc/nc never returned (Node's recursive mkdir takes /proc's ENOENT for a missing
+    // parent and tries again forever); a path through a file printed "ENOTDIR: not a directory, mkdir ...".
+    const input = folder({ 'a.jpg': images.get('jpg')! });
+    const aFile = join(input, 'a.jpg');
+    const cases: [string, string][] = [
+      ['/proc/optmark-nc', '/proc does not take new folders (mkdir answers ENOENT)'],
+      ['/proc/optmark-nc/deeper', '/proc does not take new folders (mkdir answers ENOENT)'],
+      [join(aFile, 'x'), 'a part of the path is a file, not a directory'],
+      [aFile, 'it is a file, not a directory'],
+    ];
+    for (const [out, reason] of cases) {
+      // The binary: a spin would block this process's event loop if run here.
+      const r = await runBinary(['mark', aFile, '--out', out], { env: { OPTMARK_DATA_DIR: tempDir() } });
+      expect(r.stderr, out).toBe(`optmark: cannot create the --out folder ${out}: ${reason}\n`);
+      expect(r.status).toBe(1);
+      expect(r.stdout).toBe('');
+    }
+    // The data directory and bench load's --out the same way.
+    const d = await runBinary(['account', 'list'], { env: { OPTMARK_DATA_DIR: '/proc/optmark-nc' } });
+    expect(d.stderr).toBe(
+      'optmark: cannot use the data directory /proc/optmark-nc: /proc does not take new folders (mkdir answers ENOENT). Set OPTMARK_DATA_DIR to a directory this user can create and write (default ./data)\n',
+    );
+    expect(d.status).toBe(1);
+    const b = await runBinary(['bench', 'load', '--smoke', '--out', '/proc/optmark-nc'], { env: { OPTMARK_DATA_DIR: tempDir() } });
+    expect(b.stderr).toBe('optmark: cannot create /proc/optmark-nc: /proc does not take new folders (mkdir answers ENOENT)\n');
+    expect(b.status).toBe(1);
+    // What can be created still is, parents included, and an existing folder is used as it is.
+    const deep = join(tempDir(), 'x', 'y', 'z');
+    for (let i = 0; i < 2; i++) expect((await runBinary(['mark', aFile, '--out', deep], { env: { OPTMARK_DATA_DIR: tempDir() } })).status).toBe(0);
+    expect(tree(deep)).toEqual(['a.jpg']);
+  });
+});
+
+describe("verify's advice when the fingerprint secret cannot be read", () => {
+  const input = (): string => folder({ 'a.png': images.get('png')!, 'b.jpg': images.get('jpg')! });
+
+  it("regression: the data directory's own secret stops verify once, naming the file and --skip-fingerprint, never ?fingerprint=skip", async () => {
+    // Before: every file failed alone with the API's "retry shortly, or send ?fingerprint=skip".
+    const dataDir = tempDir();
+    mkdirSync(join(dataDir, 'fingerprint.key')); // a directory where the secret should be
+    const v = await optmarkHere(['verify', input()], { OPTMARK_DATA_DIR: dataDir });
+    expect(v.status).toBe(1);
+    expect(v.stdout).toBe('');
+    expect(v.stderr).toBe(
+      `optmark verify: cannot read the fingerprint secret ${join(dataDir, 'fingerprint.key')}: it is a directory, not a file (--skip-fingerprint verifies the rest without the detector)\n`,
+    );
+    const short = tempDir();
+    writeFileSync(join(short, 'fingerprint.key'), 'short');
+    const s = await optmarkHere(['verify', input()], { OPTMARK_DATA_DIR: short });
+    expect(s.status).toBe(1);
+    expect(s.stderr).toMatch(/^optmark verify: fingerprint secret file .* is too short \(5 bytes, need at least 16\) \(--skip-fingerprint verifies/);
+    const skipped = await optmarkHere(['verify', input(), '--skip-fingerprint'], { OPTMARK_DATA_DIR: dataDir });
+    expect(skipped.status).toBe(0);
+    expect(skipped.stdout).toMatch(/verified 2: 0 opted out, 2 not/);
+  });
+
+  it('a file whose detector cannot run (the secret unreadable after the start) says why and names --skip-fingerprint', async () => {
+    const dataDir = tempDir();
+    mkdirSync(join(dataDir, 'fingerprint.key'));
+    const init = laneInit(loadConfig({ OPTMARK_DATA_DIR: dataDir }));
+    const lane = new Lane({
+      command: 'verify',
+      init,
+      provenance: false,
+      fingerprint: false,
+      hash: true,
+      skipExisting: undefined,
+      keepTime: false,
+      fsync: false,
+      skipFingerprint: false,
+    });
+    await lane.prepare();
+    const file = join(input(), 'a.png');
+    const o = await lane.run({ input: file, source: file });
+    expect(o).toMatchObject({ status: 'failed', code: 'fingerprint_unavailable' });
+    expect(o.message).toBe(
+      'The fingerprint detector cannot run: its secret cannot be read (is a folder); --skip-fingerprint verifies the rest without the detector.',
+    );
+    expect(o.message).not.toContain('?fingerprint');
   });
 });
 

@@ -99,7 +99,7 @@ export const chain =
     return b;
   };
 
-const brightness =
+export const brightness =
   (k: number): AttackFn =>
   async (b) =>
     png(sharp(b).modulate({ brightness: k }));

@@ -14,7 +14,6 @@ import {
   fstatSync,
   fsyncSync,
   futimesSync,
-  mkdirSync,
   openSync,
   readSync,
   renameSync,
@@ -24,6 +23,7 @@ import {
   type Stats,
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
+import { makeDirs } from '../datadir.js';
 import type { FilesAddon } from '../native/index.js';
 
 let cryptoModule: typeof import('node:crypto') | undefined;
@@ -193,7 +193,7 @@ const KNOWN_DIRS_MAX = 1024;
 
 function ensureDir(dir: string): void {
   if (knownDirs.has(dir)) return;
-  mkdirSync(dir, { recursive: true });
+  makeDirs(dir);
   if (knownDirs.size >= KNOWN_DIRS_MAX) knownDirs.clear();
   knownDirs.add(dir);
 }

@@ -5,7 +5,7 @@
  * opt-out path touches neither the decoder (sharp) nor the fingerprint, and loads no worker pool.
  */
 import type { Stats } from 'node:fs';
-import { toErrorShape } from '../errors.js';
+import { SKIP_FINGERPRINT_HINT, toErrorShape } from '../errors.js';
 import { extname, join, parse } from 'node:path';
 import { imageDataWarnings, TRUNCATED_IMAGE_DATA, type Warning } from '../formats/complete.js';
 import type { CredentialsOutcome } from '../c2pa/modes.js';
@@ -619,7 +619,13 @@ function carriesStore(format: ContainerFormat['name'], bytes: Uint8Array): boole
 
 function verifyFailure(base: { input: string }, format: string, size: number, err: unknown): FileOutcome {
   const shape = toErrorShape(err);
-  return { ...base, format, bytes: size, sha256: null, status: 'failed', code: shape.code, message: shape.message };
+  let message = shape.message;
+  if (shape.code === 'fingerprint_unavailable') {
+    // The API's message advises ?fingerprint=skip; the command line says why and names its own option.
+    const cause = (err as { cause?: unknown }).cause;
+    message = `The fingerprint detector cannot run: its secret cannot be read (${cause === undefined ? 'unknown' : errnoText(cause)}); ${SKIP_FINGERPRINT_HINT}.`;
+  }
+  return { ...base, format, bytes: size, sha256: null, status: 'failed', code: shape.code, message };
 }
 
 function errCode(err: unknown): string {

@@ -5,7 +5,7 @@
  * JSON, Markdown and an SVG chart of latency against throughput.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { mkdirSync } from 'node:fs';
+import { makeDirs } from '../datadir.js';
 import { cpus, freemem, loadavg, release, totalmem, availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';
@@ -414,7 +414,7 @@ async function runScenario(
 export async function runLoad(opts: LoadOptions): Promise<LoadReport> {
   const startedAt = new Date();
   const out = resolve(opts.out);
-  mkdirSync(out, { recursive: true });
+  makeDirs(out);
   const info = machine();
   log(`optmark bench load: ${info.cpuModel}, ${info.cores} cores, load average ${info.loadAverageAtStart.map((x) => x.toFixed(2)).join(' ')}`);
 

@@ -5,14 +5,14 @@
  * writes the result with one writev into a temporary file renamed into place (docs/batch.md has the
  * measurements). Lanes (--jobs) are the main thread plus batch worker threads given paths.
  */
-import { mkdirSync, realpathSync } from 'node:fs';
+import { realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { availableParallelism } from 'node:os';
 import type { Found } from '../batch/sources.js';
 import type { FileJob, FileOutcome } from '../batch/work.js';
 import { loadConfig } from '../config.js';
-import { fileErrorReason } from '../datadir.js';
+import { dirErrorReason, fileErrorReason, makeDirs } from '../datadir.js';
 import { batchFilesProblem } from '../named-files.js';
 import { exitWith, positiveWholeNumber, UsageError } from './args.js';
 
@@ -62,10 +62,10 @@ export async function runMark(opts: MarkOptions): Promise<number> {
   let outDir: string | undefined;
   if (opts.out !== undefined) {
     try {
-      mkdirSync(opts.out, { recursive: true });
+      makeDirs(opts.out);
       outDir = realpathSync.native(opts.out);
     } catch (err) {
-      process.stderr.write(`optmark mark: --out ${opts.out}: ${errnoText(err)}\n`);
+      process.stderr.write(`optmark: cannot create the --out folder ${opts.out}: ${dirErrorReason(err)}\n`);
       return 1;
     }
   }

@@ -9,6 +9,7 @@ import { availableParallelism } from 'node:os';
 import type { Found } from '../batch/sources.js';
 import type { FileOutcome } from '../batch/work.js';
 import { loadConfig } from '../config.js';
+import { SKIP_FINGERPRINT_HINT } from '../errors.js';
 import { batchFilesProblem } from '../named-files.js';
 import { exitWith, positiveWholeNumber, UsageError } from './args.js';
 
@@ -46,12 +47,10 @@ export async function runVerifyCommand(opts: VerifyOptions): Promise<number> {
   // Loaded here, not at the top: `optmark verify --help` and the other commands do not pay for them.
   const [{ laneInit, runCommand }, { ReportWriter }] = await Promise.all([import('../batch/command.js'), import('../batch/report.js')]);
   const config = loadConfig();
-  const problem = await batchFilesProblem(config, {
-    fingerprint: !opts.skipFingerprint && config.fingerprintDetect && config.fingerprintSecretFile !== undefined,
-    c2pa: false,
-  });
+  // The detector's secret, the named file's or the data directory's own, loaded once before any file.
+  const problem = await batchFilesProblem(config, { fingerprint: !opts.skipFingerprint && config.fingerprintDetect, c2pa: false });
   if (problem !== undefined) {
-    process.stderr.write(`optmark verify: ${problem}\n`);
+    process.stderr.write(`optmark verify: ${problem} (${SKIP_FINGERPRINT_HINT})\n`);
     return 1;
   }
   const toStdout = opts.report !== '-';

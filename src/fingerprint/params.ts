@@ -145,10 +145,10 @@ export const V2_RUNNER_Z = 4.5;
  * equally over V2_RUNNERS. Union bound over these 19 tests, whose alignments never read part C
  * (docs/fingerprint.md, "The false-positive bound").
  */
-export const V2_SHARE_MAIN = 0.6;
+export const V2_SHARE_MAIN = 0.5;
 export const V2_SHARE_PHASES = 0.1;
-export const V2_SHARE_SECOND = 0.15;
-export const V2_SHARE_RUNNERS = 0.15;
+export const V2_SHARE_SECOND = 0.1;
+export const V2_SHARE_RUNNERS = 0.3;
 
 /** Version 2's tunables as one plain object (handed to the native addon on every call). */
 export const CORE2_PARAMS = {

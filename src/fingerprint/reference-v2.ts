@@ -344,6 +344,20 @@ interface Hypo {
   score: number;
 }
 
+/** Steps of the pattern search (theta, log sx, log sy): free, and along the crop line. */
+const FREE_STEPS = (dt: number, ds: number): (readonly [number, number, number])[] => [
+  [dt, 0, 0],
+  [-dt, 0, 0],
+  [0, ds, 0],
+  [0, -ds, 0],
+  [0, 0, ds],
+  [0, 0, -ds],
+];
+const LINE_STEPS = (ds: number): (readonly [number, number, number])[] => [
+  [0, ds, ds],
+  [0, -ds, -ds],
+];
+
 /** Comb score: the whitened spectrum summed at the hypothesis's reciprocal-lattice points, over sqrt(count). */
 export function combScore(sp: Spectrum, plane: Float32Array, m: Float64Array, period: number, theta: number, sx: number, sy: number): number {
   return combScoreCS(sp, plane, m, period, Math.cos(theta), Math.sin(theta), sx, sy);
@@ -458,8 +472,11 @@ function coarseIndices(n: number): number[] {
   return c;
 }
 
-/** Pattern search of a hypothesis on the fine plane (angle steps 0.75-0.04 degrees, scale 0.75-0.04%). */
-function refineHypo(sp: Spectrum, m: Float64Array, period: number, hy: Hypo): Hypo {
+/**
+ * Pattern search of a hypothesis on the fine plane (angle steps 0.75-0.04 degrees, scale 0.75-0.04%): free in
+ * angle and both scales, or along the crop line (one scale, theta 0) when `line`.
+ */
+function refineHypo(sp: Spectrum, m: Float64Array, period: number, hy: Hypo, line: boolean): Hypo {
   let { theta, sx, sy } = hy;
   let best = combScore(sp, sp.fine, m, period, theta, sx, sy);
   for (const k of [0.5, 0.2, 0.07, 0.025]) {
@@ -467,14 +484,7 @@ function refineHypo(sp: Spectrum, m: Float64Array, period: number, hy: Hypo): Hy
     const ds = 0.015 * k;
     for (let iter = 0; iter < 12; iter++) {
       let moved = false;
-      for (const [a, b, c] of [
-        [dt, 0, 0],
-        [-dt, 0, 0],
-        [0, ds, 0],
-        [0, -ds, 0],
-        [0, 0, ds],
-        [0, 0, -ds],
-      ] as const) {
+      for (const [a, b, c] of line ? LINE_STEPS(ds) : FREE_STEPS(dt, ds)) {
         const t2 = theta + a;
         const x2 = sx * Math.exp(b);
         const y2 = sy * Math.exp(c);
@@ -588,10 +598,12 @@ export function latticeCandidates(
   }
   // Crops alone change only the scale: the best hypothesis on that line (theta 0, same scale both ways)
   // competes with far fewer hypotheses than the whole grid, so a weaker lattice still stands out there.
+  // Scored on the fine plane, as the aspect lines are: on the grid's box-smoothed plane a quarter crop's
+  // maximum could land 1.5-3% off the true scale, too far for the fold (docs/fingerprint.md, step 4).
   let crop: Hypo = { theta: 0, sx: 1, sy: 1, score: -Infinity };
   for (let a = Math.log(Math.max(sMin, cropMin)); a <= Math.log(sMax) + 1e-9; a += CROP_STEP) {
     const sc = Math.exp(a);
-    const score = combScore(sp, sp.coarse, coarseM, period, 0, sc, sc);
+    const score = combScore(sp, sp.fine, fineM, period, 0, sc, sc);
     if (score > crop.score) crop = { theta: 0, sx: sc, sy: sc, score };
   }
   if (
@@ -655,15 +667,18 @@ export function latticeCandidates(
       }
     }
   }
-  if (rot.score > -Infinity) rot = refineHypo(sp, fineM, period, rot);
+  if (rot.score > -Infinity) rot = refineHypo(sp, fineM, period, rot, false);
   if (
     rot.score >= p.rotationGate &&
     !chosen.some((c) => Math.abs(c.theta - rot.theta) < 2.5 * thStep && Math.abs(Math.log(c.sx / rot.sx)) < 0.05 && Math.abs(Math.log(c.sy / rot.sy)) < 0.05)
   ) {
     chosen.push(rot);
   }
+  // The pattern search on the fine plane: free in angle and both scales, except for the crop line's
+  // hypothesis, which stays on its line (one scale, theta 0): freed, the search could climb from a weak
+  // quarter crop's true scale to a noise peak 1.6% off in one axis (kodim05 at 0.75,0.5: 63.0 x 64.0 for 64).
   const cands = chosen.map((hy) => {
-    const { theta, sx, sy } = refineHypo(sp, fineM, period, hy);
+    const { theta, sx, sy } = refineHypo(sp, fineM, period, hy, hy === crop);
     const c = Math.cos(theta);
     const s = Math.sin(theta);
     return [period * sx * c, period * sy * s, -period * sx * s, period * sy * c];

@@ -146,6 +146,16 @@ export function splitFirstPart(body: Uint8Array, contentType: string): FirstPart
 // disposition's words, a quote or backslash or path or non-ASCII byte in the file name, a second part,
 // an epilogue) is left to busboy.
 const DISPOSITION = /^form-data; name="image"; filename="([\x20\x21\x23-\x2e\x30-\x5b\x5d-\x7e]+)"$/;
+
+/**
+ * The file name as the client's file had it. Browsers (the WHATWG HTML form-data encoding) and curl
+ * (7.81 and later) escape three characters of a file name as `%22` ("), `%0D` and `%0A` and leave every
+ * other `%` alone; those three are decoded, nothing else (a `%41` stays as it is). A name that truly held
+ * `%22` reads as `"`: the encoding cannot tell them apart, and a browser would have sent that name so too.
+ */
+export function formFileName(sent: string): string {
+  return sent.includes('%') ? sent.replace(/%(?:22|0D|0A)/g, (e) => (e === '%22' ? '"' : e === '%0D' ? '\r' : '\n')) : sent;
+}
 const PART_TYPE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
 
 /**
@@ -182,7 +192,7 @@ function plainForm(body: Uint8Array, first: FirstPart, maxImageBytes: number): R
     if (name === 'content-disposition' && filename === undefined) {
       const d = DISPOSITION.exec(value);
       if (!d) return undefined;
-      filename = d[1]!;
+      filename = formFileName(d[1]!);
     } else if (name === 'content-type' && mimeType === undefined && PART_TYPE.test(value)) {
       mimeType = value.toLowerCase();
     } else return undefined;
@@ -253,7 +263,7 @@ export class MultipartReceiver {
           new OptmarkError('unsupported_media_type', `The "image" part is ${info.mimeType}${untyped}; send it as image/jpeg, image/png or image/webp.`),
         );
       }
-      this.#filename = info.filename;
+      this.#filename = info.filename === undefined ? undefined : formFileName(info.filename);
       this.#mimeType = info.mimeType;
       // Flowing mode: busboy hands data over synchronously inside write(), while the chunk is valid.
       stream.on('data', (data: Buffer) => this.#append(data));

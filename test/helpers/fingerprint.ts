@@ -5,7 +5,7 @@
 import sharp from 'sharp';
 import { expect } from 'vitest';
 import type { AttackFn } from '../../bench/lib/fingerprint-attacks.js';
-import { detectFingerprint } from '../../src/fingerprint/index.js';
+import { type FingerprintDetail, detectFingerprint } from '../../src/fingerprint/index.js';
 
 /** Deterministic photo-like fixture: smooth gradients plus multi-scale value noise, RGB, as PNG. */
 export async function texturedImage(width: number, height: number, seed: number): Promise<Buffer> {
@@ -64,11 +64,12 @@ export async function expectFoundAfter(
   secret: Uint8Array,
   maxPixels: number,
   rng: () => number = () => 0.5,
-): Promise<void> {
+): Promise<FingerprintDetail> {
   const hit = await detectFingerprint(await fn(marked, rng), secret, { maxPixels });
   expect(hit.present, `z=${hit.z} sync=${hit.syncZ} lattice=${hit.lattice.join(',')}`).toBe(true);
   expect(hit.scheme).toBe(2);
   const miss = await detectFingerprint(await fn(orig, rng), secret, { maxPixels });
   expect(miss.present).toBe(false);
   expect(miss.blocks).toBe(256);
+  return hit;
 }

@@ -223,6 +223,25 @@ const RELEASE_OWNER = withKey(
   KEYS_RELEASED,
 );
 
+/**
+ * The reconciliation's search for hold rows of unregistered owners: one probe of the owner index per gap
+ * between the owners known (sorted as the column's "C" collation sorts them, byte by byte), each the first
+ * row inside it. A probe never walks a known owner's rows, the dead ones its commits leave until VACUUM
+ * included, so its cost is the number of owners, not the table's size (`NOT IN (SELECT id FROM owners)`
+ * read every row). $1/$2: the bounded gaps; $3: the last owner (the gap above it).
+ */
+export const ORPHAN_OWNERS = `
+  SELECT r.owner FROM unnest($1::text[], $2::text[]) AS g(lo, hi)
+   CROSS JOIN LATERAL (SELECT owner FROM reservations WHERE owner > g.lo COLLATE "C" AND owner < g.hi COLLATE "C" ORDER BY owner LIMIT 1) r
+  UNION ALL
+  (SELECT owner FROM reservations WHERE owner > $3::text COLLATE "C" ORDER BY owner LIMIT 1)`;
+
+/** ORPHAN_OWNERS' parameters for `known`: the gaps below, between and above them. */
+export function ownerGaps(known: Iterable<string>): { lo: string[]; hi: string[]; last: string } {
+  const sorted = [...known].sort((a, b) => Buffer.compare(Buffer.from(a), Buffer.from(b)));
+  return { lo: ['', ...sorted.slice(0, -1)], hi: sorted, last: sorted.at(-1) ?? '' };
+}
+
 // The same with the reservation's Idempotency-Key (./idempotency.ts).
 const RESERVE_KEYED = reserveKeyed(limitOf('$3', '$4'), takeUnit);
 const COMMIT_KEYED = withKey(COMMIT, KEY_COMMITTED);
@@ -773,14 +792,27 @@ export class PostgresStore implements Store {
     const dead = owners.rows
       .filter((o) => isDead({ id: o.id, host: o.host, pid: o.pid, started: o.started, expiresAt: o.expires_at }, this.#owner, t))
       .map((o) => o.id);
-    const orphans = await this.#q<{ owner: string }>(
-      'SELECT owner FROM reservations WHERE owner NOT IN (SELECT id FROM owners) UNION SELECT owner FROM holds WHERE owner NOT IN (SELECT id FROM owners)',
-    );
-    for (const { owner } of orphans.rows) if (owner !== this.#owner.id && !this.#owners.has(owner)) dead.push(owner);
+    // Owners with hold rows that are not registered (an instance of before schema 4 took them for dead and
+    // deleted their owner row, or their rows outlived it): every owner known here is a bound of the search.
+    const known = new Set([...owners.rows.map((o) => o.id), this.#owner.id, ...this.#owners.keys()]);
+    for (let found = await this.#orphans(known); found.length > 0; found = await this.#orphans(known)) {
+      for (const owner of found) {
+        known.add(owner);
+        dead.push(owner);
+      }
+    }
+    const oldHolds = await this.#q<{ owner: string }>('SELECT owner FROM holds WHERE owner NOT IN (SELECT id FROM owners)');
+    for (const { owner } of oldHolds.rows) if (!known.has(owner)) dead.push(owner);
     let units = 0;
     for (const id of dead) units += (await this.#q<{ units: number }>(RELEASE_OWNER, [id])).rows[0]!.units;
     this.#reconciled += units;
     return units;
+  }
+
+  /** The first owner of hold rows in each gap between the `known` owners (ORPHAN_OWNERS). */
+  async #orphans(known: ReadonlySet<string>): Promise<string[]> {
+    const { lo, hi, last } = ownerGaps(known);
+    return (await this.#q<{ owner: string }>(ORPHAN_OWNERS, [lo, hi, last])).rows.map((r) => r.owner);
   }
 
   // ── operator side ─────────────────────────────────────────────────────────────────────────────
