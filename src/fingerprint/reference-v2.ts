@@ -378,7 +378,11 @@ function combScoreCS(sp: Spectrum, plane: Float32Array, m: Float64Array, period:
   return n ? sum / Math.sqrt(n) : -Infinity;
 }
 
-/** Comb score with nearest-bin lookups (the coarse pass, on the max-filtered plane). */
+/**
+ * Comb score with nearest-bin lookups (the grid's coarse pass, on the max-filtered plane). With `max3` each
+ * lookup is the maximum of the 3 x 3 bins around (cyclic), as on the plane max-filtered with radius 1,
+ * without filtering the whole plane (the rotation plane's coarse pass looks up a few thousand bins).
+ */
 function combNearest(
   plane: Float32Array,
   nx: number,
@@ -390,52 +394,23 @@ function combNearest(
   s: number,
   sx: number,
   sy: number,
+  max3 = false,
 ): number {
   const kx = 1 / (period * sx);
   const ky = 1 / (period * sy);
+  const r = max3 ? 1 : 0;
   let sum = 0;
   let n = 0;
   for (let i = 0; i < m.length; i += 2) {
     const fx = (m[i]! * c - m[i + 1]! * s) * kx;
     const fy = (m[i]! * s + m[i + 1]! * c) * ky;
     if (Math.abs(fx) > 0.45 || Math.abs(fy) > 0.45 || (notch && onGrid(fx * nx, fy * ny, nx, ny))) continue;
-    const u = Math.floor(fx * nx + 0.5) & (nx - 1);
-    const v = Math.floor(fy * ny + 0.5) & (ny - 1);
-    sum += plane[v * nx + u]!;
-    n++;
-  }
-  return n ? sum / Math.sqrt(n) : -Infinity;
-}
-
-/**
- * Comb score of the same scale both ways with nearest-bin lookups, each the maximum of the 3 x 3 bins
- * around (cyclic): combNearest on the plane max-filtered with radius 1, without filtering the whole plane
- * (the rotation plane's coarse pass looks up a few thousand bins).
- */
-function combNearestMax(
-  plane: Float32Array,
-  nx: number,
-  ny: number,
-  notch: boolean,
-  m: Float64Array,
-  period: number,
-  c: number,
-  s: number,
-  sc: number,
-): number {
-  const k = 1 / (period * sc);
-  let sum = 0;
-  let n = 0;
-  for (let i = 0; i < m.length; i += 2) {
-    const fx = (m[i]! * c - m[i + 1]! * s) * k;
-    const fy = (m[i]! * s + m[i + 1]! * c) * k;
-    if (Math.abs(fx) > 0.45 || Math.abs(fy) > 0.45 || (notch && onGrid(fx * nx, fy * ny, nx, ny))) continue;
     const u = Math.floor(fx * nx + 0.5);
     const v = Math.floor(fy * ny + 0.5);
     let best = -Infinity;
-    for (let dv = -1; dv <= 1; dv++) {
+    for (let dv = -r; dv <= r; dv++) {
       const row = ((v + dv) & (ny - 1)) * nx;
-      for (let du = -1; du <= 1; du++) best = Math.max(best, plane[row + ((u + du) & (nx - 1))]!);
+      for (let du = -r; du <= r; du++) best = Math.max(best, plane[row + ((u + du) & (nx - 1))]!);
     }
     sum += best;
     n++;
@@ -646,7 +621,7 @@ export function latticeCandidates(
     for (const i of coarseIndices(nT)) {
       for (const jj of coarseIndices(js.length)) {
         const j = js[jj]!;
-        const score = combNearestMax(sp.fine, sp.nx, sp.ny, sp.notch, harm, period, cs[i]!, sn[i]!, ex[j]!);
+        const score = combNearest(sp.fine, sp.nx, sp.ny, sp.notch, harm, period, cs[i]!, sn[i]!, ex[j]!, ex[j]!, true);
         if (cells.length === ROT_KEEP && !(score > cells[cells.length - 1]!.score)) continue;
         let at = cells.length;
         while (at > 0 && score > cells[at - 1]!.score) at--;
