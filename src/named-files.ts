@@ -54,7 +54,7 @@ function namedFileError(variable: string, file: string, err: unknown): ConfigErr
  * missing or broken one is one message instead of the same failure for every file. Resolves to that
  * message, or undefined when they load.
  */
-export async function batchFilesProblem(config: Config, needs: { fingerprint: boolean; c2pa: boolean }): Promise<string | undefined> {
+async function batchFilesProblem(config: Config, needs: { fingerprint: boolean; c2pa: boolean }): Promise<string | undefined> {
   const { dataDir, fingerprintSecretFile: secretFile, c2paCertFile: certFile, c2paKeyFile: keyFile } = config;
   try {
     if (needs.fingerprint) {
@@ -74,4 +74,46 @@ export async function batchFilesProblem(config: Config, needs: { fingerprint: bo
     return err instanceof Error ? err.message : String(err);
   }
   return undefined;
+}
+
+/**
+ * For `optmark mark` and `optmark verify` on a PostgreSQL store (OPTMARK_DATABASE_URL): the configuration
+ * with the fingerprint key the instances share (src/shared-secrets.ts), and this data directory's public
+ * keys exchanged with the store's, so that the command embeds and detects, signs and verifies as the
+ * servers do. A message when the store cannot be used.
+ */
+async function shareWithInstances(config: Config): Promise<Config | string> {
+  const [{ openStore, StoreError }, { withSharedSecrets }, { syncPublicKeys }] = await Promise.all([
+    import('./store/index.js'),
+    import('./shared-secrets.js'),
+    import('./provenance/shared.js'),
+  ]);
+  let store;
+  try {
+    store = await openStore(config);
+    const shared = await withSharedSecrets(config, store);
+    await syncPublicKeys(store, config.dataDir);
+    return shared;
+  } catch (err) {
+    if (err instanceof StoreError) return err.message;
+    throw err;
+  } finally {
+    await store?.close();
+  }
+}
+
+/**
+ * What `optmark mark` and `optmark verify` do before any file: on a PostgreSQL store, take the instances'
+ * shared secrets (shareWithInstances); then load the files the run needs (batchFilesProblem, whose message
+ * gets `secretHint` when it is the fingerprint secret's). Resolves to the configuration to run with, or the
+ * one line that stops the run.
+ */
+export async function readyForBatch(config: Config, needs: { fingerprint: boolean; c2pa: boolean; secretHint?: string }): Promise<Config | string> {
+  // Several instances on one PostgreSQL store (docs/scaling.md): embed and detect with the fingerprint key
+  // they share, and exchange public keys so that every instance verifies this one's tags and it theirs.
+  const shared = config.databaseUrl === undefined ? config : await shareWithInstances(config);
+  if (typeof shared === 'string') return shared;
+  const problem = await batchFilesProblem(shared, needs);
+  if (problem === undefined) return shared;
+  return needs.secretHint === undefined ? problem : `${problem} (${needs.secretHint})`;
 }

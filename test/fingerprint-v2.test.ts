@@ -13,7 +13,17 @@ import { decideV2, jpegGridAtOwnSize } from '../src/fingerprint/detect.js';
 import { detectFingerprint, embedFingerprint, fingerprintEngine } from '../src/fingerprint/index.js';
 import { runCore2 } from '../src/fingerprint/native.js';
 import { keyTileV2For } from '../src/fingerprint/pattern-v2.js';
-import { CORE2_PARAMS, FPR, FPR_PER_SCHEME, V2_RUNNERS, V2_SHARE_MAIN, V2_SHARE_PHASES, V2_SHARE_RUNNERS, V2_SHARE_SECOND } from '../src/fingerprint/params.js';
+import {
+  CORE2_PARAMS,
+  FPR,
+  FPR_PER_SCHEME,
+  V2_MIN_PSNR_DB,
+  V2_RUNNERS,
+  V2_SHARE_MAIN,
+  V2_SHARE_PHASES,
+  V2_SHARE_RUNNERS,
+  V2_SHARE_SECOND,
+} from '../src/fingerprint/params.js';
 import { type Core2Output, detectCore2 } from '../src/fingerprint/reference-v2.js';
 import { cellTest } from '../src/fingerprint/stats.js';
 import { expectFoundAfter, psnr, texturedImage } from './helpers/fingerprint.js';
@@ -34,6 +44,36 @@ describe('fingerprint v2 on a synthetic photo', async () => {
     const d = await detectFingerprint(marked, SECRET, { maxPixels: MAX_PIXELS });
     expect(d).toMatchObject({ present: true, scheme: 2, blocks: 256 });
     expect(d.pValue).toBeLessThanOrEqual(FPR_PER_SCHEME);
+  });
+
+  it('lands at the PSNR floor, measured exactly on the 8-bit pixels (grey, RGBA and clipped pictures too)', async () => {
+    // The strength is fitted to the floor on the pixels as written (rounding and clipping included), so
+    // the marked picture sits just above it: not under (the promise), not far over (mark strength lost).
+    // A busy picture (the fixture plus strong pixel noise: the texture mask at its top) needs the floor.
+    const rgb = await sharp(orig).raw().toBuffer({ resolveWithObject: true });
+    let seed = 7;
+    const busy = Buffer.from(rgb.data.map((v) => Math.max(0, Math.min(255, v + (((seed = (seed * 1103515245 + 12345) >>> 0) >>> 24) - 128) / 3))));
+    const half = Buffer.from(busy);
+    for (let i = 0; i < half.length / 2; i++) half[i] = 215 + (busy[i]! & 63); // the top half near white: clipping takes part of the residual
+    const png = (px: Buffer): Promise<Buffer> => sharp(px, { raw: rgb.info }).png().toBuffer();
+    const inputs = [
+      await png(busy),
+      await sharp(await png(busy))
+        .greyscale()
+        .png()
+        .toBuffer(),
+      await sharp(await png(busy))
+        .ensureAlpha(0.5)
+        .png()
+        .toBuffer(),
+      await png(half),
+    ];
+    for (const input of inputs) {
+      const out = Buffer.from(await embedFingerprint(input, SECRET, { maxPixels: MAX_PIXELS }));
+      const p = await psnr(input, out);
+      expect(p).toBeGreaterThanOrEqual(V2_MIN_PSNR_DB);
+      expect(p).toBeLessThan(V2_MIN_PSNR_DB + 0.03);
+    }
   });
 
   // The other geometric attacks of the issue: test/long/fingerprint-v2-attacks.test.ts.

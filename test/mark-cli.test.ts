@@ -14,6 +14,7 @@ import { laneInit } from '../src/batch/command.js';
 import { Lane } from '../src/batch/work.js';
 import { loadConfig } from '../src/config.js';
 import { optmarkHere } from './helpers/cli.js';
+import { createTestDatabase } from './helpers/stores.js';
 import { noiseImages, runBinary, TempDirs, tree, type Run } from './helpers/files.js';
 import { imageForm, testPool } from './helpers/server.js';
 
@@ -206,6 +207,35 @@ describe('optmark signing-key', () => {
     const alone = await optmarkHere(['mark', input, '--out', tempDir()], { OPTMARK_DATA_DIR: dataDir, OPTMARK_C2PA_KEY_FILE: dataDir });
     expect(alone.status).toBe(78);
     expect(alone.stderr).toBe('optmark: configuration error: OPTMARK_C2PA_KEY_FILE: set, but OPTMARK_C2PA_CERT_FILE is not: set both or neither\n');
+  });
+});
+
+describe('mark and verify on a PostgreSQL store', () => {
+  let db: { url: string; drop: () => Promise<void> };
+  beforeAll(async () => {
+    db = await createTestDatabase();
+  });
+  afterAll(async () => {
+    await db?.drop();
+  });
+
+  it("regression: verify detects with the instances' shared fingerprint key, as mark embeds and the servers detect", async () => {
+    // Before: verify ignored OPTMARK_DATABASE_URL and detected with the data directory's own fingerprint.key
+    // (made on the spot when missing): "fingerprint: not found" for a file mark --fingerprint had just marked.
+    const input = folder({ 'a.png': images.get('png')! });
+    const out = tempDir();
+    const env = (dataDir: string) => ({ OPTMARK_DATA_DIR: dataDir, OPTMARK_DATABASE_URL: db.url });
+    const marker = tempDir();
+    expect((await optmarkHere(['mark', input, '--out', out, '--fingerprint'], env(marker))).status).toBe(0);
+    for (const dataDir of [marker, tempDir()]) {
+      const v = await runBinary(['verify', join(out, 'a.png')], { env: env(dataDir) });
+      expect(v.status, v.stderr).toBe(0);
+      expect(v.stdout).toMatch(/a\.png: opted out \(iptc\.dataMining\); provenance: no tag; fingerprint: found \(confidence [\d.]+\)\n/);
+      expect(readFileSync(join(dataDir, 'fingerprint-shared.key'))).toEqual(readFileSync(join(marker, 'fingerprint-shared.key')));
+    }
+    const down = await optmarkHere(['verify', join(out, 'a.png')], { OPTMARK_DATA_DIR: tempDir(), OPTMARK_DATABASE_URL: 'postgres://nobody@127.0.0.1:1/none' });
+    expect(down.status).toBe(1);
+    expect(down.stderr).toMatch(/^optmark verify: .*127\.0\.0\.1:1/);
   });
 });
 

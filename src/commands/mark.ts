@@ -13,7 +13,7 @@ import type { Found } from '../batch/sources.js';
 import type { FileJob, FileOutcome } from '../batch/work.js';
 import { loadConfig } from '../config.js';
 import { dirErrorReason, fileErrorReason, makeDirs } from '../datadir.js';
-import { batchFilesProblem } from '../named-files.js';
+import { readyForBatch } from '../named-files.js';
 import { exitWith, positiveWholeNumber, UsageError } from './args.js';
 
 export interface MarkOptions {
@@ -81,21 +81,12 @@ export async function runMark(opts: MarkOptions): Promise<number> {
       return 1;
     }
   }
-  if (config.databaseUrl !== undefined) {
-    // Several instances on one PostgreSQL store (docs/scaling.md): mark with the fingerprint key they
-    // share, and publish this data directory's signing key so that every instance verifies its tags.
-    const shared = await shareWithInstances(config);
-    if (typeof shared === 'string') {
-      process.stderr.write(`optmark mark: ${shared}\n`);
-      return 1;
-    }
-    config = shared;
-  }
-  const problem = await batchFilesProblem(config, { fingerprint: opts.fingerprint, c2pa: true });
-  if (problem !== undefined) {
-    process.stderr.write(`optmark mark: ${problem}\n`);
+  const ready = await readyForBatch(config, { fingerprint: opts.fingerprint, c2pa: true });
+  if (typeof ready === 'string') {
+    process.stderr.write(`optmark mark: ${ready}\n`);
     return 1;
   }
+  config = ready;
   const plan = (found: Found): FileJob | FileOutcome => {
     if (opts.inPlace) {
       let real = found.real;
@@ -243,25 +234,4 @@ export function register(program: Command): void {
       });
       exitWith(await runMark(opts));
     });
-}
-
-/** The shared secrets of a PostgreSQL store (src/shared-secrets.ts); a message when the store cannot be used. */
-async function shareWithInstances(config: ReturnType<typeof loadConfig>): Promise<ReturnType<typeof loadConfig> | string> {
-  const [{ openStore, StoreError }, { withSharedSecrets }, { syncPublicKeys }] = await Promise.all([
-    import('../store/index.js'),
-    import('../shared-secrets.js'),
-    import('../provenance/shared.js'),
-  ]);
-  let store;
-  try {
-    store = await openStore(config);
-    const shared = await withSharedSecrets(config, store);
-    await syncPublicKeys(store, config.dataDir);
-    return shared;
-  } catch (err) {
-    if (err instanceof StoreError) return err.message;
-    throw err;
-  } finally {
-    await store?.close();
-  }
 }

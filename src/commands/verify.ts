@@ -10,7 +10,7 @@ import type { Found } from '../batch/sources.js';
 import type { FileOutcome } from '../batch/work.js';
 import { loadConfig } from '../config.js';
 import { SKIP_FINGERPRINT_HINT } from '../errors.js';
-import { batchFilesProblem } from '../named-files.js';
+import { readyForBatch } from '../named-files.js';
 import { exitWith, positiveWholeNumber, UsageError } from './args.js';
 
 export interface VerifyOptions {
@@ -46,11 +46,13 @@ export function verifyLine(o: FileOutcome): string {
 export async function runVerifyCommand(opts: VerifyOptions): Promise<number> {
   // Loaded here, not at the top: `optmark verify --help` and the other commands do not pay for them.
   const [{ laneInit, runCommand }, { ReportWriter }] = await Promise.all([import('../batch/command.js'), import('../batch/report.js')]);
-  const config = loadConfig();
-  // The detector's secret, the named file's or the data directory's own, loaded once before any file.
-  const problem = await batchFilesProblem(config, { fingerprint: !opts.skipFingerprint && config.fingerprintDetect, c2pa: false });
-  if (problem !== undefined) {
-    process.stderr.write(`optmark verify: ${problem} (${SKIP_FINGERPRINT_HINT})\n`);
+  // The detector's secret (the instances' shared one, a named file or the data directory's own), loaded
+  // once before any file.
+  const loaded = loadConfig();
+  const fingerprint = !opts.skipFingerprint && loaded.fingerprintDetect;
+  const config = await readyForBatch(loaded, { fingerprint, c2pa: false, secretHint: SKIP_FINGERPRINT_HINT });
+  if (typeof config === 'string') {
+    process.stderr.write(`optmark verify: ${config}\n`);
     return 1;
   }
   const toStdout = opts.report !== '-';

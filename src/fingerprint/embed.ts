@@ -10,7 +10,7 @@ import { estimateJpegQuality } from './jpeg-quality.js';
 import { keyTileFor } from './pattern.js';
 import { keyTileV2For } from './pattern-v2.js';
 import { luma } from './reference.js';
-import { ALPHA, MASK_DIV, MASK_MAX, MASK_MIN, MIN_PSNR_DB, TILE, V2_ALPHA, V2_MIN_PSNR_DB } from './params.js';
+import { ALPHA, MASK_DIV, MASK_MAX, MASK_MIN, MIN_PSNR_DB, TILE, V2_ALPHA, V2_MASK_DIV, V2_MIN_PSNR_DB } from './params.js';
 
 /** JPEG re-encode quality bounds: at least this to keep the look, at most this to stay near the input's size. */
 const JPEG_QUALITY_MIN = 88;
@@ -37,8 +37,8 @@ function areaDownsample(src: Float32Array, w: number, h: number, ow: number, oh:
   return out;
 }
 
-/** Texture mask clip(localstd5x5 / MASK_DIV, MASK_MIN, MASK_MAX): stronger mark where texture hides it. */
-function textureMask(y: Float32Array, w: number, h: number): Float32Array {
+/** Texture mask clip(localstd5x5 / div, MASK_MIN, MASK_MAX): stronger mark where texture hides it. */
+function textureMask(y: Float32Array, w: number, h: number, div: number): Float32Array {
   const m = new Float32Array(w * h);
   for (let j = 0; j < h; j++) {
     for (let i = 0; i < w; i++) {
@@ -58,28 +58,19 @@ function textureMask(y: Float32Array, w: number, h: number): Float32Array {
         }
       }
       const sd = Math.sqrt(Math.max(0, s2 / n - (s / n) * (s / n)));
-      m[j * w + i] = Math.min(MASK_MAX, Math.max(MASK_MIN, sd / MASK_DIV));
+      m[j * w + i] = Math.min(MASK_MAX, Math.max(MASK_MIN, sd / div));
     }
   }
   return m;
 }
 
 /**
- * The work-resolution residual for a luma plane, scaled down if needed so that the residual as it lands
- * on the full-size image (bilinearly resampled, then rounded) keeps PSNR >= floorDb. The landed mean square
- * is measured on every row of the resampled residual (every 3rd above 4 MP: 3 is coprime with the usual
- * 2x and 4x scale factors, so the rows do not all sit at one interpolation phase); rounding adds about 1/12.
+ * The work-resolution residual for a luma plane, `alpha * mask * tile`. With `floorDb`, scaled down if needed so
+ * that its mean square on the work grid, plus 1/12 for rounding, keeps PSNR >= floorDb (version 1's rule; version 2 measures the
+ * residual as it lands instead: landUpsampled).
  */
-export function workResidual(
-  yWork: Float32Array,
-  w: number,
-  h: number,
-  tile: Float32Array,
-  alpha = ALPHA,
-  floorDb = MIN_PSNR_DB,
-  full?: { width: number; height: number },
-): Float32Array {
-  const mask = textureMask(yWork, w, h);
+export function workResidual(yWork: Float32Array, w: number, h: number, tile: Float32Array, alpha = ALPHA, floorDb?: number, maskDiv = MASK_DIV): Float32Array {
+  const mask = textureMask(yWork, w, h, maskDiv);
   const r = new Float32Array(w * h);
   let sq = 0;
   for (let j = 0; j < h; j++) {
@@ -90,73 +81,123 @@ export function workResidual(
       sq += v * v;
     }
   }
-  const maxMse = (255 * 255) / 10 ** (floorDb / 10) - 1 / 12;
-  const mse = full ? landedMse(r, w, h, full.width, full.height) : sq / r.length;
-  if (mse > maxMse) {
-    const k = Math.sqrt(maxMse / mse);
-    for (let i = 0; i < r.length; i++) r[i]! *= k;
+  if (floorDb !== undefined) {
+    const maxMse = (255 * 255) / 10 ** (floorDb / 10) - 1 / 12;
+    if (sq / r.length > maxMse) {
+      const k = Math.sqrt(maxMse / (sq / r.length));
+      for (let i = 0; i < r.length; i++) r[i]! *= k;
+    }
   }
   return r;
 }
 
-/** Mean square of the residual bilinearly resampled to w x h (as addUpsampled does), on a set of rows. */
-function landedMse(r: Float32Array, rw: number, rh: number, w: number, h: number): number {
-  const sx = rw / w;
-  const sy = rh / h;
-  let sq = 0;
-  let n = 0;
-  const stride = w * h > 4_000_000 ? 3 : 1;
-  for (let y = 0; y < h; y += stride) {
-    const b = Math.min(rh - 1, Math.max(0, (y + 0.5) * sy - 0.5));
-    const j = Math.max(0, Math.min(rh - 2, Math.floor(b)));
-    const fy = rh > 1 ? b - j : 0;
-    const r0 = j * rw;
-    const r1 = Math.min(rh - 1, j + 1) * rw;
+/** Bilinear resampling of a work-grid residual onto the w x h picture, one row at a time (as it lands). */
+class Upsampler {
+  private readonly xi: Int32Array;
+  private readonly xf: Float32Array;
+  readonly row: Float64Array;
+  constructor(
+    private readonly r: Float32Array,
+    private readonly rw: number,
+    private readonly rh: number,
+    w: number,
+    private readonly h: number,
+  ) {
+    const sx = rw / w;
+    this.xi = new Int32Array(w);
+    this.xf = new Float32Array(w);
+    this.row = new Float64Array(w);
     for (let x = 0; x < w; x++) {
-      const bx = Math.min(rw - 1, Math.max(0, (x + 0.5) * sx - 0.5));
-      const i = Math.max(0, Math.min(rw - 2, Math.floor(bx)));
-      const fx = rw > 1 ? bx - i : 0;
-      const top = r[r0 + i]! + fx * (r[r0 + i + 1]! - r[r0 + i]!);
-      const bot = r[r1 + i]! + fx * (r[r1 + i + 1]! - r[r1 + i]!);
-      const d = top + fy * (bot - top);
-      sq += d * d;
-      n++;
+      const b = Math.min(rw - 1, Math.max(0, (x + 0.5) * sx - 0.5));
+      const i = Math.min(rw - 2, Math.floor(b));
+      this.xi[x] = Math.max(0, i);
+      this.xf[x] = rw > 1 ? b - this.xi[x]! : 0;
     }
   }
-  return n ? sq / n : 0;
-}
 
-/** Adds the bilinearly upsampled residual to the colour channels of interleaved pixels, in place. */
-function addUpsampled(px: Uint8Array, w: number, h: number, ch: number, colour: number, r: Float32Array, rw: number, rh: number): void {
-  const sx = rw / w;
-  const sy = rh / h;
-  const xi = new Int32Array(w);
-  const xf = new Float32Array(w);
-  for (let x = 0; x < w; x++) {
-    const b = Math.min(rw - 1, Math.max(0, (x + 0.5) * sx - 0.5));
-    const i = Math.min(rw - 2, Math.floor(b));
-    xi[x] = Math.max(0, i);
-    xf[x] = rw > 1 ? b - xi[x]! : 0;
-  }
-  for (let y = 0; y < h; y++) {
-    const b = Math.min(rh - 1, Math.max(0, (y + 0.5) * sy - 0.5));
+  /** Fills `row` with picture row y of the resampled residual. */
+  at(y: number): Float64Array {
+    const { r, rw, rh, xi, xf, row } = this;
+    const b = Math.min(rh - 1, Math.max(0, (y + 0.5) * (rh / this.h) - 0.5));
     const j = Math.max(0, Math.min(rh - 2, Math.floor(b)));
     const fy = rh > 1 ? b - j : 0;
     const r0 = j * rw;
     const r1 = Math.min(rh - 1, j + 1) * rw;
-    for (let x = 0; x < w; x++) {
+    for (let x = 0; x < row.length; x++) {
       const i = xi[x]!;
       const fx = xf[x]!;
       const top = r[r0 + i]! + fx * (r[r0 + i + 1]! - r[r0 + i]!);
       const bot = r[r1 + i]! + fx * (r[r1 + i + 1]! - r[r1 + i]!);
-      const d = top + fy * (bot - top);
+      row[x] = top + fy * (bot - top);
+    }
+    return row;
+  }
+}
+
+/**
+ * Sum of squared changes of the colour channels when k times the resampled residual is added, rounded and
+ * clipped to 8 bits (exactly what landUpsampled writes); with `write`, the pixels are changed in place.
+ */
+function landPass(px: Uint8Array, w: number, h: number, ch: number, colour: number, up: Upsampler, k: number, write: boolean): number {
+  let se = 0;
+  for (let y = 0; y < h; y++) {
+    const d = up.at(y);
+    for (let x = 0; x < w; x++) {
       const p = (y * w + x) * ch;
+      const dk = k * d[x]!;
       for (let c = 0; c < colour; c++) {
-        const v = Math.round(px[p + c]! + d);
-        px[p + c] = v < 0 ? 0 : v > 255 ? 255 : v;
+        const o = px[p + c]!;
+        const r = Math.round(o + dk);
+        const v = r < 0 ? 0 : r > 255 ? 255 : r;
+        se += (v - o) * (v - o);
+        if (write) px[p + c] = v;
       }
     }
   }
+  return se;
+}
+
+/**
+ * Adds the bilinearly upsampled residual to the colour channels of interleaved pixels, in place. With
+ * floorDb, the residual is first scaled by the largest k <= 1 found for which the 8-bit result keeps
+ * PSNR >= floorDb on the colour channels, measured exactly (rounding and clipping included) before any
+ * pixel is written: a first k from the mean square of the resampled residual, then corrected by the dB the
+ * exact PSNR misses or leaves (two or three passes; the last k that kept the floor is written).
+ */
+function landUpsampled(px: Uint8Array, w: number, h: number, ch: number, colour: number, r: Float32Array, rw: number, rh: number, floorDb?: number): void {
+  const up = new Upsampler(r, rw, rh, w, h);
+  let k = 1;
+  if (floorDb !== undefined) {
+    const n = w * h * colour;
+    const maxSe = (n * 255 * 255) / 10 ** (floorDb / 10);
+    // The first k from the mean square of the resampled residual on every row (every 3rd above 4 MP: 3 is
+    // coprime with the usual 2x and 4x scale factors), plus about 1/12 per sample for rounding.
+    const stride = w * h > 4_000_000 ? 3 : 1;
+    let sq = 0;
+    let rows = 0;
+    for (let y = 0; y < h; y += stride, rows++) for (const v of up.at(y)) sq += v * v;
+    const room = maxSe / n - 1 / 12;
+    k = room <= 0 ? 0 : Math.min(1, Math.sqrt(room / Math.max(1e-12, sq / (rows * w))));
+    // Clipping and rounding make the exact PSNR differ from the estimate either way: when it is under the
+    // floor, k is lowered by the dB missed (a little more on each further pass; 0 after 8); when it is over,
+    // one pass tries k raised by the dB left (kept only if it still keeps the floor).
+    let best = 0;
+    let raised = false;
+    for (let pass = 0; pass < 10; pass++) {
+      const se = landPass(px, w, h, ch, colour, up, k, false);
+      if (se <= maxSe) {
+        best = k;
+        if (raised || k === 1 || se >= 0.995 * maxSe) break;
+        raised = true;
+        k = Math.min(1, k * Math.sqrt(maxSe / Math.max(se, 1e-12)) * 0.999);
+      } else {
+        if (raised || pass >= 8) break;
+        k *= Math.sqrt(maxSe / se) * (1 - 0.002 * (pass + 1));
+      }
+    }
+    k = best;
+  }
+  landPass(px, w, h, ch, colour, up, k, true);
 }
 
 /** Whether a WebP file's image data is lossless (VP8L), found by walking its RIFF chunks. */
@@ -202,11 +243,13 @@ export async function embedFingerprint(bytes: Uint8Array, secret: Uint8Array, op
 
   const ws = workSize(w, h);
   const yWork = areaDownsample(luma(px, w, h, ch), w, h, ws.width, ws.height);
-  const r =
-    opts.scheme === 1
-      ? workResidual(yWork, ws.width, ws.height, keyTileFor(secret).embed, ALPHA)
-      : workResidual(yWork, ws.width, ws.height, keyTileV2For(secret).embed, V2_ALPHA, V2_MIN_PSNR_DB, { width: w, height: h });
-  addUpsampled(px, w, h, ch, colour, r, ws.width, ws.height);
+  if (opts.scheme === 1) {
+    const r = workResidual(yWork, ws.width, ws.height, keyTileFor(secret).embed, ALPHA, MIN_PSNR_DB);
+    landUpsampled(px, w, h, ch, colour, r, ws.width, ws.height);
+  } else {
+    const r = workResidual(yWork, ws.width, ws.height, keyTileV2For(secret).embed, V2_ALPHA, undefined, V2_MASK_DIV);
+    landUpsampled(px, w, h, ch, colour, r, ws.width, ws.height, V2_MIN_PSNR_DB);
+  }
 
   // The original stays the pipeline's input so that libvips carries its metadata; the marked pixels
   // replace it wholesale ('source' blend of an opaque, same-size overlay is exact).
