@@ -6,11 +6,13 @@
  * Writes nothing to disk; the photographs are read in place.
  *
  *   npm run build && node dist/bench/fingerprint-robustness.js [folder ...] [--keys N] [--images N]
- *        [--range FIRST:END] [--json FILE] [--engine native|reference] [--only REGEX] [--v1] [--dense]
+ *        [--range FIRST:END] [--json FILE] [--engine native|reference] [--only REGEX (attack name or family)] [--v1] [--dense] [--sweep]
  *   node dist/bench/fingerprint-robustness.js --merge A.json --merge B.json
  * (--v1: mark with the first version instead; --dense: add DENSE_ATTACKS (crops at 15 and 9 fixed positions,
- * crop + brightness + JPEG at 15, 12 changes of aspect), each family on its own row; --range/--json split a
- * long run over processes, --merge prints the one table of their --json files.)
+ * crop + brightness + JPEG at 15, 12 changes of aspect), each family on its own row; --sweep: instead of the
+ * bench's 39, SWEEP_ATTACKS (every kind of point 1 across its range) and, on every 8th photograph of the list
+ * (kodim01, kodim09, kodim17), BIG_ATTACKS on the photograph upscaled to 12 MP before marking; --range/--json
+ * split a long run over processes, --merge prints the one table of their --json files.)
  */
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -21,7 +23,7 @@ import { detectOnBase } from '../src/fingerprint/detect.js';
 import { embedFingerprint } from '../src/fingerprint/embed.js';
 import { type Engine, fingerprintEngine } from '../src/fingerprint/native.js';
 import { FPR, FPR_PER_SCHEME } from '../src/fingerprint/params.js';
-import { ATTACKS, DENSE_ATTACKS } from './lib/fingerprint-attacks.js';
+import { ATTACKS, type Attack, BIG_ATTACKS, DENSE_ATTACKS, png, SWEEP_ATTACKS } from './lib/fingerprint-attacks.js';
 import { prng } from '../src/capacity/random.js';
 
 sharp.concurrency(1);
@@ -143,6 +145,7 @@ async function main(): Promise<void> {
   let engine: Engine = fingerprintEngine();
   let scheme: 1 | 2 = 2;
   let dense = false;
+  let sweep = false;
   const folders: string[] = [];
   const merge: string[] = [];
   for (let i = 0; i < args.length; i++) {
@@ -154,6 +157,7 @@ async function main(): Promise<void> {
     else if (args[i] === '--engine') engine = args[++i] as Engine;
     else if (args[i] === '--v1') scheme = 1;
     else if (args[i] === '--dense') dense = true;
+    else if (args[i] === '--sweep') sweep = true;
     else if (args[i] === '--merge') merge.push(args[++i]!);
     else folders.push(args[i]!);
   }
@@ -208,7 +212,8 @@ async function main(): Promise<void> {
     process.exitCode = 1;
     return;
   }
-  const attacks = (dense ? [...ATTACKS, ...DENSE_ATTACKS] : ATTACKS).filter((a) => !only || only.test(a.name));
+  const pick = (list: Attack[]): Attack[] => list.filter((a) => !only || only.test(a.name) || only.test(a.family));
+  const attacks = pick([...(sweep ? SWEEP_ATTACKS : ATTACKS), ...(dense ? DENSE_ATTACKS : [])]);
   const markKey = new Uint8Array(32).fill(7);
   const nullKeys = Array.from({ length: keys }, (_, i) => new Uint8Array(32).fill(100 + i));
   const rows = new Map<string, Row>();
@@ -217,15 +222,15 @@ async function main(): Promise<void> {
   const rng = prng(12345);
   const nrng = prng(54321);
   const t0 = performance.now();
-  for (const file of files) {
-    const orig = readFileSync(file);
+  /** Marks one photograph, runs `list` on the marked copy (and on the original with the null keys); prints one line. */
+  const run = async (name: string, orig: Buffer, list: Attack[]): Promise<void> => {
     const m = await sharp(orig).metadata();
     const te = performance.now();
     const marked = Buffer.from(await embedFingerprint(orig, markKey, { maxPixels: 100_000_000, scheme }));
     embedMsPerMp.push((performance.now() - te) / ((m.width! * m.height!) / 1e6));
     psnrs.push(await psnr(orig, marked));
     const missed: string[] = [];
-    for (const a of attacks) {
+    for (const a of list) {
       const row = rows.get(a.family) ?? { attacks: new Set(), hits: 0, n: 0, conf: [], z: [], nullTrials: 0, fps: 0, misses: [] };
       rows.set(a.family, row);
       row.attacks.add(a.name);
@@ -236,17 +241,33 @@ async function main(): Promise<void> {
       if (v!.present) row.hits++;
       else {
         missed.push(a.name);
-        row.misses.push(a.name);
+        row.misses.push(`${a.name} (${name})`);
       }
       if (keys > 0) {
         for (const u of await detectMany(await a.fn(orig, nrng), nullKeys, engine)) {
           row.nullTrials++;
-          if (u.present) row.fps++;
+          if (u.present) {
+            row.fps++;
+            row.misses.push(`FALSE POSITIVE ${a.name} (${name})`);
+          }
         }
       }
     }
-    const name = file.split('/').pop();
     console.log(`${name}: PSNR ${psnrs[psnrs.length - 1]!.toFixed(2)} dB${missed.length ? `  missed: ${missed.join(', ')}` : ''}`);
+  };
+  for (const [i, file] of files.entries()) {
+    const orig = readFileSync(file);
+    const name = file
+      .split('/')
+      .pop()!
+      .replace(/\.\w+$/, '');
+    await run(name, orig, attacks);
+    if (sweep && (first + i) % 8 === 0 && pick(BIG_ATTACKS).length) {
+      // Real uploads are large: the photograph upscaled to 12 MP (aspect kept) before it is marked.
+      const { width: w, height: h } = await sharp(orig).metadata();
+      const k = Math.sqrt(12e6 / (w! * h!));
+      await run(`${name}@12MP`, await png(sharp(orig).resize(Math.round(w! * k), Math.round(h! * k))), pick(BIG_ATTACKS));
+    }
   }
   report({ rows, psnrs, embedMsPerMp, files: files.length, attacks: attacks.length, keys, engine, scheme, seconds: (performance.now() - t0) / 1000 });
   if (json) {

@@ -5,14 +5,20 @@
  * unmarked (the full scale search runs) and marked (the scale-1 fast path).
  *
  *   npm run build && node dist/bench/fingerprint.bench.js      (BENCH_QUICK=1 for a short run)
+ *   node dist/bench/fingerprint.bench.js --addons OLD.node,NEW.node [--keys 200-204]
+ * (--addons: two builds of native/build/Release/optmark_fingerprint.node side by side on the unmarked picture:
+ * both cores as verify runs them, the builds alternated in blocks of one call per key, CPU medians; and whether
+ * every output field of both cores is bitwise the same for every key.)
  */
 import { existsSync, readFileSync } from 'node:fs';
+import { createRequire } from 'node:module';
+import { isDeepStrictEqual } from 'node:util';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { compare } from './lib/report.js';
 import { decodeBase, probe } from '../src/fingerprint/decode.js';
 import { embedFingerprint } from '../src/fingerprint/embed.js';
-import { detectFingerprint } from '../src/fingerprint/detect.js';
+import { coreInputs, detectFingerprint } from '../src/fingerprint/detect.js';
 import { fingerprintEngine, nativeSimd, runCore, runCore2 } from '../src/fingerprint/native.js';
 import { keyTileV2For } from '../src/fingerprint/pattern-v2.js';
 import type { Core2Input } from '../src/fingerprint/reference-v2.js';
@@ -38,9 +44,51 @@ async function source(): Promise<Buffer> {
     .toBuffer();
 }
 
+interface CoresAddon {
+  detectCore(input: CoreInput): unknown;
+  detectCore2(input: Core2Input): unknown;
+}
+
+/** --addons OLD,NEW: two builds of the addon side by side (CPU per unmarked picture, bitwise equality). */
+async function compareAddons(big: Buffer, files: string[], keys: number[]): Promise<void> {
+  const addons = files.map((f) => createRequire(import.meta.url)(f) as CoresAddon);
+  const base = await decodeBase(big, 4000, 3000);
+  const head = { width: 4000, height: 3000, format: 'jpeg' };
+  const prefiltered = new Float32Array(base.width * base.height);
+  const calls = keys.map((k) => {
+    const inputs = coreInputs(base, head, new Uint8Array(32).fill(k), prefiltered);
+    return (a: CoresAddon): unknown[] => [a.detectCore2(inputs.v2), a.detectCore(inputs.v1)];
+  });
+  const same = calls.filter((call) => isDeepStrictEqual(call(addons[0]!), call(addons[1]!))).length;
+  console.log(`every output field of both cores bitwise the same for ${same} of ${keys.length} keys`);
+  const cpu = (): number => {
+    const u = process.cpuUsage();
+    return (u.user + u.system) / 1000;
+  };
+  const r: number[][] = [[], []];
+  for (let i = 0; i < (process.env.BENCH_QUICK ? 5 : 41); i++) {
+    for (const j of i % 2 ? [1, 0] : [0, 1]) {
+      const s = cpu();
+      for (const call of calls) call(addons[j]!);
+      r[j]!.push((cpu() - s) / calls.length);
+    }
+  }
+  const med = (a: number[]): number => [...a].sort((x, y) => x - y)[a.length >> 1]!;
+  console.log(
+    `both cores, CPU ms per unmarked 12 MP picture, medians: ${files[0]} ${med(r[0]!).toFixed(2)}, ${files[1]} ${med(r[1]!).toFixed(2)} (${(med(r[1]!) / med(r[0]!)).toFixed(3)}x)`,
+  );
+}
+
 async function main(): Promise<void> {
   const src = await source();
   const big = await sharp(src).resize(4000, 3000).jpeg({ quality: 92 }).toBuffer();
+  const at = process.argv.indexOf('--addons');
+  if (at > 0) {
+    const k = process.argv.indexOf('--keys');
+    const [lo, hi] = (k > 0 ? process.argv[k + 1]! : '200-204').split('-').map(Number);
+    const keys = Array.from({ length: (hi ?? lo!) - lo! + 1 }, (_, i) => lo! + i);
+    return compareAddons(big, process.argv[at + 1]!.split(',').slice(0, 2), keys);
+  }
   const bigMarked = await sharp(Buffer.from(await embedFingerprint(await sharp(src).resize(4000, 3000).png().toBuffer(), SECRET, { maxPixels: 1e8 })))
     .jpeg({ quality: 92 })
     .toBuffer();

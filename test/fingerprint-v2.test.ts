@@ -207,7 +207,8 @@ describe('fingerprint v2 engines', async () => {
     const jpegCrop = await jpeg(90)(await crop(4 / 9, { x: 0, y: 1 })(marked, rng), rng);
     // A change of aspect: its aspect-line hypothesis clears the gate and is folded (step 4).
     const stretched = await attack('aspect0.75')(marked, rng);
-    for (const buf of [marked, await crop(0.5, { x: 1, y: 1 })(marked, rng), await attack('rotate-5 bg')(marked, rng), jpegCrop, stretched, orig]) {
+    const rotated = await attack('rotate-5 bg')(marked, rng);
+    for (const buf of [marked, await crop(0.5, { x: 1, y: 1 })(marked, rng), rotated, jpegCrop, stretched, orig]) {
       const m = await sharp(buf).metadata();
       const base = await decodeBase(buf, m.width!, m.height!);
       const native = jpegGridAtOwnSize({ width: m.width!, height: m.height!, format: m.format! });
@@ -225,6 +226,9 @@ describe('fingerprint v2 engines', async () => {
       expect(Math.abs(n.out.syncZ - r.out.syncZ)).toBeLessThan(1e-4);
       expect(n.out.aspectScore === r.out.aspectScore || Math.abs(n.out.aspectScore - r.out.aspectScore) < 1e-4).toBe(true);
       if (buf === stretched) expect(r.out.aspectScore).toBeGreaterThanOrEqual(CORE2_PARAMS.aspectGate);
+      expect(n.out.rotationScore === r.out.rotationScore || Math.abs(n.out.rotationScore - r.out.rotationScore) < 1e-4).toBe(true);
+      // The rotation plane's hypothesis clears its gate on the rotation and is folded (step 4).
+      if (buf === rotated) expect(r.out.rotationScore).toBeGreaterThanOrEqual(CORE2_PARAMS.rotationGate);
       const big = Math.max(...Array.from(r.out.cells, Math.abs));
       for (let i = 0; i < r.out.cells.length; i++) expect(Math.abs(n.out.cells[i]! - r.out.cells[i]!)).toBeLessThan(1e-4 * big);
       expect(cellTest(n.out.cells).k).toBe(cellTest(r.out.cells).k);

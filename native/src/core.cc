@@ -242,6 +242,23 @@ __attribute__((target("avx2"))) void ProductBlocksAvx2(const double* re, const d
 }
 #endif
 
+#ifdef OPTMARK_INTERP_AVX2
+// b = a transposed, n x n doubles (n a multiple of 4), in 4 x 4 blocks held in registers.
+__attribute__((target("avx2"))) void TransposeAvx2(const double* a, double* b, int n) {
+  for (int y = 0; y < n; y += 4)
+    for (int x = 0; x < n; x += 4) {
+      const double* s = a + size_t(y) * n + x;
+      const __m256d r0 = _mm256_loadu_pd(s), r1 = _mm256_loadu_pd(s + n), r2 = _mm256_loadu_pd(s + 2 * n), r3 = _mm256_loadu_pd(s + 3 * n);
+      const __m256d t0 = _mm256_unpacklo_pd(r0, r1), t1 = _mm256_unpackhi_pd(r0, r1), t2 = _mm256_unpacklo_pd(r2, r3), t3 = _mm256_unpackhi_pd(r2, r3);
+      double* d = b + size_t(x) * n + y;
+      _mm256_storeu_pd(d, _mm256_permute2f128_pd(t0, t2, 0x20));
+      _mm256_storeu_pd(d + n, _mm256_permute2f128_pd(t1, t3, 0x20));
+      _mm256_storeu_pd(d + 2 * n, _mm256_permute2f128_pd(t0, t2, 0x31));
+      _mm256_storeu_pd(d + 3 * n, _mm256_permute2f128_pd(t1, t3, 0x31));
+    }
+}
+#endif
+
 // Bilinear resampling by scale s (with sub-pixel offset), summed onto one N x N tile.
 template <int N>
 OPTMARK_CLONES void Fold(const float* __restrict x, int w, int h, double s, double ox, double oy, double* __restrict out, float* __restrict line) {
@@ -351,6 +368,13 @@ struct Fft {
     Columns(re, im, sign);
   }
   static void Transpose(const double* __restrict a, double* __restrict b) {
+#ifdef OPTMARK_INTERP_AVX2
+    static const bool avx2 = __builtin_cpu_supports("avx2");
+    if (avx2) {
+      TransposeAvx2(a, b, N);
+      return;
+    }
+#endif
     constexpr int B = 16;
     for (int y0 = 0; y0 < N; y0 += B)
       for (int x0 = 0; x0 < N; x0 += B)

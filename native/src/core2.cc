@@ -34,6 +34,8 @@ constexpr double kGridSkip = 2;  // template peaks this close (bins) to a notche
 const double kCropStep = std::log(1.005);
 constexpr int kPoolRadius = 1;             // max filter of the coarse pass, bins
 constexpr int kCoarseKeep = 32;            // coarse cells refined
+constexpr int kRotKeep = 4;                // coarse cells of the rotation plane refined
+const double kRotScale = std::log(1.45);   // the rotation plane: scales within 1.45x of the no-geometry one
 constexpr double kCropMin = 0.98;          // crop line from this times the no-geometry scale (crops only enlarge)
 constexpr double kSameAsIdentity = 0.02;   // lattices this close (relative) are one alignment (runner-ups)
 constexpr double kGatedScaleMin = 0.85;    // below the gate, grid hypotheses from this times the no-geometry scale
@@ -429,6 +431,28 @@ double CombNearest(const std::vector<float>& plane, int nx, int ny, bool notch, 
   return n ? sum / std::sqrt(double(n)) : -INFINITY;
 }
 
+// Comb score of the same scale sc both ways with nearest-bin lookups, each the maximum of the 3 x 3 bins
+// around (cyclic): CombNearest on the plane max-filtered with radius 1, without filtering the whole plane.
+// `rot` holds the harmonics rotated by the hypothesis' angle (see CombColumns).
+double CombNearestMax(const std::vector<float>& plane, int nx, int ny, bool notch, const double* rot, int nm, int period, double sc) {
+  const double k = 1 / (period * sc);
+  double sum = 0;
+  int n = 0;
+  for (int q = 0; q < nm; q++) {
+    const double fx = rot[2 * q] * k, fy = rot[2 * q + 1] * k;
+    if (std::abs(fx) > 0.45 || std::abs(fy) > 0.45 || (notch && OnGrid(fx * nx, fy * ny, nx, ny))) continue;
+    const int u = int(std::floor(fx * nx + 0.5)), v = int(std::floor(fy * ny + 0.5));
+    float best = -INFINITY;
+    for (int dv = -1; dv <= 1; dv++) {
+      const float* row = plane.data() + size_t((v + dv) & (ny - 1)) * nx;
+      for (int du = -1; du <= 1; du++) best = std::max(best, row[(u + du) & (nx - 1)]);
+    }
+    sum += best;
+    n++;
+  }
+  return n ? sum / std::sqrt(double(n)) : -INFINITY;
+}
+
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define OPTMARK_COMB_AVX2 1
 // The inner loop of CombNearestScales four vertical scales at a time (AVX2): per scale the same double
@@ -507,6 +531,37 @@ struct Hypo {
   bool line = false;  // the crop line's hypothesis: its pattern search stays on the line
 };
 
+// Pattern search of a hypothesis on the fine plane (angle steps 0.75-0.04 degrees, scale 0.75-0.04%): free in
+// angle and both scales, except the crop line's hypothesis, which stays on its line.
+Hypo RefineHypo(const Spectrum& sp, const double* harm, int nh, int period, const Hypo& hy) {
+  double theta = hy.theta, sx = hy.sx, sy = hy.sy;
+  double best = CombScore(sp, sp.fine, harm, nh, period, theta, sx, sy);
+  for (const double k : {0.5, 0.2, 0.07, 0.025}) {
+    const double dt = 1.5 * k * M_PI / 180;
+    const double ds = 0.015 * k;
+    const double freeSteps[6][3] = {{dt, 0, 0}, {-dt, 0, 0}, {0, ds, 0}, {0, -ds, 0}, {0, 0, ds}, {0, 0, -ds}};
+    const double lineSteps[2][3] = {{0, ds, ds}, {0, -ds, -ds}};
+    const int nSteps = hy.line ? 2 : 6;
+    for (int iter = 0; iter < 12; iter++) {
+      bool moved = false;
+      for (int i = 0; i < nSteps; i++) {
+        const double* st = hy.line ? lineSteps[i] : freeSteps[i];
+        const double t2 = theta + st[0], x2 = sx * std::exp(st[1]), y2 = sy * std::exp(st[2]);
+        const double sc = CombScore(sp, sp.fine, harm, nh, period, t2, x2, y2);
+        if (sc > best) {
+          best = sc;
+          theta = t2;
+          sx = x2;
+          sy = y2;
+          moved = true;
+        }
+      }
+      if (!moved) break;
+    }
+  }
+  return {theta, sx, sy, best, hy.line};
+}
+
 // Separable max filter (cyclic) of radius r: the coarse pass of the lattice grid reads it, so that a
 // hypothesis one fine step off a lattice still sees its peaks.
 OPTMARK_CLONES
@@ -557,7 +612,7 @@ std::vector<int> CoarseIndices(int n) {
 }
 
 std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h, bool notchGrid, const double* harm, int nh, const Core2Params& p,
-                                                   double cropMin, double& topScore, double& aspectScore) {
+                                                   double cropMin, double& topScore, double& aspectScore, double& rotationScore) {
   thread_local Spectrum sp;
   WhitenedSpectrum(sp, x, w, h, notchGrid);
   const int period = p.period;
@@ -680,34 +735,62 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
       if (std::abs(c.theta) < 2.5 * thStep && std::abs(std::log(c.sx / aspect.sx)) < 0.05 && std::abs(std::log(c.sy / aspect.sy)) < 0.05) dup = true;
     if (!dup) chosen.push_back(aspect);
   }
-  std::vector<std::vector<double>> out;
-  for (const Hypo& hy : chosen) {
-    double theta = hy.theta, sx = hy.sx, sy = hy.sy;
-    double best = CombScore(sp, sp.fine, harm, nh, period, theta, sx, sy);
-    for (const double k : {0.5, 0.2, 0.07, 0.025}) {
-      const double dt = 1.5 * k * M_PI / 180;
-      const double ds = 0.015 * k;
-      // Free in angle and both scales, except the crop line's hypothesis, which stays on its line.
-      const double freeSteps[6][3] = {{dt, 0, 0}, {-dt, 0, 0}, {0, ds, 0}, {0, -ds, 0}, {0, 0, ds}, {0, 0, -ds}};
-      const double lineSteps[2][3] = {{0, ds, ds}, {0, -ds, -ds}};
-      const int nSteps = hy.line ? 2 : 6;
-      for (int iter = 0; iter < 12; iter++) {
-        bool moved = false;
-        for (int i = 0; i < nSteps; i++) {
-          const double* st = hy.line ? lineSteps[i] : freeSteps[i];
-          const double t2 = theta + st[0], x2 = sx * std::exp(st[1]), y2 = sy * std::exp(st[2]);
-          const double sc = CombScore(sp, sp.fine, harm, nh, period, t2, x2, y2);
-          if (sc > best) {
-            best = sc;
-            theta = t2;
-            sx = x2;
-            sy = y2;
-            moved = true;
-          }
-        }
-        if (!moved) break;
+  // The rotation plane (the grid's angles, the same scale both ways within kRotScale of the no-geometry one)
+  // on the fine plane, where a whole picture's sharp peaks keep their height; coarse to fine like the grid
+  // (nearest-bin lookups, each the maximum of the fine plane's 3 x 3 bins around, at every second point,
+  // then the fine points around the kRotKeep best coarse cells); its best, refined, is folded from
+  // p.rotationGate.
+  Hypo rot{0, 1, 1, -INFINITY};
+  std::vector<int> js;
+  for (int j = 0; j < nA; j++)
+    if (std::abs(as[j] - std::log(s0)) <= kRotScale) js.push_back(j);
+  if (nT > 0 && !js.empty()) {
+    struct Cell {
+      int i, j;
+      double score;
+    };
+    std::vector<Cell> cells;
+    std::vector<double> rh(size_t(2) * nh);
+    const std::vector<int> ci = CoarseIndices(nT), cj = CoarseIndices(int(js.size()));
+    for (const int i : ci) {
+      for (int q = 0; q < 2 * nh; q += 2) {
+        rh[q] = harm[q] * cs[i] - harm[q + 1] * sn[i];
+        rh[q + 1] = harm[q] * sn[i] + harm[q + 1] * cs[i];
+      }
+      for (const int jj : cj) {
+        const int j = js[jj];
+        const double score = CombNearestMax(sp.fine, sp.nx, sp.ny, sp.notch, rh.data(), nh, period, ex[j]);
+        if (cells.size() == size_t(kRotKeep) && !(score > cells.back().score)) continue;
+        size_t at = cells.size();
+        while (at > 0 && score > cells[at - 1].score) at--;
+        cells.insert(cells.begin() + at, Cell{i, jj, score});
+        if (cells.size() > size_t(kRotKeep)) cells.pop_back();
       }
     }
+    std::vector<uint8_t> seen(size_t(nT) * js.size(), 0);
+    for (const Cell& c : cells)
+      for (int i = std::max(0, c.i - 1); i <= std::min(nT - 1, c.i + 1); i++)
+        for (int jj = std::max(0, c.j - 1); jj <= std::min(int(js.size()) - 1, c.j + 1); jj++) {
+          uint8_t& done = seen[size_t(i) * js.size() + jj];
+          if (done) continue;
+          done = 1;
+          const int j = js[jj];
+          const double score = CombScoreCS(sp, sp.fine, harm, nh, period, cs[i], sn[i], ex[j], ex[j]);
+          if (score > rot.score) rot = {ths[i], ex[j], ex[j], score};
+        }
+  }
+  if (rot.score > -INFINITY) rot = RefineHypo(sp, harm, nh, period, rot);
+  rotationScore = rot.score;
+  if (rot.score >= p.rotationGate) {
+    bool dup = false;
+    for (const Hypo& c : chosen)
+      if (std::abs(c.theta - rot.theta) < 2.5 * thStep && std::abs(std::log(c.sx / rot.sx)) < 0.05 && std::abs(std::log(c.sy / rot.sy)) < 0.05) dup = true;
+    if (!dup) chosen.push_back(rot);
+  }
+  std::vector<std::vector<double>> out;
+  for (const Hypo& hy : chosen) {
+    const Hypo r = RefineHypo(sp, harm, nh, period, hy);
+    const double theta = r.theta, sx = r.sx, sy = r.sy;
     const double c = std::cos(theta), s = std::sin(theta);
     out.push_back({period * sx * c, period * sy * s, -period * sx * s, period * sy * c});
   }
@@ -1228,11 +1311,12 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   int tier = 1;
   out.combScore = -INFINITY;
   out.aspectScore = -INFINITY;
+  out.rotationScore = -INFINITY;
   if (best.hit.z < p.fastZ) {
     tier = 2;
     double top = -INFINITY;
     const std::vector<std::vector<double>> cands =
-        LatticeCandidates(x.data(), w, h, in.native == 1, in.harmonics, in.nHarmonics, p, kCropMin * p0 / period, top, out.aspectScore);
+        LatticeCandidates(x.data(), w, h, in.native == 1, in.harmonics, in.nHarmonics, p, kCropMin * p0 / period, top, out.aspectScore, out.rotationScore);
     out.combScore = top;
     for (const auto& v : cands) {
       // A hypothesis within 2% of the no-geometry one is that one, already tried: folded again it could

@@ -18,6 +18,7 @@ struct Core2Params {
   double phasesZ;                                // sync z from which the other tile phases' cells are reported
   double secondT;                                // count T from which an unrefined spectrum lattice is refined anyway
   double aspectGate;                             // fine comb score from which the best aspect-line hypothesis is folded
+  double rotationGate;                           // fine comb score from which the rotation plane's best hypothesis is folded
   double syncPower;                              // power of part A's amplitude in the sync correlation (phase kept)
   double sameAsIdentity;                         // spectrum lattices within this fraction of the no-geometry one are not folded
   int runners;                                   // runner-up alignments counted when the search's best sync z is under refineZ
@@ -45,6 +46,7 @@ struct Core2Out {
   int tier, candidates;
   double combScore;                  // best comb score of the lattice grid (-inf when the search did not run)
   double aspectScore;                // best fine comb score of the aspect lines (-inf when the search did not run)
+  double rotationScore;              // fine comb score of the rotation plane's best hypothesis, refined (-inf: no search)
   double* cells;                     // (kTile/cell)^2, filled by the core
   std::vector<double> phaseCells;    // the other tile phases' cells, one block after another (empty under phasesZ)
   std::vector<double> refinedCells;  // the second look's cells (empty when it did not run)

@@ -135,6 +135,12 @@ export const V2_SECOND_T = 2.5;
  */
 export const V2_ASPECT_GATE = 2.5;
 /**
+ * Detector only: the rotation plane (the grid's angles and scales, the same scale both ways) is scored on
+ * the fine spectrum plane, and its best hypothesis, refined, is folded when its comb score reaches this
+ * (docs/fingerprint.md, step 4).
+ */
+export const V2_ROTATION_GATE = 2.3;
+/**
  * Detector only: when the search's best sync z is under V2_REFINE_Z (the alignment is uncertain), the next
  * V2_RUNNERS distinct peaks of its sync surfaces (lattice, symmetry, shift) are counted too, those from
  * sync z V2_RUNNER_Z (docs/fingerprint.md, step 9). The decision pays for V2_RUNNERS tests always.
@@ -166,6 +172,7 @@ export const CORE2_PARAMS = {
   phasesZ: V2_PHASES_Z,
   secondT: V2_SECOND_T,
   aspectGate: V2_ASPECT_GATE,
+  rotationGate: V2_ROTATION_GATE,
   syncPower: V2_SYNC_POWER,
   sameAsIdentity: V2_SAME_AS_IDENTITY,
   runners: V2_RUNNERS,

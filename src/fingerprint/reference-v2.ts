@@ -36,6 +36,8 @@ export interface Core2Params {
   secondT: number;
   /** Fine comb score from which the best hypothesis of the aspect lines is folded. */
   aspectGate: number;
+  /** Fine comb score from which the best hypothesis of the rotation plane (refined) is folded. */
+  rotationGate: number;
   /** Power of part A's amplitude in the sync correlation (its phase kept): 0 phase only, 1 matched filter. */
   syncPower: number;
   /** Spectrum lattices within this fraction of the no-geometry one are that one (not folded again). */
@@ -89,6 +91,8 @@ export interface Core2Output {
   combScore: number;
   /** Best fine comb score of the aspect lines (-Infinity when the search did not run). */
   aspectScore: number;
+  /** Fine comb score of the rotation plane's best hypothesis, refined (-Infinity when the search did not run). */
+  rotationScore: number;
   /** Correlation of each count cell with the key at the chosen alignment. */
   cells: Float64Array;
   /**
@@ -163,6 +167,10 @@ const CROP_MIN = 0.98;
 const GATED_SCALE_MIN = 0.85;
 /** The aspect lines: one axis at the no-geometry scale, the other within this factor of it either way. */
 const ASPECT_MAX = Math.log(1.36);
+/** The rotation plane: scales within this factor of the no-geometry one either way (log). */
+const ROT_SCALE = Math.log(1.45);
+/** Coarse cells of the rotation plane whose fine points are scored. */
+const ROT_KEEP = 4;
 const WHITEN_BOX = 17;
 /** Template peaks this close (bins) to a notched grid line are left out of the comb score. */
 const GRID_SKIP = 2;
@@ -370,7 +378,11 @@ function combScoreCS(sp: Spectrum, plane: Float32Array, m: Float64Array, period:
   return n ? sum / Math.sqrt(n) : -Infinity;
 }
 
-/** Comb score with nearest-bin lookups (the coarse pass, on the max-filtered plane). */
+/**
+ * Comb score with nearest-bin lookups (the grid's coarse pass, on the max-filtered plane). With `max3` each
+ * lookup is the maximum of the 3 x 3 bins around (cyclic), as on the plane max-filtered with radius 1,
+ * without filtering the whole plane (the rotation plane's coarse pass looks up a few thousand bins).
+ */
 function combNearest(
   plane: Float32Array,
   nx: number,
@@ -382,18 +394,25 @@ function combNearest(
   s: number,
   sx: number,
   sy: number,
+  max3 = false,
 ): number {
   const kx = 1 / (period * sx);
   const ky = 1 / (period * sy);
+  const r = max3 ? 1 : 0;
   let sum = 0;
   let n = 0;
   for (let i = 0; i < m.length; i += 2) {
     const fx = (m[i]! * c - m[i + 1]! * s) * kx;
     const fy = (m[i]! * s + m[i + 1]! * c) * ky;
     if (Math.abs(fx) > 0.45 || Math.abs(fy) > 0.45 || (notch && onGrid(fx * nx, fy * ny, nx, ny))) continue;
-    const u = Math.floor(fx * nx + 0.5) & (nx - 1);
-    const v = Math.floor(fy * ny + 0.5) & (ny - 1);
-    sum += plane[v * nx + u]!;
+    const u = Math.floor(fx * nx + 0.5);
+    const v = Math.floor(fy * ny + 0.5);
+    let best = -Infinity;
+    for (let dv = -r; dv <= r; dv++) {
+      const row = ((v + dv) & (ny - 1)) * nx;
+      for (let du = -r; du <= r; du++) best = Math.max(best, plane[row + ((u + du) & (nx - 1))]!);
+    }
+    sum += best;
     n++;
   }
   return n ? sum / Math.sqrt(n) : -Infinity;
@@ -429,6 +448,37 @@ function coarseIndices(n: number): number[] {
 }
 
 /**
+ * Pattern search of a hypothesis on the fine plane (angle steps 0.75-0.04 degrees, scale 0.75-0.04%): free in
+ * angle and both scales, or along the crop line (one scale, theta 0) when `line`.
+ */
+function refineHypo(sp: Spectrum, m: Float64Array, period: number, hy: Hypo, line: boolean): Hypo {
+  let { theta, sx, sy } = hy;
+  let best = combScore(sp, sp.fine, m, period, theta, sx, sy);
+  for (const k of [0.5, 0.2, 0.07, 0.025]) {
+    const dt = (1.5 * k * Math.PI) / 180;
+    const ds = 0.015 * k;
+    for (let iter = 0; iter < 12; iter++) {
+      let moved = false;
+      for (const [a, b, c] of line ? LINE_STEPS(ds) : FREE_STEPS(dt, ds)) {
+        const t2 = theta + a;
+        const x2 = sx * Math.exp(b);
+        const y2 = sy * Math.exp(c);
+        const sc = combScore(sp, sp.fine, m, period, t2, x2, y2);
+        if (sc > best) {
+          best = sc;
+          theta = t2;
+          sx = x2;
+          sy = y2;
+          moved = true;
+        }
+      }
+      if (!moved) break;
+    }
+  }
+  return { theta, sx, sy, score: best };
+}
+
+/**
  * Lattice period-vector pairs [v1x, v1y, v2x, v2y] (base pixels per period), best first, and the best
  * comb score of the grid. Below p.gate only the grid's best hypothesis that does not shrink the period
  * below GATED_SCALE_MIN is kept (and the crop line's, from cropMin, always is): the others are folded
@@ -442,7 +492,7 @@ export function latticeCandidates(
   harm: Float64Array,
   p: Core2Params,
   cropMin = 0,
-): { cands: number[][]; top: number; aspect: number } {
+): { cands: number[][]; top: number; aspect: number; rotation: number } {
   const sp = whitenedSpectrum(x, w, h, notchGrid);
   const period = p.period;
   const coarseM = harm;
@@ -556,38 +606,59 @@ export function latticeCandidates(
   ) {
     chosen.push(aspect);
   }
+  // The rotation plane (the grid's angles, the same scale both ways within ROT_SCALE of the no-geometry
+  // one: rotations cropped or on a background, borders) on the fine plane, where a whole picture's sharp
+  // peaks keep their height: the grid ranks on its smoothed planes, which flatten them (kodim05 rotated by
+  // 9-10 degrees and cropped to the inner rectangle: 1.5 there at the true lattice against 1.7-1.9 at
+  // wrong ones, 2.6 on the fine plane). Coarse to fine like the grid: every second point each way with
+  // nearest-bin lookups, each the maximum of the fine plane's 3 x 3 bins around, then the fine points around
+  // the ROT_KEEP best coarse cells; the best, refined, is folded from p.rotationGate.
+  let rot: Hypo = { theta: 0, sx: 1, sy: 1, score: -Infinity };
+  const js: number[] = [];
+  for (let j = 0; j < nA; j++) if (Math.abs(as[j]! - Math.log(s0)) <= ROT_SCALE) js.push(j);
+  if (nT > 0 && js.length) {
+    const cells: { i: number; j: number; score: number }[] = [];
+    for (const i of coarseIndices(nT)) {
+      for (const jj of coarseIndices(js.length)) {
+        const j = js[jj]!;
+        const score = combNearest(sp.fine, sp.nx, sp.ny, sp.notch, harm, period, cs[i]!, sn[i]!, ex[j]!, ex[j]!, true);
+        if (cells.length === ROT_KEEP && !(score > cells[cells.length - 1]!.score)) continue;
+        let at = cells.length;
+        while (at > 0 && score > cells[at - 1]!.score) at--;
+        cells.splice(at, 0, { i, j: jj, score });
+        if (cells.length > ROT_KEEP) cells.pop();
+      }
+    }
+    const seen = new Set<number>();
+    for (const c of cells) {
+      for (let i = Math.max(0, c.i - 1); i <= Math.min(nT - 1, c.i + 1); i++) {
+        for (let jj = Math.max(0, c.j - 1); jj <= Math.min(js.length - 1, c.j + 1); jj++) {
+          if (seen.has(i * nA + jj)) continue;
+          seen.add(i * nA + jj);
+          const j = js[jj]!;
+          const score = combScoreCS(sp, sp.fine, fineM, period, cs[i]!, sn[i]!, ex[j]!, ex[j]!);
+          if (score > rot.score) rot = { theta: ths[i]!, sx: ex[j]!, sy: ex[j]!, score };
+        }
+      }
+    }
+  }
+  if (rot.score > -Infinity) rot = refineHypo(sp, fineM, period, rot, false);
+  if (
+    rot.score >= p.rotationGate &&
+    !chosen.some((c) => Math.abs(c.theta - rot.theta) < 2.5 * thStep && Math.abs(Math.log(c.sx / rot.sx)) < 0.05 && Math.abs(Math.log(c.sy / rot.sy)) < 0.05)
+  ) {
+    chosen.push(rot);
+  }
   // The pattern search on the fine plane: free in angle and both scales, except for the crop line's
   // hypothesis, which stays on its line (one scale, theta 0): freed, the search could climb from a weak
   // quarter crop's true scale to a noise peak 1.6% off in one axis (kodim05 at 0.75,0.5: 63.0 x 64.0 for 64).
   const cands = chosen.map((hy) => {
-    let { theta, sx, sy } = hy;
-    let best = combScore(sp, sp.fine, fineM, period, theta, sx, sy);
-    for (const k of [0.5, 0.2, 0.07, 0.025]) {
-      const dt = (1.5 * k * Math.PI) / 180;
-      const ds = 0.015 * k;
-      for (let iter = 0; iter < 12; iter++) {
-        let moved = false;
-        for (const [a, b, c] of hy === crop ? LINE_STEPS(ds) : FREE_STEPS(dt, ds)) {
-          const t2 = theta + a;
-          const x2 = sx * Math.exp(b);
-          const y2 = sy * Math.exp(c);
-          const sc = combScore(sp, sp.fine, fineM, period, t2, x2, y2);
-          if (sc > best) {
-            best = sc;
-            theta = t2;
-            sx = x2;
-            sy = y2;
-            moved = true;
-          }
-        }
-        if (!moved) break;
-      }
-    }
+    const { theta, sx, sy } = refineHypo(sp, fineM, period, hy, hy === crop);
     const c = Math.cos(theta);
     const s = Math.sin(theta);
     return [period * sx * c, period * sy * s, -period * sx * s, period * sy * c];
   });
-  return { cands, top: topScore, aspect: aspect.score };
+  return { cands, top: topScore, aspect: aspect.score, rotation: rot.score };
 }
 
 /**
@@ -874,12 +945,14 @@ export function detectCore2(input: Core2Input): Core2Output {
   let tried = 1;
   let combScore = -Infinity;
   let aspectScore = -Infinity;
+  let rotationScore = -Infinity;
   if (best.hit.z < p.fastZ) {
     tier = 2;
     const found = latticeCandidates(x, w, h, input.native === 1, input.harmonics, p, (CROP_MIN * p0) / period);
     const cands = found.cands;
     combScore = found.top;
     aspectScore = found.aspect;
+    rotationScore = found.rotation;
     const v0 = [p0, 0, 0, p0];
     for (const v of cands) {
       // A hypothesis within 2% of the no-geometry one is that one, already tried: folded again it could
@@ -999,6 +1072,7 @@ export function detectCore2(input: Core2Input): Core2Output {
     candidates,
     combScore,
     aspectScore,
+    rotationScore,
     cells: main.cells,
     phaseCells,
     refinedCells,
