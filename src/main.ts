@@ -84,7 +84,8 @@ export async function startService(config: Config, announce: ((text: string) => 
       welcome = (port) => {
         const text =
           `\nCreated account "${boot.account.name}" (plan ${boot.account.plan}) with this API key. It is shown only now:\n\n  ${boot.key}\n\n` +
-          `Try: curl -H "Authorization: Bearer ${boot.key}" -F image=@photo.jpg ${serverUrl(config.host, port)}/api/v1/protect\n\n`;
+          `Try (writes photo.protected.jpg): curl -H "Authorization: Bearer ${boot.key}" -H "Accept: image/*" -F image=@photo.jpg \\\n` +
+          `  -o photo.protected.jpg ${serverUrl(config.host, port)}/api/v1/protect\n\n`;
         // Shown once, on a terminal, never in the structured log. Without a terminal (systemd, docker, a
         // pipe: stdout is where the JSON log goes, and a log collector keeps it) it goes to a file only
         // the service's user can read, and the log says where.

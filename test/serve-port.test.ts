@@ -1,12 +1,14 @@
 // A second `optmark serve` on a port another process listens on stops at once with a message naming
 // the port (exit status 1), unless every process sharing it asks for that with OPTMARK_REUSE_PORT=1.
-import { spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { spawn, spawnSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { serverUrl } from '../src/main.js';
+import { read } from '../src/marking/engine.js';
+import { smallImage } from './helpers/images.js';
 import { CLI, freePort, ROOT, TestServer, waitFor } from './helpers/server.js';
 
 const dirs: string[] = [];
@@ -113,6 +115,20 @@ describe('the start-up key on a port the kernel picks', () => {
       const text = readFileSync(file, 'utf8');
       expect(text).toMatch(/^ {2}om_live_\S+$/m);
       expect(text).toContain(` http://localhost:${port}/api/v1/protect\n`);
+      // Regression: the example command, run as written beside a photo.jpg, writes the marked file (it
+      // printed the JSON answer, a screenful of base64, to the terminal).
+      const command = text.slice(text.indexOf('curl '), text.lastIndexOf('\n\n'));
+      const dir = mkdtempSync(join(tmpdir(), 'optmark-try-'));
+      try {
+        writeFileSync(join(dir, 'photo.jpg'), await smallImage('jpeg'));
+        const curl = spawnSync('bash', ['-c', command], { cwd: dir, encoding: 'utf8' });
+        expect(curl.status, curl.stderr).toBe(0);
+        expect(curl.stdout).toBe('');
+        const marked = readFileSync(join(dir, 'photo.protected.jpg'));
+        expect(read(marked)).toMatchObject({ optedOut: true, signals: ['iptc.dataMining'] });
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
     } finally {
       await s.stop();
     }
