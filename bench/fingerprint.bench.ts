@@ -18,7 +18,7 @@ import sharp from 'sharp';
 import { compare } from './lib/report.js';
 import { decodeBase, probe } from '../src/fingerprint/decode.js';
 import { embedFingerprint } from '../src/fingerprint/embed.js';
-import { detectFingerprint, jpegGridAtOwnSize } from '../src/fingerprint/detect.js';
+import { coreInputs, detectFingerprint } from '../src/fingerprint/detect.js';
 import { fingerprintEngine, nativeSimd, runCore, runCore2 } from '../src/fingerprint/native.js';
 import { keyTileV2For } from '../src/fingerprint/pattern-v2.js';
 import type { Core2Input } from '../src/fingerprint/reference-v2.js';
@@ -56,23 +56,8 @@ async function compareAddons(big: Buffer, files: string[], keys: number[]): Prom
   const head = { width: 4000, height: 3000, format: 'jpeg' };
   const prefiltered = new Float32Array(base.width * base.height);
   const calls = keys.map((k) => {
-    const secret = new Uint8Array(32).fill(k);
-    const k2 = keyTileV2For(secret);
-    const k1 = keyTileFor(secret);
-    return (a: CoresAddon): unknown[] => [
-      a.detectCore2({
-        ...base,
-        workShort: WORK_SHORT_SIDE,
-        native: jpegGridAtOwnSize(head),
-        a: k2.a,
-        harmonics: k2.harmonics,
-        b: k2.b,
-        c: k2.c,
-        params: CORE2_PARAMS,
-        keepPrefiltered: prefiltered,
-      }),
-      a.detectCore({ ...base, sync: k1.sync, count: k1.count, params: CORE_PARAMS, prefiltered }),
-    ];
+    const inputs = coreInputs(base, head, new Uint8Array(32).fill(k), prefiltered);
+    return (a: CoresAddon): unknown[] => [a.detectCore2(inputs.v2), a.detectCore(inputs.v1)];
   });
   const same = calls.filter((call) => isDeepStrictEqual(call(addons[0]!), call(addons[1]!))).length;
   console.log(`every output field of both cores bitwise the same for ${same} of ${keys.length} keys`);

@@ -8,6 +8,7 @@ import { ERROR_CODES } from '../src/errors.js';
 import { STATUS_OF } from '../src/http/errors.js';
 import { expectConforms, expectError, sha256 } from './helpers/assert.js';
 import { GIF, jpegOfSize, slowPng, smallImage } from './helpers/images.js';
+import { FixtureSet } from './helpers/fixtures.js';
 import { OPENAPI } from './helpers/openapi.js';
 import {
   ROOT,
@@ -70,6 +71,31 @@ describe('a default server', () => {
   });
   afterAll(async () => {
     await server?.dispose();
+  });
+
+  it("regression: README's quick start shows every field of verify's answer, and what ExifTool prints of the field", async () => {
+    // Before: the example answer lacked c2pa, otherSignals and record, and README said ExifTool prints
+    // "Prohibited for AI/ML training", which only ExifTool 12.67 and later do (Debian 12's 12.57 prints the URI).
+    const readme = readFileSync(join(ROOT, 'README.md'), 'utf8');
+    const example = readme
+      .split('\n')
+      .filter((l) => l.startsWith('# {') || l.startsWith('#  "'))
+      .join('');
+    const marked = Buffer.from((await api(server, 'protect', key, small)).json.imageBase64, 'base64');
+    const v = await api(server, 'verify', key, marked);
+    expect(v.status).toBe(200);
+    for (const field of Object.keys(v.json)) expect(example, field).toContain(`"${field}":`);
+    const fx = new FixtureSet();
+    try {
+      const version = await fx.exiftool.version();
+      const printed = (await fx.exiftool.read(fx.write('p.jpg', marked))) as { DataMining?: string };
+      // The ExifTool the tests run is the newer kind; README names both.
+      expect(Number(version)).toBeGreaterThanOrEqual(12.67);
+      expect(printed.DataMining).toBe('Prohibited for AI/ML training');
+      expect(readme).toContain("`Prohibited for AI/ML training` (ExifTool 12.67 and later; older ones, as Debian 12's 12.57, print the URI)");
+    } finally {
+      await fx.close();
+    }
   });
 
   it('/healthz and /readyz answer, and say the native uWS transport runs', async () => {

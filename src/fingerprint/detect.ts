@@ -23,6 +23,8 @@ import {
   WORK_SHORT_SIDE,
 } from './params.js';
 import { type CellTest, cellTest } from './stats.js';
+import type { CoreInput } from './core-types.js';
+import type { Core2Input } from './reference-v2.js';
 
 export interface FingerprintResult {
   present: boolean;
@@ -122,18 +124,20 @@ function prefilteredPlane(n: number): Float32Array {
   return plane.subarray(0, n);
 }
 
-/** Runs both schemes' cores on decoded base pixels (exported for benchmarks that decode once); `head` is the input's probe. */
-export function detectOnBase(
+/**
+ * The two cores' inputs for decoded base pixels (`head` is the input's probe): version 2 writes its prefiltered
+ * picture to `prefiltered` and version 1 reads it there (both versions prefilter the luma the same way).
+ */
+export function coreInputs(
   base: { pixels: Uint8Array; width: number; height: number; channels: number },
   head: { width: number; height: number; format: string },
   secret: Uint8Array,
-  engine: Engine,
-): Omit<FingerprintDetail, 'decodeMs' | 'detectMs'> {
+  prefiltered: Float32Array,
+): { v2: Core2Input; v1: CoreInput } {
   const k2 = keyTileV2For(secret);
-  // Both versions prefilter the luma the same way: version 2 hands its prefiltered picture to version 1.
-  const prefiltered = prefilteredPlane(base.width * base.height);
-  const r2 = runCore2(
-    {
+  const k1 = keyTileFor(secret);
+  return {
+    v2: {
       ...base,
       workShort: WORK_SHORT_SIDE,
       native: jpegGridAtOwnSize(head),
@@ -144,8 +148,19 @@ export function detectOnBase(
       params: CORE2_PARAMS,
       keepPrefiltered: prefiltered,
     },
-    engine,
-  );
+    v1: { ...base, sync: k1.sync, count: k1.count, params: CORE_PARAMS, prefiltered },
+  };
+}
+
+/** Runs both schemes' cores on decoded base pixels (exported for benchmarks that decode once); `head` is the input's probe. */
+export function detectOnBase(
+  base: { pixels: Uint8Array; width: number; height: number; channels: number },
+  head: { width: number; height: number; format: string },
+  secret: Uint8Array,
+  engine: Engine,
+): Omit<FingerprintDetail, 'decodeMs' | 'detectMs'> {
+  const inputs = coreInputs(base, head, secret, prefilteredPlane(base.width * base.height));
+  const r2 = runCore2(inputs.v2, engine);
   const t2 = decideV2(r2.out);
   const v2 = {
     present: t2.present,
@@ -163,8 +178,7 @@ export function detectOnBase(
     engine: r2.engine,
   };
   if (v2.present) return v2;
-  const k1 = keyTileFor(secret);
-  const r1 = runCore({ ...base, sync: k1.sync, count: k1.count, params: CORE_PARAMS, prefiltered }, engine);
+  const r1 = runCore(inputs.v1, engine);
   const t1 = cellTest(r1.out.cells);
   if (t1.pValue > FPR_PER_SCHEME) return v2;
   return {
