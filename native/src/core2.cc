@@ -611,6 +611,14 @@ std::vector<int> CoarseIndices(int n) {
   return c;
 }
 
+// The template's harmonics (nh pairs) rotated by the angle whose cosine and sine are c and s, into out.
+void RotateHarmonics(const double* harm, int nh, double c, double s, double* out) {
+  for (int q = 0; q < 2 * nh; q += 2) {
+    out[q] = harm[q] * c - harm[q + 1] * s;
+    out[q + 1] = harm[q] * s + harm[q + 1] * c;
+  }
+}
+
 std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h, bool notchGrid, const double* harm, int nh, const Core2Params& p,
                                                    double cropMin, double& topScore, double& aspectScore, double& rotationScore) {
   thread_local Spectrum sp;
@@ -653,10 +661,7 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
     std::vector<int> u(nh);
     std::vector<double> scores(ck.size());
     for (const int i : ci) {
-      for (int q = 0; q < 2 * nh; q += 2) {
-        rot[q] = harm[q] * cs[i] - harm[q + 1] * sn[i];
-        rot[q + 1] = harm[q] * sn[i] + harm[q + 1] * cs[i];
-      }
+      RotateHarmonics(harm, nh, cs[i], sn[i], rot.data());
       for (const int j : cj) {
         CombColumns(rot.data(), nh, period, ex[j], sp.nx, fx.data(), u.data());
         CombNearestScales(pooled, sp.nx, sp.ny, sp.notch, rot.data(), fx.data(), u.data(), nh, period, exr.data() + size_t(j) * nR, ck.data(), int(ck.size()),
@@ -692,15 +697,18 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
   }
   topScore = top.empty() ? -INFINITY : top[0].score;
   std::vector<Hypo> chosen;
+  // A hypothesis within 2.5 angle steps and 5% of each scale of one already chosen is that one.
+  auto nearChosen = [&](const Hypo& hy) {
+    for (const Hypo& c : chosen)
+      if (std::abs(c.theta - hy.theta) < 2.5 * thStep && std::abs(std::log(c.sx / hy.sx)) < 0.05 && std::abs(std::log(c.sy / hy.sy)) < 0.05) return true;
+    return false;
+  };
   for (const Hypo& hy : top) {
     if (int(chosen.size()) >= (topScore < p.gate ? std::min(1, p.candidates) : p.candidates)) break;
     // Below the gate, a hypothesis that shrinks the period (costly to fold) is not tried: such pictures
     // (borders, screenshots) show a clear lattice.
     if (topScore < p.gate && std::sqrt(hy.sx * hy.sy) < kGatedScaleMin * cropMin / kCropMin) continue;
-    bool dup = false;
-    for (const Hypo& c : chosen)
-      if (std::abs(c.theta - hy.theta) < 2.5 * thStep && std::abs(std::log(c.sx / hy.sx)) < 0.05 && std::abs(std::log(c.sy / hy.sy)) < 0.05) dup = true;
-    if (!dup) chosen.push_back(hy);
+    if (!nearChosen(hy)) chosen.push_back(hy);
   }
   // Crops alone change only the scale: the best hypothesis on that line competes with far fewer others.
   // Scored on the fine plane, as the aspect lines are (the box-smoothed plane moved its maximum 1.5-3%).
@@ -711,11 +719,8 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
     if (score > crop.score) crop = {0, sc, sc, score};
   }
   if (crop.score > -INFINITY) {
-    bool dup = false;
-    for (const Hypo& c : chosen)
-      if (std::abs(c.theta) < 2.5 * thStep && std::abs(std::log(c.sx / crop.sx)) < 0.05 && std::abs(std::log(c.sy / crop.sy)) < 0.05) dup = true;
     crop.line = true;
-    if (!dup) chosen.push_back(crop);
+    if (!nearChosen(crop)) chosen.push_back(crop);
   }
   // A change of aspect alone keeps one axis at the no-geometry scale; on these two lines a whole picture's
   // sharp peaks are scored on the fine plane (the grid's smoothed planes flatten them), and the best is
@@ -730,10 +735,7 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
     }
   aspectScore = aspect.score;
   if (aspect.score >= p.aspectGate) {
-    bool dup = false;
-    for (const Hypo& c : chosen)
-      if (std::abs(c.theta) < 2.5 * thStep && std::abs(std::log(c.sx / aspect.sx)) < 0.05 && std::abs(std::log(c.sy / aspect.sy)) < 0.05) dup = true;
-    if (!dup) chosen.push_back(aspect);
+    if (!nearChosen(aspect)) chosen.push_back(aspect);
   }
   // The rotation plane (the grid's angles, the same scale both ways within kRotScale of the no-geometry one)
   // on the fine plane, where a whole picture's sharp peaks keep their height; coarse to fine like the grid
@@ -753,10 +755,7 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
     std::vector<double> rh(size_t(2) * nh);
     const std::vector<int> ci = CoarseIndices(nT), cj = CoarseIndices(int(js.size()));
     for (const int i : ci) {
-      for (int q = 0; q < 2 * nh; q += 2) {
-        rh[q] = harm[q] * cs[i] - harm[q + 1] * sn[i];
-        rh[q + 1] = harm[q] * sn[i] + harm[q + 1] * cs[i];
-      }
+      RotateHarmonics(harm, nh, cs[i], sn[i], rh.data());
       for (const int jj : cj) {
         const int j = js[jj];
         const double score = CombNearestMax(sp.fine, sp.nx, sp.ny, sp.notch, rh.data(), nh, period, ex[j]);
@@ -782,10 +781,7 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
   if (rot.score > -INFINITY) rot = RefineHypo(sp, harm, nh, period, rot);
   rotationScore = rot.score;
   if (rot.score >= p.rotationGate) {
-    bool dup = false;
-    for (const Hypo& c : chosen)
-      if (std::abs(c.theta - rot.theta) < 2.5 * thStep && std::abs(std::log(c.sx / rot.sx)) < 0.05 && std::abs(std::log(c.sy / rot.sy)) < 0.05) dup = true;
-    if (!dup) chosen.push_back(rot);
+    if (!nearChosen(rot)) chosen.push_back(rot);
   }
   std::vector<std::vector<double>> out;
   for (const Hypo& hy : chosen) {

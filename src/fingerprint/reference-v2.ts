@@ -561,15 +561,15 @@ export function latticeCandidates(
   const topScore = top.length ? top[0]!.score : -Infinity;
   // Distinct hypotheses, refined by a pattern search on all harmonics.
   const chosen: Hypo[] = [];
+  /** A hypothesis within 2.5 angle steps and 5% of each scale of one already chosen is that one. */
+  const nearChosen = (hy: Hypo): boolean =>
+    chosen.some((c) => Math.abs(c.theta - hy.theta) < 2.5 * thStep && Math.abs(Math.log(c.sx / hy.sx)) < 0.05 && Math.abs(Math.log(c.sy / hy.sy)) < 0.05);
   for (const hy of top) {
     if (chosen.length >= (topScore < p.gate ? Math.min(1, p.candidates) : p.candidates)) break;
     // Below the gate, a hypothesis that shrinks the period (costly to fold) is not tried: such pictures
     // (borders, screenshots) show a clear lattice.
     if (topScore < p.gate && Math.sqrt(hy.sx * hy.sy) < (GATED_SCALE_MIN * cropMin) / CROP_MIN) continue;
-    const dup = chosen.some(
-      (c) => Math.abs(c.theta - hy.theta) < 2.5 * thStep && Math.abs(Math.log(c.sx / hy.sx)) < 0.05 && Math.abs(Math.log(c.sy / hy.sy)) < 0.05,
-    );
-    if (!dup) chosen.push(hy);
+    if (!nearChosen(hy)) chosen.push(hy);
   }
   // Crops alone change only the scale: the best hypothesis on that line (theta 0, same scale both ways)
   // competes with far fewer hypotheses than the whole grid, so a weaker lattice still stands out there.
@@ -581,10 +581,7 @@ export function latticeCandidates(
     const score = combScore(sp, sp.fine, fineM, period, 0, sc, sc);
     if (score > crop.score) crop = { theta: 0, sx: sc, sy: sc, score };
   }
-  if (
-    crop.score > -Infinity &&
-    !chosen.some((c) => Math.abs(c.theta) < 2.5 * thStep && Math.abs(Math.log(c.sx / crop.sx)) < 0.05 && Math.abs(Math.log(c.sy / crop.sy)) < 0.05)
-  ) {
+  if (crop.score > -Infinity && !nearChosen(crop)) {
     chosen.push(crop);
   }
   // A change of aspect alone keeps one axis at the no-geometry scale; on these two lines a whole picture's
@@ -600,10 +597,7 @@ export function latticeCandidates(
       if (score > aspect.score) aspect = { theta: 0, sx, sy, score };
     }
   }
-  if (
-    aspect.score >= p.aspectGate &&
-    !chosen.some((c) => Math.abs(c.theta) < 2.5 * thStep && Math.abs(Math.log(c.sx / aspect.sx)) < 0.05 && Math.abs(Math.log(c.sy / aspect.sy)) < 0.05)
-  ) {
+  if (aspect.score >= p.aspectGate && !nearChosen(aspect)) {
     chosen.push(aspect);
   }
   // The rotation plane (the grid's angles, the same scale both ways within ROT_SCALE of the no-geometry
@@ -643,10 +637,7 @@ export function latticeCandidates(
     }
   }
   if (rot.score > -Infinity) rot = refineHypo(sp, fineM, period, rot, false);
-  if (
-    rot.score >= p.rotationGate &&
-    !chosen.some((c) => Math.abs(c.theta - rot.theta) < 2.5 * thStep && Math.abs(Math.log(c.sx / rot.sx)) < 0.05 && Math.abs(Math.log(c.sy / rot.sy)) < 0.05)
-  ) {
+  if (rot.score >= p.rotationGate && !nearChosen(rot)) {
     chosen.push(rot);
   }
   // The pattern search on the fine plane: free in angle and both scales, except for the crop line's
