@@ -697,10 +697,10 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
   }
   topScore = top.empty() ? -INFINITY : top[0].score;
   std::vector<Hypo> chosen;
-  // A hypothesis within 2.5 angle steps and 5% of each scale of one already chosen is that one.
-  auto nearChosen = [&](const Hypo& hy) {
+  // A hypothesis within `steps` angle steps and `scale` (log) of each scale of one already chosen is that one.
+  auto nearChosen = [&](const Hypo& hy, double steps = 2.5, double scale = 0.05) {
     for (const Hypo& c : chosen)
-      if (std::abs(c.theta - hy.theta) < 2.5 * thStep && std::abs(std::log(c.sx / hy.sx)) < 0.05 && std::abs(std::log(c.sy / hy.sy)) < 0.05) return true;
+      if (std::abs(c.theta - hy.theta) < steps * thStep && std::abs(std::log(c.sx / hy.sx)) < scale && std::abs(std::log(c.sy / hy.sy)) < scale) return true;
     return false;
   };
   for (const Hypo& hy : top) {
@@ -720,7 +720,8 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
   }
   if (crop.score > -INFINITY) {
     crop.line = true;
-    if (!nearChosen(crop)) chosen.push_back(crop);
+    // Unless a chosen hypothesis is the same lattice to within the grid's resolution (reference-v2.ts says why).
+    if (!nearChosen(crop, 0.5, 0.01)) chosen.push_back(crop);
   }
   // A change of aspect alone keeps one axis at the no-geometry scale; on these two lines a whole picture's
   // sharp peaks are scored on the fine plane (the grid's smoothed planes flatten them), and the best is
@@ -1169,17 +1170,17 @@ bool SameAlignment(const A& a, const A& b, int period) {
   return true;
 }
 
-// The runner-up alignments: the `count` best peaks of the search's sync surfaces, best first, none the same
-// alignment as the chosen one or as a better runner-up (ties keep the search's order).
+// The `count` best of `peaks` by sync z, best first, none the same alignment as one already `taken` or as a
+// better one picked here (the runner-ups and the identity looks; ties keep the search's order).
 template <class A>
-std::vector<A> RunnerPeaks(const std::vector<A>& peaks, const A& chosen, int count, int period) {
+std::vector<A> RunnerPeaks(const std::vector<A>& peaks, const std::vector<A>& taken, int count, int period) {
   std::vector<A> order = peaks;
   std::stable_sort(order.begin(), order.end(), [](const A& a, const A& b) { return a.hit.z > b.hit.z; });
   std::vector<A> out;
   for (const A& pk : order) {
     if (int(out.size()) >= count) break;
-    if (SameAlignment(pk, chosen, period)) continue;
     bool dup = false;
+    for (const A& o : taken) dup = dup || SameAlignment(pk, o, period);
     for (const A& o : out) dup = dup || SameAlignment(pk, o, period);
     if (!dup) out.push_back(pk);
   }
@@ -1214,7 +1215,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   std::vector<Tried> peaks;
   std::vector<SyncHit> found;
   bool collect = p.runners > 0;
-  auto trySync = [&](const double* v, int only) {
+  auto trySync = [&](const double* v, int only, std::vector<Tried>* into, double floor) {
     Tried t;
     std::copy(v, v + 4, t.v);
     FoldLattice(x.data(), w, h, v, period, 0, 0, fold.data());
@@ -1227,12 +1228,12 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
         for (int i = 0; i < std::min(period, kT - i0); i++) sr[i] += fr[i0 + i];
     }
     found.clear();
-    t.hit = sync.Best(small.data(), only, collect ? &found : nullptr, p.runnerZ);
+    t.hit = sync.Best(small.data(), only, into ? &found : nullptr, floor);
     for (const SyncHit& f : found) {
       Tried pk;
       pk.hit = f;
       std::copy(v, v + 4, pk.v);
-      peaks.push_back(pk);
+      into->push_back(pk);
     }
     return t;
   };
@@ -1255,7 +1256,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
           const double cand[4] = {bv[0] + ex[0] * bv[0] + ex[1] * bv[1], bv[1] + ex[2] * bv[0] + ex[3] * bv[1], bv[2] + ex[0] * bv[2] + ex[1] * bv[3],
                                   bv[3] + ex[2] * bv[2] + ex[3] * bv[3]};
           tried++;
-          Tried r2 = trySync(cand, at.hit.d);
+          Tried r2 = trySync(cand, at.hit.d, collect ? &peaks : nullptr, p.runnerZ);
           if (r2.hit.z > at.hit.z) {
             at = r2;
             at.moved = true;
@@ -1302,7 +1303,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
 
   const double p0 = double(period) * std::min(w, h) / in.workShort;
   const double v0[4] = {p0, 0, 0, p0};
-  Tried best = trySync(v0, -1);
+  Tried best = trySync(v0, -1, collect ? &peaks : nullptr, p.runnerZ);
   bool identity = true;
   int tier = 1;
   out.combScore = -INFINITY;
@@ -1321,7 +1322,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
       for (int i = 0; i < 4; i++) off = std::max(off, std::abs(v[i] - v0[i]));
       if (off < p.sameAsIdentity * p0) continue;
       tried++;
-      Tried r = trySync(v.data(), -1);
+      Tried r = trySync(v.data(), -1, collect ? &peaks : nullptr, p.runnerZ);
       if (r.hit.z > best.hit.z) {
         best = r;
         identity = false;
@@ -1368,16 +1369,33 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     out.refinedSyncZ = unrefined.hit.z;
   }
 
-  // Runner-up alignments, when the search's best sync z is under refineZ (reference-v2.ts, runnerPeaks).
+  // Runner-up alignments and identity looks, when the search's best sync z is under refineZ
+  // (reference-v2.ts, runnerPeaks and step 10 of docs/fingerprint.md).
   out.runnerCells.clear();
   out.runnerZ.assign(size_t(std::max(p.runners, 0)), 0.0);
+  out.identityCells.clear();
+  out.identityZ.assign(size_t(std::max(p.identityLooks, 0)), 0.0);
   if (tier == 2 && unrefined.hit.z < p.refineZ) {
-    const std::vector<Tried> picked = RunnerPeaks<Tried>(peaks, unrefined, p.runners, period);
+    std::vector<Tried> taken{unrefined};
+    const std::vector<Tried> picked = RunnerPeaks<Tried>(peaks, taken, p.runners, period);
     if (!picked.empty()) {
       out.runnerCells.assign(size_t(p.runners) * nCells, 0.0);
       for (size_t i = 0; i < picked.size(); i++) {
         countAt(picked[i], out.runnerCells.data() + i * nCells);
         out.runnerZ[i] = picked[i].hit.z;
+      }
+    }
+    if (p.identityLooks > 0) {
+      std::vector<Tried> surface;
+      trySync(unrefined.v, 0, &surface, -INFINITY);
+      taken.insert(taken.end(), picked.begin(), picked.end());
+      const std::vector<Tried> looks = RunnerPeaks<Tried>(surface, taken, p.identityLooks, period);
+      if (!looks.empty()) {
+        out.identityCells.assign(size_t(p.identityLooks) * nCells, 0.0);
+        for (size_t i = 0; i < looks.size(); i++) {
+          countAt(looks[i], out.identityCells.data() + i * nCells);
+          out.identityZ[i] = looks[i].hit.z;
+        }
       }
     }
   }
