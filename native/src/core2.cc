@@ -1215,7 +1215,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   std::vector<Tried> peaks;
   std::vector<SyncHit> found;
   bool collect = p.runners > 0;
-  auto trySync = [&](const double* v, int only, std::vector<Tried>* into, double floor) {
+  auto trySync = [&](const double* v, int only) {
     Tried t;
     std::copy(v, v + 4, t.v);
     FoldLattice(x.data(), w, h, v, period, 0, 0, fold.data());
@@ -1228,12 +1228,12 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
         for (int i = 0; i < std::min(period, kT - i0); i++) sr[i] += fr[i0 + i];
     }
     found.clear();
-    t.hit = sync.Best(small.data(), only, into ? &found : nullptr, floor);
+    t.hit = sync.Best(small.data(), only, collect ? &found : nullptr, p.runnerZ);
     for (const SyncHit& f : found) {
       Tried pk;
       pk.hit = f;
       std::copy(v, v + 4, pk.v);
-      into->push_back(pk);
+      peaks.push_back(pk);
     }
     return t;
   };
@@ -1256,7 +1256,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
           const double cand[4] = {bv[0] + ex[0] * bv[0] + ex[1] * bv[1], bv[1] + ex[2] * bv[0] + ex[3] * bv[1], bv[2] + ex[0] * bv[2] + ex[1] * bv[3],
                                   bv[3] + ex[2] * bv[2] + ex[3] * bv[3]};
           tried++;
-          Tried r2 = trySync(cand, at.hit.d, collect ? &peaks : nullptr, p.runnerZ);
+          Tried r2 = trySync(cand, at.hit.d);
           if (r2.hit.z > at.hit.z) {
             at = r2;
             at.moved = true;
@@ -1303,7 +1303,10 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
 
   const double p0 = double(period) * std::min(w, h) / in.workShort;
   const double v0[4] = {p0, 0, 0, p0};
-  Tried best = trySync(v0, -1, collect ? &peaks : nullptr, p.runnerZ);
+  Tried best = trySync(v0, -1);
+  // The chosen lattice's period fold, for the identity looks to read without folding again.
+  thread_local std::vector<double> bestSmall;
+  bestSmall = small;
   bool identity = true;
   int tier = 1;
   out.combScore = -INFINITY;
@@ -1322,9 +1325,10 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
       for (int i = 0; i < 4; i++) off = std::max(off, std::abs(v[i] - v0[i]));
       if (off < p.sameAsIdentity * p0) continue;
       tried++;
-      Tried r = trySync(v.data(), -1, collect ? &peaks : nullptr, p.runnerZ);
+      Tried r = trySync(v.data(), -1);
       if (r.hit.z > best.hit.z) {
         best = r;
+        bestSmall = small;
         identity = false;
       }
     }
@@ -1386,8 +1390,15 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
       }
     }
     if (p.identityLooks > 0) {
+      found.clear();
+      sync.Best(bestSmall.data(), 0, &found, -INFINITY);
       std::vector<Tried> surface;
-      trySync(unrefined.v, 0, &surface, -INFINITY);
+      for (const SyncHit& f : found) {
+        Tried pk;
+        pk.hit = f;
+        std::copy(unrefined.v, unrefined.v + 4, pk.v);
+        surface.push_back(pk);
+      }
       taken.insert(taken.end(), picked.begin(), picked.end());
       const std::vector<Tried> looks = RunnerPeaks<Tried>(surface, taken, p.identityLooks, period);
       if (!looks.empty()) {

@@ -934,18 +934,20 @@ export function detectCore2(input: Core2Input): Core2Output {
   // Local maxima of the search's sync surfaces (not the refinement's), for the runner-up alignments.
   const peaks: { hit: SyncHit; v: number[] }[] = [];
   let collect = p.runners > 0;
-  const trySync = (v: number[], only = -1, into = collect ? peaks : undefined, floor = p.runnerZ): { hit: SyncHit; v: number[] } => {
+  const trySync = (v: number[], only = -1): { hit: SyncHit; v: number[] } => {
     foldLattice(x, w, h, v, period, 0, 0, fold);
     small.fill(0);
     for (let j = 0; j < TILE; j++) for (let i = 0; i < TILE; i++) small[(j % period) * period + (i % period)]! += fold[j * TILE + i]!;
     const found: SyncHit[] = [];
-    const hit = sync.best(small, only, into ? found : undefined, floor);
-    for (const f of found) into?.push({ hit: f, v });
+    const hit = sync.best(small, only, collect ? found : undefined, p.runnerZ);
+    for (const f of found) peaks.push({ hit: f, v });
     return { hit, v };
   };
 
   const p0 = (period * Math.min(w, h)) / input.workShort;
   let best = trySync([p0, 0, 0, p0]);
+  // The chosen lattice's period fold, for the identity looks (step 10) to read without folding again.
+  const bestSmall = Float64Array.from(small);
   let identity = true;
   let tier = 1;
   let tried = 1;
@@ -970,6 +972,7 @@ export function detectCore2(input: Core2Input): Core2Output {
       const r = trySync(v);
       if (r.hit.z > best.hit.z) {
         best = r;
+        bestSmall.set(small);
         identity = false;
       }
     }
@@ -1072,8 +1075,9 @@ export function detectCore2(input: Core2Input): Core2Output {
       });
     }
     if (p.identityLooks > 0) {
-      const surface: { hit: SyncHit; v: number[] }[] = [];
-      trySync(unrefined.v, 0, surface, -Infinity);
+      const found: SyncHit[] = [];
+      sync.best(bestSmall, 0, found, -Infinity);
+      const surface = found.map((hit) => ({ hit, v: unrefined.v }));
       const looks = runnerPeaks(surface, [unrefined, ...picked], p.identityLooks, period);
       if (looks.length) {
         identityCells = new Float64Array(p.identityLooks * per);
