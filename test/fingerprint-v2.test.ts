@@ -178,7 +178,10 @@ describe('fingerprint v2 decision', () => {
     expect(V2_SHARE_MAIN + V2_SHARE_PHASES + V2_SHARE_SECOND + V2_SHARE_RUNNERS + V2_SHARE_IDENTITY).toBeCloseTo(1, 12);
     expect(decideV2({ cells: noise, phaseCells: phases(-1), refinedCells: noise, runnerCells: runners(-1), identityCells: looks(-1) }).present).toBe(false);
     // An identity look (a peak of the identity symmetry on the chosen lattice) that carries the mark.
-    expect(decideV2({ cells: noise, runnerCells: runners(-1), identityCells: looks(V2_IDENTITY_LOOKS - 1) })).toMatchObject({ present: true, t: cellTest(mark).t });
+    expect(decideV2({ cells: noise, runnerCells: runners(-1), identityCells: looks(V2_IDENTITY_LOOKS - 1) })).toMatchObject({
+      present: true,
+      t: cellTest(mark).t,
+    });
     expect(decideV2({ cells: noise, phaseCells: phases(-1), refinedCells: noise, runnerCells: runners(-1) }).present).toBe(false);
     // A runner-up alignment (the next distinct peak of an uncertain sync search) that carries the mark.
     expect(decideV2({ cells: noise, runnerCells: runners(V2_RUNNERS - 1) })).toMatchObject({ present: true, t: cellTest(mark).t });

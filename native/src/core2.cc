@@ -1379,16 +1379,19 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   out.runnerZ.assign(size_t(std::max(p.runners, 0)), 0.0);
   out.identityCells.clear();
   out.identityZ.assign(size_t(std::max(p.identityLooks, 0)), 0.0);
+  // Counts each alignment of `list` into `slots` blocks of cells (zeros where none), its sync z into `zs`.
+  auto countEach = [&](const std::vector<Tried>& list, int slots, std::vector<double>& cells, std::vector<double>& zs) {
+    if (list.empty()) return;
+    cells.assign(size_t(slots) * nCells, 0.0);
+    for (size_t i = 0; i < list.size(); i++) {
+      countAt(list[i], cells.data() + i * nCells);
+      zs[i] = list[i].hit.z;
+    }
+  };
   if (tier == 2 && unrefined.hit.z < p.refineZ) {
     std::vector<Tried> taken{unrefined};
     const std::vector<Tried> picked = RunnerPeaks<Tried>(peaks, taken, p.runners, period);
-    if (!picked.empty()) {
-      out.runnerCells.assign(size_t(p.runners) * nCells, 0.0);
-      for (size_t i = 0; i < picked.size(); i++) {
-        countAt(picked[i], out.runnerCells.data() + i * nCells);
-        out.runnerZ[i] = picked[i].hit.z;
-      }
-    }
+    countEach(picked, p.runners, out.runnerCells, out.runnerZ);
     if (p.identityLooks > 0) {
       found.clear();
       sync.Best(bestSmall.data(), 0, &found, -INFINITY);
@@ -1400,14 +1403,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
         surface.push_back(pk);
       }
       taken.insert(taken.end(), picked.begin(), picked.end());
-      const std::vector<Tried> looks = RunnerPeaks<Tried>(surface, taken, p.identityLooks, period);
-      if (!looks.empty()) {
-        out.identityCells.assign(size_t(p.identityLooks) * nCells, 0.0);
-        for (size_t i = 0; i < looks.size(); i++) {
-          countAt(looks[i], out.identityCells.data() + i * nCells);
-          out.identityZ[i] = looks[i].hit.z;
-        }
-      }
+      countEach(RunnerPeaks<Tried>(surface, taken, p.identityLooks, period), p.identityLooks, out.identityCells, out.identityZ);
     }
   }
 

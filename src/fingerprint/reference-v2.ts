@@ -1055,37 +1055,34 @@ export function detectCore2(input: Core2Input): Core2Output {
   // Runner-up alignments: when the search's best sync z is under refineZ (an uncertain alignment), the
   // next p.runners distinct peaks of its surfaces from sync z p.runnerZ are counted too, each at its own
   // best tile phase; the decision pays for p.runners tests whether or not they run (docs/fingerprint.md).
-  let runnerCells: Float64Array = new Float64Array(0);
   const runnerZ = new Float64Array(p.runners);
   // Identity looks: then the best peaks of the identity symmetry's surface on the chosen lattice (not the
   // chosen alignment, not a runner-up), each at its own best tile phase; the decision pays for
   // p.identityLooks tests whether or not they run. Crops, borders, resizes and small rotations keep the
   // picture's symmetry, and on a weak quarter crop the template, which every symmetry partly matches, can
   // put several wrong symmetries above the true one (docs/fingerprint.md, step 10).
-  let identityCells: Float64Array = new Float64Array(0);
   const identityZ = new Float64Array(p.identityLooks);
-  if (tier === 2 && unrefined.hit.z < p.refineZ) {
+  /** Counts each alignment of `list` into `slots` blocks of cells (zeros where none; empty for none), its sync z into `zs`. */
+  const countEach = (list: { hit: SyncHit; v: number[] }[], slots: number, zs: Float64Array): Float64Array => {
+    if (!list.length) return new Float64Array(0);
     const per = (TILE / p.cell) ** 2;
+    const cells = new Float64Array(slots * per);
+    list.forEach((r, i) => {
+      cells.set(countAt(input, x, r, period, fold).cells, i * per);
+      zs[i] = r.hit.z;
+    });
+    return cells;
+  };
+  let runnerCells: Float64Array = new Float64Array(0);
+  let identityCells: Float64Array = new Float64Array(0);
+  if (tier === 2 && unrefined.hit.z < p.refineZ) {
     const picked = runnerPeaks(peaks, [unrefined], p.runners, period);
-    if (picked.length) {
-      runnerCells = new Float64Array(p.runners * per);
-      picked.forEach((r, i) => {
-        runnerCells.set(countAt(input, x, r, period, fold).cells, i * per);
-        runnerZ[i] = r.hit.z;
-      });
-    }
+    runnerCells = countEach(picked, p.runners, runnerZ);
     if (p.identityLooks > 0) {
       const found: SyncHit[] = [];
       sync.best(bestSmall, 0, found, -Infinity);
       const surface = found.map((hit) => ({ hit, v: unrefined.v }));
-      const looks = runnerPeaks(surface, [unrefined, ...picked], p.identityLooks, period);
-      if (looks.length) {
-        identityCells = new Float64Array(p.identityLooks * per);
-        looks.forEach((r, i) => {
-          identityCells.set(countAt(input, x, r, period, fold).cells, i * per);
-          identityZ[i] = r.hit.z;
-        });
-      }
+      identityCells = countEach(runnerPeaks(surface, [unrefined, ...picked], p.identityLooks, period), p.identityLooks, identityZ);
     }
   }
 
