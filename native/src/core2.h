@@ -52,8 +52,8 @@ struct Core2Out {
   std::vector<double> phaseCells;    // the other tile phases' cells, one block after another (empty under phasesZ)
   std::vector<double> refinedCells;  // the second look's cells (empty when it did not run)
   double refinedSyncZ;
-  std::vector<double> runnerCells;  // runners blocks of cells, zeros where not counted (empty when none was)
-  std::vector<double> runnerZ;      // the runner-ups' sync z (runners entries, 0 where not counted)
+  std::vector<double> runnerCells;    // runners blocks of cells, zeros where not counted (empty when none was)
+  std::vector<double> runnerZ;        // the runner-ups' sync z (runners entries, 0 where not counted)
   std::vector<double> identityCells;  // identityLooks blocks of cells, zeros where not counted (empty when none was)
   std::vector<double> identityZ;      // the identity looks' sync z (identityLooks entries, 0 where not counted)
 };
