@@ -7,12 +7,14 @@
  *
  *   npm run build && node dist/bench/fingerprint-robustness.js [folder ...] [--keys N] [--images N]
  *        [--range FIRST:END] [--json FILE] [--engine native|reference] [--only REGEX (attack name or family)] [--v1] [--dense] [--sweep]
+ *        [--mark-key BYTE]
  *   node dist/bench/fingerprint-robustness.js --merge A.json --merge B.json
  * (--v1: mark with the first version instead; --dense: add DENSE_ATTACKS (crops at 15 and 9 fixed positions,
  * crop + brightness + JPEG at 15, 12 changes of aspect), each family on its own row; --sweep: instead of the
  * bench's 39, SWEEP_ATTACKS (every kind of point 1 across its range) and, on every 8th photograph of the list
  * (kodim01, kodim09, kodim17), BIG_ATTACKS on the photograph upscaled to 12 MP before marking; --range/--json
- * split a long run over processes, --merge prints the one table of their --json files.)
+ * split a long run over processes, --merge prints the one table of their --json files; --mark-key: the
+ * marking secret is 32 bytes of BYTE (default 7), the null keys 100, 101, ... as before.)
  */
 import { existsSync, readdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { join } from 'node:path';
@@ -146,6 +148,7 @@ async function main(): Promise<void> {
   let scheme: 1 | 2 = 2;
   let dense = false;
   let sweep = false;
+  let markByte = 7;
   const folders: string[] = [];
   const merge: string[] = [];
   for (let i = 0; i < args.length; i++) {
@@ -159,6 +162,7 @@ async function main(): Promise<void> {
     else if (args[i] === '--dense') dense = true;
     else if (args[i] === '--sweep') sweep = true;
     else if (args[i] === '--merge') merge.push(args[++i]!);
+    else if (args[i] === '--mark-key') markByte = Number(args[++i]);
     else folders.push(args[i]!);
   }
   if (merge.length) {
@@ -214,7 +218,7 @@ async function main(): Promise<void> {
   }
   const pick = (list: Attack[]): Attack[] => list.filter((a) => !only || only.test(a.name) || only.test(a.family));
   const attacks = pick([...(sweep ? SWEEP_ATTACKS : ATTACKS), ...(dense ? DENSE_ATTACKS : [])]);
-  const markKey = new Uint8Array(32).fill(7);
+  const markKey = new Uint8Array(32).fill(markByte);
   const nullKeys = Array.from({ length: keys }, (_, i) => new Uint8Array(32).fill(100 + i));
   const rows = new Map<string, Row>();
   const psnrs: number[] = [];
