@@ -18,7 +18,9 @@ import {
   FPR,
   FPR_PER_SCHEME,
   V2_MIN_PSNR_DB,
+  V2_IDENTITY_LOOKS,
   V2_RUNNERS,
+  V2_SHARE_IDENTITY,
   V2_SHARE_MAIN,
   V2_SHARE_PHASES,
   V2_SHARE_RUNNERS,
@@ -136,6 +138,17 @@ describe('fingerprint v2 on a synthetic photo', async () => {
     expect(r4.runnerZ.every((z) => z > 0 && z < r4.syncZ)).toBe(true);
     expect(Array.from(s4.runnerZ)).toEqual(Array.from(r4.runnerZ));
     expect(Array.from(s4.runnerCells)).not.toEqual(Array.from(r4.runnerCells));
+    // So are the identity looks (the identity symmetry's best peaks on the chosen lattice, whatever their
+    // sync z): counted, distinct from the chosen alignment and the runner-ups, the same whichever C is used.
+    expect(r4.identityCells.length).toBe(V2_IDENTITY_LOOKS * 256);
+    expect(r4.identityZ.every((z) => z > 0 && z <= r4.syncZ)).toBe(true);
+    expect(Array.from(s4.identityZ)).toEqual(Array.from(r4.identityZ));
+    expect(Array.from(s4.identityCells)).not.toEqual(Array.from(r4.identityCells));
+    for (let i = 0; i < V2_IDENTITY_LOOKS; i++) {
+      const look = r4.identityCells.subarray(i * 256, (i + 1) * 256);
+      expect(Array.from(look)).not.toEqual(Array.from(r4.cells));
+      for (let j = 0; j < V2_RUNNERS; j++) expect(Array.from(look)).not.toEqual(Array.from(r4.runnerCells.subarray(j * 256, (j + 1) * 256)));
+    }
   });
 });
 
@@ -155,8 +168,20 @@ describe('fingerprint v2 decision', () => {
     return out;
   };
 
-  it('splits version 2 budget over the main test, the 15 other tile phases, the second look and the runner-ups', () => {
-    expect(V2_SHARE_MAIN + V2_SHARE_PHASES + V2_SHARE_SECOND + V2_SHARE_RUNNERS).toBeCloseTo(1, 12);
+  const looks = (at: number): Float64Array => {
+    const out = new Float64Array(V2_IDENTITY_LOOKS * 256);
+    for (let r = 0; r < V2_IDENTITY_LOOKS; r++) out.set(r === at ? mark : noise, r * 256);
+    return out;
+  };
+
+  it('splits version 2 budget over the main test, the 15 other tile phases, the second look, the runner-ups and the identity looks', () => {
+    expect(V2_SHARE_MAIN + V2_SHARE_PHASES + V2_SHARE_SECOND + V2_SHARE_RUNNERS + V2_SHARE_IDENTITY).toBeCloseTo(1, 12);
+    expect(decideV2({ cells: noise, phaseCells: phases(-1), refinedCells: noise, runnerCells: runners(-1), identityCells: looks(-1) }).present).toBe(false);
+    // An identity look (a peak of the identity symmetry on the chosen lattice) that carries the mark.
+    expect(decideV2({ cells: noise, runnerCells: runners(-1), identityCells: looks(V2_IDENTITY_LOOKS - 1) })).toMatchObject({
+      present: true,
+      t: cellTest(mark).t,
+    });
     expect(decideV2({ cells: noise, phaseCells: phases(-1), refinedCells: noise, runnerCells: runners(-1) }).present).toBe(false);
     // A runner-up alignment (the next distinct peak of an uncertain sync search) that carries the mark.
     expect(decideV2({ cells: noise, runnerCells: runners(V2_RUNNERS - 1) })).toMatchObject({ present: true, t: cellTest(mark).t });
@@ -184,9 +209,14 @@ describe('fingerprint v2 decision', () => {
     const asRunner = new Float64Array(V2_RUNNERS * 256);
     asRunner.set(mid, 0);
     expect(decideV2({ cells: noise, runnerCells: asRunner }).present).toBe(false);
+    // So is an identity look, to V2_SHARE_IDENTITY / V2_IDENTITY_LOOKS.
+    expect(p).toBeGreaterThan((FPR_PER_SCHEME * V2_SHARE_IDENTITY) / V2_IDENTITY_LOOKS);
+    const asLook = new Float64Array(V2_IDENTITY_LOOKS * 256);
+    asLook.set(mid, 256);
+    expect(decideV2({ cells: noise, identityCells: asLook }).present).toBe(false);
     // A runner-up at p 0.08 of the budget: over the 0.075 each of the two held before the shares were
-    // re-balanced (0.6 / 0.1 / 0.15 / 0.15), within the 0.15 each holds now (kodim05's chain at 0.25,0.5
-    // needed 0.146, kodim08's quarter crop at 0.75,0.5 0.086: docs/fingerprint.md, "Decision").
+    // re-balanced (0.6 / 0.1 / 0.15 / 0.15), within the 0.1 each holds now (0.5 / 0.1 / 0.1 / 0.2 / 0.1:
+    // on --dense the runner-ups that find a mark need 0.028 of the budget at most; docs/fingerprint.md, "Decision").
     const near = Float64Array.from({ length: 256 }, (_, i) => (i < 172 ? 1 : -1) * (1 + (i % 7)));
     expect(t(near)).toBeGreaterThan(FPR_PER_SCHEME * 0.075);
     expect(t(near)).toBeLessThanOrEqual((FPR_PER_SCHEME * V2_SHARE_RUNNERS) / V2_RUNNERS);
@@ -263,12 +293,16 @@ describe('fingerprint v2 engines', async () => {
   });
 });
 
-/** Native and reference runner-ups: the same number, sync z within 1e-4, cells within 1e-4 of the largest |cell|. */
+/** Native and reference runner-ups and identity looks: the same number, sync z within 1e-4, cells within 1e-4 of the largest |cell|. */
 function expectSameRunners(n: Core2Output, r: Core2Output): void {
   expect([n.runnerCells.length, n.runnerZ.length]).toEqual([r.runnerCells.length, r.runnerZ.length]);
   for (let i = 0; i < r.runnerZ.length; i++) expect(Math.abs(n.runnerZ[i]! - r.runnerZ[i]!)).toBeLessThan(1e-4);
   const big = Math.max(1e-9, ...Array.from(r.runnerCells, Math.abs));
   for (let i = 0; i < r.runnerCells.length; i++) expect(Math.abs(n.runnerCells[i]! - r.runnerCells[i]!)).toBeLessThan(1e-4 * big);
+  expect([n.identityCells.length, n.identityZ.length]).toEqual([r.identityCells.length, r.identityZ.length]);
+  for (let i = 0; i < r.identityZ.length; i++) expect(Math.abs(n.identityZ[i]! - r.identityZ[i]!)).toBeLessThan(1e-4);
+  const bigLook = Math.max(1e-9, ...Array.from(r.identityCells, Math.abs));
+  for (let i = 0; i < r.identityCells.length; i++) expect(Math.abs(n.identityCells[i]! - r.identityCells[i]!)).toBeLessThan(1e-4 * bigLook);
 }
 
 describe('fingerprint version 1 marks', async () => {

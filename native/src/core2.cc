@@ -697,10 +697,10 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
   }
   topScore = top.empty() ? -INFINITY : top[0].score;
   std::vector<Hypo> chosen;
-  // A hypothesis within 2.5 angle steps and 5% of each scale of one already chosen is that one.
-  auto nearChosen = [&](const Hypo& hy) {
+  // A hypothesis within `steps` angle steps and `scale` (log) of each scale of one already chosen is that one.
+  auto nearChosen = [&](const Hypo& hy, double steps = 2.5, double scale = 0.05) {
     for (const Hypo& c : chosen)
-      if (std::abs(c.theta - hy.theta) < 2.5 * thStep && std::abs(std::log(c.sx / hy.sx)) < 0.05 && std::abs(std::log(c.sy / hy.sy)) < 0.05) return true;
+      if (std::abs(c.theta - hy.theta) < steps * thStep && std::abs(std::log(c.sx / hy.sx)) < scale && std::abs(std::log(c.sy / hy.sy)) < scale) return true;
     return false;
   };
   for (const Hypo& hy : top) {
@@ -720,7 +720,8 @@ std::vector<std::vector<double>> LatticeCandidates(const float* x, int w, int h,
   }
   if (crop.score > -INFINITY) {
     crop.line = true;
-    if (!nearChosen(crop)) chosen.push_back(crop);
+    // Unless a chosen hypothesis is the same lattice to within the grid's resolution (reference-v2.ts says why).
+    if (!nearChosen(crop, 0.5, 0.01)) chosen.push_back(crop);
   }
   // A change of aspect alone keeps one axis at the no-geometry scale; on these two lines a whole picture's
   // sharp peaks are scored on the fine plane (the grid's smoothed planes flatten them), and the best is
@@ -1169,17 +1170,17 @@ bool SameAlignment(const A& a, const A& b, int period) {
   return true;
 }
 
-// The runner-up alignments: the `count` best peaks of the search's sync surfaces, best first, none the same
-// alignment as the chosen one or as a better runner-up (ties keep the search's order).
+// The `count` best of `peaks` by sync z, best first, none the same alignment as one already `taken` or as a
+// better one picked here (the runner-ups and the identity looks; ties keep the search's order).
 template <class A>
-std::vector<A> RunnerPeaks(const std::vector<A>& peaks, const A& chosen, int count, int period) {
+std::vector<A> RunnerPeaks(const std::vector<A>& peaks, const std::vector<A>& taken, int count, int period) {
   std::vector<A> order = peaks;
   std::stable_sort(order.begin(), order.end(), [](const A& a, const A& b) { return a.hit.z > b.hit.z; });
   std::vector<A> out;
   for (const A& pk : order) {
     if (int(out.size()) >= count) break;
-    if (SameAlignment(pk, chosen, period)) continue;
     bool dup = false;
+    for (const A& o : taken) dup = dup || SameAlignment(pk, o, period);
     for (const A& o : out) dup = dup || SameAlignment(pk, o, period);
     if (!dup) out.push_back(pk);
   }
@@ -1303,6 +1304,9 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   const double p0 = double(period) * std::min(w, h) / in.workShort;
   const double v0[4] = {p0, 0, 0, p0};
   Tried best = trySync(v0, -1);
+  // The chosen lattice's period fold, for the identity looks to read without folding again.
+  thread_local std::vector<double> bestSmall;
+  bestSmall = small;
   bool identity = true;
   int tier = 1;
   out.combScore = -INFINITY;
@@ -1324,6 +1328,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
       Tried r = trySync(v.data(), -1);
       if (r.hit.z > best.hit.z) {
         best = r;
+        bestSmall = small;
         identity = false;
       }
     }
@@ -1368,17 +1373,37 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     out.refinedSyncZ = unrefined.hit.z;
   }
 
-  // Runner-up alignments, when the search's best sync z is under refineZ (reference-v2.ts, runnerPeaks).
+  // Runner-up alignments and identity looks, when the search's best sync z is under refineZ
+  // (reference-v2.ts, runnerPeaks and step 10 of docs/fingerprint.md).
   out.runnerCells.clear();
   out.runnerZ.assign(size_t(std::max(p.runners, 0)), 0.0);
+  out.identityCells.clear();
+  out.identityZ.assign(size_t(std::max(p.identityLooks, 0)), 0.0);
+  // Counts each alignment of `list` into `slots` blocks of cells (zeros where none), its sync z into `zs`.
+  auto countEach = [&](const std::vector<Tried>& list, int slots, std::vector<double>& cells, std::vector<double>& zs) {
+    if (list.empty()) return;
+    cells.assign(size_t(slots) * nCells, 0.0);
+    for (size_t i = 0; i < list.size(); i++) {
+      countAt(list[i], cells.data() + i * nCells);
+      zs[i] = list[i].hit.z;
+    }
+  };
   if (tier == 2 && unrefined.hit.z < p.refineZ) {
-    const std::vector<Tried> picked = RunnerPeaks<Tried>(peaks, unrefined, p.runners, period);
-    if (!picked.empty()) {
-      out.runnerCells.assign(size_t(p.runners) * nCells, 0.0);
-      for (size_t i = 0; i < picked.size(); i++) {
-        countAt(picked[i], out.runnerCells.data() + i * nCells);
-        out.runnerZ[i] = picked[i].hit.z;
+    std::vector<Tried> taken{unrefined};
+    const std::vector<Tried> picked = RunnerPeaks<Tried>(peaks, taken, p.runners, period);
+    countEach(picked, p.runners, out.runnerCells, out.runnerZ);
+    if (p.identityLooks > 0) {
+      found.clear();
+      sync.Best(bestSmall.data(), 0, &found, -INFINITY);
+      std::vector<Tried> surface;
+      for (const SyncHit& f : found) {
+        Tried pk;
+        pk.hit = f;
+        std::copy(unrefined.v, unrefined.v + 4, pk.v);
+        surface.push_back(pk);
       }
+      taken.insert(taken.end(), picked.begin(), picked.end());
+      countEach(RunnerPeaks<Tried>(surface, taken, p.identityLooks, period), p.identityLooks, out.identityCells, out.identityZ);
     }
   }
 

@@ -23,6 +23,7 @@ struct Core2Params {
   double sameAsIdentity;                         // spectrum lattices within this fraction of the no-geometry one are not folded
   int runners;                                   // runner-up alignments counted when the search's best sync z is under refineZ
   double runnerZ;                                // sync z from which a runner-up alignment is counted
+  int identityLooks;                             // identity looks counted with the runner-ups (docs/fingerprint.md, step 10)
   double sigmaHighpass, sigmaLocal, localFloor;  // prefilter
 };
 
@@ -51,8 +52,10 @@ struct Core2Out {
   std::vector<double> phaseCells;    // the other tile phases' cells, one block after another (empty under phasesZ)
   std::vector<double> refinedCells;  // the second look's cells (empty when it did not run)
   double refinedSyncZ;
-  std::vector<double> runnerCells;  // runners blocks of cells, zeros where not counted (empty when none was)
-  std::vector<double> runnerZ;      // the runner-ups' sync z (runners entries, 0 where not counted)
+  std::vector<double> runnerCells;    // runners blocks of cells, zeros where not counted (empty when none was)
+  std::vector<double> runnerZ;        // the runner-ups' sync z (runners entries, 0 where not counted)
+  std::vector<double> identityCells;  // identityLooks blocks of cells, zeros where not counted (empty when none was)
+  std::vector<double> identityZ;      // the identity looks' sync z (identityLooks entries, 0 where not counted)
 };
 
 void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out);

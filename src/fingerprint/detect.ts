@@ -16,9 +16,11 @@ import {
   CORE_PARAMS,
   FPR_PER_SCHEME,
   V2_RUNNERS,
+  V2_IDENTITY_LOOKS,
   V2_SHARE_MAIN,
   V2_SHARE_PHASES,
   V2_SHARE_RUNNERS,
+  V2_SHARE_IDENTITY,
   V2_SHARE_SECOND,
   WORK_SHORT_SIDE,
 } from './params.js';
@@ -82,14 +84,16 @@ export function jpegGridAtOwnSize(head: { width: number; height: number; format:
 /**
  * Version 2's decision: the chosen alignment at its best tile phase at V2_SHARE_MAIN of the scheme's
  * budget, each other tile phase at V2_SHARE_PHASES / 15, the second look at V2_SHARE_SECOND, each of the
- * V2_RUNNERS runner-up alignments at V2_SHARE_RUNNERS / V2_RUNNERS, counted or not (union bound: none of
- * these alignments read part C). Reports the test that fired, else the main one.
+ * V2_RUNNERS runner-up alignments at V2_SHARE_RUNNERS / V2_RUNNERS and each of the V2_IDENTITY_LOOKS
+ * identity looks at V2_SHARE_IDENTITY / V2_IDENTITY_LOOKS, counted or not (union bound: none of these
+ * alignments read part C). Reports the test that fired, else the main one.
  */
 export function decideV2(out: {
   cells: Float64Array;
   phaseCells?: Float64Array;
   refinedCells?: Float64Array;
   runnerCells?: Float64Array;
+  identityCells?: Float64Array;
 }): CellTest & { present: boolean } {
   const main = cellTest(out.cells);
   if (main.pValue <= FPR_PER_SCHEME * V2_SHARE_MAIN) return { ...main, present: true };
@@ -108,6 +112,11 @@ export function decideV2(out: {
   for (let r = 0; r < Math.min(V2_RUNNERS, runners.length / per); r++) {
     const t = cellTest(runners.subarray(r * per, (r + 1) * per));
     if (t.pValue <= (FPR_PER_SCHEME * V2_SHARE_RUNNERS) / V2_RUNNERS) return { ...t, present: true };
+  }
+  const looks = out.identityCells ?? new Float64Array(0);
+  for (let r = 0; r < Math.min(V2_IDENTITY_LOOKS, looks.length / per); r++) {
+    const t = cellTest(looks.subarray(r * per, (r + 1) * per));
+    if (t.pValue <= (FPR_PER_SCHEME * V2_SHARE_IDENTITY) / V2_IDENTITY_LOOKS) return { ...t, present: true };
   }
   return { ...main, present: false };
 }

@@ -148,15 +148,22 @@ export const V2_ROTATION_GATE = 2.3;
 export const V2_RUNNERS = 2;
 export const V2_RUNNER_Z = 4.5;
 /**
+ * Detector only: with the runner-ups (same condition), the V2_IDENTITY_LOOKS best peaks of the identity
+ * symmetry's sync surface on the chosen lattice, other than the chosen alignment and the runner-ups, are
+ * counted too, whatever their sync z (docs/fingerprint.md, step 10). The decision pays for them always.
+ */
+export const V2_IDENTITY_LOOKS = 2;
+/**
  * Shares of version 2's budget FPR_PER_SCHEME (they sum to 1): the chosen alignment at its best tile
  * phase; the other 15 tile phases, split equally; the second look; the runner-up alignments, split
- * equally over V2_RUNNERS. Union bound over these 19 tests, whose alignments never read part C
- * (docs/fingerprint.md, "The false-positive bound").
+ * equally over V2_RUNNERS; the identity looks, split equally over V2_IDENTITY_LOOKS. Union bound over
+ * these 21 tests, whose alignments never read part C (docs/fingerprint.md, "The false-positive bound").
  */
 export const V2_SHARE_MAIN = 0.5;
 export const V2_SHARE_PHASES = 0.1;
 export const V2_SHARE_SECOND = 0.1;
-export const V2_SHARE_RUNNERS = 0.3;
+export const V2_SHARE_RUNNERS = 0.2;
+export const V2_SHARE_IDENTITY = 0.1;
 
 /** Version 2's tunables as one plain object (handed to the native addon on every call). */
 export const CORE2_PARAMS = {
@@ -177,6 +184,7 @@ export const CORE2_PARAMS = {
   sameAsIdentity: V2_SAME_AS_IDENTITY,
   runners: V2_RUNNERS,
   runnerZ: V2_RUNNER_Z,
+  identityLooks: V2_IDENTITY_LOOKS,
   sigmaHighpass: SIGMA_HIGHPASS,
   sigmaLocal: SIGMA_LOCAL,
   localFloor: LOCAL_FLOOR,

@@ -46,6 +46,8 @@ export interface Core2Params {
   runners: number;
   /** Sync z from which a runner-up alignment is counted. */
   runnerZ: number;
+  /** Identity looks counted when the search's best sync z is under refineZ (a fixed number). */
+  identityLooks: number;
   sigmaHighpass: number;
   sigmaLocal: number;
   localFloor: number;
@@ -113,6 +115,13 @@ export interface Core2Output {
    */
   runnerCells: Float64Array;
   runnerZ: Float64Array;
+  /**
+   * Identity looks (the best peaks of the identity symmetry's sync surface on the chosen lattice that are
+   * neither the chosen alignment nor a runner-up, each at its own best tile phase): params.identityLooks
+   * blocks of cells, zeros where not counted; empty when none was. Their sync z, 0 where not counted.
+   */
+  identityCells: Float64Array;
+  identityZ: Float64Array;
 }
 
 /** The 8 symmetries of the square as integer matrices [a, b, c, d]: (x, y) -> (a x + b y, c x + d y). */
@@ -561,9 +570,9 @@ export function latticeCandidates(
   const topScore = top.length ? top[0]!.score : -Infinity;
   // Distinct hypotheses, refined by a pattern search on all harmonics.
   const chosen: Hypo[] = [];
-  /** A hypothesis within 2.5 angle steps and 5% of each scale of one already chosen is that one. */
-  const nearChosen = (hy: Hypo): boolean =>
-    chosen.some((c) => Math.abs(c.theta - hy.theta) < 2.5 * thStep && Math.abs(Math.log(c.sx / hy.sx)) < 0.05 && Math.abs(Math.log(c.sy / hy.sy)) < 0.05);
+  /** A hypothesis within `steps` angle steps and `scale` (log) of each scale of one already chosen is that one. */
+  const nearChosen = (hy: Hypo, steps = 2.5, scale = 0.05): boolean =>
+    chosen.some((c) => Math.abs(c.theta - hy.theta) < steps * thStep && Math.abs(Math.log(c.sx / hy.sx)) < scale && Math.abs(Math.log(c.sy / hy.sy)) < scale);
   for (const hy of top) {
     if (chosen.length >= (topScore < p.gate ? Math.min(1, p.candidates) : p.candidates)) break;
     // Below the gate, a hypothesis that shrinks the period (costly to fold) is not tried: such pictures
@@ -581,7 +590,11 @@ export function latticeCandidates(
     const score = combScore(sp, sp.fine, fineM, period, 0, sc, sc);
     if (score > crop.score) crop = { theta: 0, sx: sc, sy: sc, score };
   }
-  if (crop.score > -Infinity && !nearChosen(crop)) {
+  // The crop line's hypothesis is folded unless one already chosen is the same lattice to within the
+  // grid's own resolution (half an angle step, 1% of each scale): the 5% of nearChosen would let a grid
+  // hypothesis 3% off and tilted by 1.7 degrees stand in for it (kodim05's random quarter crop in --dense:
+  // that one folds to sync z 3.8, the crop line's to 6.1; docs/fingerprint.md, step 4).
+  if (crop.score > -Infinity && !nearChosen(crop, 0.5, 0.01)) {
     chosen.push(crop);
   }
   // A change of aspect alone keeps one axis at the no-geometry scale; on these two lines a whole picture's
@@ -788,13 +801,15 @@ function sameAlignment(a: { hit: SyncHit; v: number[] }, b: { hit: SyncHit; v: n
 }
 
 /**
- * The runner-up alignments: the `count` best peaks of the search's sync surfaces (every symmetry of every
- * lattice folded before the refinement) from z `floor`, best first, none the same alignment as the chosen
- * one or as a better runner-up. A function of the picture and part A only (ties keep the search's order).
+ * The `count` best of `peaks` by sync z, best first, none the same alignment as one already `taken` or as
+ * a better one picked here: the runner-ups (the peaks of every symmetry of every lattice the search folded,
+ * the chosen alignment taken) and the identity looks (the identity symmetry's peaks on the chosen lattice,
+ * the chosen alignment and the runner-ups taken). A function of the picture and part A only (ties keep the
+ * search's order).
  */
 function runnerPeaks(
   peaks: { hit: SyncHit; v: number[] }[],
-  chosen: { hit: SyncHit; v: number[] },
+  taken: { hit: SyncHit; v: number[] }[],
   count: number,
   period: number,
 ): { hit: SyncHit; v: number[] }[] {
@@ -802,7 +817,7 @@ function runnerPeaks(
   const out: { hit: SyncHit; v: number[] }[] = [];
   for (const pk of order) {
     if (out.length >= count) break;
-    if (sameAlignment(pk, chosen, period) || out.some((o) => sameAlignment(pk, o, period))) continue;
+    if (taken.some((o) => sameAlignment(pk, o, period)) || out.some((o) => sameAlignment(pk, o, period))) continue;
     out.push(pk);
   }
   return out;
@@ -931,6 +946,8 @@ export function detectCore2(input: Core2Input): Core2Output {
 
   const p0 = (period * Math.min(w, h)) / input.workShort;
   let best = trySync([p0, 0, 0, p0]);
+  // The chosen lattice's period fold, for the identity looks (step 10) to read without folding again.
+  const bestSmall = Float64Array.from(small);
   let identity = true;
   let tier = 1;
   let tried = 1;
@@ -955,6 +972,7 @@ export function detectCore2(input: Core2Input): Core2Output {
       const r = trySync(v);
       if (r.hit.z > best.hit.z) {
         best = r;
+        bestSmall.set(small);
         identity = false;
       }
     }
@@ -1037,17 +1055,34 @@ export function detectCore2(input: Core2Input): Core2Output {
   // Runner-up alignments: when the search's best sync z is under refineZ (an uncertain alignment), the
   // next p.runners distinct peaks of its surfaces from sync z p.runnerZ are counted too, each at its own
   // best tile phase; the decision pays for p.runners tests whether or not they run (docs/fingerprint.md).
-  let runnerCells: Float64Array = new Float64Array(0);
   const runnerZ = new Float64Array(p.runners);
+  // Identity looks: then the best peaks of the identity symmetry's surface on the chosen lattice (not the
+  // chosen alignment, not a runner-up), each at its own best tile phase; the decision pays for
+  // p.identityLooks tests whether or not they run. Crops, borders, resizes and small rotations keep the
+  // picture's symmetry, and on a weak quarter crop the template, which every symmetry partly matches, can
+  // put several wrong symmetries above the true one (docs/fingerprint.md, step 10).
+  const identityZ = new Float64Array(p.identityLooks);
+  /** Counts each alignment of `list` into `slots` blocks of cells (zeros where none; empty for none), its sync z into `zs`. */
+  const countEach = (list: { hit: SyncHit; v: number[] }[], slots: number, zs: Float64Array): Float64Array => {
+    if (!list.length) return new Float64Array(0);
+    const per = (TILE / p.cell) ** 2;
+    const cells = new Float64Array(slots * per);
+    list.forEach((r, i) => {
+      cells.set(countAt(input, x, r, period, fold).cells, i * per);
+      zs[i] = r.hit.z;
+    });
+    return cells;
+  };
+  let runnerCells: Float64Array = new Float64Array(0);
+  let identityCells: Float64Array = new Float64Array(0);
   if (tier === 2 && unrefined.hit.z < p.refineZ) {
-    const picked = runnerPeaks(peaks, unrefined, p.runners, period);
-    if (picked.length) {
-      const per = (TILE / p.cell) ** 2;
-      runnerCells = new Float64Array(p.runners * per);
-      picked.forEach((r, i) => {
-        runnerCells.set(countAt(input, x, r, period, fold).cells, i * per);
-        runnerZ[i] = r.hit.z;
-      });
+    const picked = runnerPeaks(peaks, [unrefined], p.runners, period);
+    runnerCells = countEach(picked, p.runners, runnerZ);
+    if (p.identityLooks > 0) {
+      const found: SyncHit[] = [];
+      sync.best(bestSmall, 0, found, -Infinity);
+      const surface = found.map((hit) => ({ hit, v: unrefined.v }));
+      identityCells = countEach(runnerPeaks(surface, [unrefined, ...picked], p.identityLooks, period), p.identityLooks, identityZ);
     }
   }
 
@@ -1070,6 +1105,8 @@ export function detectCore2(input: Core2Input): Core2Output {
     refinedSyncZ,
     runnerCells,
     runnerZ,
+    identityCells,
+    identityZ,
   };
 }
 

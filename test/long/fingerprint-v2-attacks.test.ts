@@ -153,4 +153,26 @@ describe.skipIf(!existsSync(NATURAL))('fingerprint v2 on ../shared/natural', () 
       for (const len of [Math.hypot(ax, ay), Math.hypot(bx, by)]) expect(Math.abs(len - 64), `lattice ${d.lattice.join(',')}`).toBeLessThan(1.28);
     }
   });
+
+  it('finds quarter crops whose true alignment is an identity look (the identity symmetry on the chosen lattice)', async () => {
+    // kodim13 with the bench's key: the lattice was right (period 64) but wrong symmetries, which the
+    // template partly matches, ranked above the true alignment (at 0.5,1 the 4th symmetry by sync z, at 1,1
+    // the identity's 2nd peak, about 20th overall); T 6.8 and 7.2 there, found by the identity looks
+    // (docs/fingerprint.md, step 10). Before: T -1.4 and 1.3.
+    const found = await expectQuarterCropsFound('kodim13', [
+      [0.5, 1],
+      [1, 1],
+    ]);
+    for (const d of found) expect(d.z, `T ${d.z}`).toBeGreaterThan(6);
+  });
+
+  it("folds the crop line's lattice when a grid hypothesis 3% off and tilted stood in for it", async () => {
+    // kodim05 with the bench's key, the quarter crop at (134, 54) that --dense's random crop drew: a grid
+    // hypothesis (61.9 x 65.0, tilted 1.7 degrees) was within nearChosen's 2.5 angle steps and 5%, so the
+    // crop line's (64 x 64) was not folded (sync z 3.8 against 6.1; docs/fingerprint.md, step 4).
+    const { orig, marked } = await benchMarked('kodim05');
+    const d = await expectFoundAfter(crop(0.25, { x: 134 / 384, y: 54 / 256 }), marked, orig, BENCH_KEY, MAX_PIXELS, rng);
+    const [ax, ay, bx, by] = d.lattice as [number, number, number, number];
+    for (const len of [Math.hypot(ax, ay), Math.hypot(bx, by)]) expect(Math.abs(len - 64), `lattice ${d.lattice.join(',')}`).toBeLessThan(0.64);
+  });
 });
