@@ -6,9 +6,10 @@
 ARG NODE_IMAGE=node:20-bookworm-slim
 
 # ---- build: native addons (better-sqlite3, optmark's C++), TypeScript, then production dependencies only
+# (libjpeg62-turbo-dev: the fingerprint detector's scaled JPEG decode, native/src/jpeg.cc)
 FROM ${NODE_IMAGE} AS build
 RUN apt-get update \
-  && apt-get install -y --no-install-recommends python3 make g++ \
+  && apt-get install -y --no-install-recommends python3 make g++ libjpeg62-turbo-dev \
   && rm -rf /var/lib/apt/lists/*
 WORKDIR /src
 # Dependencies and native code first, so a TypeScript change does not rebuild them. `npm ci` would also
@@ -17,16 +18,16 @@ WORKDIR /src
 # own (node native/build.mjs: optmark's C++ addons).
 COPY package.json package-lock.json ./
 COPY native/ ./native/
-RUN npm ci --ignore-scripts && npm rebuild && ls native/build/Release/*.node
+RUN npm ci --ignore-scripts && npm rebuild && ls native/build/Release/*.node && ls native/build/Release/optmark_jpeg.node
 COPY . .
 RUN npm run build \
   && npm prune --omit=dev \
   && npm cache clean --force
 
-# ---- runtime: node, tini as PID 1, the built service, an unprivileged user
+# ---- runtime: node, tini as PID 1, libjpeg for optmark_jpeg.node, the built service, an unprivileged user
 FROM ${NODE_IMAGE} AS runtime
 RUN apt-get update \
-  && apt-get install -y --no-install-recommends tini \
+  && apt-get install -y --no-install-recommends tini libjpeg62-turbo \
   && rm -rf /var/lib/apt/lists/* \
   && groupadd --system --gid 10001 optmark \
   && useradd --system --uid 10001 --gid optmark --home-dir /var/lib/optmark --no-create-home --shell /usr/sbin/nologin optmark \

@@ -1,4 +1,7 @@
 {
+  "variables": {
+    "has_jpeg": "<!(node has-jpeg.mjs)"
+  },
   "targets": [
     {
       "target_name": "optmark_fingerprint",
@@ -102,5 +105,45 @@
         "-std=c++17"
       ]
     }
+  ],
+  "conditions": [
+    [
+      "has_jpeg==1",
+      {
+        "targets": [
+          {
+            "target_name": "optmark_jpeg",
+            "sources": [
+              "src/jpeg.cc"
+            ],
+            "include_dirs": [
+              "<!(node -p \"require('node-addon-api').include_dir\")"
+            ],
+            "defines": [
+              "NAPI_VERSION=8",
+              "NAPI_DISABLE_CPP_EXCEPTIONS",
+              "NODE_ADDON_API_DISABLE_DEPRECATED"
+            ],
+            "cflags!": [
+              "-fno-exceptions",
+              "-O2",
+              "-O0"
+            ],
+            "cflags_cc!": [
+              "-fno-exceptions",
+              "-O2",
+              "-O0"
+            ],
+            "cflags_cc": [
+              "-O2",
+              "-std=c++17"
+            ],
+            "libraries": [
+              "-ljpeg"
+            ]
+          }
+        ]
+      }
+    ]
   ]
 }

@@ -151,6 +151,13 @@ describe('Dockerfile', () => {
     expect(runs(final)).not.toMatch(/\bg\+\+|\bmake\b/);
   });
 
+  it('builds the scaled JPEG decode against libjpeg and ships the library it loads (else verify decodes with sharp alone)', () => {
+    expect(runs(build)).toMatch(/apt-get install[^\n]*\blibjpeg62-turbo-dev\b/);
+    expect(runs(build)).toMatch(/ls native\/build\/Release\/optmark_jpeg\.node/);
+    expect(runs(final)).toMatch(/apt-get install[^\n]*\blibjpeg62-turbo\b/);
+    expect(final.instructions.some((i) => i.keyword === 'COPY' && /native\/build\/Release\/\*\.node/.test(i.args))).toBe(true);
+  });
+
   it('runs as an unprivileged user', () => {
     const users = final.instructions.filter((i) => i.keyword === 'USER');
     expect(users.length).toBeGreaterThan(0);

@@ -4,7 +4,9 @@
  * - `bytes` (native/src/bytes.cc): base64 straight into a buffer, the multipart delimiter search, idle
  *   page release (madvise) and malloc_trim;
  * - `fingerprint` (native/src/addon.cc, core.cc): the fingerprint detector's core;
- * - `files` (native/src/files.cc): batch marking's in-kernel file copy (copy_file_range).
+ * - `files` (native/src/files.cc): batch marking's in-kernel file copy (copy_file_range);
+ * - `jpeg` (native/src/jpeg.cc): the fingerprint detector's scaled JPEG decode on the system's libjpeg,
+ *   built only where libjpeg's headers and library are found.
  *
  * All are optional. Without them the portable code runs (the same answers, slower; idle request memory
  * is not handed back to the OS). A failed load is reported once per thread through the logger the
@@ -13,7 +15,7 @@
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
-export type AddonName = 'bytes' | 'fingerprint' | 'files';
+export type AddonName = 'bytes' | 'fingerprint' | 'files' | 'jpeg';
 
 export interface AddonState {
   loaded: boolean;
@@ -41,6 +43,12 @@ const FILES: Record<AddonName, { file: string; exports: string[]; without: strin
     file: 'optmark_files.node',
     exports: ['copyRange', 'copyRangeAsync', 'simd'],
     without: 'batch marking reads each file whole and writes it from memory instead (same outputs, slower)',
+  },
+  jpeg: {
+    file: 'optmark_jpeg.node',
+    exports: ['decodeScaled', 'simd'],
+    without:
+      "the fingerprint detector decodes JPEGs with sharp alone (same answers, slower; it needs libjpeg's headers, e.g. Debian's libjpeg62-turbo-dev, when built)",
   },
 };
 
@@ -129,4 +137,27 @@ export interface FilesAddon {
 /** The file copy, or undefined when the addon is not built for this Node.js. */
 export function filesAddon(): FilesAddon | undefined {
   return addon<FilesAddon>('files');
+}
+
+/** The scaled JPEG decode (native/src/jpeg.cc). */
+export interface JpegAddon {
+  /**
+   * The JPEG decoded at 1/`denom` in the DCT domain, cropped to floor(side / denom) as libvips's shrink-on-load
+   * gives it, written to the start of `into` (rows of width * channels bytes); or why it declined (ICC
+   * profile, not YCbCr or greyscale, not 8-bit, a warning, more than `maxScans` scans, `into` too small, an
+   * error), and then sharp decodes it.
+   */
+  decodeScaled(
+    bytes: Uint8Array,
+    denom: 2 | 4 | 8,
+    maxScans: number,
+    into: Uint8Array,
+  ): { width: number; height: number; channels: 1 | 3; imageWidth: number; imageHeight: number } | string;
+  /** The libjpeg API version it was built against ('libjpeg 62'). */
+  simd(): string;
+}
+
+/** The scaled JPEG decode, or undefined when it was not built (no libjpeg) or not for this Node.js. */
+export function jpegAddon(): JpegAddon | undefined {
+  return addon<JpegAddon>('jpeg');
 }
