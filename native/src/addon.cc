@@ -126,7 +126,8 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
     if (!GetInt(o, "width", 8, kMaxSide, in.width) || !GetInt(o, "height", 8, kMaxSide, in.height) || !GetInt(o, "channels", 1, 4, in.channels) ||
         !GetInt(o, "workShort", 8, kMaxSide, in.workShort) || !GetInt(o, "native", 0, 1, in.native) || !GetInt(po, "period", 8, optmark::kTile, p.period) ||
         !GetInt(po, "cell", 1, optmark::kTile, p.cell) || !GetInt(po, "candidates", 0, 16, p.candidates) || !GetInt(po, "runners", 0, 16, p.runners) ||
-        !GetInt(po, "identityLooks", 0, 16, p.identityLooks) || !GetDouble(po, "fastZ", p.fastZ) || !GetDouble(po, "gate", p.gate) ||
+        !GetInt(po, "identityLooks", 0, 16, p.identityLooks) || !GetInt(po, "latticeLooks", 0, 16, p.latticeLooks) ||
+        !GetDouble(po, "latticeLookZ", p.latticeLookZ) || !GetDouble(po, "fastZ", p.fastZ) || !GetDouble(po, "gate", p.gate) ||
         !GetDouble(po, "refineZ", p.refineZ) || !GetDouble(po, "phasesZ", p.phasesZ) || !GetDouble(po, "secondT", p.secondT) ||
         !GetDouble(po, "aspectGate", p.aspectGate) || !GetDouble(po, "rotationGate", p.rotationGate) || !GetDouble(po, "runnerZ", p.runnerZ) ||
         !GetDouble(po, "syncPower", p.syncPower) || !GetDouble(po, "sameAsIdentity", p.sameAsIdentity) || !GetDouble(po, "pMin", p.pMin) ||
@@ -194,6 +195,8 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
     setArray("runnerZ", out.runnerZ);
     setArray("identityCells", out.identityCells);
     setArray("identityZ", out.identityZ);
+    setArray("latticeCells", out.latticeCells);
+    setArray("latticeZ", out.latticeZ);
     return r;
   }
 

@@ -1388,10 +1388,11 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
       zs[i] = list[i].hit.z;
     }
   };
+  std::vector<Tried> taken{unrefined};
   if (tier == 2 && unrefined.hit.z < p.refineZ) {
-    std::vector<Tried> taken{unrefined};
     const std::vector<Tried> picked = RunnerPeaks<Tried>(peaks, taken, p.runners, period);
     countEach(picked, p.runners, out.runnerCells, out.runnerZ);
+    taken.insert(taken.end(), picked.begin(), picked.end());
     if (p.identityLooks > 0) {
       found.clear();
       sync.Best(bestSmall.data(), 0, &found, -INFINITY);
@@ -1402,9 +1403,30 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
         std::copy(unrefined.v, unrefined.v + 4, pk.v);
         surface.push_back(pk);
       }
-      taken.insert(taken.end(), picked.begin(), picked.end());
-      countEach(RunnerPeaks<Tried>(surface, taken, p.identityLooks, period), p.identityLooks, out.identityCells, out.identityZ);
+      const std::vector<Tried> looks = RunnerPeaks<Tried>(surface, taken, p.identityLooks, period);
+      countEach(looks, p.identityLooks, out.identityCells, out.identityZ);
+      taken.insert(taken.end(), looks.begin(), looks.end());
     }
+  }
+  // Lattice looks: the best peak of each of the next latticeLooks lattices the search folded, by that peak's
+  // sync z from latticeLookZ, whatever the chosen alignment's sync z (reference-v2.ts, step 11).
+  out.latticeCells.clear();
+  out.latticeZ.assign(size_t(std::max(p.latticeLooks, 0)), 0.0);
+  if (tier == 2 && p.latticeLooks > 0) {
+    std::vector<Tried> order = peaks;
+    std::stable_sort(order.begin(), order.end(), [](const Tried& a, const Tried& b) { return a.hit.z > b.hit.z; });
+    std::vector<Tried> bests;
+    auto seen = [&](const Tried& pk) {
+      if (std::equal(pk.v, pk.v + 4, unrefined.v)) return true;
+      for (const Tried& b : bests)
+        if (std::equal(pk.v, pk.v + 4, b.v)) return true;
+      return false;
+    };
+    for (const Tried& pk : order) {
+      if (pk.hit.z < p.latticeLookZ) break;
+      if (!seen(pk)) bests.push_back(pk);
+    }
+    countEach(RunnerPeaks<Tried>(bests, taken, p.latticeLooks, period), p.latticeLooks, out.latticeCells, out.latticeZ);
   }
 
   if (in.prefilteredOut) std::copy(x.begin(), x.end(), in.prefilteredOut);

@@ -24,6 +24,8 @@ struct Core2Params {
   int runners;                                   // runner-up alignments counted when the search's best sync z is under refineZ
   double runnerZ;                                // sync z from which a runner-up alignment is counted
   int identityLooks;                             // identity looks counted with the runner-ups (docs/fingerprint.md, step 10)
+  int latticeLooks;                              // lattice looks counted when the lattice search ran (step 11)
+  double latticeLookZ;                           // sync z from which a lattice's best peak is a lattice look
   double sigmaHighpass, sigmaLocal, localFloor;  // prefilter
 };
 
@@ -56,6 +58,8 @@ struct Core2Out {
   std::vector<double> runnerZ;        // the runner-ups' sync z (runners entries, 0 where not counted)
   std::vector<double> identityCells;  // identityLooks blocks of cells, zeros where not counted (empty when none was)
   std::vector<double> identityZ;      // the identity looks' sync z (identityLooks entries, 0 where not counted)
+  std::vector<double> latticeCells;   // latticeLooks blocks of cells, zeros where not counted (empty when none was)
+  std::vector<double> latticeZ;       // the lattice looks' sync z (latticeLooks entries, 0 where not counted)
 };
 
 void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out);

@@ -17,10 +17,12 @@ import {
   FPR_PER_SCHEME,
   V2_RUNNERS,
   V2_IDENTITY_LOOKS,
+  V2_LATTICE_LOOKS,
   V2_SHARE_MAIN,
   V2_SHARE_PHASES,
   V2_SHARE_RUNNERS,
   V2_SHARE_IDENTITY,
+  V2_SHARE_LATTICE,
   V2_SHARE_SECOND,
   WORK_SHORT_SIDE,
 } from './params.js';
@@ -85,8 +87,9 @@ export function jpegGridAtOwnSize(head: { width: number; height: number; format:
  * Version 2's decision: the chosen alignment at its best tile phase at V2_SHARE_MAIN of the scheme's
  * budget, each other tile phase at V2_SHARE_PHASES / 15, the second look at V2_SHARE_SECOND, each of the
  * V2_RUNNERS runner-up alignments at V2_SHARE_RUNNERS / V2_RUNNERS and each of the V2_IDENTITY_LOOKS
- * identity looks at V2_SHARE_IDENTITY / V2_IDENTITY_LOOKS, counted or not (union bound: none of these
- * alignments read part C). Reports the test that fired, else the main one.
+ * identity looks at V2_SHARE_IDENTITY / V2_IDENTITY_LOOKS and each of the V2_LATTICE_LOOKS lattice looks at
+ * V2_SHARE_LATTICE / V2_LATTICE_LOOKS, counted or not (union bound: none of these alignments read part C).
+ * Reports the test that fired, else the main one.
  */
 export function decideV2(out: {
   cells: Float64Array;
@@ -94,6 +97,7 @@ export function decideV2(out: {
   refinedCells?: Float64Array;
   runnerCells?: Float64Array;
   identityCells?: Float64Array;
+  latticeCells?: Float64Array;
 }): CellTest & { present: boolean } {
   const main = cellTest(out.cells);
   if (main.pValue <= FPR_PER_SCHEME * V2_SHARE_MAIN) return { ...main, present: true };
@@ -117,6 +121,11 @@ export function decideV2(out: {
   for (let r = 0; r < Math.min(V2_IDENTITY_LOOKS, looks.length / per); r++) {
     const t = cellTest(looks.subarray(r * per, (r + 1) * per));
     if (t.pValue <= (FPR_PER_SCHEME * V2_SHARE_IDENTITY) / V2_IDENTITY_LOOKS) return { ...t, present: true };
+  }
+  const lattices = out.latticeCells ?? new Float64Array(0);
+  for (let r = 0; r < Math.min(V2_LATTICE_LOOKS, lattices.length / per); r++) {
+    const t = cellTest(lattices.subarray(r * per, (r + 1) * per));
+    if (t.pValue <= (FPR_PER_SCHEME * V2_SHARE_LATTICE) / V2_LATTICE_LOOKS) return { ...t, present: true };
   }
   return { ...main, present: false };
 }

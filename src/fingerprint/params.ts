@@ -154,16 +154,24 @@ export const V2_RUNNER_Z = 4.5;
  */
 export const V2_IDENTITY_LOOKS = 2;
 /**
+ * Detector only: whenever the lattice search ran, the best peak of each of the next V2_LATTICE_LOOKS
+ * lattices it folded (other than the chosen one, by that peak's sync z, from V2_LATTICE_LOOK_Z) is counted
+ * too (docs/fingerprint.md, step 11). The decision pays for them always.
+ */
+export const V2_LATTICE_LOOKS = 2;
+export const V2_LATTICE_LOOK_Z = 5;
+/**
  * Shares of version 2's budget FPR_PER_SCHEME (they sum to 1): the chosen alignment at its best tile
  * phase; the other 15 tile phases, split equally; the second look; the runner-up alignments, split
- * equally over V2_RUNNERS; the identity looks, split equally over V2_IDENTITY_LOOKS. Union bound over
- * these 21 tests, whose alignments never read part C (docs/fingerprint.md, "The false-positive bound").
+ * equally over V2_RUNNERS; the identity looks, split equally over V2_IDENTITY_LOOKS; the lattice looks,
+ * split equally over V2_LATTICE_LOOKS. Union bound over these 21 + V2_LATTICE_LOOKS tests, whose alignments never read part C (docs/fingerprint.md, "The false-positive bound").
  */
 export const V2_SHARE_MAIN = 0.5;
 export const V2_SHARE_PHASES = 0.1;
 export const V2_SHARE_SECOND = 0.1;
-export const V2_SHARE_RUNNERS = 0.2;
+export const V2_SHARE_RUNNERS = 0.1;
 export const V2_SHARE_IDENTITY = 0.1;
+export const V2_SHARE_LATTICE = 0.1;
 
 /** Version 2's tunables as one plain object (handed to the native addon on every call). */
 export const CORE2_PARAMS = {
@@ -185,6 +193,8 @@ export const CORE2_PARAMS = {
   runners: V2_RUNNERS,
   runnerZ: V2_RUNNER_Z,
   identityLooks: V2_IDENTITY_LOOKS,
+  latticeLooks: V2_LATTICE_LOOKS,
+  latticeLookZ: V2_LATTICE_LOOK_Z,
   sigmaHighpass: SIGMA_HIGHPASS,
   sigmaLocal: SIGMA_LOCAL,
   localFloor: LOCAL_FLOOR,

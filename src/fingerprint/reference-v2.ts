@@ -48,6 +48,9 @@ export interface Core2Params {
   runnerZ: number;
   /** Identity looks counted when the search's best sync z is under refineZ (a fixed number). */
   identityLooks: number;
+  /** Lattice looks counted when the lattice search ran (a fixed number), and the sync z they need. */
+  latticeLooks: number;
+  latticeLookZ: number;
   sigmaHighpass: number;
   sigmaLocal: number;
   localFloor: number;
@@ -122,6 +125,13 @@ export interface Core2Output {
    */
   identityCells: Float64Array;
   identityZ: Float64Array;
+  /**
+   * Lattice looks (the best peak of each of the next lattices the search folded, by sync z from
+   * params.latticeLookZ, each at its own best tile phase): params.latticeLooks blocks of cells, zeros where
+   * not counted; empty when none was. Their sync z, 0 where not counted.
+   */
+  latticeCells: Float64Array;
+  latticeZ: Float64Array;
 }
 
 /** The 8 symmetries of the square as integer matrices [a, b, c, d]: (x, y) -> (a x + b y, c x + d y). */
@@ -1075,15 +1085,36 @@ export function detectCore2(input: Core2Input): Core2Output {
   };
   let runnerCells: Float64Array = new Float64Array(0);
   let identityCells: Float64Array = new Float64Array(0);
+  const taken = [unrefined];
   if (tier === 2 && unrefined.hit.z < p.refineZ) {
-    const picked = runnerPeaks(peaks, [unrefined], p.runners, period);
+    const picked = runnerPeaks(peaks, taken, p.runners, period);
     runnerCells = countEach(picked, p.runners, runnerZ);
+    taken.push(...picked);
     if (p.identityLooks > 0) {
       const found: SyncHit[] = [];
       sync.best(bestSmall, 0, found, -Infinity);
       const surface = found.map((hit) => ({ hit, v: unrefined.v }));
-      identityCells = countEach(runnerPeaks(surface, [unrefined, ...picked], p.identityLooks, period), p.identityLooks, identityZ);
+      const looks = runnerPeaks(surface, taken, p.identityLooks, period);
+      identityCells = countEach(looks, p.identityLooks, identityZ);
+      taken.push(...looks);
     }
+  }
+  // Lattice looks: the best peak of each of the next p.latticeLooks lattices the search folded (other than
+  // the chosen one), by that peak's sync z, from p.latticeLookZ, whatever the chosen alignment's sync z; the
+  // decision pays for p.latticeLooks tests whether or not they run. A wrong lattice that folds several of
+  // the template's peaks coherently can out-sync the true one on a weak quarter crop (docs/fingerprint.md, step 11).
+  const latticeZ = new Float64Array(p.latticeLooks);
+  let latticeCells: Float64Array = new Float64Array(0);
+  if (tier === 2 && p.latticeLooks > 0) {
+    const seen: number[][] = [unrefined.v];
+    const bests: { hit: SyncHit; v: number[] }[] = [];
+    for (const pk of peaks.slice().sort((u, w) => w.hit.z - u.hit.z)) {
+      if (pk.hit.z < p.latticeLookZ) break;
+      if (seen.some((v) => v.every((e, i) => e === pk.v[i]))) continue;
+      seen.push(pk.v);
+      bests.push(pk);
+    }
+    latticeCells = countEach(runnerPeaks(bests, taken, p.latticeLooks, period), p.latticeLooks, latticeZ);
   }
 
   input.keepPrefiltered?.set(x);
@@ -1107,6 +1138,8 @@ export function detectCore2(input: Core2Input): Core2Output {
     runnerZ,
     identityCells,
     identityZ,
+    latticeCells,
+    latticeZ,
   };
 }
 
