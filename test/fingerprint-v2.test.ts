@@ -20,6 +20,7 @@ import {
   V2_MIN_PSNR_DB,
   V2_IDENTITY_LOOKS,
   V2_LATTICE_LOOKS,
+  V2_PHASE_LOOKS,
   V2_RUNNERS,
   V2_SHARE_IDENTITY,
   V2_SHARE_LATTICE,
@@ -169,8 +170,8 @@ describe('fingerprint v2 decision', () => {
   const noise = Float64Array.from({ length: 256 }, (_, i) => (i % 2 ? 1 : -1) * (1 + (i % 7)));
   const mark = Float64Array.from({ length: 256 }, (_, i) => (i % 5 ? 1 : -1) * (1 + (i % 7)));
   const phases = (at: number): Float64Array => {
-    const out = new Float64Array(15 * 256);
-    for (let q = 0; q < 15; q++) out.set(q === at ? mark : noise, q * 256);
+    const out = new Float64Array(V2_PHASE_LOOKS * 256);
+    for (let q = 0; q < V2_PHASE_LOOKS; q++) out.set(q === at ? mark : noise, q * 256);
     return out;
   };
 
@@ -186,7 +187,7 @@ describe('fingerprint v2 decision', () => {
     return out;
   };
 
-  it('splits version 2 budget over the main test, the 15 other tile phases, the second look, the runner-ups and the identity looks', () => {
+  it('splits version 2 budget over the main test, part B's next tile phases, the second look, the runner-ups and the identity and lattice looks', () => {
     expect(V2_SHARE_MAIN + V2_SHARE_PHASES + V2_SHARE_SECOND + V2_SHARE_RUNNERS + V2_SHARE_IDENTITY + V2_SHARE_LATTICE).toBeCloseTo(1, 12);
     // A lattice look (the best peak of another lattice the search folded) that carries the mark.
     const lattice = new Float64Array(V2_LATTICE_LOOKS * 256);
@@ -207,7 +208,7 @@ describe('fingerprint v2 decision', () => {
     expect(decideV2({ cells: noise }).present).toBe(false);
     expect(decideV2({ cells: mark }).present).toBe(true);
     expect(decideV2({ cells: noise, phaseCells: phases(-1), refinedCells: noise }).present).toBe(false);
-    const byPhase = decideV2({ cells: noise, phaseCells: phases(11) });
+    const byPhase = decideV2({ cells: noise, phaseCells: phases(V2_PHASE_LOOKS - 1) });
     expect(byPhase).toMatchObject({ present: true, t: cellTest(mark).t });
     expect(decideV2({ cells: noise, phaseCells: phases(-1), refinedCells: mark }).present).toBe(true);
   });
@@ -218,10 +219,10 @@ describe('fingerprint v2 decision', () => {
     const mid = Float64Array.from({ length: 256 }, (_, i) => (i < 171 ? 1 : -1) * (1 + (i % 7)));
     const p = t(mid);
     expect(p).toBeLessThanOrEqual(FPR_PER_SCHEME * V2_SHARE_MAIN);
-    expect(p).toBeGreaterThan((FPR_PER_SCHEME * V2_SHARE_PHASES) / 15);
+    expect(p).toBeGreaterThan((FPR_PER_SCHEME * V2_SHARE_PHASES) / V2_PHASE_LOOKS);
     expect(decideV2({ cells: mid }).present).toBe(true);
-    const asPhase = new Float64Array(15 * 256);
-    for (let q = 0; q < 15; q++) asPhase.set(q === 3 ? mid : noise, q * 256);
+    const asPhase = new Float64Array(V2_PHASE_LOOKS * 256);
+    for (let q = 0; q < V2_PHASE_LOOKS; q++) asPhase.set(q === 1 ? mid : noise, q * 256);
     expect(decideV2({ cells: noise, phaseCells: asPhase }).present).toBe(false);
     // A runner-up is held to V2_SHARE_RUNNERS / V2_RUNNERS, counted or not: the main test's T does not do.
     expect(p).toBeGreaterThan((FPR_PER_SCHEME * V2_SHARE_RUNNERS) / V2_RUNNERS);

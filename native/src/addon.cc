@@ -126,13 +126,13 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
     if (!GetInt(o, "width", 8, kMaxSide, in.width) || !GetInt(o, "height", 8, kMaxSide, in.height) || !GetInt(o, "channels", 1, 4, in.channels) ||
         !GetInt(o, "workShort", 8, kMaxSide, in.workShort) || !GetInt(o, "native", 0, 1, in.native) || !GetInt(po, "period", 8, optmark::kTile, p.period) ||
         !GetInt(po, "cell", 1, optmark::kTile, p.cell) || !GetInt(po, "candidates", 0, 16, p.candidates) || !GetInt(po, "runners", 0, 16, p.runners) ||
-        !GetInt(po, "identityLooks", 0, 16, p.identityLooks) || !GetInt(po, "latticeLooks", 0, 16, p.latticeLooks) ||
-        !GetDouble(po, "latticeLookZ", p.latticeLookZ) || !GetDouble(po, "fastZ", p.fastZ) || !GetDouble(po, "gate", p.gate) ||
-        !GetDouble(po, "refineZ", p.refineZ) || !GetDouble(po, "phasesZ", p.phasesZ) || !GetDouble(po, "secondT", p.secondT) ||
-        !GetDouble(po, "aspectGate", p.aspectGate) || !GetDouble(po, "rotationGate", p.rotationGate) || !GetDouble(po, "runnerZ", p.runnerZ) ||
-        !GetDouble(po, "syncPower", p.syncPower) || !GetDouble(po, "sameAsIdentity", p.sameAsIdentity) || !GetDouble(po, "pMin", p.pMin) ||
-        !GetDouble(po, "pMax", p.pMax) || !GetDouble(po, "angle", p.angle) || !GetDouble(po, "sigmaHighpass", p.sigmaHighpass) ||
-        !GetDouble(po, "sigmaLocal", p.sigmaLocal) || !GetDouble(po, "localFloor", p.localFloor)) {
+        !GetInt(po, "identityLooks", 0, 16, p.identityLooks) || !GetInt(po, "phaseLooks", 0, 15, p.phaseLooks) ||
+        !GetInt(po, "latticeLooks", 0, 16, p.latticeLooks) || !GetDouble(po, "latticeLookZ", p.latticeLookZ) || !GetDouble(po, "fastZ", p.fastZ) ||
+        !GetDouble(po, "gate", p.gate) || !GetDouble(po, "refineZ", p.refineZ) || !GetDouble(po, "phasesZ", p.phasesZ) ||
+        !GetDouble(po, "secondT", p.secondT) || !GetDouble(po, "aspectGate", p.aspectGate) || !GetDouble(po, "rotationGate", p.rotationGate) ||
+        !GetDouble(po, "runnerZ", p.runnerZ) || !GetDouble(po, "syncPower", p.syncPower) || !GetDouble(po, "sameAsIdentity", p.sameAsIdentity) ||
+        !GetDouble(po, "pMin", p.pMin) || !GetDouble(po, "pMax", p.pMax) || !GetDouble(po, "angle", p.angle) ||
+        !GetDouble(po, "sigmaHighpass", p.sigmaHighpass) || !GetDouble(po, "sigmaLocal", p.sigmaLocal) || !GetDouble(po, "localFloor", p.localFloor)) {
       return env.Undefined();
     }
     const bool pow2 = (p.period & (p.period - 1)) == 0;

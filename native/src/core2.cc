@@ -1273,6 +1273,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   struct Counted {
     int q;
     double dx, dy, phaseZ;
+    std::vector<int> order;  // tile phases by part B's score, best first (ties: lower phase first)
   };
   auto countAt = [&](const Tried& t, double* cellsOut) {
     const SyncHit& hit = t.hit;
@@ -1298,7 +1299,10 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     PhaseOffset(kDihedral[hit.d], pq, period, ex, ey);
     ShiftedCells(keyFold.data(), in.c, ex, ey, period, p.cell, cellsOut);
     const int psx = hit.tx + (pq % reps) * period, psy = hit.ty + (pq / reps) * period;
-    return Counted{pq, psx + hit.fx, psy + hit.fy, sq > 0 ? (pscore - m) / std::sqrt(sq / scores.size()) : 0};
+    std::vector<int> order(scores.size());
+    for (size_t i = 0; i < order.size(); i++) order[i] = int(i);
+    std::stable_sort(order.begin(), order.end(), [&](int i, int j) { return scores[size_t(i)] > scores[size_t(j)]; });
+    return Counted{pq, psx + hit.fx, psy + hit.fy, sq > 0 ? (pscore - m) / std::sqrt(sq / scores.size()) : 0, order};
   };
 
   const double p0 = double(period) * std::min(w, h) / in.workShort;
@@ -1343,16 +1347,14 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
 
   // Other tile phases of the chosen alignment, only when the sync is not at the noise level.
   const int per = kT / p.cell, nCells = per * per;
+  // Part B's next phaseLooks choices, in its order (reference-v2.ts, step 7 of docs/fingerprint.md).
   out.phaseCells.clear();
   if (best.hit.z >= p.phasesZ) {
-    out.phaseCells.resize(size_t(reps * reps - 1) * nCells);
-    double* at = out.phaseCells.data();
-    for (int q = 0; q < reps * reps; q++) {
-      if (q == main.q) continue;
+    out.phaseCells.assign(size_t(std::max(p.phaseLooks, 0)) * nCells, 0.0);
+    for (int i = 0; i < p.phaseLooks && i + 1 < int(main.order.size()); i++) {
       int ex, ey;
-      PhaseOffset(kDihedral[best.hit.d], q, period, ex, ey);
-      ShiftedCells(keyFold.data(), in.c, ex, ey, period, p.cell, at);
-      at += nCells;
+      PhaseOffset(kDihedral[best.hit.d], main.order[size_t(i) + 1], period, ex, ey);
+      ShiftedCells(keyFold.data(), in.c, ex, ey, period, p.cell, out.phaseCells.data() + size_t(i) * nCells);
     }
   }
 

@@ -16,6 +16,7 @@ struct Core2Params {
   double gate;                                   // comb score below which only the crop line is tried
   double refineZ;                                // sync z below which the coherent refinement is skipped
   double phasesZ;                                // sync z from which the other tile phases' cells are reported
+  int phaseLooks;                                // part B's next choices of tile phase counted from phasesZ
   double secondT;                                // count T from which an unrefined spectrum lattice is refined anyway
   double aspectGate;                             // fine comb score from which the best aspect-line hypothesis is folded
   double rotationGate;                           // fine comb score from which the rotation plane's best hypothesis is folded

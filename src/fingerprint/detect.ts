@@ -18,6 +18,7 @@ import {
   V2_RUNNERS,
   V2_IDENTITY_LOOKS,
   V2_LATTICE_LOOKS,
+  V2_PHASE_LOOKS,
   V2_SHARE_MAIN,
   V2_SHARE_PHASES,
   V2_SHARE_RUNNERS,
@@ -85,7 +86,7 @@ export function jpegGridAtOwnSize(head: { width: number; height: number; format:
 
 /**
  * Version 2's decision: the chosen alignment at its best tile phase at V2_SHARE_MAIN of the scheme's
- * budget, each other tile phase at V2_SHARE_PHASES / 15, the second look at V2_SHARE_SECOND, each of the
+ * budget, each of part B's next V2_PHASE_LOOKS tile phases at V2_SHARE_PHASES / V2_PHASE_LOOKS, the second look at V2_SHARE_SECOND, each of the
  * V2_RUNNERS runner-up alignments at V2_SHARE_RUNNERS / V2_RUNNERS and each of the V2_IDENTITY_LOOKS
  * identity looks at V2_SHARE_IDENTITY / V2_IDENTITY_LOOKS and each of the V2_LATTICE_LOOKS lattice looks at
  * V2_SHARE_LATTICE / V2_LATTICE_LOOKS, counted or not (union bound: none of these alignments read part C).
@@ -103,10 +104,9 @@ export function decideV2(out: {
   if (main.pValue <= FPR_PER_SCHEME * V2_SHARE_MAIN) return { ...main, present: true };
   const per = out.cells.length;
   const phases = out.phaseCells ?? new Float64Array(0);
-  const others = phases.length / per;
-  for (let q = 0; q < others; q++) {
+  for (let q = 0; q < Math.min(V2_PHASE_LOOKS, phases.length / per); q++) {
     const t = cellTest(phases.subarray(q * per, (q + 1) * per));
-    if (t.pValue <= (FPR_PER_SCHEME * V2_SHARE_PHASES) / others) return { ...t, present: true };
+    if (t.pValue <= (FPR_PER_SCHEME * V2_SHARE_PHASES) / V2_PHASE_LOOKS) return { ...t, present: true };
   }
   if (out.refinedCells?.length) {
     const t = cellTest(out.refinedCells);

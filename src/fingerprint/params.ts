@@ -118,10 +118,16 @@ export const V2_SAME_AS_IDENTITY = 0.005;
 export const V2_REFINE_Z = 6.0;
 
 /**
- * Detector only: sync z of the chosen alignment from which the count cells of the other 15 tile phases
- * are tested too (part B, which picks the phase, is weak on small crops). Unmarked pictures: median 4.0.
+ * Detector only: sync z of the chosen alignment from which the count cells of part B's next
+ * V2_PHASE_LOOKS tile phases are tested too (part B, which picks the phase, is weak on small crops). Unmarked pictures: median 4.0.
  */
 export const V2_PHASES_Z = 4.75;
+/**
+ * Detector only: how many of part B's next choices of tile phase are counted (its 2nd and 3rd): on --dense
+ * over three marking keys, every tile phase other than B's choice that held the mark (T over 4.5, 13 of
+ * 4,860 marked trials) was its 2nd or 3rd (docs/fingerprint.md, step 7).
+ */
+export const V2_PHASE_LOOKS = 2;
 /**
  * Detector only: the second look. When the chosen lattice came from the spectrum and was not refined
  * (sync z under V2_REFINE_Z), it is refined anyway and counted again when the count at the chosen
@@ -162,9 +168,10 @@ export const V2_LATTICE_LOOKS = 2;
 export const V2_LATTICE_LOOK_Z = 5;
 /**
  * Shares of version 2's budget FPR_PER_SCHEME (they sum to 1): the chosen alignment at its best tile
- * phase; the other 15 tile phases, split equally; the second look; the runner-up alignments, split
- * equally over V2_RUNNERS; the identity looks, split equally over V2_IDENTITY_LOOKS; the lattice looks,
- * split equally over V2_LATTICE_LOOKS. Union bound over these 21 + V2_LATTICE_LOOKS tests, whose alignments never read part C (docs/fingerprint.md, "The false-positive bound").
+ * phase; part B's next V2_PHASE_LOOKS tile phases, split equally; the second look; the runner-up
+ * alignments, split equally over V2_RUNNERS; the identity looks, split equally over V2_IDENTITY_LOOKS; the
+ * lattice looks, split equally over V2_LATTICE_LOOKS. Union bound over these 10 tests, whose alignments
+ * never read part C (docs/fingerprint.md, "The false-positive bound").
  */
 export const V2_SHARE_MAIN = 0.5;
 export const V2_SHARE_PHASES = 0.1;
@@ -185,6 +192,7 @@ export const CORE2_PARAMS = {
   gate: V2_GATE,
   refineZ: V2_REFINE_Z,
   phasesZ: V2_PHASES_Z,
+  phaseLooks: V2_PHASE_LOOKS,
   secondT: V2_SECOND_T,
   aspectGate: V2_ASPECT_GATE,
   rotationGate: V2_ROTATION_GATE,

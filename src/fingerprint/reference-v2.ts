@@ -30,7 +30,9 @@ export interface Core2Params {
   candidates: number;
   gate: number;
   refineZ: number;
-  /** Sync z from which the count cells of the other tile phases are reported too (phaseCells). */
+  /** Part B's next choices of tile phase counted too (a fixed number; phaseCells). */
+  phaseLooks: number;
+  /** Sync z from which they are counted. */
   phasesZ: number;
   /** Self-normalised sum T of the count from which an unrefined spectrum lattice is refined and counted again. */
   secondT: number;
@@ -101,8 +103,8 @@ export interface Core2Output {
   /** Correlation of each count cell with the key at the chosen alignment. */
   cells: Float64Array;
   /**
-   * The cells at the other (TILE / period)^2 - 1 tile phases of the chosen alignment, one block of cells
-   * after another in phase order; empty when the sync z is under params.phasesZ.
+   * The cells at part B's 2nd, 3rd, ... choices of tile phase for the chosen alignment (params.phaseLooks
+   * blocks, in B's order); empty when the sync z is under params.phasesZ.
    */
   phaseCells: Float64Array;
   /**
@@ -1031,16 +1033,14 @@ export function detectCore2(input: Core2Input): Core2Output {
 
   // Other tile phases of the chosen alignment (part B picks one of 16 and is weak on small crops), only
   // when the sync is not at the noise level; the decision gives them a small share of its budget.
+  // Part B's next p.phaseLooks choices, in its order (ties keep the lower phase first): where another phase
+  // held the mark it was always B's 2nd or 3rd (docs/fingerprint.md, step 7).
   let phaseCells: Float64Array = new Float64Array(0);
   if (best.hit.z >= p.phasesZ) {
     const per = TILE / p.cell;
-    phaseCells = new Float64Array((reps * reps - 1) * per * per);
-    let at = 0;
-    for (let q = 0; q < reps * reps; q++) {
-      if (q === main.q) continue;
-      phaseCells.set(shiftedCells(main.g, input.c, phaseOffset(DIHEDRAL[best.hit.d]!, q, period), period, p.cell), at);
-      at += per * per;
-    }
+    const looks = main.order.slice(1, 1 + p.phaseLooks);
+    phaseCells = new Float64Array(p.phaseLooks * per * per);
+    looks.forEach((q, i) => phaseCells.set(shiftedCells(main.g, input.c, phaseOffset(DIHEDRAL[best.hit.d]!, q, period), period, p.cell), i * per * per));
   }
 
   // Second look: when the lattice came from the spectrum and was not refined (sync z under refineZ) but
@@ -1227,7 +1227,7 @@ function countAt(
   best: { hit: SyncHit; v: number[] },
   period: number,
   fold: Float64Array,
-): { cells: Float64Array; g: Float64Array; q: number; dx: number; dy: number; phaseZ: number } {
+): { cells: Float64Array; g: Float64Array; q: number; order: number[]; dx: number; dy: number; phaseZ: number } {
   const reps = TILE / period;
   const { d, tx, ty, fx, fy } = best.hit;
   foldLattice(x, input.width, input.height, best.v, period, -fx, -fy, fold);
@@ -1246,5 +1246,6 @@ function countAt(
   const phaseZ = sq > 0 ? (scores[q]! - m) / Math.sqrt(sq / scores.length) : 0;
   const sx = tx + (q % reps) * period;
   const sy = ty + Math.floor(q / reps) * period;
-  return { cells: shiftedCells(g, input.c, phaseOffset(D, q, period), period, input.params.cell), g, q, dx: sx + fx, dy: sy + fy, phaseZ };
+  const order = scores.map((_, i) => i).sort((i, j) => scores[j]! - scores[i]! || i - j);
+  return { cells: shiftedCells(g, input.c, phaseOffset(D, q, period), period, input.params.cell), g, q, order, dx: sx + fx, dy: sy + fy, phaseZ };
 }
