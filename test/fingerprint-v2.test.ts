@@ -187,7 +187,7 @@ describe('fingerprint v2 decision', () => {
     return out;
   };
 
-  it('splits version 2 budget over the main test, part B's next tile phases, the second look, the runner-ups and the identity and lattice looks', () => {
+  it("splits version 2 budget over the main test, part B's next tile phases, the second look, the runner-ups and the identity and lattice looks", () => {
     expect(V2_SHARE_MAIN + V2_SHARE_PHASES + V2_SHARE_SECOND + V2_SHARE_RUNNERS + V2_SHARE_IDENTITY + V2_SHARE_LATTICE).toBeCloseTo(1, 12);
     // A lattice look (the best peak of another lattice the search folded) that carries the mark.
     const lattice = new Float64Array(V2_LATTICE_LOOKS * 256);

@@ -941,7 +941,6 @@ export function detectCore2(input: Core2Input): Core2Output {
   const sync = new SyncA(input.a, period, input.harmonics, p.syncPower);
   const fold = new Float64Array(T2);
   const small = new Float64Array(period * period);
-  const reps = TILE / period;
 
   // Local maxima of the search's sync surfaces (not the refinement's), for the runner-up alignments.
   const peaks: { hit: SyncHit; v: number[] }[] = [];
