@@ -1271,7 +1271,6 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   // Folds again at an alignment with its sub-pixel shift (into `fold`), picks the tile phase with part B
   // and counts the cells there.
   struct Counted {
-    int q;
     double dx, dy, phaseZ;
     std::vector<int> order;  // tile phases by part B's score, best first (ties: lower phase first)
   };
@@ -1279,19 +1278,17 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     const SyncHit& hit = t.hit;
     FoldLattice(x.data(), w, h, t.v, period, -hit.fx, -hit.fy, fold.data());
     KeyFrame(fold.data(), kDihedral[hit.d], hit.tx, hit.ty, keyFold.data());
-    int pq = 0;
-    double pscore = -INFINITY;
     std::vector<double> scores;
     for (int q = 0; q < reps * reps; q++) {
       int ex, ey;
       PhaseOffset(kDihedral[hit.d], q, period, ex, ey);
-      const double s = ShiftedDot(keyFold.data(), in.b, ex, ey, period);
-      scores.push_back(s);
-      if (s > pscore) {
-        pscore = s;
-        pq = q;
-      }
+      scores.push_back(ShiftedDot(keyFold.data(), in.b, ex, ey, period));
     }
+    std::vector<int> order(scores.size());
+    for (size_t i = 0; i < order.size(); i++) order[i] = int(i);
+    std::stable_sort(order.begin(), order.end(), [&](int i, int j) { return scores[size_t(i)] > scores[size_t(j)]; });
+    const int pq = order[0];  // part B's choice
+    const double pscore = scores[size_t(pq)];
     double m = 0, sq = 0;
     for (const double s : scores) m += s / scores.size();
     for (const double s : scores) sq += (s - m) * (s - m);
@@ -1299,10 +1296,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     PhaseOffset(kDihedral[hit.d], pq, period, ex, ey);
     ShiftedCells(keyFold.data(), in.c, ex, ey, period, p.cell, cellsOut);
     const int psx = hit.tx + (pq % reps) * period, psy = hit.ty + (pq / reps) * period;
-    std::vector<int> order(scores.size());
-    for (size_t i = 0; i < order.size(); i++) order[i] = int(i);
-    std::stable_sort(order.begin(), order.end(), [&](int i, int j) { return scores[size_t(i)] > scores[size_t(j)]; });
-    return Counted{pq, psx + hit.fx, psy + hit.fy, sq > 0 ? (pscore - m) / std::sqrt(sq / scores.size()) : 0, order};
+    return Counted{psx + hit.fx, psy + hit.fy, sq > 0 ? (pscore - m) / std::sqrt(sq / scores.size()) : 0, order};
   };
 
   const double p0 = double(period) * std::min(w, h) / in.workShort;
@@ -1345,9 +1339,9 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   // Hypotheses of the alignment proper (the second look's folds, which the count gates, are not counted).
   out.candidates = tried;
 
-  // Other tile phases of the chosen alignment, only when the sync is not at the noise level.
+  // Other tile phases of the chosen alignment, only when the sync is not at the noise level: part B's next
+  // phaseLooks choices, in its order (reference-v2.ts, step 7 of docs/fingerprint.md).
   const int per = kT / p.cell, nCells = per * per;
-  // Part B's next phaseLooks choices, in its order (reference-v2.ts, step 7 of docs/fingerprint.md).
   out.phaseCells.clear();
   if (best.hit.z >= p.phasesZ) {
     out.phaseCells.assign(size_t(std::max(p.phaseLooks, 0)) * nCells, 0.0);

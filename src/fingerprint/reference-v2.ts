@@ -1031,9 +1031,8 @@ export function detectCore2(input: Core2Input): Core2Output {
   const candidates = tried;
 
   // Other tile phases of the chosen alignment (part B picks one of 16 and is weak on small crops), only
-  // when the sync is not at the noise level; the decision gives them a small share of its budget.
-  // Part B's next p.phaseLooks choices, in its order (ties keep the lower phase first): where another phase
-  // held the mark it was always B's 2nd or 3rd (docs/fingerprint.md, step 7).
+  // when the sync is not at the noise level: part B's next p.phaseLooks choices, in its order (where another
+  // phase held the mark it was always B's 2nd or 3rd; docs/fingerprint.md, step 7).
   let phaseCells: Float64Array = new Float64Array(0);
   if (best.hit.z >= p.phasesZ) {
     const per = TILE / p.cell;
@@ -1226,18 +1225,17 @@ function countAt(
   best: { hit: SyncHit; v: number[] },
   period: number,
   fold: Float64Array,
-): { cells: Float64Array; g: Float64Array; q: number; order: number[]; dx: number; dy: number; phaseZ: number } {
+): { cells: Float64Array; g: Float64Array; order: number[]; dx: number; dy: number; phaseZ: number } {
   const reps = TILE / period;
   const { d, tx, ty, fx, fy } = best.hit;
   foldLattice(x, input.width, input.height, best.v, period, -fx, -fy, fold);
   const D = DIHEDRAL[d]!;
   const g = keyFrame(fold, D, tx, ty);
-  let q = 0;
   const scores: number[] = [];
-  for (let k = 0; k < reps * reps; k++) {
-    scores.push(shiftedDot(g, input.b, phaseOffset(D, k, period), period));
-    if (scores[k]! > scores[q]!) q = k;
-  }
+  for (let k = 0; k < reps * reps; k++) scores.push(shiftedDot(g, input.b, phaseOffset(D, k, period), period));
+  // Tile phases by part B's score, best first (ties: lower phase first); B's choice is the first.
+  const order = scores.map((_, i) => i).sort((i, j) => scores[j]! - scores[i]! || i - j);
+  const q = order[0]!;
   let m = 0;
   let sq = 0;
   for (const s of scores) m += s / scores.length;
@@ -1245,6 +1243,5 @@ function countAt(
   const phaseZ = sq > 0 ? (scores[q]! - m) / Math.sqrt(sq / scores.length) : 0;
   const sx = tx + (q % reps) * period;
   const sy = ty + Math.floor(q / reps) * period;
-  const order = scores.map((_, i) => i).sort((i, j) => scores[j]! - scores[i]! || i - j);
-  return { cells: shiftedCells(g, input.c, phaseOffset(D, q, period), period, input.params.cell), g, q, order, dx: sx + fx, dy: sy + fy, phaseZ };
+  return { cells: shiftedCells(g, input.c, phaseOffset(D, q, period), period, input.params.cell), g, order, dx: sx + fx, dy: sy + fy, phaseZ };
 }
