@@ -812,26 +812,23 @@ inline void FoldRun(const float* x, int fw, int fh, double baseX, double baseY, 
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define OPTMARK_FOLD_AVX2 1
-// FoldRun four samples at a time (AVX2): the same double operations per sample as FoldRun (no FMA), the
-// two pixel pairs loaded as one window of the row when they lie on it, else gathered; four consecutive samples land on four different tile columns,
-// so adding them as a vector gives each column the same sums in the same order.
-__attribute__((target("avx2"))) void FoldRunAvx2(const float* x, int fw, int fh, double baseX, double baseY, double ax, double ay, int lo, int hi,
-                                                 double* row) {
+// The groups of four samples of FoldRunAvx2, i from g0 to g1 (multiples of 4). kNarrow: |ax| < 1.99, so
+// the columns x0 of four consecutive samples span at most 6 (3 |ax| plus the roundings) and are not
+// tested; kUp: ax >= 0, so the group's lowest column is its first sample's (else its last's).
+template <bool kNarrow, bool kUp>
+__attribute__((target("avx2"), always_inline)) inline void FoldGroupsAvx2(const float* x, int fw, int fh, double baseX, double baseY, double ax, double ay,
+                                                                          int g0, int g1, double* row) {
   const __m256d vbx = _mm256_set1_pd(baseX), vby = _mm256_set1_pd(baseY), vax = _mm256_set1_pd(ax), vay = _mm256_set1_pd(ay);
+  const __m256d four = _mm256_set1_pd(4.0);
   const __m128i xmax = _mm_set1_epi32(fw - 2), ymax = _mm_set1_epi32(fh - 2), vfw = _mm_set1_epi32(fw);
+  const __m256i next = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
   const __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
   const __m256d all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1)), none = _mm256_setzero_pd();
   const double* base = reinterpret_cast<const double*>(x);
-  const size_t last = size_t(fw) * fh;
-  int i = lo;
-  while (i <= hi) {
-    const int c = i & kTM;
-    if (hi - i < 3 || c > kT - 4) {  // the tail, or four samples that would wrap around the tile
-      FoldRun(x, fw, fh, baseX, baseY, ax, ay, i, i, row);
-      i++;
-      continue;
-    }
-    const __m256d vi = _mm256_setr_pd(i, i + 1, i + 2, i + 3);
+  // Windows whose second row's 8 pixels would end past the picture are gathered instead.
+  const ptrdiff_t lastWindow = ptrdiff_t(fw) * fh - fw - 8;
+  __m256d vi = _mm256_setr_pd(g0, g0 + 1, g0 + 2, g0 + 3);
+  for (int i = g0; i < g1; i += 4, vi = _mm256_add_pd(vi, four)) {
     const __m256d sx = _mm256_add_pd(vbx, _mm256_mul_pd(vax, vi));
     const __m256d sy = _mm256_add_pd(vby, _mm256_mul_pd(vay, vi));
     const __m128i x0 = _mm_min_epi32(_mm256_cvttpd_epi32(sx), xmax);
@@ -839,14 +836,17 @@ __attribute__((target("avx2"))) void FoldRunAvx2(const float* x, int fw, int fh,
     const __m256d fx = _mm256_sub_pd(sx, _mm256_cvtepi32_pd(x0));
     const __m256d fy = _mm256_sub_pd(sy, _mm256_cvtepi32_pd(y0));
     __m256 t01, b01;
-    // The four samples' pixel pairs lie on one row within 8 pixels (most lattices: scale up to about 2,
-    // small angles): two loads of 8 floats and a permutation each, the same values as the gathers.
-    const int ylo = _mm_cvtsi128_si32(y0), xa = _mm_cvtsi128_si32(x0), xb = _mm_extract_epi32(x0, 3);
-    const int xlo = std::min(xa, xb);
-    const size_t at0 = size_t(ylo) * fw + xlo;
-    if (_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(y0, _mm_set1_epi32(ylo)))) == 0xf && std::max(xa, xb) - xlo <= 6 && at0 + fw + 8 <= last) {
-      const __m128i d = _mm_sub_epi32(x0, _mm_set1_epi32(xlo));
-      const __m256i perm = _mm256_set_m128i(_mm_add_epi32(d, _mm_set1_epi32(1)), d);
+    const int ya = _mm_cvtsi128_si32(y0), yb = _mm_extract_epi32(y0, 3);
+    const __m128i lo4 = _mm_shuffle_epi32(x0, kUp ? 0x00 : 0xff);  // the lowest column, in every lane
+    const ptrdiff_t at0 = ptrdiff_t(ya) * fw + _mm_cvtsi128_si32(lo4);
+    bool window = ya == yb && at0 <= lastWindow;
+    if (!kNarrow) {
+      const int xa = _mm_cvtsi128_si32(x0), xb = _mm_extract_epi32(x0, 3);
+      window = window && unsigned(xb - xa + 6) <= 12u;
+    }
+    if (window) {
+      const __m128i d = _mm_sub_epi32(x0, lo4);
+      const __m256i perm = _mm256_add_epi32(_mm256_inserti128_si256(_mm256_castsi128_si256(d), d, 1), next);
       t01 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + at0), perm);
       b01 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + at0 + fw), perm);
     } else {
@@ -859,9 +859,35 @@ __attribute__((target("avx2"))) void FoldRunAvx2(const float* x, int fw, int fh,
     const __m256d top = _mm256_add_pd(p0, _mm256_mul_pd(fx, _mm256_sub_pd(p1, p0)));
     const __m256d bot = _mm256_add_pd(p2, _mm256_mul_pd(fx, _mm256_sub_pd(p3, p2)));
     const __m256d val = _mm256_add_pd(top, _mm256_mul_pd(fy, _mm256_sub_pd(bot, top)));
-    _mm256_storeu_pd(row + c, _mm256_add_pd(_mm256_loadu_pd(row + c), val));
-    i += 4;
+    double* r = row + (i & kTM);
+    _mm256_storeu_pd(r, _mm256_add_pd(_mm256_loadu_pd(r), val));
   }
+}
+
+// FoldRun four samples at a time (AVX2): the same double operations per sample as FoldRun (no FMA). The
+// groups start at multiples of 4 of i (the few samples before the first and after the last go through
+// FoldRun), so the four samples of a group land on four consecutive tile columns without wrapping around
+// the tile, and adding them as a vector gives each column the same sums in the same order. sx and sy are
+// monotone in i (a product by one factor, then one sum, each rounded), so x0 and y0 are too: a group's pixel
+// rows are one when its first and last samples' are, and its columns lie between its first and last
+// samples'. Then (most lattices: scale up to about 2, small angles) the two pixel pairs of the four samples
+// are one window of 8 pixels of each row, loaded and permuted; else they are gathered.
+__attribute__((target("avx2"))) void FoldRunAvx2(const float* x, int fw, int fh, double baseX, double baseY, double ax, double ay, int lo, int hi,
+                                                 double* row) {
+  const int g0 = std::min(hi + 1, (lo + 3) & ~3);  // first group's i
+  const int g1 = g0 + ((hi + 1 - g0) & ~3);        // past the last group
+  if (lo < g0) FoldRun(x, fw, fh, baseX, baseY, ax, ay, lo, g0 - 1, row);
+  if (g0 < g1) {
+    const bool narrow = std::abs(ax) < 1.99;
+    if (ax >= 0) {
+      if (narrow) FoldGroupsAvx2<true, true>(x, fw, fh, baseX, baseY, ax, ay, g0, g1, row);
+      else FoldGroupsAvx2<false, true>(x, fw, fh, baseX, baseY, ax, ay, g0, g1, row);
+    } else {
+      if (narrow) FoldGroupsAvx2<true, false>(x, fw, fh, baseX, baseY, ax, ay, g0, g1, row);
+      else FoldGroupsAvx2<false, false>(x, fw, fh, baseX, baseY, ax, ay, g0, g1, row);
+    }
+  }
+  if (g1 <= hi) FoldRun(x, fw, fh, baseX, baseY, ax, ay, std::max(g1, lo), hi, row);
 }
 #endif
 
