@@ -1267,7 +1267,16 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   int tried = 1;
   // Coherent refinement of a lattice: small linear maps (I + E) V that raise the sync z (same symmetry).
   // `gated`: only from sync z p.refineZ (the second look refines without it).
+  // A lattice the refinement already folded (bitwise the same matrix, its symmetry fixed) is not folded
+  // again: an iteration that ends without a move tries the same matrices as the previous iteration did after
+  // its last move. The same result either way (trySync depends on the lattice and the symmetry only).
+  struct Seen {
+    double v[4];
+    Tried t;
+  };
+  std::vector<Seen> seen;
   auto refine = [&](Tried at, bool gated) {
+    seen.clear();
     for (const double eps : {0.004, 0.0015}) {
       if (gated && at.hit.z < p.refineZ) break;
       for (int iter = 0; iter < 3; iter++) {
@@ -1282,7 +1291,11 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
           const double cand[4] = {bv[0] + ex[0] * bv[0] + ex[1] * bv[1], bv[1] + ex[2] * bv[0] + ex[3] * bv[1], bv[2] + ex[0] * bv[2] + ex[1] * bv[3],
                                   bv[3] + ex[2] * bv[2] + ex[3] * bv[3]};
           tried++;
-          Tried r2 = trySync(cand, at.hit.d);
+          const Seen* hit = nullptr;
+          for (const Seen& o : seen)
+            if (std::memcmp(o.v, cand, sizeof cand) == 0) hit = &o;
+          const Tried r2 = hit ? hit->t : trySync(cand, at.hit.d);
+          if (!hit) seen.push_back(Seen{{cand[0], cand[1], cand[2], cand[3]}, r2});
           if (r2.hit.z > at.hit.z) {
             at = r2;
             at.moved = true;
