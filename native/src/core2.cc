@@ -837,18 +837,29 @@ __attribute__((target("avx2"), always_inline)) inline void FoldGroupsAvx2(const 
     const __m256d fy = _mm256_sub_pd(sy, _mm256_cvtepi32_pd(y0));
     __m256 t01, b01;
     const int ya = _mm_cvtsi128_si32(y0), yb = _mm_extract_epi32(y0, 3);
+    const int ylo = std::min(ya, yb);
     const __m128i lo4 = _mm_shuffle_epi32(x0, kUp ? 0x00 : 0xff);  // the lowest column, in every lane
-    const ptrdiff_t at0 = ptrdiff_t(ya) * fw + _mm_cvtsi128_si32(lo4);
-    bool window = ya == yb && at0 <= lastWindow;
+    const ptrdiff_t at0 = ptrdiff_t(ylo) * fw + _mm_cvtsi128_si32(lo4);
+    bool window = at0 <= lastWindow - (ya != yb ? fw : 0);
     if (!kNarrow) {
       const int xa = _mm_cvtsi128_si32(x0), xb = _mm_extract_epi32(x0, 3);
       window = window && unsigned(xb - xa + 6) <= 12u;
     }
-    if (window) {
-      const __m128i d = _mm_sub_epi32(x0, lo4);
-      const __m256i perm = _mm256_add_epi32(_mm256_inserti128_si256(_mm256_castsi128_si256(d), d, 1), next);
+    const __m128i d = _mm_sub_epi32(x0, lo4);
+    const __m256i perm = _mm256_add_epi32(_mm256_inserti128_si256(_mm256_castsi128_si256(d), d, 1), next);
+    if (window && ya == yb) {
       t01 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + at0), perm);
       b01 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + at0 + fw), perm);
+    } else if (window && std::abs(yb - ya) == 1) {
+      // Pixel rows ylo and ylo + 1 (the samples from the first on or up to the last): windows of the three
+      // pixel rows they read, each sample's pairs picked from its own two.
+      const __m128i m = _mm_cmpeq_epi32(y0, _mm_set1_epi32(ylo));
+      const __m256 in0 = _mm256_castsi256_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(m), m, 1));
+      const __m256 r0 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + at0), perm);
+      const __m256 r1 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + at0 + fw), perm);
+      const __m256 r2 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + at0 + 2 * fw), perm);
+      t01 = _mm256_blendv_ps(r1, r0, in0);
+      b01 = _mm256_blendv_ps(r2, r1, in0);
     } else {
       const __m128i at = _mm_add_epi32(_mm_mullo_epi32(y0, vfw), x0);
       t01 = _mm256_permutevar8x32_ps(_mm256_castpd_ps(_mm256_mask_i32gather_pd(none, base, at, all, 4)), split);
