@@ -13,7 +13,11 @@
 #include "core.h"
 
 #if defined(__x86_64__)
+// GCC 12's AVX-512 intrinsics warn of their own undefined inputs (-Wmaybe-uninitialized, GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #endif
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
@@ -900,6 +904,64 @@ __attribute__((target("avx2"))) void FoldRunAvx2(const float* x, int fw, int fh,
   }
   if (g1 <= hi) FoldRun(x, fw, fh, baseX, baseY, ax, ay, std::max(g1, lo), hi, row);
 }
+// FoldRun eight samples at a time (AVX-512F) when |ax| < 1.98: the columns x0 of eight consecutive samples
+// then span at most 14 (7 |ax| plus the roundings), so the two pixel pairs of a group lie in one window of
+// 16 pixels of each pixel row it reads, loaded and permuted (two rows, or three when its samples read two
+// pairs of rows, each sample's pairs then picked from its own two). The same double operations per sample
+// as FoldRun (no FMA). The groups start at multiples of 8 of i, so they do not wrap around the tile; the
+// samples before the first, and the rest of the row from a group that reads more than three pixel rows
+// or ends past the picture, go through FoldRunAvx2, so every tile column gets its samples in the same
+// order.
+template <bool kUp>
+__attribute__((target("avx512f,avx2"))) void FoldRunAvx512(const float* x, int fw, int fh, double baseX, double baseY, double ax, double ay, int lo, int hi,
+                                                           double* row) {
+  const int g0 = std::min(hi + 1, (lo + 7) & ~7);  // first group's i
+  const int g1 = g0 + ((hi + 1 - g0) & ~7);        // past the last group
+  if (lo < g0) FoldRunAvx2(x, fw, fh, baseX, baseY, ax, ay, lo, g0 - 1, row);
+  const __m512d vbx = _mm512_set1_pd(baseX), vby = _mm512_set1_pd(baseY), vax = _mm512_set1_pd(ax), vay = _mm512_set1_pd(ay);
+  const __m512d eight = _mm512_set1_pd(8.0);
+  const __m256i xmax = _mm256_set1_epi32(fw - 2), ymax = _mm256_set1_epi32(fh - 2);
+  const __m512i next = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m256i lowest = _mm256_set1_epi32(kUp ? 0 : 7);
+  // Windows of three rows whose last would end past the picture: the rest of the row goes to FoldRunAvx2.
+  const ptrdiff_t lastWindow = ptrdiff_t(fw) * fh - 2 * fw - 16;
+  __m512d vi = _mm512_setr_pd(g0, g0 + 1, g0 + 2, g0 + 3, g0 + 4, g0 + 5, g0 + 6, g0 + 7);
+  int i = g0;
+  for (; i < g1; i += 8, vi = _mm512_add_pd(vi, eight)) {
+    const __m512d sx = _mm512_add_pd(vbx, _mm512_mul_pd(vax, vi));
+    const __m512d sy = _mm512_add_pd(vby, _mm512_mul_pd(vay, vi));
+    const __m256i x0 = _mm256_min_epi32(_mm512_cvttpd_epi32(sx), xmax);
+    const __m256i y0 = _mm256_min_epi32(_mm512_cvttpd_epi32(sy), ymax);
+    const int ya = _mm256_cvtsi256_si32(y0), yb = _mm_extract_epi32(_mm256_extracti128_si256(y0, 1), 3);
+    const int ylo = std::min(ya, yb);
+    const __m256i lo8 = _mm256_permutevar8x32_epi32(x0, lowest);  // the lowest column, in every lane
+    const ptrdiff_t at0 = ptrdiff_t(ylo) * fw + _mm256_cvtsi256_si32(lo8);
+    if (std::abs(yb - ya) > 1 || at0 > lastWindow) break;
+    const __m512d fx = _mm512_sub_pd(sx, _mm512_cvtepi32_pd(x0));
+    const __m512d fy = _mm512_sub_pd(sy, _mm512_cvtepi32_pd(y0));
+    const __m256i d = _mm256_sub_epi32(x0, lo8);
+    const __m512i perm = _mm512_add_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(d), d, 1), next);
+    __m512 t01 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(x + at0));
+    __m512 b01 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(x + at0 + fw));
+    if (ya != yb) {
+      const __m512i y2 = _mm512_inserti64x4(_mm512_castsi256_si512(y0), y0, 1);
+      const __mmask16 lower = _mm512_cmpneq_epi32_mask(y2, _mm512_set1_epi32(ylo));  // samples on row ylo + 1
+      const __m512 r2 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(x + at0 + 2 * fw));
+      t01 = _mm512_mask_mov_ps(t01, lower, b01);
+      b01 = _mm512_mask_mov_ps(b01, lower, r2);
+    }
+    const __m512d p0 = _mm512_cvtps_pd(_mm512_castps512_ps256(t01));
+    const __m512d p1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t01), 1)));
+    const __m512d p2 = _mm512_cvtps_pd(_mm512_castps512_ps256(b01));
+    const __m512d p3 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(b01), 1)));
+    const __m512d top = _mm512_add_pd(p0, _mm512_mul_pd(fx, _mm512_sub_pd(p1, p0)));
+    const __m512d bot = _mm512_add_pd(p2, _mm512_mul_pd(fx, _mm512_sub_pd(p3, p2)));
+    const __m512d val = _mm512_add_pd(top, _mm512_mul_pd(fy, _mm512_sub_pd(bot, top)));
+    double* r = row + (i & kTM);
+    _mm512_storeu_pd(r, _mm512_add_pd(_mm512_loadu_pd(r), val));
+  }
+  if (i <= hi) FoldRunAvx2(x, fw, fh, baseX, baseY, ax, ay, std::max(i, lo), hi, row);
+}
 #endif
 
 // Resample on the lattice frame and fold onto one kTile x kTile tile (see foldLattice in reference-v2.ts).
@@ -924,6 +986,8 @@ void FoldLattice(const float* x, int fw, int fh, const double* v, int period, do
   const int j0 = int(std::floor(jmin)), j1 = int(std::ceil(jmax));
 #ifdef OPTMARK_FOLD_AVX2
   static const bool avx2 = __builtin_cpu_supports("avx2");
+  static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
+  const int wide = avx512 && std::abs(ax) < 1.98 ? (ax >= 0 ? 1 : 2) : 0;  // FoldRunAvx512, columns rising or falling
 #endif
   for (int j = j0; j <= j1; j++) {
     const double baseX = cx + bx * (j + oy) + ax * ox;
@@ -963,6 +1027,11 @@ void FoldLattice(const float* x, int fw, int fh, const double* v, int period, do
     while (!inside(hi)) hi--;
     while (hi < i1 && inside(hi + 1)) hi++;
 #ifdef OPTMARK_FOLD_AVX2
+    if (wide) {
+      if (wide == 1) FoldRunAvx512<true>(x, fw, fh, baseX, baseY, ax, ay, lo, hi, row);
+      else FoldRunAvx512<false>(x, fw, fh, baseX, baseY, ax, ay, lo, hi, row);
+      continue;
+    }
     if (avx2) {
       FoldRunAvx2(x, fw, fh, baseX, baseY, ax, ay, lo, hi, row);
       continue;
