@@ -20,8 +20,9 @@
 #pragma GCC diagnostic pop
 #endif
 
+// The hot loops are compiled for AVX-512F, AVX2 and the baseline and picked at load time (as in core.cc).
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define OPTMARK_CLONES __attribute__((target_clones("avx2", "default")))
+#define OPTMARK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define OPTMARK_CLONES
 #endif
