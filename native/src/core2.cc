@@ -124,6 +124,10 @@ inline __attribute__((always_inline)) void FftColumnsOf(double* __restrict re, d
 OPTMARK_CLONES
 void FftColumns(double* __restrict re, double* __restrict im, int nx, int ny, int sign) { FftColumnsOf<0>(re, im, nx, ny, sign); }
 
+// The same at width 32 fixed at compile time (the sync correlation's period transforms: inner loop unrolled).
+OPTMARK_CLONES
+void FftColumns32(double* __restrict re, double* __restrict im, int ny, int sign) { FftColumnsOf<32>(re, im, 32, ny, sign); }
+
 // 2-D transform of an nx x ny row-major array, rows then columns. The rows go through a transpose and the
 // column kernel (per element the same butterflies as fft1d, vectorised across the rows), so the result is
 // bitwise that of fft1d on every row, then on every column (fft2d in fft.ts).
@@ -137,13 +141,15 @@ void Fft2dRect(double* re, double* im, int nx, int ny, int sign) {
       tr[size_t(x) * ny + y] = re[size_t(y) * nx + x];
       ti[size_t(x) * ny + y] = im[size_t(y) * nx + x];
     }
-  FftColumns(tr.data(), ti.data(), ny, nx, sign);
+  if (ny == 32) FftColumns32(tr.data(), ti.data(), nx, sign);
+  else FftColumns(tr.data(), ti.data(), ny, nx, sign);
   for (int y = 0; y < ny; y++)
     for (int x = 0; x < nx; x++) {
       re[size_t(y) * nx + x] = tr[size_t(x) * ny + y];
       im[size_t(y) * nx + x] = ti[size_t(x) * ny + y];
     }
-  FftColumns(re, im, nx, ny, sign);
+  if (nx == 32) FftColumns32(re, im, ny, sign);
+  else FftColumns(re, im, nx, ny, sign);
 }
 
 constexpr int kRowBlock = 16;
@@ -1138,10 +1144,15 @@ struct SyncA {
   // The best peak over the symmetries (or `only`); with `peaks`, also every local maximum from z `floor`.
   SyncHit Best(const double* f, int only, std::vector<SyncHit>* peaks = nullptr, double floor = INFINITY) const {
     const size_t n2 = size_t(n) * n;
-    std::vector<double> fr(f, f + n2), fi(n2, 0.0), pr(n2), pi(n2);
+    // Scratch planes kept per thread (the refinement calls this up to 48 times per picture).
+    thread_local std::vector<double> fr, fi, pr, pi, q, qn;
+    fr.assign(f, f + n2);
+    fi.assign(n2, 0.0);
+    pr.resize(n2);
+    pi.resize(n2);
+    q.resize(n2);
     Fft2dRect(fr.data(), fi.data(), n, n, -1);
     const int m = n - 1;
-    std::vector<double> q(n2), qn(n2);
     for (size_t k = 0; k < n2; k++) q[k] = fr[k] * fr[k] + fi[k] * fi[k];
     qn = q;
     for (size_t k = 0; k < n2; k++) {
