@@ -913,12 +913,12 @@ __attribute__((target("avx2"))) void FoldRunAvx2(const float* x, int fw, int fh,
 }
 // FoldRun eight samples at a time (AVX-512F) when |ax| < 1.98: the columns x0 of eight consecutive samples
 // then span at most 14 (7 |ax| plus the roundings), so the two pixel pairs of a group lie in one window of
-// 16 pixels of each pixel row it reads, loaded and permuted (two rows, or three when its samples read two
-// pairs of rows, each sample's pairs then picked from its own two). The same double operations per sample
-// as FoldRun (no FMA). The groups start at multiples of 8 of i, so they do not wrap around the tile; the
-// samples before the first, and the rest of the row from a group that reads more than three pixel rows
-// or ends past the picture, go through FoldRunAvx2, so every tile column gets its samples in the same
-// order.
+// 16 pixels of each pixel row it reads, loaded and permuted (two rows, or three or four when its samples
+// are on two or three pixel rows, each sample's pairs then picked from its own two). The same double
+// operations per sample as FoldRun (no FMA). The groups start at multiples of 8 of i, so they do not wrap
+// around the tile; the samples before the first, and the rest of the row from a group on more than three
+// pixel rows or with windows past the picture, go through FoldRunAvx2, so every tile column gets its
+// samples in the same order.
 template <bool kUp>
 __attribute__((target("avx512f,avx2"))) void FoldRunAvx512(const float* x, int fw, int fh, double baseX, double baseY, double ax, double ay, int lo, int hi,
                                                            double* row) {
@@ -930,8 +930,7 @@ __attribute__((target("avx512f,avx2"))) void FoldRunAvx512(const float* x, int f
   const __m256i xmax = _mm256_set1_epi32(fw - 2), ymax = _mm256_set1_epi32(fh - 2);
   const __m512i next = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
   const __m256i lowest = _mm256_set1_epi32(kUp ? 0 : 7);
-  // Windows of three rows whose last would end past the picture: the rest of the row goes to FoldRunAvx2.
-  const ptrdiff_t lastWindow = ptrdiff_t(fw) * fh - 2 * fw - 16;
+  const ptrdiff_t last = ptrdiff_t(fw) * fh - 16;
   __m512d vi = _mm512_setr_pd(g0, g0 + 1, g0 + 2, g0 + 3, g0 + 4, g0 + 5, g0 + 6, g0 + 7);
   int i = g0;
   for (; i < g1; i += 8, vi = _mm512_add_pd(vi, eight)) {
@@ -940,22 +939,30 @@ __attribute__((target("avx512f,avx2"))) void FoldRunAvx512(const float* x, int f
     const __m256i x0 = _mm256_min_epi32(_mm512_cvttpd_epi32(sx), xmax);
     const __m256i y0 = _mm256_min_epi32(_mm512_cvttpd_epi32(sy), ymax);
     const int ya = _mm256_cvtsi256_si32(y0), yb = _mm_extract_epi32(_mm256_extracti128_si256(y0, 1), 3);
-    const int ylo = std::min(ya, yb);
+    const int ylo = std::min(ya, yb), dy = std::abs(yb - ya);
     const __m256i lo8 = _mm256_permutevar8x32_epi32(x0, lowest);  // the lowest column, in every lane
     const ptrdiff_t at0 = ptrdiff_t(ylo) * fw + _mm256_cvtsi256_si32(lo8);
-    if (std::abs(yb - ya) > 1 || at0 > lastWindow) break;
+    // More than three pairs of pixel rows, or windows past the picture: the rest of the row to FoldRunAvx2.
+    if (dy > 2 || at0 > last - (dy + 1) * ptrdiff_t(fw)) break;
     const __m512d fx = _mm512_sub_pd(sx, _mm512_cvtepi32_pd(x0));
     const __m512d fy = _mm512_sub_pd(sy, _mm512_cvtepi32_pd(y0));
     const __m256i d = _mm256_sub_epi32(x0, lo8);
     const __m512i perm = _mm512_add_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(d), d, 1), next);
     __m512 t01 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(x + at0));
     __m512 b01 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(x + at0 + fw));
-    if (ya != yb) {
-      const __m512i y2 = _mm512_inserti64x4(_mm512_castsi256_si512(y0), y0, 1);
-      const __mmask16 lower = _mm512_cmpneq_epi32_mask(y2, _mm512_set1_epi32(ylo));  // samples on row ylo + 1
+    if (dy) {
+      // Samples on pixel row ylo + 1 (and ylo + 2) take their pairs from the next window(s).
+      const __m512i rel = _mm512_sub_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(y0), y0, 1), _mm512_set1_epi32(ylo));
       const __m512 r2 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(x + at0 + 2 * fw));
-      t01 = _mm512_mask_mov_ps(t01, lower, b01);
-      b01 = _mm512_mask_mov_ps(b01, lower, r2);
+      const __mmask16 past0 = _mm512_cmpneq_epi32_mask(rel, _mm512_setzero_si512());
+      t01 = _mm512_mask_mov_ps(t01, past0, b01);
+      b01 = _mm512_mask_mov_ps(b01, past0, r2);
+      if (dy == 2) {
+        const __m512 r3 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(x + at0 + 3 * fw));
+        const __mmask16 past1 = _mm512_cmpeq_epi32_mask(rel, _mm512_set1_epi32(2));
+        t01 = _mm512_mask_mov_ps(t01, past1, r2);
+        b01 = _mm512_mask_mov_ps(b01, past1, r3);
+      }
     }
     const __m512d p0 = _mm512_cvtps_pd(_mm512_castps512_ps256(t01));
     const __m512d p1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t01), 1)));
