@@ -893,7 +893,8 @@ __attribute__((target("avx2"), always_inline)) inline void FoldGroupsAvx2(const 
 // monotone in i (a product by one factor, then one sum, each rounded), so x0 and y0 are too: a group's pixel
 // rows are one when its first and last samples' are, and its columns lie between its first and last
 // samples'. Then (most lattices: scale up to about 2, small angles) the two pixel pairs of the four samples
-// are one window of 8 pixels of each row, loaded and permuted; else they are gathered.
+// are one window of 8 pixels of each row, loaded and permuted (three rows blended when the samples lie on
+// two pixel rows); else they are gathered.
 __attribute__((target("avx2"))) void FoldRunAvx2(const float* x, int fw, int fh, double baseX, double baseY, double ax, double ay, int lo, int hi,
                                                  double* row) {
   const int g0 = std::min(hi + 1, (lo + 3) & ~3);  // first group's i
@@ -911,6 +912,7 @@ __attribute__((target("avx2"))) void FoldRunAvx2(const float* x, int fw, int fh,
   }
   if (g1 <= hi) FoldRun(x, fw, fh, baseX, baseY, ax, ay, std::max(g1, lo), hi, row);
 }
+
 // FoldRun eight samples at a time (AVX-512F) when |ax| < 1.98: the columns x0 of eight consecutive samples
 // then span at most 14 (7 |ax| plus the roundings), so the two pixel pairs of a group lie in one window of
 // 16 pixels of each pixel row it reads, loaded and permuted (two rows, or three or four when its samples
@@ -1396,11 +1398,11 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
           const double cand[4] = {bv[0] + ex[0] * bv[0] + ex[1] * bv[1], bv[1] + ex[2] * bv[0] + ex[3] * bv[1], bv[2] + ex[0] * bv[2] + ex[1] * bv[3],
                                   bv[3] + ex[2] * bv[2] + ex[3] * bv[3]};
           tried++;
-          const Seen* hit = nullptr;
+          const Seen* done = nullptr;
           for (const Seen& o : seen)
-            if (std::memcmp(o.v, cand, sizeof cand) == 0) hit = &o;
-          const Tried r2 = hit ? hit->t : trySync(cand, at.hit.d);
-          if (!hit) seen.push_back(Seen{{cand[0], cand[1], cand[2], cand[3]}, r2});
+            if (std::memcmp(o.v, cand, sizeof cand) == 0) done = &o;
+          const Tried r2 = done ? done->t : trySync(cand, at.hit.d);
+          if (!done) seen.push_back(Seen{{cand[0], cand[1], cand[2], cand[3]}, r2});
           if (r2.hit.z > at.hit.z) {
             at = r2;
             at.moved = true;
