@@ -238,6 +238,31 @@ __attribute__((target("avx2"))) int InterpRowAvx2(const float* r0, const float* 
   }
   return i;
 }
+
+// InterpRowAvx2 sixteen samples at a time (AVX-512F) while their pixel pairs lie within a window of 32
+// pixels of the row: two loads per source row and a two-table permutation per pixel of the pair; per
+// sample the same float operations (no FMA).
+__attribute__((target("avx512f"))) int InterpRowAvx512(const float* r0, const float* r1, const int* xi, const float* xf, int nx, float fy, const float* end,
+                                                       float* line) {
+  const __m512 vfy = _mm512_set1_ps(fy);
+  const __m512i one = _mm512_set1_epi32(1);
+  int i = 0;
+  for (; i + 16 <= nx; i += 16) {
+    const int k0 = xi[i];
+    if (xi[i + 15] - k0 > 30 || r1 + k0 + 32 > end) break;
+    const __m512i d0 = _mm512_sub_epi32(_mm512_loadu_si512(xi + i), _mm512_set1_epi32(k0));
+    const __m512i d1 = _mm512_add_epi32(d0, one);
+    const __m512 fx = _mm512_loadu_ps(xf + i);
+    const __m512 w0 = _mm512_loadu_ps(r0 + k0), w1 = _mm512_loadu_ps(r0 + k0 + 16);
+    const __m512 v0 = _mm512_loadu_ps(r1 + k0), v1 = _mm512_loadu_ps(r1 + k0 + 16);
+    const __m512 a0 = _mm512_permutex2var_ps(w0, d0, w1), a1 = _mm512_permutex2var_ps(w0, d1, w1);
+    const __m512 b0 = _mm512_permutex2var_ps(v0, d0, v1), b1 = _mm512_permutex2var_ps(v0, d1, v1);
+    const __m512 top = _mm512_add_ps(a0, _mm512_mul_ps(fx, _mm512_sub_ps(a1, a0)));
+    const __m512 bot = _mm512_add_ps(b0, _mm512_mul_ps(fx, _mm512_sub_ps(b1, b0)));
+    _mm512_storeu_ps(line + i, _mm512_add_ps(top, _mm512_mul_ps(vfy, _mm512_sub_ps(bot, top))));
+  }
+  return i;
+}
 #endif
 
 #ifdef OPTMARK_INTERP_AVX2
@@ -309,7 +334,9 @@ OPTMARK_CLONES void Fold(const float* __restrict x, int w, int h, double s, doub
     int i0 = 0;
 #ifdef OPTMARK_INTERP_AVX2
     static const bool avx2 = __builtin_cpu_supports("avx2");
-    if (avx2) i0 = InterpRowAvx2(r0, r1, xi, xf, nx, fy, x + size_t(w) * h, line);
+    static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
+    if (avx512) i0 = InterpRowAvx512(r0, r1, xi, xf, nx, fy, x + size_t(w) * h, line);
+    else if (avx2) i0 = InterpRowAvx2(r0, r1, xi, xf, nx, fy, x + size_t(w) * h, line);
 #endif
     for (int i = i0; i < nx; i++) {
       const int k = xi[i];
