@@ -50,59 +50,63 @@ void Luma(const uint8_t* px, int w, int h, int ch, float* y) {
 }
 
 #ifdef OPTMARK_INTERP_AVX2
-// d[x] = sum over k of t[k] * rows[k][x], k in order from a sum of 0 (the blur's passes), 32 pixels at a
-// time in registers (the compiled loop loads and stores d once per tap): per pixel the same float
-// products and sums in the same order, no FMA.
-__attribute__((target("avx2"))) void TapSumAvx2(const float* const* rows, const float* t, int taps, int w, float* d) {
-  int x = 0;
-  for (; x + 32 <= w; x += 32) {
-    __m256 a0 = _mm256_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
+// d[x] = sum over k of t[k] * rows[k][x], k in order from a sum of 0 (the blur's passes), for the pixels
+// from x on in blocks of four vectors V held in registers (the compiled loop loads and stores d once per
+// tap): per pixel the same float products and sums in the same order, no FMA. Returns the first pixel
+// not done.
+template <class V>
+__attribute__((always_inline)) inline int TapBlocks(const float* const* rows, const float* t, int taps, int w, float* d, int x) {
+  constexpr int L = sizeof(V) / sizeof(float);
+  // Unaligned loads (no vector return value: its ABI depends on the target).
+  auto load = [](V& v, const float* p) { std::memcpy(&v, p, sizeof v); };
+  for (; x + 4 * L <= w; x += 4 * L) {
+    V a0 = V{}, a1 = a0, a2 = a0, a3 = a0, s0, s1, s2, s3;
     for (int k = 0; k < taps; k++) {
-      const __m256 tk = _mm256_set1_ps(t[k]);
+      const float tk = t[k];
       const float* s = rows[k] + x;
-      a0 = _mm256_add_ps(a0, _mm256_mul_ps(tk, _mm256_loadu_ps(s)));
-      a1 = _mm256_add_ps(a1, _mm256_mul_ps(tk, _mm256_loadu_ps(s + 8)));
-      a2 = _mm256_add_ps(a2, _mm256_mul_ps(tk, _mm256_loadu_ps(s + 16)));
-      a3 = _mm256_add_ps(a3, _mm256_mul_ps(tk, _mm256_loadu_ps(s + 24)));
+      load(s0, s);
+      load(s1, s + L);
+      load(s2, s + 2 * L);
+      load(s3, s + 3 * L);
+      a0 = a0 + tk * s0;
+      a1 = a1 + tk * s1;
+      a2 = a2 + tk * s2;
+      a3 = a3 + tk * s3;
     }
-    _mm256_storeu_ps(d + x, a0);
-    _mm256_storeu_ps(d + x + 8, a1);
-    _mm256_storeu_ps(d + x + 16, a2);
-    _mm256_storeu_ps(d + x + 24, a3);
+    std::memcpy(d + x, &a0, sizeof a0);
+    std::memcpy(d + x + L, &a1, sizeof a1);
+    std::memcpy(d + x + 2 * L, &a2, sizeof a2);
+    std::memcpy(d + x + 3 * L, &a3, sizeof a3);
   }
-  for (; x + 8 <= w; x += 8) {
-    __m256 a0 = _mm256_setzero_ps();
-    for (int k = 0; k < taps; k++) a0 = _mm256_add_ps(a0, _mm256_mul_ps(_mm256_set1_ps(t[k]), _mm256_loadu_ps(rows[k] + x)));
-    _mm256_storeu_ps(d + x, a0);
+  for (; x + L <= w; x += L) {
+    V a0 = V{}, s0;
+    for (int k = 0; k < taps; k++) {
+      load(s0, rows[k] + x);
+      a0 = a0 + t[k] * s0;
+    }
+    std::memcpy(d + x, &a0, sizeof a0);
   }
-  for (; x < w; x++) {
+  return x;
+}
+
+typedef float Floats8 __attribute__((vector_size(32)));
+typedef float Floats16 __attribute__((vector_size(64)));
+
+// TapBlocks 32 pixels at a time (AVX2), then 8, the row's last pixels one by one.
+__attribute__((target("avx2"))) void TapSumAvx2(const float* const* rows, const float* t, int taps, int w, float* d) {
+  for (int x = TapBlocks<Floats8>(rows, t, taps, w, d, 0); x < w; x++) {
     float a = 0;
     for (int k = 0; k < taps; k++) a += t[k] * rows[k][x];
     d[x] = a;
   }
 }
 
-// TapSumAvx2 with AVX-512F: 64 pixels at a time, then 16, the last pixels of the row under a mask (the
-// lanes past it load 0 and are not stored). Per pixel the same float products and sums in the same order.
+// TapBlocks 64 pixels at a time (AVX-512F), then 16, the row's last pixels under a mask (the lanes past
+// it load 0 and are not stored).
 __attribute__((target("avx512f"))) void TapSumAvx512(const float* const* rows, const float* t, int taps, int w, float* d) {
-  int x = 0;
-  for (; x + 64 <= w; x += 64) {
-    __m512 a0 = _mm512_setzero_ps(), a1 = a0, a2 = a0, a3 = a0;
-    for (int k = 0; k < taps; k++) {
-      const __m512 tk = _mm512_set1_ps(t[k]);
-      const float* s = rows[k] + x;
-      a0 = _mm512_add_ps(a0, _mm512_mul_ps(tk, _mm512_loadu_ps(s)));
-      a1 = _mm512_add_ps(a1, _mm512_mul_ps(tk, _mm512_loadu_ps(s + 16)));
-      a2 = _mm512_add_ps(a2, _mm512_mul_ps(tk, _mm512_loadu_ps(s + 32)));
-      a3 = _mm512_add_ps(a3, _mm512_mul_ps(tk, _mm512_loadu_ps(s + 48)));
-    }
-    _mm512_storeu_ps(d + x, a0);
-    _mm512_storeu_ps(d + x + 16, a1);
-    _mm512_storeu_ps(d + x + 32, a2);
-    _mm512_storeu_ps(d + x + 48, a3);
-  }
-  for (; x < w; x += 16) {
-    const __mmask16 m = w - x >= 16 ? __mmask16(0xffff) : __mmask16((1u << (w - x)) - 1);
+  const int x = TapBlocks<Floats16>(rows, t, taps, w, d, 0);
+  if (x < w) {
+    const __mmask16 m = __mmask16((1u << (w - x)) - 1);
     __m512 a0 = _mm512_setzero_ps();
     for (int k = 0; k < taps; k++) a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(t[k]), _mm512_maskz_loadu_ps(m, rows[k] + x)));
     _mm512_mask_storeu_ps(d + x, m, a0);
