@@ -1193,12 +1193,15 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   const int w = in.width, h = in.height, period = p.period;
   const size_t n = size_t(w) * h;
   // Per-thread planes (their pages are kept from call to call). Every lattice is folded from the picture
-  // prefiltered at its own resolution, however large the period (docs/fingerprint.md, step 5).
-  thread_local std::vector<float> y, x;
+  // prefiltered at its own resolution, however large the period (docs/fingerprint.md, step 5). Version 2
+  // reads the high-pass over the local energy (x); version 1's prefilter (over the local RMS) is made in
+  // the same pass for it (x1).
+  thread_local std::vector<float> y, x, x1;
   y.resize(n);
   LumaOf(in.pixels, w, h, in.channels, y.data());
   x.resize(n);
-  PrefilterOf(y.data(), w, h, p.sigmaHighpass, p.sigmaLocal, p.localFloor, x.data());
+  if (!in.prefilteredOut) x1.resize(n);
+  PrefilterOf(y.data(), w, h, p.sigmaHighpass, p.sigmaLocal, p.localFloor, in.prefilteredOut ? in.prefilteredOut : x1.data(), x.data(), p.energyFloor);
   const SyncA& sync = SyncAFor(in.a, period, in.harmonics, in.nHarmonics, p.syncPower);
   thread_local std::vector<double> fold, small, keyFold;
   fold.resize(kT2);
@@ -1425,7 +1428,6 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     countEach(RunnerPeaks<Tried>(bests, taken, p.latticeLooks, period), p.latticeLooks, out.latticeCells, out.latticeZ);
   }
 
-  if (in.prefilteredOut) std::copy(x.begin(), x.end(), in.prefilteredOut);
   std::copy(best.v, best.v + 4, out.lattice);
   out.dihedral = best.hit.d;
   out.dx = main.dx;
