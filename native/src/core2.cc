@@ -1372,8 +1372,8 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     out.refinedSyncZ = unrefined.hit.z;
   }
 
-  // Runner-up alignments and identity looks, when the search's best sync z is under refineZ
-  // (reference-v2.ts, runnerPeaks and step 10 of docs/fingerprint.md).
+  // Runner-up alignments, when the search's best sync z is under refineZ, and identity looks, then or when the
+  // chosen symmetry is not the identity (reference-v2.ts, runnerPeaks and step 10 of docs/fingerprint.md).
   out.runnerCells.clear();
   out.runnerZ.assign(size_t(std::max(p.runners, 0)), 0.0);
   out.identityCells.clear();
@@ -1388,10 +1388,15 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     }
   };
   std::vector<Tried> taken{unrefined};
-  if (tier == 2 && unrefined.hit.z < p.refineZ) {
+  const bool uncertain = tier == 2 && unrefined.hit.z < p.refineZ;
+  if (uncertain) {
     const std::vector<Tried> picked = RunnerPeaks<Tried>(peaks, taken, p.runners, period);
     countEach(picked, p.runners, out.runnerCells, out.runnerZ);
     taken.insert(taken.end(), picked.begin(), picked.end());
+  }
+  // The identity looks run when the alignment is uncertain, and also when the search chose another symmetry
+  // than the identity (a crop does not flip the picture: step 10).
+  if (uncertain || (tier == 2 && unrefined.hit.d != 0)) {
     if (p.identityLooks > 0) {
       found.clear();
       sync.Best(bestSmall.data(), 0, &found, -INFINITY);

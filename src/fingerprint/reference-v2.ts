@@ -1088,10 +1088,15 @@ export function detectCore2(input: Core2Input): Core2Output {
   let runnerCells: Float64Array = new Float64Array(0);
   let identityCells: Float64Array = new Float64Array(0);
   const taken = [unrefined];
-  if (tier === 2 && unrefined.hit.z < p.refineZ) {
+  const uncertain = tier === 2 && unrefined.hit.z < p.refineZ;
+  if (uncertain) {
     const picked = runnerPeaks(peaks, taken, p.runners, period);
     runnerCells = countEach(picked, p.runners, runnerZ);
     taken.push(...picked);
+  }
+  // The identity looks run when the alignment is uncertain, and also when the search chose another
+  // symmetry than the identity (a crop does not flip the picture: step 10).
+  if (uncertain || (tier === 2 && unrefined.hit.d !== 0)) {
     if (p.identityLooks > 0) {
       const found: SyncHit[] = [];
       sync.best(bestSmall, 0, found, -Infinity);

@@ -197,6 +197,17 @@ describe.skipIf(!existsSync(NATURAL))('fingerprint v2 on ../shared/natural', () 
     }
   });
 
+  it('counts the identity looks when the search chose a flip, whatever its sync z (step 10)', async () => {
+    // kodim05 marked with key 59, its quarter crop at 0.75,1: the vertical flip won at sync z 7.2 (T -0.8,
+    // past the refinement's 6.0, so the looks of an uncertain search did not run); the identity's best peak has T 7.8.
+    const key = new Uint8Array(32).fill(59);
+    const orig = readFileSync(`${NATURAL}/kodim05.png`);
+    const marked = Buffer.from(await embedFingerprint(orig, key, { maxPixels: MAX_PIXELS }));
+    const d = await expectFoundAfter(crop(0.25, { x: 0.75, y: 1 }), marked, orig, key, MAX_PIXELS, rng);
+    expect(d.dihedral, 'the chosen alignment is still the flip').not.toBe(0);
+    expect(d.z).toBeGreaterThan(6);
+  });
+
   it('keeps flat photographs after JPEG 10 and 2% changes of aspect (step 2: the energy floor)', async () => {
     // With the floor at 1 instead of 16, the sky of kodim09 after JPEG 10 (its block edges) outweighed the
     // rest (key 11: sync z under 4.1 at the true lattice), and kodim08 stretched x1.02 (key 23) kept the
