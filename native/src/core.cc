@@ -1,7 +1,7 @@
 // Port of src/fingerprint/reference.ts (see core.h). Written so that GCC/Clang vectorise the inner
 // loops at -O3: contiguous float arrays, no aliasing, branch-free interiors. The hot functions are
-// compiled twice (AVX2+FMA and baseline) and picked at load time by the CPU (target_clones), so the
-// binary stays portable.
+// compiled three times (AVX-512F, AVX2 and baseline; no FMA: -ffp-contract=off) and picked at load time by
+// the CPU (target_clones), so the binary stays portable and every build gives the same bits.
 #include "core.h"
 
 #include <algorithm>
@@ -14,7 +14,7 @@
 #include "core2.h"
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define OPTMARK_CLONES __attribute__((target_clones("avx2", "default")))
+#define OPTMARK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #define OPTMARK_INTERP_AVX2 1
 #include <immintrin.h>
 #else

@@ -13,11 +13,16 @@
 #include "core.h"
 
 #if defined(__x86_64__)
+// GCC 12's AVX-512 intrinsics warn of their own undefined inputs (-Wmaybe-uninitialized, GCC bug 105593).
+#pragma GCC diagnostic push
+#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
 #include <immintrin.h>
+#pragma GCC diagnostic pop
 #endif
 
+// The hot loops are compiled for AVX-512F, AVX2 and the baseline and picked at load time (as in core.cc).
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define OPTMARK_CLONES __attribute__((target_clones("avx2", "default")))
+#define OPTMARK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
 #else
 #define OPTMARK_CLONES
 #endif
@@ -119,6 +124,10 @@ inline __attribute__((always_inline)) void FftColumnsOf(double* __restrict re, d
 OPTMARK_CLONES
 void FftColumns(double* __restrict re, double* __restrict im, int nx, int ny, int sign) { FftColumnsOf<0>(re, im, nx, ny, sign); }
 
+// The same at width 32 fixed at compile time (the sync correlation's period transforms: inner loop unrolled).
+OPTMARK_CLONES
+void FftColumns32(double* __restrict re, double* __restrict im, int ny, int sign) { FftColumnsOf<32>(re, im, 32, ny, sign); }
+
 // 2-D transform of an nx x ny row-major array, rows then columns. The rows go through a transpose and the
 // column kernel (per element the same butterflies as fft1d, vectorised across the rows), so the result is
 // bitwise that of fft1d on every row, then on every column (fft2d in fft.ts).
@@ -132,13 +141,15 @@ void Fft2dRect(double* re, double* im, int nx, int ny, int sign) {
       tr[size_t(x) * ny + y] = re[size_t(y) * nx + x];
       ti[size_t(x) * ny + y] = im[size_t(y) * nx + x];
     }
-  FftColumns(tr.data(), ti.data(), ny, nx, sign);
+  if (ny == 32) FftColumns32(tr.data(), ti.data(), nx, sign);
+  else FftColumns(tr.data(), ti.data(), ny, nx, sign);
   for (int y = 0; y < ny; y++)
     for (int x = 0; x < nx; x++) {
       re[size_t(y) * nx + x] = tr[size_t(x) * ny + y];
       im[size_t(y) * nx + x] = ti[size_t(x) * ny + y];
     }
-  FftColumns(re, im, nx, ny, sign);
+  if (nx == 32) FftColumns32(re, im, ny, sign);
+  else FftColumns(re, im, nx, ny, sign);
 }
 
 constexpr int kRowBlock = 16;
@@ -812,26 +823,23 @@ inline void FoldRun(const float* x, int fw, int fh, double baseX, double baseY, 
 
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
 #define OPTMARK_FOLD_AVX2 1
-// FoldRun four samples at a time (AVX2): the same double operations per sample as FoldRun (no FMA), the
-// two pixel pairs loaded as one window of the row when they lie on it, else gathered; four consecutive samples land on four different tile columns,
-// so adding them as a vector gives each column the same sums in the same order.
-__attribute__((target("avx2"))) void FoldRunAvx2(const float* x, int fw, int fh, double baseX, double baseY, double ax, double ay, int lo, int hi,
-                                                 double* row) {
+// The groups of four samples of FoldRunAvx2, i from g0 to g1 (multiples of 4). kNarrow: |ax| < 1.99, so
+// the columns x0 of four consecutive samples span at most 6 (3 |ax| plus the roundings) and are not
+// tested; kUp: ax >= 0, so the group's lowest column is its first sample's (else its last's).
+template <bool kNarrow, bool kUp>
+__attribute__((target("avx2"), always_inline)) inline void FoldGroupsAvx2(const float* x, int fw, int fh, double baseX, double baseY, double ax, double ay,
+                                                                          int g0, int g1, double* row) {
   const __m256d vbx = _mm256_set1_pd(baseX), vby = _mm256_set1_pd(baseY), vax = _mm256_set1_pd(ax), vay = _mm256_set1_pd(ay);
+  const __m256d four = _mm256_set1_pd(4.0);
   const __m128i xmax = _mm_set1_epi32(fw - 2), ymax = _mm_set1_epi32(fh - 2), vfw = _mm_set1_epi32(fw);
+  const __m256i next = _mm256_setr_epi32(0, 0, 0, 0, 1, 1, 1, 1);
   const __m256i split = _mm256_setr_epi32(0, 2, 4, 6, 1, 3, 5, 7);
   const __m256d all = _mm256_castsi256_pd(_mm256_set1_epi64x(-1)), none = _mm256_setzero_pd();
   const double* base = reinterpret_cast<const double*>(x);
-  const size_t last = size_t(fw) * fh;
-  int i = lo;
-  while (i <= hi) {
-    const int c = i & kTM;
-    if (hi - i < 3 || c > kT - 4) {  // the tail, or four samples that would wrap around the tile
-      FoldRun(x, fw, fh, baseX, baseY, ax, ay, i, i, row);
-      i++;
-      continue;
-    }
-    const __m256d vi = _mm256_setr_pd(i, i + 1, i + 2, i + 3);
+  // Windows whose second row's 8 pixels would end past the picture are gathered instead.
+  const ptrdiff_t lastWindow = ptrdiff_t(fw) * fh - fw - 8;
+  __m256d vi = _mm256_setr_pd(g0, g0 + 1, g0 + 2, g0 + 3);
+  for (int i = g0; i < g1; i += 4, vi = _mm256_add_pd(vi, four)) {
     const __m256d sx = _mm256_add_pd(vbx, _mm256_mul_pd(vax, vi));
     const __m256d sy = _mm256_add_pd(vby, _mm256_mul_pd(vay, vi));
     const __m128i x0 = _mm_min_epi32(_mm256_cvttpd_epi32(sx), xmax);
@@ -839,16 +847,30 @@ __attribute__((target("avx2"))) void FoldRunAvx2(const float* x, int fw, int fh,
     const __m256d fx = _mm256_sub_pd(sx, _mm256_cvtepi32_pd(x0));
     const __m256d fy = _mm256_sub_pd(sy, _mm256_cvtepi32_pd(y0));
     __m256 t01, b01;
-    // The four samples' pixel pairs lie on one row within 8 pixels (most lattices: scale up to about 2,
-    // small angles): two loads of 8 floats and a permutation each, the same values as the gathers.
-    const int ylo = _mm_cvtsi128_si32(y0), xa = _mm_cvtsi128_si32(x0), xb = _mm_extract_epi32(x0, 3);
-    const int xlo = std::min(xa, xb);
-    const size_t at0 = size_t(ylo) * fw + xlo;
-    if (_mm_movemask_ps(_mm_castsi128_ps(_mm_cmpeq_epi32(y0, _mm_set1_epi32(ylo)))) == 0xf && std::max(xa, xb) - xlo <= 6 && at0 + fw + 8 <= last) {
-      const __m128i d = _mm_sub_epi32(x0, _mm_set1_epi32(xlo));
-      const __m256i perm = _mm256_set_m128i(_mm_add_epi32(d, _mm_set1_epi32(1)), d);
+    const int ya = _mm_cvtsi128_si32(y0), yb = _mm_extract_epi32(y0, 3);
+    const int ylo = std::min(ya, yb);
+    const __m128i lo4 = _mm_shuffle_epi32(x0, kUp ? 0x00 : 0xff);  // the lowest column, in every lane
+    const ptrdiff_t at0 = ptrdiff_t(ylo) * fw + _mm_cvtsi128_si32(lo4);
+    bool window = at0 <= lastWindow - (ya != yb ? fw : 0);
+    if (!kNarrow) {
+      const int xa = _mm_cvtsi128_si32(x0), xb = _mm_extract_epi32(x0, 3);
+      window = window && unsigned(xb - xa + 6) <= 12u;
+    }
+    const __m128i d = _mm_sub_epi32(x0, lo4);
+    const __m256i perm = _mm256_add_epi32(_mm256_inserti128_si256(_mm256_castsi128_si256(d), d, 1), next);
+    if (window && ya == yb) {
       t01 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + at0), perm);
       b01 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + at0 + fw), perm);
+    } else if (window && std::abs(yb - ya) == 1) {
+      // Pixel rows ylo and ylo + 1 (the samples from the first on or up to the last): windows of the three
+      // pixel rows they read, each sample's pairs picked from its own two.
+      const __m128i m = _mm_cmpeq_epi32(y0, _mm_set1_epi32(ylo));
+      const __m256 in0 = _mm256_castsi256_ps(_mm256_inserti128_si256(_mm256_castsi128_si256(m), m, 1));
+      const __m256 r0 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + at0), perm);
+      const __m256 r1 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + at0 + fw), perm);
+      const __m256 r2 = _mm256_permutevar8x32_ps(_mm256_loadu_ps(x + at0 + 2 * fw), perm);
+      t01 = _mm256_blendv_ps(r1, r0, in0);
+      b01 = _mm256_blendv_ps(r2, r1, in0);
     } else {
       const __m128i at = _mm_add_epi32(_mm_mullo_epi32(y0, vfw), x0);
       t01 = _mm256_permutevar8x32_ps(_mm256_castpd_ps(_mm256_mask_i32gather_pd(none, base, at, all, 4)), split);
@@ -859,9 +881,102 @@ __attribute__((target("avx2"))) void FoldRunAvx2(const float* x, int fw, int fh,
     const __m256d top = _mm256_add_pd(p0, _mm256_mul_pd(fx, _mm256_sub_pd(p1, p0)));
     const __m256d bot = _mm256_add_pd(p2, _mm256_mul_pd(fx, _mm256_sub_pd(p3, p2)));
     const __m256d val = _mm256_add_pd(top, _mm256_mul_pd(fy, _mm256_sub_pd(bot, top)));
-    _mm256_storeu_pd(row + c, _mm256_add_pd(_mm256_loadu_pd(row + c), val));
-    i += 4;
+    double* r = row + (i & kTM);
+    _mm256_storeu_pd(r, _mm256_add_pd(_mm256_loadu_pd(r), val));
   }
+}
+
+// FoldRun four samples at a time (AVX2): the same double operations per sample as FoldRun (no FMA). The
+// groups start at multiples of 4 of i (the few samples before the first and after the last go through
+// FoldRun), so the four samples of a group land on four consecutive tile columns without wrapping around
+// the tile, and adding them as a vector gives each column the same sums in the same order. sx and sy are
+// monotone in i (a product by one factor, then one sum, each rounded), so x0 and y0 are too: a group's pixel
+// rows are one when its first and last samples' are, and its columns lie between its first and last
+// samples'. Then (most lattices: scale up to about 2, small angles) the two pixel pairs of the four samples
+// are one window of 8 pixels of each row, loaded and permuted (three rows blended when the samples lie on
+// two pixel rows); else they are gathered.
+__attribute__((target("avx2"))) void FoldRunAvx2(const float* x, int fw, int fh, double baseX, double baseY, double ax, double ay, int lo, int hi,
+                                                 double* row) {
+  const int g0 = std::min(hi + 1, (lo + 3) & ~3);  // first group's i
+  const int g1 = g0 + ((hi + 1 - g0) & ~3);        // past the last group
+  if (lo < g0) FoldRun(x, fw, fh, baseX, baseY, ax, ay, lo, g0 - 1, row);
+  if (g0 < g1) {
+    const bool narrow = std::abs(ax) < 1.99;
+    if (ax >= 0) {
+      if (narrow) FoldGroupsAvx2<true, true>(x, fw, fh, baseX, baseY, ax, ay, g0, g1, row);
+      else FoldGroupsAvx2<false, true>(x, fw, fh, baseX, baseY, ax, ay, g0, g1, row);
+    } else {
+      if (narrow) FoldGroupsAvx2<true, false>(x, fw, fh, baseX, baseY, ax, ay, g0, g1, row);
+      else FoldGroupsAvx2<false, false>(x, fw, fh, baseX, baseY, ax, ay, g0, g1, row);
+    }
+  }
+  if (g1 <= hi) FoldRun(x, fw, fh, baseX, baseY, ax, ay, std::max(g1, lo), hi, row);
+}
+
+// FoldRun eight samples at a time (AVX-512F) when |ax| < 1.98: the columns x0 of eight consecutive samples
+// then span at most 14 (7 |ax| plus the roundings), so the two pixel pairs of a group lie in one window of
+// 16 pixels of each pixel row it reads, loaded and permuted (two rows, or three or four when its samples
+// are on two or three pixel rows, each sample's pairs then picked from its own two). The same double
+// operations per sample as FoldRun (no FMA). The groups start at multiples of 8 of i, so they do not wrap
+// around the tile; the samples before the first, and the rest of the row from a group on more than three
+// pixel rows or with windows past the picture, go through FoldRunAvx2, so every tile column gets its
+// samples in the same order.
+template <bool kUp>
+__attribute__((target("avx512f,avx2"))) void FoldRunAvx512(const float* x, int fw, int fh, double baseX, double baseY, double ax, double ay, int lo, int hi,
+                                                           double* row) {
+  const int g0 = std::min(hi + 1, (lo + 7) & ~7);  // first group's i
+  const int g1 = g0 + ((hi + 1 - g0) & ~7);        // past the last group
+  if (lo < g0) FoldRunAvx2(x, fw, fh, baseX, baseY, ax, ay, lo, g0 - 1, row);
+  const __m512d vbx = _mm512_set1_pd(baseX), vby = _mm512_set1_pd(baseY), vax = _mm512_set1_pd(ax), vay = _mm512_set1_pd(ay);
+  const __m512d eight = _mm512_set1_pd(8.0);
+  const __m256i xmax = _mm256_set1_epi32(fw - 2), ymax = _mm256_set1_epi32(fh - 2);
+  const __m512i next = _mm512_setr_epi32(0, 0, 0, 0, 0, 0, 0, 0, 1, 1, 1, 1, 1, 1, 1, 1);
+  const __m256i lowest = _mm256_set1_epi32(kUp ? 0 : 7);
+  const ptrdiff_t last = ptrdiff_t(fw) * fh - 16;
+  __m512d vi = _mm512_setr_pd(g0, g0 + 1, g0 + 2, g0 + 3, g0 + 4, g0 + 5, g0 + 6, g0 + 7);
+  int i = g0;
+  for (; i < g1; i += 8, vi = _mm512_add_pd(vi, eight)) {
+    const __m512d sx = _mm512_add_pd(vbx, _mm512_mul_pd(vax, vi));
+    const __m512d sy = _mm512_add_pd(vby, _mm512_mul_pd(vay, vi));
+    const __m256i x0 = _mm256_min_epi32(_mm512_cvttpd_epi32(sx), xmax);
+    const __m256i y0 = _mm256_min_epi32(_mm512_cvttpd_epi32(sy), ymax);
+    const int ya = _mm256_cvtsi256_si32(y0), yb = _mm_extract_epi32(_mm256_extracti128_si256(y0, 1), 3);
+    const int ylo = std::min(ya, yb), dy = std::abs(yb - ya);
+    const __m256i lo8 = _mm256_permutevar8x32_epi32(x0, lowest);  // the lowest column, in every lane
+    const ptrdiff_t at0 = ptrdiff_t(ylo) * fw + _mm256_cvtsi256_si32(lo8);
+    // More than three pairs of pixel rows, or windows past the picture: the rest of the row to FoldRunAvx2.
+    if (dy > 2 || at0 > last - (dy + 1) * ptrdiff_t(fw)) break;
+    const __m512d fx = _mm512_sub_pd(sx, _mm512_cvtepi32_pd(x0));
+    const __m512d fy = _mm512_sub_pd(sy, _mm512_cvtepi32_pd(y0));
+    const __m256i d = _mm256_sub_epi32(x0, lo8);
+    const __m512i perm = _mm512_add_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(d), d, 1), next);
+    __m512 t01 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(x + at0));
+    __m512 b01 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(x + at0 + fw));
+    if (dy) {
+      // Samples on pixel row ylo + 1 (and ylo + 2) take their pairs from the next window(s).
+      const __m512i rel = _mm512_sub_epi32(_mm512_inserti64x4(_mm512_castsi256_si512(y0), y0, 1), _mm512_set1_epi32(ylo));
+      const __m512 r2 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(x + at0 + 2 * fw));
+      const __mmask16 past0 = _mm512_cmpneq_epi32_mask(rel, _mm512_setzero_si512());
+      t01 = _mm512_mask_mov_ps(t01, past0, b01);
+      b01 = _mm512_mask_mov_ps(b01, past0, r2);
+      if (dy == 2) {
+        const __m512 r3 = _mm512_permutexvar_ps(perm, _mm512_loadu_ps(x + at0 + 3 * fw));
+        const __mmask16 past1 = _mm512_cmpeq_epi32_mask(rel, _mm512_set1_epi32(2));
+        t01 = _mm512_mask_mov_ps(t01, past1, r2);
+        b01 = _mm512_mask_mov_ps(b01, past1, r3);
+      }
+    }
+    const __m512d p0 = _mm512_cvtps_pd(_mm512_castps512_ps256(t01));
+    const __m512d p1 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(t01), 1)));
+    const __m512d p2 = _mm512_cvtps_pd(_mm512_castps512_ps256(b01));
+    const __m512d p3 = _mm512_cvtps_pd(_mm256_castpd_ps(_mm512_extractf64x4_pd(_mm512_castps_pd(b01), 1)));
+    const __m512d top = _mm512_add_pd(p0, _mm512_mul_pd(fx, _mm512_sub_pd(p1, p0)));
+    const __m512d bot = _mm512_add_pd(p2, _mm512_mul_pd(fx, _mm512_sub_pd(p3, p2)));
+    const __m512d val = _mm512_add_pd(top, _mm512_mul_pd(fy, _mm512_sub_pd(bot, top)));
+    double* r = row + (i & kTM);
+    _mm512_storeu_pd(r, _mm512_add_pd(_mm512_loadu_pd(r), val));
+  }
+  if (i <= hi) FoldRunAvx2(x, fw, fh, baseX, baseY, ax, ay, std::max(i, lo), hi, row);
 }
 #endif
 
@@ -887,6 +1002,8 @@ void FoldLattice(const float* x, int fw, int fh, const double* v, int period, do
   const int j0 = int(std::floor(jmin)), j1 = int(std::ceil(jmax));
 #ifdef OPTMARK_FOLD_AVX2
   static const bool avx2 = __builtin_cpu_supports("avx2");
+  static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
+  const int wide = avx512 && std::abs(ax) < 1.98 ? (ax >= 0 ? 1 : 2) : 0;  // FoldRunAvx512, columns rising or falling
 #endif
   for (int j = j0; j <= j1; j++) {
     const double baseX = cx + bx * (j + oy) + ax * ox;
@@ -926,6 +1043,11 @@ void FoldLattice(const float* x, int fw, int fh, const double* v, int period, do
     while (!inside(hi)) hi--;
     while (hi < i1 && inside(hi + 1)) hi++;
 #ifdef OPTMARK_FOLD_AVX2
+    if (wide) {
+      if (wide == 1) FoldRunAvx512<true>(x, fw, fh, baseX, baseY, ax, ay, lo, hi, row);
+      else FoldRunAvx512<false>(x, fw, fh, baseX, baseY, ax, ay, lo, hi, row);
+      continue;
+    }
     if (avx2) {
       FoldRunAvx2(x, fw, fh, baseX, baseY, ax, ay, lo, hi, row);
       continue;
@@ -1031,10 +1153,15 @@ struct SyncA {
   // The best peak over the symmetries (or `only`); with `peaks`, also every local maximum from z `floor`.
   SyncHit Best(const double* f, int only, std::vector<SyncHit>* peaks = nullptr, double floor = INFINITY) const {
     const size_t n2 = size_t(n) * n;
-    std::vector<double> fr(f, f + n2), fi(n2, 0.0), pr(n2), pi(n2);
+    // Scratch planes kept per thread (the refinement calls this up to 48 times per picture).
+    thread_local std::vector<double> fr, fi, pr, pi, q, qn;
+    fr.assign(f, f + n2);
+    fi.assign(n2, 0.0);
+    pr.resize(n2);
+    pi.resize(n2);
+    q.resize(n2);
     Fft2dRect(fr.data(), fi.data(), n, n, -1);
     const int m = n - 1;
-    std::vector<double> q(n2), qn(n2);
     for (size_t k = 0; k < n2; k++) q[k] = fr[k] * fr[k] + fi[k] * fi[k];
     qn = q;
     for (size_t k = 0; k < n2; k++) {
@@ -1187,6 +1314,19 @@ std::vector<A> RunnerPeaks(const std::vector<A>& peaks, const std::vector<A>& ta
   return out;
 }
 
+// The tile fold folded onto the period (which divides kTile): each bin sums its tile pixels in the same
+// order as a pixel-by-pixel sweep (rows, then columns); the rows' additions vectorise.
+OPTMARK_CLONES
+void PeriodFold(const double* __restrict fold, int period, double* __restrict small) {
+  std::fill(small, small + size_t(period) * period, 0.0);
+  for (int j = 0; j < kT; j++) {
+    double* __restrict sr = small + size_t(j % period) * period;
+    const double* __restrict fr = fold + size_t(j) * kT;
+    for (int i0 = 0; i0 < kT; i0 += period)
+      for (int i = 0; i < period; i++) sr[i] += fr[i0 + i];
+  }
+}
+
 }  // namespace
 
 void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
@@ -1222,14 +1362,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     Tried t;
     std::copy(v, v + 4, t.v);
     FoldLattice(x.data(), w, h, v, period, 0, 0, fold.data());
-    std::fill(small.begin(), small.end(), 0.0);
-    // Each bin sums its tile pixels in the same order as a pixel-by-pixel sweep (rows, then columns).
-    for (int j = 0; j < kT; j++) {
-      double* sr = small.data() + size_t(j % period) * period;
-      const double* fr = fold.data() + size_t(j) * kT;
-      for (int i0 = 0; i0 < kT; i0 += period)
-        for (int i = 0; i < std::min(period, kT - i0); i++) sr[i] += fr[i0 + i];
-    }
+    PeriodFold(fold.data(), period, small.data());
     found.clear();
     t.hit = sync.Best(small.data(), only, collect ? &found : nullptr, p.runnerZ);
     for (const SyncHit& f : found) {
@@ -1244,7 +1377,16 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   int tried = 1;
   // Coherent refinement of a lattice: small linear maps (I + E) V that raise the sync z (same symmetry).
   // `gated`: only from sync z p.refineZ (the second look refines without it).
+  // A lattice the refinement already folded (bitwise the same matrix, its symmetry fixed) is not folded
+  // again: an iteration that ends without a move tries the same matrices as the previous iteration did after
+  // its last move. The same result either way (trySync depends on the lattice and the symmetry only).
+  struct Seen {
+    double v[4];
+    Tried t;
+  };
+  std::vector<Seen> seen;
   auto refine = [&](Tried at, bool gated) {
+    seen.clear();
     for (const double eps : {0.004, 0.0015}) {
       if (gated && at.hit.z < p.refineZ) break;
       for (int iter = 0; iter < 3; iter++) {
@@ -1259,7 +1401,11 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
           const double cand[4] = {bv[0] + ex[0] * bv[0] + ex[1] * bv[1], bv[1] + ex[2] * bv[0] + ex[3] * bv[1], bv[2] + ex[0] * bv[2] + ex[1] * bv[3],
                                   bv[3] + ex[2] * bv[2] + ex[3] * bv[3]};
           tried++;
-          Tried r2 = trySync(cand, at.hit.d);
+          const Seen* done = nullptr;
+          for (const Seen& o : seen)
+            if (std::memcmp(o.v, cand, sizeof cand) == 0) done = &o;
+          const Tried r2 = done ? done->t : trySync(cand, at.hit.d);
+          if (!done) seen.push_back(Seen{{cand[0], cand[1], cand[2], cand[3]}, r2});
           if (r2.hit.z > at.hit.z) {
             at = r2;
             at.moved = true;
