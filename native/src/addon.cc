@@ -132,13 +132,14 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
         !GetDouble(po, "secondT", p.secondT) || !GetDouble(po, "aspectGate", p.aspectGate) || !GetDouble(po, "rotationGate", p.rotationGate) ||
         !GetDouble(po, "runnerZ", p.runnerZ) || !GetDouble(po, "syncPower", p.syncPower) || !GetDouble(po, "sameAsIdentity", p.sameAsIdentity) ||
         !GetDouble(po, "pMin", p.pMin) || !GetDouble(po, "pMax", p.pMax) || !GetDouble(po, "angle", p.angle) ||
-        !GetDouble(po, "sigmaHighpass", p.sigmaHighpass) || !GetDouble(po, "sigmaLocal", p.sigmaLocal) || !GetDouble(po, "localFloor", p.localFloor)) {
+        !GetDouble(po, "sigmaHighpass", p.sigmaHighpass) || !GetDouble(po, "sigmaLocal", p.sigmaLocal) || !GetDouble(po, "localFloor", p.localFloor) ||
+        !GetDouble(po, "energyFloor", p.energyFloor)) {
       return env.Undefined();
     }
     const bool pow2 = (p.period & (p.period - 1)) == 0;
     if (!pow2 || optmark::kTile % p.period != 0 || optmark::kTile % p.cell != 0 || !(p.pMin > 1 && p.pMax > p.pMin && p.pMax < 4096) ||
         !(p.angle >= 0 && p.angle <= 45) || !(p.syncPower >= 0 && p.syncPower <= 1) || !(p.sigmaHighpass > 0 && p.sigmaHighpass < 50) ||
-        !(p.sigmaLocal > 0 && p.sigmaLocal < 50)) {
+        !(p.sigmaLocal > 0 && p.sigmaLocal < 50) || !(p.energyFloor > 0 && p.energyFloor < 1e6)) {
       Fail(env, "detectCore2: parameters out of range");
       return env.Undefined();
     }

@@ -171,7 +171,7 @@ void Blur(const float* __restrict src, int w, int h, const std::vector<float>& t
 }
 
 OPTMARK_CLONES
-void Prefilter(const float* __restrict y, int w, int h, const CoreParams& p, float* __restrict x) {
+void Prefilter(const float* __restrict y, int w, int h, const CoreParams& p, float* __restrict x, float* __restrict energy = nullptr, float energyFloor = 0) {
   const size_t n = size_t(w) * h;
   // Per-thread scratch planes (reused across calls rather than fresh pages every time).
   thread_local std::vector<float> low, tmp, sq, loc;
@@ -183,6 +183,9 @@ void Prefilter(const float* __restrict y, int w, int h, const CoreParams& p, flo
   }
   Blur(sq.data(), w, h, GaussianTaps(p.sigmaLocal), tmp.data(), loc.data());
   const float floor = float(p.localFloor);
+  if (energy) {
+    for (size_t i = 0; i < n; i++) energy[i] = x[i] / (loc[i] + energyFloor);
+  }
   for (size_t i = 0; i < n; i++) x[i] = x[i] / std::sqrt(loc[i] + floor);
 }
 
@@ -680,12 +683,12 @@ namespace optmark {
 
 void LumaOf(const uint8_t* px, int w, int h, int ch, float* y) { Luma(px, w, h, ch, y); }
 
-void PrefilterOf(const float* y, int w, int h, double sigmaHighpass, double sigmaLocal, double localFloor, float* x) {
+void PrefilterOf(const float* y, int w, int h, double sigmaHighpass, double sigmaLocal, double localFloor, float* x, float* energy, double energyFloor) {
   CoreParams p{};
   p.sigmaHighpass = sigmaHighpass;
   p.sigmaLocal = sigmaLocal;
   p.localFloor = localFloor;
-  Prefilter(y, w, h, p, x);
+  Prefilter(y, w, h, p, x, energy, float(energyFloor));
 }
 
 }  // namespace optmark

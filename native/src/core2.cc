@@ -1333,12 +1333,15 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   const int w = in.width, h = in.height, period = p.period;
   const size_t n = size_t(w) * h;
   // Per-thread planes (their pages are kept from call to call). Every lattice is folded from the picture
-  // prefiltered at its own resolution, however large the period (docs/fingerprint.md, step 5).
-  thread_local std::vector<float> y, x;
+  // prefiltered at its own resolution, however large the period (docs/fingerprint.md, step 5). Version 2
+  // reads the high-pass over the local energy (x); version 1's prefilter (over the local RMS) is made in
+  // the same pass for it (x1).
+  thread_local std::vector<float> y, x, x1;
   y.resize(n);
   LumaOf(in.pixels, w, h, in.channels, y.data());
   x.resize(n);
-  PrefilterOf(y.data(), w, h, p.sigmaHighpass, p.sigmaLocal, p.localFloor, x.data());
+  if (!in.prefilteredOut) x1.resize(n);
+  PrefilterOf(y.data(), w, h, p.sigmaHighpass, p.sigmaLocal, p.localFloor, in.prefilteredOut ? in.prefilteredOut : x1.data(), x.data(), p.energyFloor);
   const SyncA& sync = SyncAFor(in.a, period, in.harmonics, in.nHarmonics, p.syncPower);
   thread_local std::vector<double> fold, small, keyFold;
   fold.resize(kT2);
@@ -1515,8 +1518,8 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     out.refinedSyncZ = unrefined.hit.z;
   }
 
-  // Runner-up alignments and identity looks, when the search's best sync z is under refineZ
-  // (reference-v2.ts, runnerPeaks and step 10 of docs/fingerprint.md).
+  // Runner-up alignments, when the search's best sync z is under refineZ, and identity looks, then or when the
+  // chosen symmetry is not the identity (reference-v2.ts, runnerPeaks and step 10 of docs/fingerprint.md).
   out.runnerCells.clear();
   out.runnerZ.assign(size_t(std::max(p.runners, 0)), 0.0);
   out.identityCells.clear();
@@ -1531,10 +1534,15 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     }
   };
   std::vector<Tried> taken{unrefined};
-  if (tier == 2 && unrefined.hit.z < p.refineZ) {
+  const bool uncertain = tier == 2 && unrefined.hit.z < p.refineZ;
+  if (uncertain) {
     const std::vector<Tried> picked = RunnerPeaks<Tried>(peaks, taken, p.runners, period);
     countEach(picked, p.runners, out.runnerCells, out.runnerZ);
     taken.insert(taken.end(), picked.begin(), picked.end());
+  }
+  // The identity looks run when the alignment is uncertain, and also when the search chose another symmetry
+  // than the identity (a crop does not flip the picture: step 10).
+  if (uncertain || (tier == 2 && unrefined.hit.d != 0)) {
     if (p.identityLooks > 0) {
       found.clear();
       sync.Best(bestSmall.data(), 0, &found, -INFINITY);
@@ -1571,7 +1579,6 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
     countEach(RunnerPeaks<Tried>(bests, taken, p.latticeLooks, period), p.latticeLooks, out.latticeCells, out.latticeZ);
   }
 
-  if (in.prefilteredOut) std::copy(x.begin(), x.end(), in.prefilteredOut);
   std::copy(best.v, best.v + 4, out.lattice);
   out.dihedral = best.hit.d;
   out.dx = main.dx;

@@ -28,6 +28,7 @@ struct Core2Params {
   int latticeLooks;                              // lattice looks counted when the lattice search ran (step 11)
   double latticeLookZ;                           // sync z from which a lattice's best peak is a lattice look
   double sigmaHighpass, sigmaLocal, localFloor;  // prefilter
+  double energyFloor;                            // version 2 divides the high-pass by the local energy plus this
 };
 
 struct Core2In {
@@ -65,8 +66,10 @@ struct Core2Out {
 
 void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out);
 
-// Exposed from core.cc for the version-2 core (same prefilter as version 1).
+// Exposed from core.cc for the version-2 core. `x` receives version 1's prefilter (high-pass over the local
+// RMS); `energy`, when not null, the same high-pass over the local energy (the RMS squared) plus
+// `energyFloor`: version 2's plane.
 void LumaOf(const uint8_t* px, int w, int h, int ch, float* y);
-void PrefilterOf(const float* y, int w, int h, double sigmaHighpass, double sigmaLocal, double localFloor, float* x);
+void PrefilterOf(const float* y, int w, int h, double sigmaHighpass, double sigmaLocal, double localFloor, float* x, float* energy, double energyFloor);
 
 }  // namespace optmark

@@ -180,6 +180,14 @@ export const V2_SHARE_RUNNERS = 0.1;
 export const V2_SHARE_IDENTITY = 0.1;
 export const V2_SHARE_LATTICE = 0.1;
 
+/**
+ * Version 2 divides the high-pass by the local energy (the local RMS squared) plus this floor, not by the
+ * local RMS as version 1 does: the matched weighting for a mark whose amplitude stops growing with the
+ * texture (docs/fingerprint.md, Detect step 2). The floor (a local RMS of 4) keeps flat places, where a
+ * coarse JPEG leaves only its block edges, from outweighing the rest.
+ */
+export const V2_ENERGY_FLOOR = 16;
+
 /** Version 2's tunables as one plain object (handed to the native addon on every call). */
 export const CORE2_PARAMS = {
   period: V2_PERIOD,
@@ -206,4 +214,5 @@ export const CORE2_PARAMS = {
   sigmaHighpass: SIGMA_HIGHPASS,
   sigmaLocal: SIGMA_LOCAL,
   localFloor: LOCAL_FLOOR,
+  energyFloor: V2_ENERGY_FLOOR,
 } as const;

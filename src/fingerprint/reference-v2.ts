@@ -56,6 +56,8 @@ export interface Core2Params {
   sigmaHighpass: number;
   sigmaLocal: number;
   localFloor: number;
+  /** Floor of the local energy version 2 divides by (luma units squared): Detect step 2. */
+  energyFloor: number;
 }
 
 export interface Core2Input {
@@ -936,8 +938,10 @@ export function detectCore2(input: Core2Input): Core2Output {
   const { width: w, height: h, params: p } = input;
   const period = p.period;
   const y = luma(input.pixels, w, h, input.channels);
-  // Every lattice is folded from the picture prefiltered at its own resolution, however large the period.
-  const x = prefilter(y, w, h, p as never);
+  // Every lattice is folded from the picture prefiltered at its own resolution, however large the period;
+  // version 2 reads the high-pass over the local energy, version 1's prefilter is made in the same pass.
+  const x = new Float32Array(w * h);
+  const x1 = prefilter(y, w, h, p as never, x, p.energyFloor);
   const sync = new SyncA(input.a, period, input.harmonics, p.syncPower);
   const fold = new Float64Array(T2);
   const small = new Float64Array(period * period);
@@ -1084,10 +1088,15 @@ export function detectCore2(input: Core2Input): Core2Output {
   let runnerCells: Float64Array = new Float64Array(0);
   let identityCells: Float64Array = new Float64Array(0);
   const taken = [unrefined];
-  if (tier === 2 && unrefined.hit.z < p.refineZ) {
+  const uncertain = tier === 2 && unrefined.hit.z < p.refineZ;
+  if (uncertain) {
     const picked = runnerPeaks(peaks, taken, p.runners, period);
     runnerCells = countEach(picked, p.runners, runnerZ);
     taken.push(...picked);
+  }
+  // The identity looks run when the alignment is uncertain, and also when the search chose another
+  // symmetry than the identity (a crop does not flip the picture: step 10).
+  if (uncertain || (tier === 2 && unrefined.hit.d !== 0)) {
     if (p.identityLooks > 0) {
       const found: SyncHit[] = [];
       sync.best(bestSmall, 0, found, -Infinity);
@@ -1115,7 +1124,7 @@ export function detectCore2(input: Core2Input): Core2Output {
     latticeCells = countEach(runnerPeaks(bests, taken, p.latticeLooks, period), p.latticeLooks, latticeZ);
   }
 
-  input.keepPrefiltered?.set(x);
+  input.keepPrefiltered?.set(x1);
   return {
     lattice: Float64Array.from(best.v),
     dihedral: best.hit.d,

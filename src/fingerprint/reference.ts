@@ -61,8 +61,12 @@ export function blur(src: Float32Array, w: number, h: number, taps: Float32Array
   return out;
 }
 
-/** High-pass (minus a Gaussian) then local contrast normalisation: whitens the host, keeps the key band. */
-export function prefilter(y: Float32Array, w: number, h: number, p: CoreParams): Float32Array {
+/**
+ * High-pass (minus a Gaussian) then local contrast normalisation: whitens the host, keeps the key band.
+ * `energy`, when given, receives the same high-pass divided by the local energy (the RMS squared, with its
+ * own floor `energyFloor`) instead: version 2's plane (docs/fingerprint.md, Detect step 2), same pass.
+ */
+export function prefilter(y: Float32Array, w: number, h: number, p: CoreParams, energy?: Float32Array, energyFloor = 0): Float32Array {
   const low = blur(y, w, h, gaussianTaps(p.sigmaHighpass));
   const hp = new Float32Array(w * h);
   const sq = new Float32Array(w * h);
@@ -71,7 +75,9 @@ export function prefilter(y: Float32Array, w: number, h: number, p: CoreParams):
     sq[i] = hp[i]! * hp[i]!;
   }
   const loc = blur(sq, w, h, gaussianTaps(p.sigmaLocal));
-  for (let i = 0; i < hp.length; i++) hp[i] = hp[i]! / Math.sqrt(loc[i]! + p.localFloor);
+  // Float32 arithmetic, as the native core: each sum rounded, then one correctly rounded division.
+  if (energy) for (let i = 0; i < hp.length; i++) energy[i] = hp[i]! / Math.fround(loc[i]! + energyFloor);
+  for (let i = 0; i < hp.length; i++) hp[i] = hp[i]! / Math.fround(Math.sqrt(Math.fround(loc[i]! + p.localFloor)));
   return hp;
 }
 

@@ -166,13 +166,72 @@ describe.skipIf(!existsSync(NATURAL))('fingerprint v2 on ../shared/natural', () 
     for (const d of found) expect(d.z, `T ${d.z}`).toBeGreaterThan(6);
   });
 
+  it('finds quarter crops that dividing by the local RMS missed, with other marking keys (step 2: the local energy)', async () => {
+    // --dense with --mark-key 11 and 41 on the local RMS plane: kodim05 at 0.25,0, 0.25,0.5 and 0.5,0.5 (the
+    // true alignment chosen, T 5.1-5.6 for 5.43) and kodim08 at 0.75,0, 1,0 and 1,0.5 (no look at the true one).
+    const cases: [string, number, [number, number][]][] = [
+      [
+        'kodim05',
+        11,
+        [
+          [0.25, 0],
+          [0.25, 0.5],
+          [0.5, 0.5],
+        ],
+      ],
+      [
+        'kodim08',
+        41,
+        [
+          [0.75, 0],
+          [1, 0],
+          [1, 0.5],
+        ],
+      ],
+    ];
+    for (const [name, fill, positions] of cases) {
+      const key = new Uint8Array(32).fill(fill);
+      const orig = readFileSync(`${NATURAL}/${name}.png`);
+      const marked = Buffer.from(await embedFingerprint(orig, key, { maxPixels: MAX_PIXELS }));
+      for (const [x, y] of positions) await expectFoundAfter(crop(0.25, { x, y }), marked, orig, key, MAX_PIXELS, rng);
+    }
+  });
+
+  it('counts the identity looks when the search chose a flip, whatever its sync z (step 10)', async () => {
+    // kodim05 marked with key 59, its quarter crop at 0.75,1: the vertical flip won at sync z 7.2 (T -0.8,
+    // past the refinement's 6.0, so the looks of an uncertain search did not run); the identity's best peak has T 7.8.
+    const key = new Uint8Array(32).fill(59);
+    const orig = readFileSync(`${NATURAL}/kodim05.png`);
+    const marked = Buffer.from(await embedFingerprint(orig, key, { maxPixels: MAX_PIXELS }));
+    const d = await expectFoundAfter(crop(0.25, { x: 0.75, y: 1 }), marked, orig, key, MAX_PIXELS, rng);
+    expect(d.dihedral, 'the chosen alignment is still the flip').not.toBe(0);
+    expect(d.z).toBeGreaterThan(6);
+  });
+
+  it('keeps flat photographs after JPEG 10 and 2% changes of aspect (step 2: the energy floor)', async () => {
+    // With the floor at 1 instead of 16, the sky of kodim09 after JPEG 10 (its block edges) outweighed the
+    // rest (key 11: sync z under 4.1 at the true lattice), and kodim08 stretched x1.02 (key 23) kept the
+    // no-geometry lattice, 2% off, at sync z 8.2 (T 4.7).
+    const cases: [string, number, AttackFn][] = [
+      ['kodim09', 11, jpeg(10)],
+      ['kodim08', 23, aspect(1.02)],
+    ];
+    for (const [name, fill, fn] of cases) {
+      const key = new Uint8Array(32).fill(fill);
+      const orig = readFileSync(`${NATURAL}/${name}.png`);
+      const marked = Buffer.from(await embedFingerprint(orig, key, { maxPixels: MAX_PIXELS }));
+      await expectFoundAfter(fn, marked, orig, key, MAX_PIXELS, rng);
+    }
+  });
+
   it("folds the crop line's lattice when a grid hypothesis 3% off and tilted stood in for it", async () => {
     // kodim05 with the bench's key, the quarter crop at (134, 54) that --dense's random crop drew: a grid
     // hypothesis (61.9 x 65.0, tilted 1.7 degrees) was within nearChosen's 2.5 angle steps and 5%, so the
-    // crop line's (64 x 64) was not folded (sync z 3.8 against 6.1; docs/fingerprint.md, step 4).
+    // crop line's (64 x 64) was not folded (sync z 3.8 against 6.1; docs/fingerprint.md, step 4). Since
+    // version 2 divides by the local energy (step 2) the chosen lattice is 63.2 x 64.1, tilted 0.2 degrees.
     const { orig, marked } = await benchMarked('kodim05');
     const d = await expectFoundAfter(crop(0.25, { x: 134 / 384, y: 54 / 256 }), marked, orig, BENCH_KEY, MAX_PIXELS, rng);
     const [ax, ay, bx, by] = d.lattice as [number, number, number, number];
-    for (const len of [Math.hypot(ax, ay), Math.hypot(bx, by)]) expect(Math.abs(len - 64), `lattice ${d.lattice.join(',')}`).toBeLessThan(0.64);
+    for (const len of [Math.hypot(ax, ay), Math.hypot(bx, by)]) expect(Math.abs(len - 64), `lattice ${d.lattice.join(',')}`).toBeLessThan(1.28);
   });
 });
