@@ -671,7 +671,9 @@ void DetectCore(const CoreIn& in, const CoreParams& params, CoreOut& out) {
 const char* SimdPath() {
 #if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
   __builtin_cpu_init();
-  return __builtin_cpu_supports("avx2") ? "avx2" : "portable";
+  // The same test as the hot loops' dispatch: AVX-512F only with AVX2 (the hand-written paths need both).
+  if (!__builtin_cpu_supports("avx2")) return "portable";
+  return __builtin_cpu_supports("avx512f") ? "avx512f" : "avx2";
 #else
   return "portable";
 #endif

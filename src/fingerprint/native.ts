@@ -30,7 +30,7 @@ export function runCore(input: CoreInput, engine: Engine = fingerprintEngine()):
   return { out: referenceCore(input), engine: 'reference' };
 }
 
-/** The native SIMD path in use ('avx2', 'portable'), or undefined without the addon. */
+/** The native SIMD path in use ('avx512f', 'avx2', 'portable'), or undefined without the addon. */
 export function nativeSimd(): string | undefined {
   return native()?.simd();
 }

@@ -19,7 +19,7 @@ export type AddonName = 'bytes' | 'fingerprint' | 'files' | 'jpeg';
 
 export interface AddonState {
   loaded: boolean;
-  /** The SIMD path the addon chose for this CPU ('avx2', 'scalar', 'portable'), when loaded. */
+  /** The SIMD path the addon chose for this CPU ('avx512f', 'avx2', 'scalar', 'portable'), when loaded. */
   simd?: string;
   /** Why it did not load. */
   error?: string;
