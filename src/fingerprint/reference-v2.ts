@@ -941,7 +941,7 @@ export function detectCore2(input: Core2Input): Core2Output {
   // Every lattice is folded from the picture prefiltered at its own resolution, however large the period;
   // version 2 reads the high-pass over the local energy, version 1's prefilter is made in the same pass.
   const x = new Float32Array(w * h);
-  const x1 = prefilter(y, w, h, p as never, x, p.energyFloor);
+  const x1 = prefilter(y, w, h, p as never, { plane: x, floor: p.energyFloor });
   const sync = new SyncA(input.a, period, input.harmonics, p.syncPower);
   const fold = new Float64Array(T2);
   const small = new Float64Array(period * period);

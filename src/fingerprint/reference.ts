@@ -63,10 +63,10 @@ export function blur(src: Float32Array, w: number, h: number, taps: Float32Array
 
 /**
  * High-pass (minus a Gaussian) then local contrast normalisation: whitens the host, keeps the key band.
- * `energy`, when given, receives the same high-pass divided by the local energy (the RMS squared, with its
- * own floor `energyFloor`) instead: version 2's plane (docs/fingerprint.md, Detect step 2), same pass.
+ * `energy`, when given, has its plane receive the same high-pass divided by the local energy (the RMS
+ * squared) plus its own floor instead: version 2's plane (docs/fingerprint.md, Detect step 2), same pass.
  */
-export function prefilter(y: Float32Array, w: number, h: number, p: CoreParams, energy?: Float32Array, energyFloor = 0): Float32Array {
+export function prefilter(y: Float32Array, w: number, h: number, p: CoreParams, energy?: { plane: Float32Array; floor: number }): Float32Array {
   const low = blur(y, w, h, gaussianTaps(p.sigmaHighpass));
   const hp = new Float32Array(w * h);
   const sq = new Float32Array(w * h);
@@ -76,7 +76,7 @@ export function prefilter(y: Float32Array, w: number, h: number, p: CoreParams, 
   }
   const loc = blur(sq, w, h, gaussianTaps(p.sigmaLocal));
   // Float32 arithmetic, as the native core: each sum rounded, then one correctly rounded division.
-  if (energy) for (let i = 0; i < hp.length; i++) energy[i] = hp[i]! / Math.fround(loc[i]! + energyFloor);
+  if (energy) for (let i = 0; i < hp.length; i++) energy.plane[i] = hp[i]! / Math.fround(loc[i]! + energy.floor);
   for (let i = 0; i < hp.length; i++) hp[i] = hp[i]! / Math.fround(Math.sqrt(Math.fround(loc[i]! + p.localFloor)));
   return hp;
 }
