@@ -26,7 +26,7 @@ import { embedFingerprint } from '../src/fingerprint/embed.js';
 import { type Engine, fingerprintEngine } from '../src/fingerprint/native.js';
 import { FPR, FPR_PER_SCHEME } from '../src/fingerprint/params.js';
 import { ATTACKS, type Attack, BIG_ATTACKS, DENSE_ATTACKS, png, SWEEP_ATTACKS } from './lib/fingerprint-attacks.js';
-import { prng } from '../src/capacity/random.js';
+import { prng } from './load/random.js';
 
 sharp.concurrency(1);
 
