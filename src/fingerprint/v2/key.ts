@@ -8,9 +8,9 @@
  * Each part has unit RMS; the embedded tile is sqrt(SHARE_A) tiled(a) + sqrt(SHARE_B) b + sqrt(SHARE_C) c.
  * Labels differ from version 1's, so the two versions' key material is independent.
  */
-import { createHash } from 'node:crypto';
-import { CELL, TILE, V2_PERIOD, V2_SHARE_A, V2_SHARE_B, V2_SHARE_C, V2_TEMPLATE } from './params.js';
-import { Rng, bandPassCyclic, unitRms } from './pattern.js';
+import { type Rng, bandField, countPart, deriveRng, perSecret, unitRms } from '../common/key.js';
+import { TILE } from '../params.js';
+import { V2_PERIOD, V2_SHARE_A, V2_SHARE_B, V2_SHARE_C, V2_TEMPLATE } from './params.js';
 
 export interface KeyTileV2 {
   /** V2_PERIOD^2, row-major, unit RMS: the sync part, sqrt(1 - V2_TEMPLATE) noise + sqrt(V2_TEMPLATE) template. */
@@ -25,16 +25,7 @@ export interface KeyTileV2 {
   embed: Float32Array;
 }
 
-function derive(secret: Uint8Array, label: string): Rng {
-  return new Rng(Buffer.concat([Buffer.from(`optmark-fingerprint-v2/${label}/`), secret]));
-}
-
-function field(rng: Rng, n: number): Float32Array {
-  const f = new Float64Array(n * n);
-  for (let i = 0; i < f.length; i++) f[i] = rng.gaussian();
-  bandPassCyclic(f, n);
-  return unitRms(f);
-}
+const derive = (secret: Uint8Array, label: string): Rng => deriveRng('v2', secret, label);
 
 /**
  * Base harmonics (a, b), a > b > 0, radius 7.2-9.1 cycles per period (high in the band, where photographs have least power): their orbits under the 8 symmetries
@@ -73,24 +64,15 @@ function template(rng: Rng): { t: Float32Array; harmonics: Float64Array } {
   return { t: unitRms(f), harmonics: Float64Array.from(harm) };
 }
 
+/** Builds version 2's key from the secret (keyTileV2For caches it). */
 export function buildKeyTileV2(secret: Uint8Array): KeyTileV2 {
-  const noise = field(derive(secret, 'lattice'), V2_PERIOD);
+  const noise = bandField(derive(secret, 'lattice'), V2_PERIOD);
   const tpl = template(derive(secret, 'template'));
   const mix = new Float64Array(V2_PERIOD * V2_PERIOD);
   for (let i = 0; i < mix.length; i++) mix[i] = Math.sqrt(1 - V2_TEMPLATE) * noise[i]! + Math.sqrt(V2_TEMPLATE) * tpl.t[i]!;
   const a = unitRms(mix);
-  const b = field(derive(secret, 'phase'), TILE);
-  const rc = derive(secret, 'count');
-  const count = new Float64Array(TILE * TILE);
-  const cell = new Float64Array(CELL * CELL);
-  for (let cy = 0; cy < TILE; cy += CELL) {
-    for (let cx = 0; cx < TILE; cx += CELL) {
-      for (let i = 0; i < cell.length; i++) cell[i] = rc.gaussian();
-      bandPassCyclic(cell, CELL);
-      for (let y = 0; y < CELL; y++) for (let x = 0; x < CELL; x++) count[(cy + y) * TILE + cx + x] = cell[y * CELL + x]!;
-    }
-  }
-  const c = unitRms(count);
+  const b = bandField(derive(secret, 'phase'), TILE);
+  const c = countPart(derive(secret, 'count'));
   const wa = Math.sqrt(V2_SHARE_A);
   const wb = Math.sqrt(V2_SHARE_B);
   const wc = Math.sqrt(V2_SHARE_C);
@@ -105,17 +87,5 @@ export function buildKeyTileV2(secret: Uint8Array): KeyTileV2 {
   return { a, harmonics: tpl.harmonics, b, c, embed };
 }
 
-const cache = new Map<string, KeyTileV2>();
-const CACHE_MAX = 4;
-
 /** The version-2 key for a secret, cached per thread. */
-export function keyTileV2For(secret: Uint8Array): KeyTileV2 {
-  const id = createHash('sha256').update(secret).digest('hex');
-  let tile = cache.get(id);
-  if (!tile) {
-    tile = buildKeyTileV2(secret);
-    if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value as string);
-    cache.set(id, tile);
-  }
-  return tile;
-}
+export const keyTileV2For = perSecret(buildKeyTileV2);

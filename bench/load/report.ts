@@ -67,7 +67,7 @@ export interface ScenarioResult {
   /** The constant-rate pass (evenly spaced arrivals at the unsaturated rates below 80% of the best). */
   constantRateSteps?: StepResult[] | undefined;
   /**
-   * The transport baseline beside optmark's constant-rate protect steps (src/capacity/transport.ts): each
+   * The transport baseline beside optmark's constant-rate protect steps (bench/load/transport.ts): each
    * step offered the share of the baseline's closed-loop capacity that optmark's was of optmark's.
    */
   transportBaseline?:
@@ -348,7 +348,7 @@ function table(header: string[], rows: string[][]): string {
   return [`| ${header.join(' | ')} |`, `|${header.map(() => '---').join('|')}|`, ...rows.map((r) => `| ${r.join(' | ')} |`)].join('\n');
 }
 
-/** "ideal p99/p50" is the ideal queue's (src/capacity/queue.ts) at the step's rate, arrivals and measured CPU per request. */
+/** "ideal p99/p50" is the ideal queue's (bench/load/queue.ts) at the step's rate, arrivals and measured CPU per request. */
 function stepsTable(steps: StepResult[]): string {
   return table(
     [
@@ -492,7 +492,7 @@ export function markdown(r: LoadReport): string {
   );
   lines.push(
     '',
-    'Floors as ../shared/checks/lib/floor.js computes them (wall-clock medians, in a fresh process): copy + SHA-256 + base64 + JSON bytes (median of 25); sharp with one thread, resize to 1024 wide, raw (median of 7). In brackets the CPU-time medians of the same runs. The targets use the wall-clock figure, as the check does.',
+    'Floors (wall-clock medians, in a fresh process; bench/load/floor.ts): copy + SHA-256 + base64 + JSON bytes (median of 25); sharp with one thread, resize to 1024 wide, raw (median of 7). In brackets the CPU-time medians of the same runs. The targets use the wall-clock figure, as the check does.',
     '',
   );
 
@@ -533,7 +533,7 @@ export function markdown(r: LoadReport): string {
     if (tf?.steps.length) {
       lines.push(
         '',
-        `The transport baseline beside it (src/capacity/transport.ts: optmark's uWebSockets.js transport and answer writer, the same bytes in and out, SHA-256 of the body in ${tf.workers} workers, nothing else), ` +
+        `The transport baseline beside it (bench/load/transport.ts: optmark's uWebSockets.js transport and answer writer, the same bytes in and out, SHA-256 of the body in ${tf.workers} workers, nothing else), ` +
           `each step offered the share of its closed-loop capacity (${f(tf.calibrationRps)} req/s, optmark's ${f(tf.optmarkCalibrationRps)}) that optmark's step was of optmark's: ` +
           'its p99/p50 is what this machine, the transport and the co-located generator alone cost in tail latency.',
         '',

@@ -1,9 +1,9 @@
 /**
- * The naive design, for side-by-side ratios (the TypeScript twin of ../shared/checks/lib/naive.js):
+ * The naive design, for side-by-side ratios (the same design as the acceptance check's naive server):
  * node:http + busboy, chunks joined with Buffer.concat, SHA-256, base64 and JSON.stringify, all on the
  * one event-loop thread. It answers every POST, whatever the path, as a protect.
  *
- *   node dist/src/capacity/naive.js <port> [host]
+ *   node dist/bench/load/naive.js <port> [host]
  */
 import { createHash } from 'node:crypto';
 import { createServer, type Server } from 'node:http';
@@ -39,7 +39,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const port = Number(process.argv[2]);
   const host = process.argv[3] ?? '127.0.0.1';
   if (!Number.isInteger(port) || port < 0 || port > 65535) {
-    process.stderr.write('usage: node dist/src/capacity/naive.js <port> [host]\n');
+    process.stderr.write('usage: node dist/bench/load/naive.js <port> [host]\n');
     process.exit(2);
   }
   const server = naiveServer();

@@ -1,23 +1,12 @@
 /**
- * The keyed tile, derived deterministically from the secret. Two independent parts:
- * - sync: a TILE x TILE band-passed Gaussian field, used only to find scale and shift;
- * - count: CELL x CELL cells, each band-passed on its own (cyclically), so that the cells' correlations
- *   are independent and sign-symmetric under "unmarked" whatever the image is. That is what makes the
- *   decision's false-positive bound exact, and it holds because the alignment never looks at them.
- * Both have unit RMS; the embedded tile is sqrt(SYNC_SHARE) * sync + sqrt(1 - SYNC_SHARE) * count.
+ * Key material both versions derive from the secret the same way: a seeded generator (xoshiro128** from
+ * SHA-256, so every platform draws the same numbers), the cyclic band-pass that puts the key in its band,
+ * the count part (CELL x CELL cells of independent material: the decision's cells), and the per-thread
+ * cache of a version's key (a worker usually sees one secret; building one costs about 10 ms).
  */
 import { createHash } from 'node:crypto';
-import { BAND_SIGMA_HIGH, BAND_SIGMA_LOW, CELL, SYNC_SHARE, TILE } from './params.js';
+import { BAND_SIGMA_HIGH, BAND_SIGMA_LOW, CELL, TILE } from '../params.js';
 import { fft2d } from './fft.js';
-
-export interface KeyTile {
-  /** TILE*TILE, row-major, unit RMS. */
-  sync: Float32Array;
-  /** TILE*TILE, row-major, unit RMS, independent per CELL x CELL cell. */
-  count: Float32Array;
-  /** The tile that is embedded. */
-  embed: Float32Array;
-}
 
 /** xoshiro128** seeded from SHA-256; deterministic on every platform. */
 export class Rng {
@@ -82,6 +71,7 @@ export function bandPassCyclic(field: Float64Array, n: number): void {
   for (let i = 0; i < n * n; i++) field[i]! /= n * n;
 }
 
+/** A copy scaled to unit RMS. */
 export function unitRms(src: Float64Array): Float32Array {
   let sq = 0;
   for (let i = 0; i < src.length; i++) sq += src[i]! * src[i]!;
@@ -91,47 +81,49 @@ export function unitRms(src: Float64Array): Float32Array {
   return out;
 }
 
-function derive(secret: Uint8Array, label: string): Rng {
-  return new Rng(Buffer.concat([Buffer.from(`optmark-fingerprint-v1/${label}/`), secret]));
+/** An n x n field of the generator's normals, band-passed cyclically, at unit RMS. */
+export function bandField(rng: Rng, n: number): Float32Array {
+  const f = new Float64Array(n * n);
+  for (let i = 0; i < f.length; i++) f[i] = rng.gaussian();
+  bandPassCyclic(f, n);
+  return unitRms(f);
 }
 
-/** Builds the key tile from the secret (about 10 ms; callers cache it, see keyTileFor). */
-export function buildKeyTile(secret: Uint8Array): KeyTile {
-  const rs = derive(secret, 'sync');
-  const sync = new Float64Array(TILE * TILE);
-  for (let i = 0; i < sync.length; i++) sync[i] = rs.gaussian();
-  bandPassCyclic(sync, TILE);
-
-  const rc = derive(secret, 'count');
+/**
+ * The count part, TILE x TILE at unit RMS: each CELL x CELL cell band-passed on its own (cyclically), so
+ * that the cells' correlations are independent and sign-symmetric under "unmarked" whatever the image is.
+ */
+export function countPart(rng: Rng): Float32Array {
   const count = new Float64Array(TILE * TILE);
   const cell = new Float64Array(CELL * CELL);
   for (let cy = 0; cy < TILE; cy += CELL) {
     for (let cx = 0; cx < TILE; cx += CELL) {
-      for (let i = 0; i < cell.length; i++) cell[i] = rc.gaussian();
+      for (let i = 0; i < cell.length; i++) cell[i] = rng.gaussian();
       bandPassCyclic(cell, CELL);
       for (let y = 0; y < CELL; y++) for (let x = 0; x < CELL; x++) count[(cy + y) * TILE + cx + x] = cell[y * CELL + x]!;
     }
   }
-  const s = unitRms(sync);
-  const c = unitRms(count);
-  const ws = Math.sqrt(SYNC_SHARE);
-  const wc = Math.sqrt(1 - SYNC_SHARE);
-  const embed = new Float32Array(TILE * TILE);
-  for (let i = 0; i < embed.length; i++) embed[i] = ws * s[i]! + wc * c[i]!;
-  return { sync: s, count: c, embed };
+  return unitRms(count);
 }
 
-const cache = new Map<string, KeyTile>();
+/** The generator for one part of a version's key: `label` under the version's prefix, then the secret. */
+export function deriveRng(version: string, secret: Uint8Array, label: string): Rng {
+  return new Rng(Buffer.concat([Buffer.from(`optmark-fingerprint-${version}/${label}/`), secret]));
+}
+
 const CACHE_MAX = 4;
 
-/** The key tile for a secret, cached per thread (a worker usually sees one secret). */
-export function keyTileFor(secret: Uint8Array): KeyTile {
-  const id = createHash('sha256').update(secret).digest('hex');
-  let tile = cache.get(id);
-  if (!tile) {
-    tile = buildKeyTile(secret);
-    if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value as string);
-    cache.set(id, tile);
-  }
-  return tile;
+/** `build` cached per thread by the secret's SHA-256 (the CACHE_MAX last secrets; a worker usually sees one). */
+export function perSecret<T>(build: (secret: Uint8Array) => T): (secret: Uint8Array) => T {
+  const cache = new Map<string, T>();
+  return (secret) => {
+    const id = createHash('sha256').update(secret).digest('hex');
+    let value = cache.get(id);
+    if (value === undefined) {
+      value = build(secret);
+      if (cache.size >= CACHE_MAX) cache.delete(cache.keys().next().value as string);
+      cache.set(id, value);
+    }
+    return value;
+  };
 }

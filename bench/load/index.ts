@@ -5,7 +5,7 @@
  * JSON, Markdown and an SVG chart of latency against throughput.
  */
 import { spawn, spawnSync } from 'node:child_process';
-import { makeDirs } from '../datadir.js';
+import { makeDirs } from '../../src/datadir.js';
 import { cpus, freemem, loadavg, release, totalmem, availableParallelism } from 'node:os';
 import { join, resolve } from 'node:path';
 import { fileURLToPath } from 'node:url';

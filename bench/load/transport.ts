@@ -10,13 +10,13 @@
  * and no buffer allocated per request: bodies land in reused buffers and every answer is written from
  * one buffer.
  *
- *   node dist/src/capacity/transport.js <port> <workers> [sha256|protect]
+ *   node dist/bench/load/transport.js <port> <workers> [sha256|protect]
  */
 import { pathToFileURL } from 'node:url';
 import { Worker } from 'node:worker_threads';
-import { MULTIPART_SLACK_BYTES, answerBytesFor, loadConfig } from '../config.js';
-import { Exchange } from '../http/respond.js';
-import { loadUws } from '../http/uws.js';
+import { MULTIPART_SLACK_BYTES, answerBytesFor, loadConfig } from '../../src/config.js';
+import { Exchange } from '../../src/http/respond.js';
+import { loadUws } from '../../src/http/uws.js';
 
 /**
  * The workers' per-request work: `sha256` (the baseline: one hash of the body, an answer of a protect's
@@ -66,7 +66,7 @@ interface Task {
   written?: number;
 }
 
-const PIPELINE = (m: string): string => new URL(`../pipeline/${m}.js`, import.meta.url).href;
+const PIPELINE = (m: string): string => new URL(`../../src/pipeline/${m}.js`, import.meta.url).href;
 
 export function transportServer(
   workers: number,
@@ -173,7 +173,7 @@ if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const workers = Number(process.argv[3] ?? 2);
   const work = process.argv[4] ?? 'sha256';
   if (!Number.isInteger(port) || port < 0 || port > 65535 || !Number.isInteger(workers) || workers < 1 || (work !== 'sha256' && work !== 'protect')) {
-    process.stderr.write('usage: node dist/src/capacity/transport.js <port> <workers> [sha256|protect]\n');
+    process.stderr.write('usage: node dist/bench/load/transport.js <port> <workers> [sha256|protect]\n');
     process.exit(2);
   }
   const server = transportServer(workers, work);

@@ -10,7 +10,7 @@
  */
 import { connect, type NetConnectOpts, type Socket } from 'node:net';
 import { performance } from 'node:perf_hooks';
-import { parseServerTiming } from '../http/timing.js';
+import { parseServerTiming } from '../../src/http/timing.js';
 import type { PreparedRequest } from './corpus.js';
 import { prng } from './corpus.js';
 

@@ -11,11 +11,11 @@ import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
 import { connect, createServer } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { MAX_LIMIT, StoreError, openStore } from '../store/index.js';
+import { MAX_LIMIT, StoreError, openStore } from '../../src/store/index.js';
 import type { Target } from './client.js';
 import { removeScratch, scratchDir, trackChild } from './scratch.js';
 
-const CLI = fileURLToPath(new URL('../cli.js', import.meta.url));
+const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const NAIVE = fileURLToPath(new URL('./naive.js', import.meta.url));
 const TRANSPORT = fileURLToPath(new URL('./transport.js', import.meta.url));
 

@@ -77,7 +77,7 @@ export interface StepResult {
   /** Failures above 1%, or under 90% of the offered rate achieved. */
   saturated: boolean;
   /**
-   * The ideal machine's latency at this step's rate and arrivals (src/capacity/queue.ts), given the CPU
+   * The ideal machine's latency at this step's rate and arrivals (bench/load/queue.ts), given the CPU
    * per request the server and the generator used here: what the arrivals alone cost in tail latency.
    */
   queueReference: QueueReference | undefined;

@@ -1,10 +1,10 @@
 /**
- * In-process floors for one file, computed exactly as the capacity check computes them
- * (../shared/checks/lib/floor.js): protect = copy + SHA-256 + base64 + JSON bytes (median of 25);
+ * In-process floors for one file, by the formula the project's acceptance capacity check uses:
+ * protect = copy + SHA-256 + base64 + JSON bytes (median of 25);
  * decode = sharp, one libvips thread, resize to 1024 wide, raw (median of 7).
  *
  * Run as its own process so the load generator's heap does not colour the figure:
- *   node dist/src/capacity/floor.js <file>      -> {"protect_ms": .., "decode_ms": ..}
+ *   node dist/bench/load/floor.js <file>      -> {"protect_ms": .., "decode_ms": ..}
  */
 import { createHash } from 'node:crypto';
 import { readFileSync } from 'node:fs';
@@ -83,7 +83,7 @@ export async function measureFloors(buf: Buffer): Promise<Floors> {
 if (import.meta.url === pathToFileURL(process.argv[1] ?? '').href) {
   const file = process.argv[2];
   if (!file) {
-    process.stderr.write('usage: node dist/src/capacity/floor.js <image>\n');
+    process.stderr.write('usage: node dist/bench/load/floor.js <image>\n');
     process.exit(2);
   }
   console.log(JSON.stringify(await measureFloors(readFileSync(file))));
