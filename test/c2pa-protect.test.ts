@@ -123,10 +123,14 @@ describe('OPTMARK_C2PA=refuse and invalidate', () => {
     const after = await read('jpeg', bytes);
     expect(after.validation_state).toBe('Invalid');
     expect(after.validation_status?.map((s) => s.code)).toContain('assertion.dataHash.mismatch');
-    // An update of such a file says its parent did not validate; the new manifest itself does.
+    // An update of such a file has an outcome of its own (issue #37: `updated` would say "kept valid");
+    // the warning says the parent did not validate, and that the new manifest itself does.
     const updated = await protectWithCredentials(bytes, { token: 'DMI-PROHIBITED' }, policy('update'));
-    expect(updated.outcome).toBe('updated');
-    expect(updated.warnings[0]!.message).toContain('did not validate before this edit');
+    expect(updated.outcome).toBe('parent-invalid');
+    expect(updated.warnings.map((w) => w.code)).toEqual(['content_credentials_parent_invalid']);
+    expect(updated.warnings[0]!.message).toContain('did not validate when it came (assertion.dataHash.mismatch');
+    expect(updated.warnings[0]!.message).toContain('The new manifest validates');
+    expect(updated.warnings[0]!.message).not.toMatch(/kept|stay valid/);
     const report = await read('jpeg', updated.pieces[0]!);
     const entries = report.manifests[report.active_manifest]!.assertions.find((a) => a.label === 'cawg.training-mining')!.data.entries;
     expect(entries).toEqual({
