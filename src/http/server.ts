@@ -107,11 +107,16 @@ export class HttpServer {
       uploads: this.#uploads,
     };
     // Every route checks the request's framing first (./framing.ts); the 400 goes out after the handler
-    // returned, so that uWS never dispatches what follows the refused request.
-    const app = withFraming(options.uws.App(), (res, req, fault) => {
-      const ex = exchangeOf(res, req, 'other');
-      setImmediate(() => this.#observed(ex, ex.error('invalid_request', fault, {}, { closeConnection: true })));
-    });
+    // returned, so that uWS never dispatches what follows the refused request. The JS fallback runs on
+    // node:http, whose parser refuses such requests itself (and has no req.forEach).
+    const uwsApp = options.uws.App();
+    const app =
+      options.transport === 'uws-native'
+        ? withFraming(uwsApp, (res, req, fault) => {
+            const ex = exchangeOf(res, req, 'other');
+            setImmediate(() => this.#observed(ex, ex.error('invalid_request', fault, {}, { closeConnection: true })));
+          })
+        : uwsApp;
     app.post('/api/v1/protect', (res, req) => handleApi(deps, 'protect', res, req));
     const verify = verifyWithRecords(options.store);
     app.post('/api/v1/verify', (res, req) => handleApi(deps, 'verify', res, req, verify));
