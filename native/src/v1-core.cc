@@ -1,9 +1,7 @@
-// Port of src/fingerprint/reference.ts (see core.h). Written so that GCC/Clang vectorise the inner
-// loops at -O3: contiguous float arrays, no aliasing, branch-free interiors. The hot functions are
-// compiled three times (AVX-512F, AVX2 and baseline; no FMA: -ffp-contract=off) and picked at load time by
-// the CPU (target_clones), so the binary stays portable and every build gives the same bits.
-#include "core.h"
-
+// Version 1's detection core (frozen: version 1 no longer embeds; its marks are detected as they always
+// were), a line-by-line port of src/fingerprint/v1/core.ts (see v1.h): resample-and-fold over a scale
+// search, the sync correlation and the per-cell count. Written so that GCC/Clang vectorise the inner loops
+// at -O3 (simd.h).
 #include <algorithm>
 #include <cmath>
 #include <cstring>
@@ -11,183 +9,12 @@
 #include <utility>
 #include <vector>
 
-#include "core2.h"
-
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-#define OPTMARK_CLONES __attribute__((target_clones("avx512f", "avx2", "default")))
-#define OPTMARK_INTERP_AVX2 1
-// GCC 12's AVX-512 intrinsics warn of their own undefined inputs (-Wmaybe-uninitialized, GCC bug 105593).
-#pragma GCC diagnostic push
-#pragma GCC diagnostic ignored "-Wmaybe-uninitialized"
-#include <immintrin.h>
-#pragma GCC diagnostic pop
-#else
-#define OPTMARK_CLONES
-#endif
+#include "fft.h"
+#include "simd.h"
+#include "v1.h"
 
 namespace optmark {
 namespace {
-
-std::vector<float> GaussianTaps(double sigma) {
-  const int r = static_cast<int>(std::ceil(3 * sigma));
-  std::vector<float> t(2 * r + 1);
-  double s = 0;
-  for (int i = -r; i <= r; i++) s += std::exp(-double(i) * i / (2 * sigma * sigma));
-  for (int i = -r; i <= r; i++) t[i + r] = float(std::exp(-double(i) * i / (2 * sigma * sigma)) / s);
-  return t;
-}
-
-void Luma(const uint8_t* px, int w, int h, int ch, float* y) {
-  const int n = w * h;
-  if (ch >= 3) {
-    for (int i = 0; i < n; i++) {
-      const uint8_t* p = px + size_t(i) * ch;
-      y[i] = float(0.299 * p[0] + 0.587 * p[1] + 0.114 * p[2]);
-    }
-  } else {
-    for (int i = 0; i < n; i++) y[i] = px[size_t(i) * ch];
-  }
-}
-
-#ifdef OPTMARK_INTERP_AVX2
-// d[x] = sum over k of t[k] * rows[k][x], k in order from a sum of 0 (the blur's passes), for the pixels
-// from x on in blocks of four vectors V held in registers (the compiled loop loads and stores d once per
-// tap): per pixel the same float products and sums in the same order, no FMA. Returns the first pixel
-// not done.
-template <class V>
-__attribute__((always_inline)) inline int TapBlocks(const float* const* rows, const float* t, int taps, int w, float* d, int x) {
-  constexpr int L = sizeof(V) / sizeof(float);
-  // Unaligned loads (no vector return value: its ABI depends on the target).
-  auto load = [](V& v, const float* p) { std::memcpy(&v, p, sizeof v); };
-  for (; x + 4 * L <= w; x += 4 * L) {
-    V a0 = V{}, a1 = a0, a2 = a0, a3 = a0, s0, s1, s2, s3;
-    for (int k = 0; k < taps; k++) {
-      const float tk = t[k];
-      const float* s = rows[k] + x;
-      load(s0, s);
-      load(s1, s + L);
-      load(s2, s + 2 * L);
-      load(s3, s + 3 * L);
-      a0 = a0 + tk * s0;
-      a1 = a1 + tk * s1;
-      a2 = a2 + tk * s2;
-      a3 = a3 + tk * s3;
-    }
-    std::memcpy(d + x, &a0, sizeof a0);
-    std::memcpy(d + x + L, &a1, sizeof a1);
-    std::memcpy(d + x + 2 * L, &a2, sizeof a2);
-    std::memcpy(d + x + 3 * L, &a3, sizeof a3);
-  }
-  for (; x + L <= w; x += L) {
-    V a0 = V{}, s0;
-    for (int k = 0; k < taps; k++) {
-      load(s0, rows[k] + x);
-      a0 = a0 + t[k] * s0;
-    }
-    std::memcpy(d + x, &a0, sizeof a0);
-  }
-  return x;
-}
-
-typedef float Floats8 __attribute__((vector_size(32)));
-typedef float Floats16 __attribute__((vector_size(64)));
-
-// TapBlocks 32 pixels at a time (AVX2), then 8, the row's last pixels one by one.
-__attribute__((target("avx2"))) void TapSumAvx2(const float* const* rows, const float* t, int taps, int w, float* d) {
-  for (int x = TapBlocks<Floats8>(rows, t, taps, w, d, 0); x < w; x++) {
-    float a = 0;
-    for (int k = 0; k < taps; k++) a += t[k] * rows[k][x];
-    d[x] = a;
-  }
-}
-
-// TapBlocks 64 pixels at a time (AVX-512F), then 16, the row's last pixels under a mask (the lanes past
-// it load 0 and are not stored).
-__attribute__((target("avx512f"))) void TapSumAvx512(const float* const* rows, const float* t, int taps, int w, float* d) {
-  const int x = TapBlocks<Floats16>(rows, t, taps, w, d, 0);
-  if (x < w) {
-    const __mmask16 m = __mmask16((1u << (w - x)) - 1);
-    __m512 a0 = _mm512_setzero_ps();
-    for (int k = 0; k < taps; k++) a0 = _mm512_add_ps(a0, _mm512_mul_ps(_mm512_set1_ps(t[k]), _mm512_maskz_loadu_ps(m, rows[k] + x)));
-    _mm512_mask_storeu_ps(d + x, m, a0);
-  }
-}
-#endif
-
-// Separable Gaussian blur with replicated borders.
-OPTMARK_CLONES
-void Blur(const float* __restrict src, int w, int h, const std::vector<float>& taps, float* __restrict tmp, float* __restrict out) {
-  const int r = int(taps.size() - 1) / 2;
-  const float* t = taps.data();
-  // Each row is copied with r replicated pixels on either side, so that the whole row (borders included)
-  // runs through the vectorised loop: per pixel the same products summed in the same order as before.
-  thread_local std::vector<float> padded;
-  padded.resize(size_t(w) + 2 * r);
-  float* __restrict pad = padded.data();
-#ifdef OPTMARK_INTERP_AVX2
-  static const bool avx2 = __builtin_cpu_supports("avx2");
-  static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
-  if (avx2) {
-    const auto tapSum = avx512 ? TapSumAvx512 : TapSumAvx2;
-    thread_local std::vector<const float*> rows;
-    rows.resize(size_t(2 * r + 1));
-    for (int y = 0; y < h; y++) {
-      const float* s = src + size_t(y) * w;
-      std::fill(pad, pad + r, s[0]);
-      std::copy(s, s + w, pad + r);
-      std::fill(pad + r + w, pad + 2 * r + w, s[w - 1]);
-      for (int k = 0; k <= 2 * r; k++) rows[k] = pad + k;
-      tapSum(rows.data(), t, 2 * r + 1, w, tmp + size_t(y) * w);
-    }
-    for (int y = 0; y < h; y++) {
-      for (int k = -r; k <= r; k++) rows[k + r] = tmp + size_t(std::clamp(y + k, 0, h - 1)) * w;
-      tapSum(rows.data(), t, 2 * r + 1, w, out + size_t(y) * w);
-    }
-    return;
-  }
-#endif
-  for (int y = 0; y < h; y++) {
-    const float* s = src + size_t(y) * w;
-    float* d = tmp + size_t(y) * w;
-    std::fill(pad, pad + r, s[0]);
-    std::copy(s, s + w, pad + r);
-    std::fill(pad + r + w, pad + 2 * r + w, s[w - 1]);
-    for (int x = 0; x < w; x++) d[x] = 0;
-    for (int k = 0; k <= 2 * r; k++) {
-      const float tk = t[k];
-      const float* sk = pad + k;
-      for (int x = 0; x < w; x++) d[x] += tk * sk[x];
-    }
-  }
-  for (int y = 0; y < h; y++) {
-    float* d = out + size_t(y) * w;
-    for (int x = 0; x < w; x++) d[x] = 0;
-    for (int k = -r; k <= r; k++) {
-      const float tk = t[k + r];
-      const float* s = tmp + size_t(std::clamp(y + k, 0, h - 1)) * w;
-      for (int x = 0; x < w; x++) d[x] += tk * s[x];
-    }
-  }
-}
-
-OPTMARK_CLONES
-void Prefilter(const float* __restrict y, int w, int h, const CoreParams& p, float* __restrict x, float* __restrict energy = nullptr, float energyFloor = 0) {
-  const size_t n = size_t(w) * h;
-  // Per-thread scratch planes (reused across calls rather than fresh pages every time).
-  thread_local std::vector<float> low, tmp, sq, loc;
-  for (std::vector<float>* v : {&low, &tmp, &sq, &loc}) v->resize(n);
-  Blur(y, w, h, GaussianTaps(p.sigmaHighpass), tmp.data(), low.data());
-  for (size_t i = 0; i < n; i++) {
-    x[i] = y[i] - low[i];
-    sq[i] = x[i] * x[i];
-  }
-  Blur(sq.data(), w, h, GaussianTaps(p.sigmaLocal), tmp.data(), loc.data());
-  const float floor = float(p.localFloor);
-  if (energy) {
-    for (size_t i = 0; i < n; i++) energy[i] = x[i] / (loc[i] + energyFloor);
-  }
-  for (size_t i = 0; i < n; i++) x[i] = x[i] / std::sqrt(loc[i] + floor);
-}
 
 struct Axis {
   int start = 0;
@@ -214,7 +41,7 @@ Axis MakeAxis(int n, double s, double off) {
   return a;
 }
 
-#ifdef OPTMARK_INTERP_AVX2
+#ifdef OPTMARK_X86_SIMD
 // The bilinear samples of one output row (Fold's line), eight at a time while the eight samples' pixel
 // pairs lie within a window of 16 pixels of the row (scales from about 0.55): two loads per source row and
 // permutations instead of one load per pixel; per sample the same float operations (no FMA). Returns how
@@ -272,7 +99,7 @@ __attribute__((target("avx512f"))) int InterpRowAvx512(const float* r0, const fl
 }
 #endif
 
-#ifdef OPTMARK_INTERP_AVX2
+#ifdef OPTMARK_X86_SIMD
 // Sync::Correlate's spectral product for columns u in [1, n - 3) in blocks of 4 x 4 bins (AVX2): bin (v, u)
 // times the conjugate-mirrored bin ((n - v) & m, n - u), written transposed to (u, v); per bin the same
 // double operations as the scalar loop (no FMA).
@@ -307,7 +134,7 @@ __attribute__((target("avx2"))) void ProductBlocksAvx2(const double* re, const d
 }
 #endif
 
-#ifdef OPTMARK_INTERP_AVX2
+#ifdef OPTMARK_X86_SIMD
 // b = a transposed, n x n doubles (n a multiple of 4), in 4 x 4 blocks held in registers.
 __attribute__((target("avx2"))) void TransposeAvx2(const double* a, double* b, int n) {
   for (int y = 0; y < n; y += 4)
@@ -339,7 +166,7 @@ OPTMARK_CLONES void Fold(const float* __restrict x, int w, int h, double s, doub
     const float* r1 = r0 + w;
     const float fy = ay.frac[j];
     int i0 = 0;
-#ifdef OPTMARK_INTERP_AVX2
+#ifdef OPTMARK_X86_SIMD
     static const bool avx2 = __builtin_cpu_supports("avx2");
     static const bool avx512 = avx2 && __builtin_cpu_supports("avx512f");
     if (avx512) i0 = InterpRowAvx512(r0, r1, xi, xf, nx, fy, x + size_t(w) * h, line);
@@ -369,63 +196,10 @@ OPTMARK_CLONES void Fold(const float* __restrict x, int w, int h, double s, doub
 // contiguous doubles and vectorises; the second axis goes through a transpose.
 template <int N>
 struct Fft {
-  std::vector<int> rev;
-  std::vector<double> wr[2], wi[2];  // per sign, per stage: cos/sin(ang*k)
-  Fft() {
-    rev.resize(N);
-    for (int i = 1, j = 0; i < N; i++) {
-      int bit = N >> 1;
-      for (; j & bit; bit >>= 1) j ^= bit;
-      j ^= bit;
-      rev[i] = j;
-    }
-    for (int si = 0; si < 2; si++) {
-      const int sign = si == 0 ? -1 : 1;
-      for (int len = 2; len <= N; len <<= 1) {
-        const double ang = sign * 2 * M_PI / len;
-        for (int k = 0; k < len / 2; k++) {
-          wr[si].push_back(std::cos(ang * k));
-          wi[si].push_back(std::sin(ang * k));
-        }
-      }
-    }
-  }
-  // Transforms every column (along y) at once.
+  Twiddles tw[2] = {MakeTwiddles(N, -1), MakeTwiddles(N, 1)};  // per sign
+  // Transforms every column (along y) at once (the kernel in fft.h, compiled here for each target clone).
   OPTMARK_CLONES
-  void Columns(double* __restrict re, double* __restrict im, int sign) const {
-    for (int i = 1; i < N; i++) {
-      const int j = rev[i];
-      if (i < j) {
-        std::swap_ranges(re + i * N, re + (i + 1) * N, re + j * N);
-        std::swap_ranges(im + i * N, im + (i + 1) * N, im + j * N);
-      }
-    }
-    const int si = sign < 0 ? 0 : 1;
-    const double* twr = wr[si].data();
-    const double* twi = wi[si].data();
-    for (int len = 2; len <= N; len <<= 1) {
-      const int half = len >> 1;
-      for (int k = 0; k < half; k++) {
-        const double c = twr[k], s = twi[k];
-        for (int i = k; i < N; i += len) {
-          double* __restrict ar = re + i * N;
-          double* __restrict ai = im + i * N;
-          double* __restrict br = re + (i + half) * N;
-          double* __restrict bi = im + (i + half) * N;
-          for (int x = 0; x < N; x++) {
-            const double xr = br[x] * c - bi[x] * s;
-            const double xi = br[x] * s + bi[x] * c;
-            br[x] = ar[x] - xr;
-            bi[x] = ai[x] - xi;
-            ar[x] = ar[x] + xr;
-            ai[x] = ai[x] + xi;
-          }
-        }
-      }
-      twr += half;
-      twi += half;
-    }
-  }
+  void Columns(double* __restrict re, double* __restrict im, int sign) const { FftColumnsOf<N>(re, im, N, N, tw[sign < 0 ? 0 : 1]); }
   void TwoD(double* re, double* im, int sign, double* tre, double* tim) const {
     Transpose(re, tre);
     Transpose(im, tim);
@@ -435,7 +209,7 @@ struct Fft {
     Columns(re, im, sign);
   }
   static void Transpose(const double* __restrict a, double* __restrict b) {
-#ifdef OPTMARK_INTERP_AVX2
+#ifdef OPTMARK_X86_SIMD
     static const bool avx2 = __builtin_cpu_supports("avx2");
     if (avx2) {
       TransposeAvx2(a, b, N);
@@ -455,13 +229,6 @@ struct Peak {
   int dx = 0, dy = 0;
   double fx = 0, fy = 0;
 };
-
-double SubPixel(double m, double c, double p) {
-  const double den = m - 2 * c + p;
-  if (!(den < 0)) return 0;
-  const double v = 0.5 * (m - p) / den;
-  return v > 0.5 ? 0.5 : v < -0.5 ? -0.5 : v;
-}
 
 template <int N>
 const Fft<N>& SharedFft() {
@@ -492,7 +259,7 @@ struct Sync {
     fft.Columns(re.data(), im.data(), -1);
     // tre/tim receive the product transposed: (u, v) holds bin (v, u).
     int u1 = 0;  // columns from u1 on are left to the scalar loop
-#ifdef OPTMARK_INTERP_AVX2
+#ifdef OPTMARK_X86_SIMD
     static const bool avx2 = __builtin_cpu_supports("avx2");
     if (avx2) {
       ProductBlocksAvx2(re.data(), im.data(), specRe.data(), specIm.data(), N, tre.data(), tim.data());
@@ -561,8 +328,9 @@ struct SyncPair {
 };
 
 SyncPair& SyncFor(const float* sync) {
+  thread_local std::vector<unsigned char> kept;
   thread_local std::unique_ptr<SyncPair> last;
-  if (!last || std::memcmp(last->key.data(), sync, sizeof(float) * kTile2) != 0) last = std::make_unique<SyncPair>(sync);
+  if (!SameKey(kept, {{sync, sizeof(float) * kTile2}}) || !last) last = std::make_unique<SyncPair>(sync);
   return *last;
 }
 
@@ -579,8 +347,8 @@ void DetectCore(const CoreIn& in, const CoreParams& params, CoreOut& out) {
   if (!x) {
     std::vector<float> y(n);
     own.resize(n);
-    Luma(in.pixels, w, h, in.channels, y.data());
-    Prefilter(y.data(), w, h, params, own.data());
+    LumaOf(in.pixels, w, h, in.channels, y.data());
+    PrefilterOf(y.data(), w, h, params.sigmaHighpass, params.sigmaLocal, params.localFloor, own.data(), nullptr, 0);
     x = own.data();
   }
 
@@ -666,31 +434,6 @@ void DetectCore(const CoreIn& in, const CoreParams& params, CoreOut& out) {
   out.syncZ = best.z;
   out.coarseZ = coarseZ;
   out.tier = tier;
-}
-
-const char* SimdPath() {
-#if defined(__GNUC__) && !defined(__clang__) && defined(__x86_64__) && defined(__linux__)
-  __builtin_cpu_init();
-  // The same test as the hot loops' dispatch: AVX-512F only with AVX2 (the hand-written paths need both).
-  if (!__builtin_cpu_supports("avx2")) return "portable";
-  return __builtin_cpu_supports("avx512f") ? "avx512f" : "avx2";
-#else
-  return "portable";
-#endif
-}
-
-}  // namespace optmark
-
-namespace optmark {
-
-void LumaOf(const uint8_t* px, int w, int h, int ch, float* y) { Luma(px, w, h, ch, y); }
-
-void PrefilterOf(const float* y, int w, int h, double sigmaHighpass, double sigmaLocal, double localFloor, float* x, float* energy, double energyFloor) {
-  CoreParams p{};
-  p.sigmaHighpass = sigmaHighpass;
-  p.sigmaLocal = sigmaLocal;
-  p.localFloor = localFloor;
-  Prefilter(y, w, h, p, x, energy, float(energyFloor));
 }
 
 }  // namespace optmark

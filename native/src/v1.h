@@ -1,13 +1,11 @@
-// Detection core of the fingerprint: one call per image, plain inputs, plain outputs.
-// A line-by-line port of src/fingerprint/reference.ts; keep the two in step.
+// Version 1's detection core of the fingerprint (frozen, detect-only): one call per image, plain inputs,
+// plain outputs. A line-by-line port of src/fingerprint/v1/core.ts; keep the two in step.
 #pragma once
 #include <cstdint>
 
-namespace optmark {
+#include "common.h"
 
-constexpr int kTile = 128;
-constexpr int kTile2 = kTile * kTile;
-constexpr int kMask = kTile - 1;
+namespace optmark {
 
 struct CoreParams {
   int cell;              // count cell side (divides kTile)
@@ -42,8 +40,5 @@ struct CoreOut {
 };
 
 void DetectCore(const CoreIn& in, const CoreParams& params, CoreOut& out);
-
-// Which code path the hot loops use on this CPU ("avx2" or "portable").
-const char* SimdPath();
 
 }  // namespace optmark

@@ -1,8 +1,11 @@
 // Version-2 detection core of the fingerprint (geometry of its own): one call per image, plain inputs,
-// plain outputs. A port of src/fingerprint/reference-v2.ts; keep the two in step.
+// plain outputs. A port of src/fingerprint/v2/ (one .cc per step, as there: v2-spectrum, v2-lattice,
+// v2-fold, v2-sync, v2-core); keep the two in step.
 #pragma once
 #include <cstdint>
 #include <vector>
+
+#include "common.h"
 
 namespace optmark {
 
@@ -65,11 +68,5 @@ struct Core2Out {
 };
 
 void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out);
-
-// Exposed from core.cc for the version-2 core. `x` receives version 1's prefilter (high-pass over the local
-// RMS); `energy`, when not null, the same high-pass over the local energy (the RMS squared) plus
-// `energyFloor`: version 2's plane.
-void LumaOf(const uint8_t* px, int w, int h, int ch, float* y);
-void PrefilterOf(const float* y, int w, int h, double sigmaHighpass, double sigmaLocal, double localFloor, float* x, float* energy, double energyFloor);
 
 }  // namespace optmark
