@@ -14,8 +14,8 @@ import { join, resolve } from 'node:path';
 import { parseArgs } from 'node:util';
 import { chromium } from 'playwright-core';
 import sharp from 'sharp';
-import { median as upperMedian } from '../src/capacity/report.js';
-import { startOptmark } from '../src/capacity/servers.js';
+import { median as upperMedian } from './load/report.js';
+import { startOptmark } from './load/servers.js';
 import { parseServerTiming } from '../src/http/timing.js';
 
 const { values } = parseArgs({

@@ -1,7 +1,7 @@
 /**
  * Detection of a C2PA manifest store (Content Credentials) without parsing it, from the container's one
- * walk (src/formats: JPEG APP11 JUMBF segments whose description box has the C2PA type, a PNG `caBX`
- * chunk, a WebP `C2PA` chunk). Files without credentials pay that walk and nothing else; the validating
+ * walk (src/formats: the JPEG XT segments carrying a JUMBF box of the C2PA type, the PNG and WebP
+ * chunks of the store). Files without credentials pay that walk and nothing else; the validating
  * reader (src/c2pa/reader.ts) runs only when a store is present. The walk's limits are the container
  * readers' (src/formats/limits.ts), so detection refuses exactly what protect and verify refuse.
  */
@@ -15,7 +15,7 @@ export type C2paContainer = 'jpeg' | 'png' | 'webp';
 
 /**
  * Whether one slice of contentOutsideXmp (a whole JPEG segment, PNG chunk or WebP chunk) belongs to a
- * C2PA manifest store: an APP11 JPEG XT segment carrying a JUMBF box, a PNG `caBX` chunk, a WebP `C2PA` chunk.
+ * C2PA manifest store (a JPEG XT segment carrying a JUMBF box, the PNG or WebP store chunk).
  */
 export function isManifestStoreSlice(format: C2paContainer, slice: Uint8Array): boolean {
   return FORMATS.get(format)!.isManifestStoreSlice(slice);

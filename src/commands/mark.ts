@@ -9,6 +9,7 @@ import { realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { availableParallelism } from 'node:os';
+import type { CredentialsOutcome } from '../c2pa/modes.js';
 import type { Found } from '../batch/sources.js';
 import type { FileJob, FileOutcome } from '../batch/work.js';
 import { loadConfig } from '../config.js';
@@ -115,7 +116,7 @@ export async function runMark(opts: MarkOptions): Promise<number> {
     return { input: found.input, source: found.source, outDir, rel: found.rel };
   };
   // What happened to files with Content Credentials (refused ones are failures, named below).
-  const credentials = { updated: 0, invalidated: 0, unchanged: 0 };
+  const credentials: Record<Exclude<CredentialsOutcome, 'none'>, number> = { updated: 0, 'parent-invalid': 0, unverified: 0, invalidated: 0, unchanged: 0 };
   let summary;
   try {
     summary = await runCommand({
@@ -153,11 +154,7 @@ export async function runMark(opts: MarkOptions): Promise<number> {
   const out = opts.report === '-' ? process.stderr : process.stdout;
   const lines = [
     `done ${tally.counts.done}, skipped ${tally.counts.skipped}, failed ${tally.counts.failed} (${applied.join(', ')})`,
-    ...(credentials.updated + credentials.invalidated + credentials.unchanged > 0
-      ? [
-          `Content Credentials: ${credentials.updated} updated, ${credentials.invalidated} invalidated, ${credentials.unchanged} unchanged (OPTMARK_C2PA=${config.c2paMode})`,
-        ]
-      : []),
+    ...(Object.values(credentials).some((n) => n > 0) ? [`Content Credentials: ${credentialCounts(credentials)} (OPTMARK_C2PA=${config.c2paMode})`] : []),
     ...tally.details(summary.reportHint),
   ];
   out.write(`${lines.join('\n')}\n`);
@@ -234,4 +231,13 @@ export function register(program: Command): void {
       });
       exitWith(await runMark(opts));
     });
+}
+
+/** `3 updated, 0 invalidated, 1 unchanged`, with the outcomes that need a word of their own only when they occurred. */
+function credentialCounts(c: Record<Exclude<CredentialsOutcome, 'none'>, number>): string {
+  const rare = [
+    c['parent-invalid'] > 0 ? `${c['parent-invalid']} updated over credentials that did not validate` : '',
+    c.unverified > 0 ? `${c.unverified} unverified offline` : '',
+  ].filter(Boolean);
+  return [`${c.updated} updated`, ...rare, `${c.invalidated} invalidated`, `${c.unchanged} unchanged`].join(', ');
 }
