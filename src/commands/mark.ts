@@ -23,6 +23,10 @@ export interface MarkOptions {
   inPlace: boolean;
   provenance: boolean;
   fingerprint: boolean;
+  /** The signal layers (docs/signals.md): TDMRep in the XMP, a C2PA manifest for files without one. */
+  tdmrep: boolean;
+  tdmPolicy: string | undefined;
+  contentCredentials: boolean;
   filesFrom: string | undefined;
   nul: boolean;
   jobs: number | undefined;
@@ -40,6 +44,7 @@ export function checkMarkOptions(o: MarkOptions): MarkOptions {
   if (!o.inPlace && o.out === undefined) throw new UsageError('mark: --out <dir> is required (or --in-place to replace the inputs)');
   if (o.inPlace && o.skipExisting !== undefined)
     throw new UsageError('mark: --skip-existing applies to --out (in place, a file already marked is left as it is anyway)');
+  if (o.tdmPolicy !== undefined && !o.tdmrep) throw new UsageError('mark: --tdm-policy applies to --tdmrep');
   if (o.report !== undefined && o.report === o.filesFrom && o.report !== '-') throw new UsageError('mark: --report and --files-from name the same file');
   return o;
 }
@@ -82,6 +87,7 @@ export async function runMark(opts: MarkOptions): Promise<number> {
       return 1;
     }
   }
+  const signals = await signalLayers(opts, config, applied);
   const ready = await readyForBatch(config, { fingerprint: opts.fingerprint, c2pa: true });
   if (typeof ready === 'string') {
     process.stderr.write(`optmark mark: ${ready}\n`);
@@ -132,6 +138,7 @@ export async function runMark(opts: MarkOptions): Promise<number> {
         init: laneInit(config),
         provenance: opts.provenance,
         fingerprint: opts.fingerprint,
+        signals,
         hash: opts.report !== undefined,
         skipExisting: opts.skipExisting,
         keepTime: true,
@@ -161,11 +168,31 @@ export async function runMark(opts: MarkOptions): Promise<number> {
   return summary.exitCode;
 }
 
+/** The signal layers asked for (undefined: none), named in `applied` in the order they are applied. */
+async function signalLayers(opts: MarkOptions, config: ReturnType<typeof loadConfig>, applied: string[]) {
+  if (!opts.tdmrep && !opts.contentCredentials) return undefined;
+  let tdmPolicy = config.tdmPolicy;
+  if (opts.tdmPolicy !== undefined) {
+    const { checkPolicyUrl, PolicyUrlError } = await import('../signals/site.js');
+    try {
+      tdmPolicy = checkPolicyUrl(opts.tdmPolicy);
+    } catch (err) {
+      throw err instanceof PolicyUrlError ? new UsageError(`mark: ${err.message.replace('--policy', '--tdm-policy')}`) : err;
+    }
+  }
+  if (opts.tdmrep) applied.splice(applied.indexOf('opt-out field') + 1, 0, `TDMRep${tdmPolicy ? ` (policy ${tdmPolicy})` : ''}`);
+  if (opts.contentCredentials) applied.push('Content Credentials');
+  return { tdmrep: opts.tdmrep, tdmPolicy, contentCredentials: opts.contentCredentials, training: config.c2paTrainingMining };
+}
+
 interface MarkFlags {
   out?: string;
   inPlace?: boolean;
   provenance?: boolean;
   fingerprint?: boolean;
+  tdmrep?: boolean;
+  tdmPolicy?: string;
+  contentCredentials?: boolean;
   filesFrom?: string;
   null?: boolean;
   jobs?: number;
@@ -192,6 +219,12 @@ export function register(program: Command): void {
     .option('--in-place', 'replace the input files instead (atomically; nothing else overwrites an input)')
     .option('--provenance', "add a provenance tag signed with this server's key (docs/provenance.md)")
     .option('--fingerprint', 'embed the experimental in-pixel fingerprint first (decodes and re-encodes the pixels)')
+    .option('--tdmrep', 'also write the W3C TDMRep reservation (tdm:reservation 1, tdm:policy from OPTMARK_TDM_POLICY) into the XMP (docs/signals.md)')
+    .option('--tdm-policy <url>', 'the tdm:policy URL for --tdmrep (instead of OPTMARK_TDM_POLICY)')
+    .option(
+      '--content-credentials',
+      "give files without Content Credentials a new C2PA manifest signed with this server's C2PA identity, stating no AI training or mining (cawg.training-mining); files with credentials get the update manifest (OPTMARK_C2PA)",
+    )
     .option('--files-from <list>', "read the paths from a file, or from standard input with '-', one a line")
     .option('-0, --null', 'the --files-from list is NUL-separated (find -print0)')
     .option(
@@ -222,6 +255,9 @@ export function register(program: Command): void {
         inPlace: o.inPlace === true,
         provenance: o.provenance === true,
         fingerprint: o.fingerprint === true,
+        tdmrep: o.tdmrep === true,
+        tdmPolicy: o.tdmPolicy,
+        contentCredentials: o.contentCredentials === true,
         filesFrom: o.filesFrom,
         nul: o.null === true,
         jobs: o.jobs,
