@@ -56,3 +56,9 @@ describe('the manuals in docs/', () => {
     expect(lines.length - 1).toBeLessThanOrEqual(name === 'fingerprint.md' ? 400 : 500);
   });
 });
+
+describe('docs/openapi.json', () => {
+  it('points at nothing outside the repository', () => {
+    expect(read('openapi.json')).not.toContain('../shared');
+  });
+});
