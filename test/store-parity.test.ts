@@ -82,14 +82,36 @@ describe.each(ENGINES)('the same answers on %s', (engine) => {
       secrets: [],
     };
     const orphans: Array<[string, Partial<StoreSnapshot>]> = [
-      ['a key', { keys: [{ account: 'ghost', hash: Buffer.alloc(32, 1), prefix: 'om_live_ghost', createdAt: JAN.toISOString(), lastUsedAt: null, revokedAt: null }] }],
+      [
+        'a key',
+        { keys: [{ account: 'ghost', hash: Buffer.alloc(32, 1), prefix: 'om_live_ghost', createdAt: JAN.toISOString(), lastUsedAt: null, revokedAt: null }] },
+      ],
       ['a counter', { counters: [{ account: 'ghost', month: '2026-01', operation: 'protect', used: 5 }] }],
-      ['a batch', { batches: [{ account: 'ghost', id: randomUUID(), size: 1, provenance: false, fingerprint: false, used: 0, keyPrefix: 'om_live_x', createdAt: JAN.toISOString() }] }],
+      [
+        'a batch',
+        {
+          batches: [
+            {
+              account: 'ghost',
+              id: randomUUID(),
+              size: 1,
+              provenance: false,
+              fingerprint: false,
+              used: 0,
+              keyPrefix: 'om_live_x',
+              createdAt: JAN.toISOString(),
+            },
+          ],
+        },
+      ],
       ['a record', { records: [{ ...record(randomUUID(), 'x.jpg', JAN.toISOString()), account: 'ghost' }] }],
     ];
     for (const [what, part] of orphans) {
       await expect(store.restore({ ...base, ...part }), what).rejects.toMatchObject({ code: 'unknown_account' });
-      expect((await store.listAccounts()).map((a) => a.name), what).toEqual(['kept']);
+      expect(
+        (await store.listAccounts()).map((a) => a.name),
+        what,
+      ).toEqual(['kept']);
     }
   });
 
