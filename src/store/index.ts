@@ -12,6 +12,7 @@ export { parseAuthorization, wwwAuthenticate, type AuthFailureCode } from './aut
 export { KEY_PREFIX, isWellFormedKey } from './keys.js';
 export { monthOf, rateLimitHeaders, OPERATIONS, resetInstantOf, resetTimeOf, utcMinuteText, type Operation, type QuotaState } from './quota.js';
 export { SCHEMA_VERSION } from './db.js';
+export { TEXT_LIMITS, checkQueryEncoding, checkText } from './text.js';
 export { IDEMPOTENCY_TTL_MS, type IdempotentRequest, type PriorRequest } from './idempotency.js';
 export { PG_SCHEMA_VERSION } from './postgres/schema.js';
 export type { CheckpointStats } from './checkpoints.js';

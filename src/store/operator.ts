@@ -1,7 +1,9 @@
 /**
  * The operator side of the Store interface, once for both engines: each engine hands its account book
- * (sqlite/accounts.ts, postgres/accounts.ts: the dialect) and how it writes pending last-used times.
+ * (sqlite/accounts.ts, postgres/accounts.ts: the dialect) and how it writes pending last-used times;
+ * names and prefixes go through the store's text check (./text.ts) first.
  */
+import { checkName } from './text.js';
 import type { Account, KeyInfo, Plan, Usage } from './types.js';
 
 type Awaitable<T> = T | Promise<T>;
@@ -30,7 +32,7 @@ export abstract class OperatorSide {
   }
 
   async createAccount(name: string, plan: Plan, now: Date = new Date()): Promise<Account> {
-    return this.book.createAccount(name, plan, now);
+    return this.book.createAccount(checkName('account', name), plan, now);
   }
 
   async listAccounts(): Promise<Account[]> {
@@ -38,31 +40,32 @@ export abstract class OperatorSide {
   }
 
   async getAccount(name: string): Promise<Account> {
-    return this.book.getAccount(name);
+    return this.book.getAccount(checkName('account', name));
   }
 
   async setPlan(name: string, plan: Plan): Promise<Account> {
-    return this.book.setPlan(name, plan);
+    return this.book.setPlan(checkName('account', name), plan);
   }
 
   async setLimits(name: string, limits: { protect?: number | null; verify?: number | null }): Promise<Account> {
-    return this.book.setLimits(name, limits);
+    return this.book.setLimits(checkName('account', name), limits);
   }
 
   async issueKey(accountName: string, now: Date = new Date()): Promise<{ key: string; prefix: string; id: number }> {
-    return this.book.issueKey(accountName, now);
+    return this.book.issueKey(checkName('account', accountName), now);
   }
 
   async listKeys(accountName: string): Promise<KeyInfo[]> {
+    checkName('account', accountName);
     await this.flushLastUsed();
     return this.book.listKeys(accountName);
   }
 
   async revokeKey(prefix: string, now: Date = new Date()): Promise<{ prefix: string; account: string; alreadyRevoked: boolean }> {
-    return this.book.revokeKey(prefix, now);
+    return this.book.revokeKey(checkName('key', prefix), now);
   }
 
   async usage(accountName: string, month?: string, now: Date = new Date()): Promise<Usage> {
-    return this.book.usage(accountName, month, now);
+    return this.book.usage(checkName('account', accountName), month, now);
   }
 }

@@ -18,6 +18,7 @@ import { LEASE_RENEW_MS, RECONCILE_INTERVAL_MS } from '../owners.js';
 import { monthOf, type Operation, type QuotaState } from '../quota.js';
 import type { DashboardRecords } from '../records.js';
 import { OperatorSide } from '../operator.js';
+import { CheckedDashboardRecords, checkIdempotency } from '../text.js';
 import type * as T from '../types.js';
 import { PgAccounts } from './accounts.js';
 import { PgAuth } from './auth.js';
@@ -86,7 +87,7 @@ export class PostgresStore extends OperatorSide implements T.Store {
       forgetKeys: () => this.#auth.forget(),
     });
     this.#secrets = new PgSecrets(conn);
-    this.dashboard = new PgDashboardRecords(conn.q, searchFold);
+    this.dashboard = new CheckedDashboardRecords(new PgDashboardRecords(conn.q, searchFold));
   }
 
   /** Connects, creates the schema named in the URL if needed, and migrates it (once across instances). */
@@ -116,7 +117,7 @@ export class PostgresStore extends OperatorSide implements T.Store {
   }
 
   async reserve(accountId: number, op: Operation, now: Date = new Date(), idempotency?: IdempotentRequest): Promise<T.ReserveResult> {
-    return this.#quotas.reserve(accountId, op, now, idempotency);
+    return this.#quotas.reserve(accountId, op, now, checkIdempotency(idempotency));
   }
 
   commit(res: T.Reservation, now: Date = new Date(), onSent?: () => void): Promise<QuotaState | undefined> {

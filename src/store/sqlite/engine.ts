@@ -29,6 +29,7 @@ import {
 import { monthOf, quotaStateOf, type Operation, type QuotaState } from '../quota.js';
 import type { DashboardRecords } from '../records.js';
 import { OperatorSide } from '../operator.js';
+import { CheckedDashboardRecords, checkIdempotency } from '../text.js';
 import type * as T from '../types.js';
 import { SqliteAccounts } from './accounts.js';
 import { SqliteIdempotency } from './idempotency.js';
@@ -110,7 +111,7 @@ export class SqliteStore extends OperatorSide implements T.Store {
     this.#db = db;
     this.file = file;
     this.#defaults = defaults;
-    this.dashboard = new SqliteDashboardRecords(db);
+    this.dashboard = new CheckedDashboardRecords(new SqliteDashboardRecords(db));
     this.#keys = new SqliteIdempotency(db);
     this.book = new SqliteAccounts(db, defaults, (id, op, month, now) => this.#state(id, op, month, now));
     this.#authByHash = db.prepare<[Buffer], AuthRow>(
@@ -245,6 +246,7 @@ export class SqliteStore extends OperatorSide implements T.Store {
   }
 
   reserveSync(accountId: number, op: Operation, now: Date = new Date(), idempotency?: IdempotentRequest): T.ReserveResult {
+    checkIdempotency(idempotency);
     if (!this.#registered) this.#register(now.getTime());
     const month = monthOf(now);
     const p = { account: accountId, month, op, fallback: this.#defaults[op], owner: this.#owner.id, hold: this.#nextHold++ };
