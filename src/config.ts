@@ -9,6 +9,8 @@ import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { C2PA_MODES, type C2paMode } from './c2pa/modes.js';
 import { MAX_PROTECT_GROWTH_BYTES } from './formats/limits.js';
+import { checkPolicyUrl } from './signals/site.js';
+import { NOT_ALLOWED, parseTrainingMining, type TrainingMining } from './signals/training.js';
 
 export interface Config {
   host: string;
@@ -52,6 +54,10 @@ export interface Config {
   c2paCertFile: string | undefined;
   /** Its PEM private key (ECDSA P-256/384/521 or Ed25519); set with c2paCertFile or not at all. */
   c2paKeyFile: string | undefined;
+  /** The tdm:policy URL the TDMRep layer writes beside tdm:reservation (none: the reservation alone). */
+  tdmPolicy: string | undefined;
+  /** The uses the Content Credentials layer's new manifest states in its cawg.training-mining assertion. */
+  c2paTrainingMining: TrainingMining;
   /** postgres://... : the PostgreSQL store shared by several instances (docs/scaling.md); undefined = the SQLite file in dataDir. */
   databaseUrl: string | undefined;
   storeTimeoutMs: number;
@@ -393,6 +399,34 @@ export const SETTINGS: readonly Setting[] = [
       return path(raw, c);
     },
     doc: 'PEM private key (ECDSA P-256/384/521 or Ed25519) of that chain; set both or neither. A pair that does not load stops the start.',
+  }),
+  setting({
+    variable: 'OPTMARK_TDM_POLICY',
+    key: 'tdmPolicy',
+    shown: '(none)',
+    fallback: () => undefined,
+    parse: (raw) => {
+      try {
+        return checkPolicyUrl(raw);
+      } catch (err) {
+        throw new Invalid((err as Error).message.replace(/^--policy /, ''));
+      }
+    },
+    doc: 'URL of your text-and-data-mining terms, written as tdm:policy by the TDMRep layer (mark --tdmrep, the dashboard) (docs/signals.md).',
+  }),
+  setting({
+    variable: 'OPTMARK_C2PA_TRAINING_MINING',
+    key: 'c2paTrainingMining',
+    shown: '(all four notAllowed)',
+    fallback: () => NOT_ALLOWED,
+    parse: (raw) => {
+      try {
+        return parseTrainingMining(raw);
+      } catch (err) {
+        throw new Invalid((err as Error).message);
+      }
+    },
+    doc: 'Uses the Content Credentials layer states for a new manifest, e.g. ai_inference=allowed (others stay notAllowed) (docs/signals.md).',
   }),
   setting({
     variable: 'OPTMARK_DATABASE_URL',

@@ -13,9 +13,11 @@ import { detectFingerprint, embedFingerprint, fingerprintEngine, loadFingerprint
 import { decodeBase, isDecodeTimeout } from '../src/fingerprint/decode.js';
 import { jpeg, jpegFrameSize } from '../src/formats/jpeg.js';
 import { runCore, runCore2 } from '../src/fingerprint/native.js';
-import { keyTileFor } from '../src/fingerprint/pattern.js';
-import { keyTileV2For } from '../src/fingerprint/pattern-v2.js';
-import { CORE2_PARAMS, CORE_PARAMS, WORK_SHORT_SIDE } from '../src/fingerprint/params.js';
+import { keyTileFor } from '../src/fingerprint/v1/key.js';
+import { keyTileV2For } from '../src/fingerprint/v2/key.js';
+import { WORK_SHORT_SIDE } from '../src/fingerprint/params.js';
+import { CORE_PARAMS } from '../src/fingerprint/v1/params.js';
+import { CORE2_PARAMS } from '../src/fingerprint/v2/params.js';
 import { binomialTail, cellTest, signFlipTail } from '../src/fingerprint/stats.js';
 import { psnr, texturedImage } from './helpers/fingerprint.js';
 import { ROOT, requireBuild } from './helpers/server.js';

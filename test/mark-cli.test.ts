@@ -124,6 +124,29 @@ describe('optmark mark', () => {
     expect(tree(out)).toEqual(['a.png']);
   });
 
+  it('a renamed output collides only with an input that writes that name, not with a file that merely exists there', async () => {
+    // d/a.jps holds a JPEG: its output is a.jpg. d/a.jpg exists but is not an input of the first run.
+    const input = folder({ 'a.jps': images.get('jpg')!, 'a.jpg': images.get('png')!, 'b.jps': images.get('jpg')!, 'b.jpg': images.get('jpg')! });
+    const out = tempDir();
+    const alone = await optmark(tempDir(), ['mark', join(input, 'a.jps'), '--out', out]);
+    expect(alone.stdout).toMatch(/^done 1, skipped 0, failed 0/m);
+    expect(alone.status).toBe(0);
+    expect(tree(out)).toEqual(['a.jpg']);
+    expect(read(readFileSync(join(out, 'a.jpg'))).format).toBe('jpeg');
+    // Walking the folder, b.jpg is an input that writes b.jpg: b.jps fails. a.jpg holds a PNG, so it
+    // writes a.png and a.jps keeps its a.jpg.
+    const whole = tempDir();
+    const walked = await optmark(tempDir(), ['mark', input, '--out', whole]);
+    expect(walked.status).toBe(1);
+    expect(walked.stdout).toMatch(/^done 3, skipped 0, failed 1/m);
+    expect(walked.stdout).toMatch(/b\.jps: output \S*b\.jpg would also be written for \S*b\.jpg/);
+    expect(tree(whole)).toEqual(['a.jpg', 'a.png', 'b.jpg']);
+    // A file argument that writes the name, from another folder, counts as well.
+    const other = folder({ 'b.jpg': images.get('jpg')! });
+    const mixed = await optmark(tempDir(), ['mark', join(input, 'b.jps'), join(other, 'b.jpg'), '--out', tempDir()]);
+    expect(mixed.stdout).toMatch(/^done 1, skipped 0, failed 1/m);
+  });
+
   it('a missing input is a failure with a reason', async () => {
     const r = await optmark(tempDir(), ['mark', join(tempDir(), 'nope'), '--out', tempDir()]);
     expect(r.status).toBe(1);

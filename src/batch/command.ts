@@ -7,7 +7,7 @@ import type { Config } from '../config.js';
 import type { WorkerInit } from '../pool/tasks.js';
 import { Progress, ReportWriter, reportLine, Tally } from './report.js';
 import { runBatch, type BatchHooks } from './runner.js';
-import { countFiles, fromArguments, fromList, openList, type Entry, type Found } from './sources.js';
+import { argumentClaims, countFiles, fromArguments, fromList, listClaims, openList, type Entry, type Found } from './sources.js';
 import type { FileJob, FileOutcome, LaneSetup } from './work.js';
 
 export { defaultJobs } from './runner.js';
@@ -85,6 +85,7 @@ export async function runCommand(cmd: BatchCommand): Promise<BatchSummary> {
   const lists: NodeJS.ReadableStream[] = [];
   const hooks: BatchHooks = {
     plan: cmd.plan,
+    claimant: cmd.filesFrom !== undefined ? listClaims : argumentClaims(cmd.inputs, { skipDir: cmd.skipDir }),
     interrupt() {
       for (const l of lists) (l as NodeJS.ReadableStream & { destroy(): void }).destroy();
     },

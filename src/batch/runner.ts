@@ -5,13 +5,14 @@
  * under way finish (each output is renamed into place whole, or its temporary file removed), and says
  * how far the run got.
  */
-import { statSync } from 'node:fs';
-import { basename, dirname, join } from 'node:path';
+import { closeSync, openSync, readSync } from 'node:fs';
+import { basename, relative } from 'node:path';
 import type { Worker } from 'node:worker_threads';
 import { availableParallelism } from 'node:os';
 import { removeUnfinished } from './files.js';
 import type { Entry, Found } from './sources.js';
-import { Lane, type FileJob, type FileOutcome, type LaneSetup } from './work.js';
+import { detectFormat } from '../formats/index.js';
+import { Lane, outputName, type FileJob, type FileOutcome, type LaneSetup } from './work.js';
 
 /** Files a worker is handed ahead, so it never waits for the main thread between two. */
 const WORKER_AHEAD = 3;
@@ -44,6 +45,11 @@ export interface BatchHooks {
   record(outcome: FileOutcome): void;
   /** Called on an interrupt: stop the source (close a list being read). */
   interrupt?(): void;
+  /**
+   * The input that writes `rel` below --out under its own name, if any (`source`: the file being
+   * renamed to it); see sources.ts argumentClaims and listClaims.
+   */
+  claimant(rel: string, source: string): string | undefined;
 }
 
 export interface BatchResult {
@@ -235,8 +241,7 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
    */
   const confirmRename = async (job: FileJob, outcome: FileOutcome): Promise<FileOutcome> => {
     const target = outcome.output!;
-    const sibling = join(dirname(job.source), basename(target));
-    const other = renamed.get(target) ?? (isFile(sibling) ? sibling : undefined);
+    const other = renamed.get(target) ?? writesOwnName(hooks.claimant(relative(job.outDir!, target), job.source));
     if (other !== undefined) {
       return {
         input: job.input,
@@ -296,10 +301,24 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
   return { interrupted: stopping, started };
 }
 
-function isFile(path: string): boolean {
+/**
+ * `path` when the file there, as an input, would keep its name below --out (its extension names its
+ * format); a file that is no image, or one that would be renamed itself, writes nothing by that name.
+ */
+function writesOwnName(path: string | undefined): string | undefined {
+  if (path === undefined) return undefined;
+  const head = Buffer.alloc(SNIFF_BYTES);
+  let fd: number | undefined;
   try {
-    return statSync(path).isFile();
+    fd = openSync(path, 'r');
+    const format = detectFormat(head.subarray(0, readSync(fd, head, 0, SNIFF_BYTES, 0)));
+    return format && outputName(basename(path), format) === basename(path) ? path : undefined;
   } catch {
-    return false;
+    return undefined;
+  } finally {
+    if (fd !== undefined) closeSync(fd);
   }
 }
+
+/** Enough of a file's first bytes to tell its format. */
+const SNIFF_BYTES = 32;

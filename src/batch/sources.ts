@@ -5,7 +5,7 @@
  * Consequently files come in directory order, not sorted; reports name every file.
  */
 import { closeSync, createReadStream, type Dir, fstatSync, openSync, opendirSync, realpathSync, statSync, type Stats } from 'node:fs';
-import { basename, isAbsolute, join, relative, resolve, sep } from 'node:path';
+import { basename, dirname, isAbsolute, join, relative, resolve, sep } from 'node:path';
 import { errnoText } from './files.js';
 
 /** A regular file found, before it is read. */
@@ -96,6 +96,52 @@ export async function* fromList(stream: NodeJS.ReadableStream, separator: '\n' |
     } else {
       yield passed(path, 'skipped', 'not_a_file', 'not a regular file');
     }
+  }
+}
+
+/**
+ * Which input writes `rel` below --out as its own name (before any renaming), for the arguments: a file
+ * argument of that base name, or a file at `rel` below a folder argument (its walk reaches it: no link
+ * to a folder on the way, not inside --out). The arguments are few, so this is known before the walk.
+ */
+export function argumentClaims(args: readonly string[], options: SourceOptions): (rel: string) => string | undefined {
+  const files = new Map<string, string>();
+  const roots: string[] = [];
+  for (const arg of args) {
+    try {
+      const st = statSync(arg);
+      if (st.isDirectory()) roots.push(realpathSync.native(arg));
+      else if (st.isFile() && !files.has(basename(arg))) files.set(basename(arg), arg);
+    } catch {
+      // reported by the walk
+    }
+  }
+  return (rel) => {
+    const named = files.get(rel);
+    if (named !== undefined) return named;
+    for (const root of roots) {
+      const path = join(root, rel);
+      if (options.skipDir !== undefined && within(path, options.skipDir)) continue;
+      if (isFile(path) && safeReal(dirname(path)) === dirname(path)) return path;
+    }
+    return undefined;
+  };
+}
+
+/**
+ * The same for a list (--files-from), which is read as the run goes and never held: any file at that
+ * name beside the input counts, since the list may name it later.
+ */
+export function listClaims(rel: string, source: string): string | undefined {
+  const sibling = join(dirname(source), basename(rel));
+  return isFile(sibling) ? sibling : undefined;
+}
+
+function isFile(path: string): boolean {
+  try {
+    return statSync(path).isFile();
+  } catch {
+    return false;
   }
 }
 

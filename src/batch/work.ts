@@ -16,10 +16,12 @@ import type { Layers } from '../pipeline/layers.js';
 import type { WorkerInit } from '../pool/tasks.js';
 import type { VerifyReport } from '../pipeline/verify.js';
 import type { SigningKey } from '../provenance/index.js';
+import type { SignalLayers } from '../signals/layers.js';
 import { closeSync, readSync } from 'node:fs';
 import { filesAddon, type FilesAddon } from '../native/index.js';
 import { imageDataOffset } from '../formats/jpeg.js';
 import { hasManifestStore } from '../c2pa/detect.js';
+import { sameBytes } from '../formats/bytes.js';
 import {
   errnoText,
   FileError,
@@ -42,6 +44,8 @@ export interface LaneSetup {
   /** mark: the layers to add. */
   provenance: boolean;
   fingerprint: boolean;
+  /** mark: TDMRep and Content Credentials (src/signals/layers.ts), on the layer path. */
+  signals?: SignalLayers | undefined;
   /** mark: compute the output's SHA-256 (for --report); verify: the file's (the API's sha256 field). */
   hash: boolean;
   /** mark: 'time' (size and time) or 'hash' (content); undefined writes every output. */
@@ -142,7 +146,7 @@ export class Lane {
     this.#setup = setup;
     // The quick way: the opt-out field alone (no signing, no pixels), where marking is a synchronous edit
     // of the bytes before the image data and the rest is copied file to file.
-    this.#copier = setup.command === 'mark' && !setup.provenance && !setup.fingerprint ? filesAddon() : undefined;
+    this.#copier = setup.command === 'mark' && !setup.provenance && !setup.fingerprint && !setup.signals ? filesAddon() : undefined;
   }
 
   /**
@@ -305,12 +309,14 @@ export class Lane {
   /** The marked file as pieces (views of the read buffer and new segments), for a file without Content Credentials. */
   async #produce(input: Buffer): Promise<Produced> {
     const s = this.#setup;
-    if (s.fingerprint) {
-      // The pixel layer: the same layer path as the dashboard's (pipeline/mark.ts), which decodes and
-      // re-encodes; its input must own its memory (the read buffer is reused).
-      const [{ runMark }, live] = await Promise.all([this.#layered(), this.#live(s.init)]);
-      const r = await runMark(Uint8Array.prototype.slice.call(input), { provenance: s.provenance, fingerprint: true }, live);
-      return { pieces: [r.bytes], changed: true, warnings: [], credentials: 'none' };
+    if (s.fingerprint || s.signals) {
+      // The pixel and signal layers: the same layer path as the dashboard's (pipeline/mark.ts), which
+      // decodes and re-encodes; its input must own its memory (the read buffer is reused).
+      const [{ runMark }, ctx] = await Promise.all([this.#layered(), this.#markContext()]);
+      const own = Uint8Array.prototype.slice.call(input);
+      const policy = s.signals?.contentCredentials ? await this.#credentialsPolicy() : undefined;
+      const r = await runMark(own, { provenance: s.provenance, fingerprint: s.fingerprint, signals: s.signals }, ctx, policy);
+      return { pieces: [r.bytes], changed: s.fingerprint || !sameBytes(r.bytes, own), warnings: [], credentials: 'none' };
     }
     let result: ProtectResult;
     if (s.provenance) {
@@ -329,25 +335,33 @@ export class Lane {
    */
   async #produceWithCredentials(input: Buffer): Promise<Produced> {
     const s = this.#setup;
-    const policy = (this.#policy ??= (await import('../pipeline/credentials.js')).credentialsPolicy(s.init.c2paMode, {
-      dataDir: s.init.dataDir,
-      certFile: s.init.c2paCertFile,
-      keyFile: s.init.c2paKeyFile,
-    }));
-    if (s.fingerprint || s.provenance) {
-      const [{ runMark }, ctx] = await Promise.all([
-        this.#layered(),
-        s.fingerprint
-          ? this.#live(s.init)
-          : { maxPixels: s.init.maxPixels, signingKey: () => this.#key(), fingerprintSecret: () => Promise.reject(new Error('no fingerprint layer')) },
-      ]);
-      const r = await runMark(input, { provenance: s.provenance, fingerprint: s.fingerprint }, ctx, policy);
+    const policy = await this.#credentialsPolicy();
+    if (s.fingerprint || s.provenance || s.signals) {
+      const [{ runMark }, ctx] = await Promise.all([this.#layered(), this.#markContext()]);
+      const r = await runMark(input, { provenance: s.provenance, fingerprint: s.fingerprint, signals: s.signals }, ctx, policy);
       const credentials = r.credentials ?? 'none';
       return { pieces: [r.bytes], changed: credentials !== 'unchanged', warnings: r.warnings ?? [], credentials };
     }
     const { protectWithCredentials } = await import('../pipeline/credentials.js');
     const r = await protectWithCredentials(input, {}, policy);
     return { pieces: r.pieces, changed: r.outcome !== 'unchanged', warnings: r.warnings, credentials: r.outcome };
+  }
+
+  /** OPTMARK_C2PA's policy and the C2PA identity, made on the first file that needs them. */
+  async #credentialsPolicy(): Promise<CredentialsPolicy> {
+    const i = this.#setup.init;
+    return (this.#policy ??= (await import('../pipeline/credentials.js')).credentialsPolicy(i.c2paMode, {
+      dataDir: i.dataDir,
+      certFile: i.c2paCertFile,
+      keyFile: i.c2paKeyFile,
+    }));
+  }
+
+  /** The layer path's context: the live layers with the fingerprint, else the signing key alone. */
+  async #markContext(): Promise<import('../pipeline/mark.js').MarkContext> {
+    const s = this.#setup;
+    if (s.fingerprint) return this.#live(s.init);
+    return { maxPixels: s.init.maxPixels, signingKey: () => this.#key(), fingerprintSecret: () => Promise.reject(new Error('no fingerprint layer')) };
   }
 
   /**
