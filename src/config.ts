@@ -30,6 +30,8 @@ export interface Config {
   /** The first bytes of that budget, which stay resident when idle pages go back to the OS. */
   warmInflightBytes: number;
   taskTimeoutMs: number;
+  /** A worker whose memory after a task passes this is replaced (src/pool/memory.ts). */
+  workerMemoryLimitBytes: number;
   shutdownTimeoutMs: number;
   logLevel: LogLevel;
   allowUwsFallback: boolean;
@@ -289,6 +291,14 @@ export const SETTINGS: readonly Setting[] = [
     fallback: () => 30_000,
     parse: wholeNumber(100, 3_600_000),
     doc: 'A task running longer (from its start) is aborted, answered 422, and its worker replaced.',
+  }),
+  setting({
+    variable: 'OPTMARK_WORKER_MEMORY_LIMIT_BYTES',
+    key: 'workerMemoryLimitBytes',
+    shown: '512 MiB',
+    fallback: () => 512 * MiB,
+    parse: wholeNumber(16 * MiB, 64 * 1024 ** 3),
+    doc: "A worker whose memory after a task (JS heap in use + the C2PA reader's wasm memory, which never shrinks) passes this gets no further task and is replaced once idle (metric optmark_pool_memory_recycles).",
   }),
   setting({
     variable: 'OPTMARK_SHUTDOWN_TIMEOUT_MS',

@@ -42,6 +42,7 @@ describe('the configuration table', () => {
       maxArrivingBytesPerAccount: 192 * 1024 ** 2,
       maxArrivingBytesPerAddress: 192 * 1024 ** 2,
       taskTimeoutMs: 30_000,
+      workerMemoryLimitBytes: 512 * 1024 ** 2,
       shutdownTimeoutMs: 10_000,
       logLevel: 'info',
       allowUwsFallback: false,

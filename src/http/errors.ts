@@ -24,6 +24,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   unsupported_format: 415,
   unsupported_media_type: 415,
   damaged_image: 422,
+  content_credentials_malformed: 422,
   limit_exceeded: 422,
   output_too_large: 422,
   processing_timeout: 422,

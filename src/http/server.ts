@@ -1,6 +1,6 @@
 /**
  * The uWebSockets.js application: API routes, operational endpoints, and orderly shutdown. Handlers
- * here only route; the API exchange lives in api.ts.
+ * here only route; the API exchange lives in api.ts, its body in intake.ts, its quota unit in quota.ts.
  */
 import { readFileSync } from 'node:fs';
 import type { HttpRequest, HttpResponse, TemplatedApp, us_listen_socket } from 'uWebSockets.js';
@@ -16,7 +16,7 @@ import { registerDashboard, verifyWithRecords } from './dashboard.js';
 import { Metrics } from './metrics.js';
 import { LISTEN_DEFAULT, LISTEN_EXCLUSIVE_PORT, listenFailure } from './port.js';
 import { type Exchange, exchangeOf, getAndHead } from './respond.js';
-import { type UploadLimits, Uploads } from './uploads.js';
+import { type UploadLimits, Uploads } from './intake.js';
 import type { Transport, Uws } from './uws.js';
 
 export interface ServerOptions {
