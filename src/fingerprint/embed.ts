@@ -7,6 +7,7 @@ import sharp, { type OutputInfo, type Sharp } from 'sharp';
 import { OptmarkError } from '../errors.js';
 import { examinable, probe, workSize } from './decode.js';
 import { estimateJpegQuality } from './jpeg-quality.js';
+import { webp } from '../formats/webp.js';
 import { luma } from './common/filters.js';
 import { MASK_MAX, MASK_MIN, TILE } from './params.js';
 import { keyTileV2For } from './v2/key.js';
@@ -194,17 +195,13 @@ export function landUpsampled(
   landPass(px, w, h, ch, colour, up, k, true);
 }
 
-/** Whether a WebP file's image data is lossless (VP8L), found by walking its RIFF chunks. */
+/** Whether a WebP file's image data is lossless (VP8L), from the container's walk; false when it cannot be walked. */
 function webpIsLossless(b: Uint8Array): boolean {
-  let pos = 12;
-  for (let n = 0; n < 64 && pos + 8 <= b.length; n++) {
-    const tag = String.fromCharCode(b[pos]!, b[pos + 1]!, b[pos + 2]!, b[pos + 3]!);
-    if (tag === 'VP8L') return true;
-    if (tag === 'VP8 ') return false;
-    const size = (b[pos + 4]! | (b[pos + 5]! << 8) | (b[pos + 6]! << 16) | (b[pos + 7]! << 24)) >>> 0;
-    pos += 8 + size + (size & 1); // always advances
+  try {
+    return webp.parse(b).lossless;
+  } catch {
+    return false;
   }
-  return false;
 }
 
 /**

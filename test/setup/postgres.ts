@@ -1,6 +1,6 @@
 /**
  * vitest's global setup (both configs): the PostgreSQL server the store tests use. Both engines run the
- * same suites and none is skipped for want of a database, so when nothing answers at
+ * same suites and none is skipped for want of a database, so when the tests cannot log in at
  * OPTMARK_TEST_DATABASE_URL (default the local server on 5432) this starts Debian's postgresql in a
  * private cluster for the run (a temporary folder, a free loopback port, trust authentication), points
  * OPTMARK_TEST_DATABASE_URL at it for the test processes, and stops it at the end. The binaries come from
@@ -8,24 +8,27 @@
  */
 import { spawnSync } from 'node:child_process';
 import { chmodSync, mkdtempSync, readdirSync, rmSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
+import pg from 'pg';
 
 const DEFAULT_URL = 'postgres://postgres@127.0.0.1:5432/postgres';
 
-function answers(url: string): Promise<boolean> {
-  const u = new URL(url);
-  return new Promise((resolve) => {
-    const socket = connect({ host: u.hostname || '127.0.0.1', port: Number(u.port || 5432), timeout: 2000 });
-    const done = (ok: boolean): void => {
-      socket.destroy();
-      resolve(ok);
-    };
-    socket.once('connect', () => done(true));
-    socket.once('error', () => done(false));
-    socket.once('timeout', () => done(false));
-  });
+/** Whether the tests can use the server at `url`: a connection that logs in, not only a port that answers
+ * (Debian's own cluster, started when the package is installed, answers on 5432 but asks for a password). */
+async function usable(url: string): Promise<boolean> {
+  const client = new pg.Client({ connectionString: url, connectionTimeoutMillis: 3000 });
+  client.on('error', () => {});
+  try {
+    await client.connect();
+    await client.query('SELECT 1');
+    return true;
+  } catch {
+    return false;
+  } finally {
+    await client.end().catch(() => {});
+  }
 }
 
 function freePort(): Promise<number> {
@@ -61,7 +64,7 @@ function run(program: string, args: string[]): void {
 }
 
 export default async function setup(): Promise<(() => void) | undefined> {
-  if (await answers(process.env.OPTMARK_TEST_DATABASE_URL || DEFAULT_URL)) return undefined;
+  if (await usable(process.env.OPTMARK_TEST_DATABASE_URL || DEFAULT_URL)) return undefined;
   const bin = binaries();
   const dir = mkdtempSync(join(tmpdir(), 'optmark-test-pg-'));
   chmodSync(dir, 0o777);
