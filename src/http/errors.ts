@@ -7,6 +7,7 @@ export const STATUS_OF: Record<ErrorCode, number> = {
   too_many_parts: 400,
   unexpected_part: 400,
   invalid_query: 400,
+  invalid_text: 400,
   invalid_request: 400,
   batch_too_large: 400,
   batch_full: 409,
