@@ -22,7 +22,7 @@ export const SHARED = join(import.meta.dirname, '..', '..', '..', 'shared');
 export const REPRO = join(SHARED, 'repro', 'c2pa');
 export const haveFuzzModel = existsSync(join(REPRO, 'model.mjs')) && existsSync(join(REPRO, 'trees.mjs'));
 
-// biome-ignore lint/suspicious/noExplicitAny: the repro helpers are untyped JavaScript trees.
+/** A node of the repro helpers' untyped JavaScript trees. */
 type Node = any;
 interface Model {
   getStore(fmt: string, b: Buffer): Buffer;
