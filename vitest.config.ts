@@ -56,5 +56,7 @@ export default defineConfig({
     maxWorkers: 2,
     minWorkers: 1,
     sequence: { sequencer: HeavyFirst },
+    // A private PostgreSQL cluster when none answers (test/setup/postgres.ts).
+    globalSetup: ['test/setup/postgres.ts'],
   },
 });

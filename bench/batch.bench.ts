@@ -13,7 +13,8 @@
  *                                            (the numeric targets of issue 25, round by round: per target the
  *                                            ratio's median, range and how many rounds meet it)
  *
- * Inputs are the project's natural photos (../shared/natural, Kodak set) resized with sharp to each size
+ * Inputs are three source photos (bench/lib/photos.ts: BENCH_PHOTOS, else the Kodak set of the development
+ * checkout, else generated ones) resized with sharp to each size
  * (JPEG q92, PNG default, WebP q85), three distinct photos per folder and copies of them up to the count,
  * written once under os.tmpdir()/optmark-bench-batch and reused. Wall time is measured around each child;
  * CPU (user + system, the process and its threads) by bash's `time` around it.
@@ -25,6 +26,7 @@ import { join, resolve } from 'node:path';
 import { ExifTool } from 'exiftool-vendored';
 import sharp from 'sharp';
 import { EXT, FORMATS, type Format, SIZES, type Size } from './lib/inputs.js';
+import { sourcePhotos } from './lib/photos.js';
 import { QUICK } from './lib/report.js';
 
 sharp.cache(false);
@@ -32,7 +34,6 @@ sharp.cache(false);
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const CLI = join(ROOT, 'bin', 'optmark');
 const EXIFTOOL = join(ROOT, 'node_modules', 'exiftool-vendored.pl', 'bin', 'exiftool');
-const NATURAL = resolve(ROOT, '..', 'shared', 'natural');
 const HUGE = process.env.BENCH_HUGE !== '0' && (!QUICK || process.env.BENCH_HUGE === '1');
 /** BENCH_PARTS=folders,verify,huge,targets (default all but targets): which parts to run. */
 const PARTS = new Set((process.env.BENCH_PARTS ?? 'folders,verify,huge').split(','));
@@ -84,14 +85,11 @@ async function folder(format: Format, size: Size, count: number): Promise<string
   if (existsSync(done)) return dir;
   rmSync(dir, { recursive: true, force: true });
   mkdirSync(dir, { recursive: true });
-  const photos = readdirSync(NATURAL)
-    .filter((f) => f.endsWith('.png'))
-    .sort()
-    .slice(0, 3);
+  const { inputs } = await sourcePhotos(3);
   const bases: string[] = [];
-  for (const [i, photo] of photos.entries()) {
+  for (const [i, photo] of inputs.entries()) {
     const base = join(dir, `b${i}.${EXT[format]}`);
-    const img = sharp(join(NATURAL, photo)).resize(size.width, size.height, { fit: 'fill' });
+    const img = sharp(photo).resize(size.width, size.height, { fit: 'fill' });
     await (format === 'jpeg' ? img.jpeg({ quality: 92 }) : format === 'png' ? img.png() : img.webp({ quality: 85 })).toFile(base);
     bases.push(base);
   }
@@ -367,14 +365,7 @@ function peakRss(args: string[]): Promise<{ wall: number; peakMb: number; code: 
 
 /** Memory against the number of files: the same small JPEG, 10,000 and 100,000 times, 1,000 a folder. */
 async function hugeFolders(): Promise<void> {
-  const small = await sharp(
-    join(
-      NATURAL,
-      readdirSync(NATURAL)
-        .filter((f) => f.endsWith('.png'))
-        .sort()[0]!,
-    ),
-  )
+  const small = await sharp((await sourcePhotos(1)).inputs[0])
     .resize(96, 64)
     .jpeg({ quality: 80 })
     .toBuffer();
@@ -406,7 +397,7 @@ async function main(): Promise<void> {
   mkdirSync(DIR, { recursive: true });
   const v = spawnSync(EXIFTOOL, ['-ver'], { encoding: 'utf8' }).stdout.trim();
   console.log(`optmark mark vs exiftool ${v} -o (one process over the folder), medians of ${ROUNDS} interleaved rounds; exiftool-vendored: one run`);
-  console.log(`inputs: ${join(DIR, GENERATION)}${QUICK ? ' (BENCH_QUICK=1)' : ''}\n`);
+  console.log(`inputs: ${join(DIR, GENERATION)}, resized from ${(await sourcePhotos(3)).source}${QUICK ? ' (BENCH_QUICK=1)' : ''}\n`);
   if (PARTS.has('folders')) {
     console.log(HEADER);
     await compareFolders();

@@ -1,16 +1,16 @@
 /**
  * The protect response body (SHA-256 + base64 + JSON bytes) beside its floor: our `protectBody` on the
  * pieces protect really produces (and on the whole file), the floor exactly as the capacity check
- * computes it (src/capacity/floor.ts = ../shared/checks/lib/floor.js), and the naive server's
+ * computes it (bench/load/floor.ts, the same formula the acceptance check uses), and the naive server's
  * JSON.stringify of a base64 string plus its UTF-8 encoding. Inputs: the load test's generated 1 MP and
  * 12 MP JPEGs.
  *
  *   npm run build && node dist/bench/body.bench.js        (BENCH_QUICK=1 for a smoke run)
  */
 import { compare } from './lib/report.js';
-import { generatedCorpus } from '../src/capacity/corpus.js';
-import { floorBody } from '../src/capacity/floor.js';
-import { naiveJson } from '../src/capacity/naive.js';
+import { generatedCorpus } from './load/corpus.js';
+import { floorBody } from './load/floor.js';
+import { naiveJson } from './load/naive.js';
 import { protect } from '../src/marking/engine.js';
 import { protectBody } from '../src/pipeline/body.js';
 

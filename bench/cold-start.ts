@@ -9,10 +9,10 @@
  *   npm run build && node dist/bench/cold-start.js [--rounds 8] [--idle 5] [--rate 100] [--burst 40] [--image jpeg-12mp]
  */
 import { parseArgs } from 'node:util';
-import { Client, openLoop, type Target } from '../src/capacity/client.js';
-import { generatedCorpus, prepare, type PreparedRequest } from '../src/capacity/corpus.js';
-import { median as upperMedian } from '../src/capacity/report.js';
-import { startOptmark, type Running } from '../src/capacity/servers.js';
+import { Client, openLoop, type Target } from './load/client.js';
+import { generatedCorpus, prepare, type PreparedRequest } from './load/corpus.js';
+import { median as upperMedian } from './load/report.js';
+import { startOptmark, type Running } from './load/servers.js';
 
 const { values } = parseArgs({
   options: {

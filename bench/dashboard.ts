@@ -10,12 +10,13 @@
  */
 import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
-import { join, resolve } from 'node:path';
+import { join } from 'node:path';
 import { parseArgs } from 'node:util';
 import { chromium } from 'playwright-core';
 import sharp from 'sharp';
-import { median as upperMedian } from '../src/capacity/report.js';
-import { startOptmark } from '../src/capacity/servers.js';
+import { sourcePhotos } from './lib/photos.js';
+import { median as upperMedian } from './load/report.js';
+import { startOptmark } from './load/servers.js';
 import { parseServerTiming } from '../src/http/timing.js';
 
 const { values } = parseArgs({
@@ -30,21 +31,17 @@ const count = Number(values.images);
 const megapixels = Number(values.megapixels);
 if (!(rounds >= 1) || !(count >= 1 && count <= 25) || !(megapixels > 0)) throw new Error('--rounds >= 1, --images 1..25, --megapixels > 0');
 
-const ROOT = resolve(import.meta.dirname, '..', '..');
-const NATURAL = join(ROOT, '..', 'shared', 'natural');
 const CHROMIUM = '/usr/bin/chromium';
 
-/** `count` different 12 MP JPEGs (the Kodak photos scaled up to 4:3 at the requested size). */
+/** `count` 12 MP JPEGs: the source photos (bench/lib/photos.ts) scaled to 4:3 at the requested size. */
 async function makeImages(dir: string): Promise<string[]> {
   const width = Math.round(Math.sqrt((megapixels * 1e6 * 4) / 3));
   const height = Math.round((width * 3) / 4);
-  const photos = readdirSync(NATURAL)
-    .filter((f) => f.endsWith('.png'))
-    .sort();
+  const photos = (await sourcePhotos(count)).inputs;
   const out: string[] = [];
   for (let i = 0; i < count; i++) {
     const path = join(dir, `photo-${String(i).padStart(2, '0')}.jpg`);
-    await sharp(join(NATURAL, photos[i % photos.length]!))
+    await sharp(photos[i % photos.length]!)
       .resize(width, height, { fit: 'cover' })
       .jpeg({ quality: 90 })
       .toFile(path);

@@ -9,7 +9,7 @@
 import { Transformer } from '@napi-rs/image';
 import sharp from 'sharp';
 import { compare } from './lib/report.js';
-import { generatedCorpus } from '../src/capacity/corpus.js';
+import { generatedCorpus } from './load/corpus.js';
 
 sharp.concurrency(1);
 sharp.cache(false);

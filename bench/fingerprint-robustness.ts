@@ -6,10 +6,10 @@
  * Writes nothing to disk; the photographs are read in place.
  *
  *   npm run build && node dist/bench/fingerprint-robustness.js [folder ...] [--keys N] [--images N]
- *        [--range FIRST:END] [--json FILE] [--engine native|reference] [--only REGEX (attack name or family)] [--v1] [--dense] [--sweep]
+ *        [--range FIRST:END] [--json FILE] [--engine native|reference] [--only REGEX (attack name or family)] [--dense] [--sweep]
  *        [--mark-key BYTE]
  *   node dist/bench/fingerprint-robustness.js --merge A.json --merge B.json
- * (--v1: mark with the first version instead; --dense: add DENSE_ATTACKS (crops at 15 and 9 fixed positions,
+ * (--dense: add DENSE_ATTACKS (crops at 15 and 9 fixed positions,
  * crop + brightness + JPEG at 15, 12 changes of aspect), each family on its own row; --sweep: instead of the
  * bench's 39, SWEEP_ATTACKS (every kind of point 1 across its range) and, on every 8th photograph of the list
  * (kodim01, kodim09, kodim17), BIG_ATTACKS on the photograph upscaled to 12 MP before marking; --range/--json
@@ -26,7 +26,7 @@ import { embedFingerprint } from '../src/fingerprint/embed.js';
 import { type Engine, fingerprintEngine } from '../src/fingerprint/native.js';
 import { FPR, FPR_PER_SCHEME } from '../src/fingerprint/params.js';
 import { ATTACKS, type Attack, BIG_ATTACKS, DENSE_ATTACKS, png, SWEEP_ATTACKS } from './lib/fingerprint-attacks.js';
-import { prng } from '../src/capacity/random.js';
+import { prng } from './load/random.js';
 
 sharp.concurrency(1);
 
@@ -63,7 +63,7 @@ async function detectMany(buf: Buffer, secrets: Uint8Array[], engine: Engine): P
   if (!head || !examinable(head.width, head.height)) return secrets.map(() => ({ present: false, scheme: 0, confidence: 0, z: 0 }));
   const base = await decodeBase(buf, head.width, head.height);
   return secrets.map((secret) => {
-    const r = detectOnBase(base, head, secret, engine);
+    const r = detectOnBase(base, head, secret, engine)!; // no deadline: always a result
     return { present: r.present, scheme: r.scheme, confidence: r.confidence, z: r.z };
   });
 }
@@ -98,18 +98,17 @@ interface Report {
   attacks: number;
   keys: number;
   engine: Engine;
-  scheme: 1 | 2;
   seconds: number;
 }
 
 /** Prints the table (per attack family) with the published figures beside it. */
 function report(r0: Report): void {
-  const { rows, psnrs, embedMsPerMp, keys, engine, scheme } = r0;
+  const { rows, psnrs, embedMsPerMp, keys, engine } = r0;
   const pad = (s: string | number, n: number): string => String(s).padStart(n);
   const mean = (a: number[]): number => a.reduce((x, y) => x + y, 0) / Math.max(1, a.length);
   const out = [
     '',
-    `fingerprint v${scheme} marks, v1 core on ${engine}, v2 core on the TypeScript reference unless the addon exports detectCore2; ${r0.files} images, ${r0.attacks} attacks, ${keys} null keys per unmarked attacked image;`,
+    `fingerprint v2 marks, both cores on ${engine}; ${r0.files} images, ${r0.attacks} attacks, ${keys} null keys per unmarked attacked image;`,
     `decision: each scheme at p <= ${FPR_PER_SCHEME} (v2 and v1 both tested, union bound ${FPR})`,
     `${'family'.padEnd(11)} ${pad('detected', 9)} ${pad('rate', 6)} ${pad('mean ratio', 10)} ${pad('min z', 6)} ${pad('FP/trials', 10)}  published (same attack family)`,
   ];
@@ -145,7 +144,6 @@ async function main(): Promise<void> {
   let json: string | undefined;
   let only: RegExp | undefined;
   let engine: Engine = fingerprintEngine();
-  let scheme: 1 | 2 = 2;
   let dense = false;
   let sweep = false;
   let markByte = 7;
@@ -158,7 +156,6 @@ async function main(): Promise<void> {
     else if (args[i] === '--json') json = args[++i];
     else if (args[i] === '--only') only = new RegExp(args[++i]!);
     else if (args[i] === '--engine') engine = args[++i] as Engine;
-    else if (args[i] === '--v1') scheme = 1;
     else if (args[i] === '--dense') dense = true;
     else if (args[i] === '--sweep') sweep = true;
     else if (args[i] === '--merge') merge.push(args[++i]!);
@@ -198,7 +195,7 @@ async function main(): Promise<void> {
       }
     }
     for (const r of rows.values()) nAttacks += r.attacks.size;
-    report({ rows, psnrs, embedMsPerMp, files: nFiles, attacks: nAttacks, keys, engine, scheme, seconds: 0 });
+    report({ rows, psnrs, embedMsPerMp, files: nFiles, attacks: nAttacks, keys, engine, seconds: 0 });
     return;
   }
   if (existsSync(NATURAL)) folders.unshift(NATURAL);
@@ -230,7 +227,7 @@ async function main(): Promise<void> {
   const run = async (name: string, orig: Buffer, list: Attack[]): Promise<void> => {
     const m = await sharp(orig).metadata();
     const te = performance.now();
-    const marked = Buffer.from(await embedFingerprint(orig, markKey, { maxPixels: 100_000_000, scheme }));
+    const marked = Buffer.from(await embedFingerprint(orig, markKey, { maxPixels: 100_000_000 }));
     embedMsPerMp.push((performance.now() - te) / ((m.width! * m.height!) / 1e6));
     psnrs.push(await psnr(orig, marked));
     const missed: string[] = [];
@@ -273,7 +270,7 @@ async function main(): Promise<void> {
       await run(`${name}@12MP`, await png(sharp(orig).resize(Math.round(w! * k), Math.round(h! * k))), pick(BIG_ATTACKS));
     }
   }
-  report({ rows, psnrs, embedMsPerMp, files: files.length, attacks: attacks.length, keys, engine, scheme, seconds: (performance.now() - t0) / 1000 });
+  report({ rows, psnrs, embedMsPerMp, files: files.length, attacks: attacks.length, keys, engine, seconds: (performance.now() - t0) / 1000 });
   if (json) {
     const rowsOut = Object.fromEntries([...rows].map(([f, r]) => [f, { ...r, attacks: [...r.attacks] }]));
     writeFileSync(json, JSON.stringify({ files: files.length, keys, psnrs, embedMsPerMp, rows: rowsOut }));

@@ -20,11 +20,13 @@ import { decodeBase, probe } from '../src/fingerprint/decode.js';
 import { embedFingerprint } from '../src/fingerprint/embed.js';
 import { coreInputs, detectFingerprint } from '../src/fingerprint/detect.js';
 import { fingerprintEngine, nativeSimd, runCore, runCore2 } from '../src/fingerprint/native.js';
-import { keyTileV2For } from '../src/fingerprint/pattern-v2.js';
-import type { Core2Input } from '../src/fingerprint/reference-v2.js';
-import { keyTileFor } from '../src/fingerprint/pattern.js';
-import { CORE2_PARAMS, CORE_PARAMS, WORK_SHORT_SIDE } from '../src/fingerprint/params.js';
-import type { CoreInput } from '../src/fingerprint/core-types.js';
+import { keyTileV2For } from '../src/fingerprint/v2/key.js';
+import type { Core2Input } from '../src/fingerprint/v2/types.js';
+import { keyTileFor } from '../src/fingerprint/v1/key.js';
+import { WORK_SHORT_SIDE } from '../src/fingerprint/params.js';
+import { CORE_PARAMS } from '../src/fingerprint/v1/params.js';
+import { CORE2_PARAMS } from '../src/fingerprint/v2/params.js';
+import type { CoreInput } from '../src/fingerprint/v1/types.js';
 
 sharp.concurrency(1);
 sharp.cache(false);

@@ -24,10 +24,10 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir } from 'node:os';
 import { join } from 'node:path';
 import pg from 'pg';
-import { Client, closedLoop } from '../src/capacity/client.js';
-import { generatedCorpus, prepare, type PreparedRequest } from '../src/capacity/corpus.js';
-import { processCpu } from '../src/capacity/proc.js';
-import { startOptmark, type Running } from '../src/capacity/servers.js';
+import { Client, closedLoop } from './load/client.js';
+import { generatedCorpus, prepare, type PreparedRequest } from './load/corpus.js';
+import { processCpu } from './load/proc.js';
+import { startOptmark, type Running } from './load/servers.js';
 import { QUICK } from './lib/report.js';
 
 const INSTANCES = Number(process.env.INSTANCES ?? 3);

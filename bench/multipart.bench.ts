@@ -8,7 +8,7 @@
  */
 import busboy from 'busboy';
 import { compare } from './lib/report.js';
-import { generatedCorpus, prepare, prng } from '../src/capacity/corpus.js';
+import { generatedCorpus, prepare, prng } from './load/corpus.js';
 import { MultipartReceiver, parseUpload } from '../src/pipeline/upload.js';
 import { Transfer } from '../src/transfer/index.js';
 

@@ -9,7 +9,7 @@
  */
 import { createHash } from 'node:crypto';
 import { parseArgs } from 'node:util';
-import { median as upperMedian } from '../src/capacity/report.js';
+import { median as upperMedian } from './load/report.js';
 import { buildReceipt, type ReceiptInput } from '../src/dashboard/receipt.js';
 import { ReceiptMaker } from '../src/dashboard/receipts.js';
 

@@ -7,8 +7,13 @@
       "target_name": "optmark_fingerprint",
       "sources": [
         "src/addon.cc",
-        "src/core.cc",
-        "src/core2.cc"
+        "src/prefilter.cc",
+        "src/v1-core.cc",
+        "src/v2-spectrum.cc",
+        "src/v2-lattice.cc",
+        "src/v2-fold.cc",
+        "src/v2-sync.cc",
+        "src/v2-core.cc"
       ],
       "include_dirs": [
         "<!(node -p \"require('node-addon-api').include_dir\")"

@@ -9,6 +9,8 @@ import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { C2PA_MODES, type C2paMode } from './c2pa/modes.js';
 import { MAX_PROTECT_GROWTH_BYTES } from './formats/limits.js';
+import { checkPolicyUrl } from './signals/site.js';
+import { NOT_ALLOWED, parseTrainingMining, type TrainingMining } from './signals/training.js';
 
 export interface Config {
   host: string;
@@ -28,6 +30,8 @@ export interface Config {
   /** The first bytes of that budget, which stay resident when idle pages go back to the OS. */
   warmInflightBytes: number;
   taskTimeoutMs: number;
+  /** A worker whose memory after a task passes this is replaced (src/pool/memory.ts). */
+  workerMemoryLimitBytes: number;
   shutdownTimeoutMs: number;
   logLevel: LogLevel;
   allowUwsFallback: boolean;
@@ -40,6 +44,8 @@ export interface Config {
   fingerprintSecretFile: string | undefined;
   /** Run the fingerprint detector in verify. */
   fingerprintDetect: boolean;
+  /** The fingerprint detector's time limit in verify (a picture past it is reported not examined, with a warning). */
+  fingerprintTimeoutMs: number;
   /** Room one account's bodies still arriving may hold of maxInflightBytes (0: no limit). */
   maxArrivingBytesPerAccount: number;
   /** Room one client address's bodies still arriving may hold of maxInflightBytes (0: no limit). */
@@ -52,6 +58,10 @@ export interface Config {
   c2paCertFile: string | undefined;
   /** Its PEM private key (ECDSA P-256/384/521 or Ed25519); set with c2paCertFile or not at all. */
   c2paKeyFile: string | undefined;
+  /** The tdm:policy URL the TDMRep layer writes beside tdm:reservation (none: the reservation alone). */
+  tdmPolicy: string | undefined;
+  /** The uses the Content Credentials layer's new manifest states in its cawg.training-mining assertion. */
+  c2paTrainingMining: TrainingMining;
   /** postgres://... : the PostgreSQL store shared by several instances (docs/scaling.md); undefined = the SQLite file in dataDir. */
   databaseUrl: string | undefined;
   storeTimeoutMs: number;
@@ -285,6 +295,14 @@ export const SETTINGS: readonly Setting[] = [
     doc: 'A task running longer (from its start) is aborted, answered 422, and its worker replaced.',
   }),
   setting({
+    variable: 'OPTMARK_WORKER_MEMORY_LIMIT_BYTES',
+    key: 'workerMemoryLimitBytes',
+    shown: '512 MiB',
+    fallback: () => 512 * MiB,
+    parse: wholeNumber(16 * MiB, 64 * 1024 ** 3),
+    doc: "A worker whose memory after a task (JS heap in use + the C2PA reader's wasm memory, which never shrinks) passes this gets no further task and is replaced once idle (metric optmark_pool_memory_recycles).",
+  }),
+  setting({
     variable: 'OPTMARK_SHUTDOWN_TIMEOUT_MS',
     key: 'shutdownTimeoutMs',
     shown: '10000',
@@ -361,6 +379,14 @@ export const SETTINGS: readonly Setting[] = [
     doc: 'Run the fingerprint detector in verify.',
   }),
   setting({
+    variable: 'OPTMARK_FINGERPRINT_TIMEOUT_MS',
+    key: 'fingerprintTimeoutMs',
+    shown: '10000',
+    fallback: () => 10_000,
+    parse: wholeNumber(1, 600_000),
+    doc: 'The fingerprint detector stops past this (the decode abandoned, the cores not started); verify then reports it not examined with the warning fingerprint_timeout.',
+  }),
+  setting({
     variable: 'OPTMARK_C2PA',
     key: 'c2paMode',
     shown: 'update',
@@ -393,6 +419,34 @@ export const SETTINGS: readonly Setting[] = [
       return path(raw, c);
     },
     doc: 'PEM private key (ECDSA P-256/384/521 or Ed25519) of that chain; set both or neither. A pair that does not load stops the start.',
+  }),
+  setting({
+    variable: 'OPTMARK_TDM_POLICY',
+    key: 'tdmPolicy',
+    shown: '(none)',
+    fallback: () => undefined,
+    parse: (raw) => {
+      try {
+        return checkPolicyUrl(raw);
+      } catch (err) {
+        throw new Invalid((err as Error).message.replace(/^--policy /, ''));
+      }
+    },
+    doc: 'URL of your text-and-data-mining terms, written as tdm:policy by the TDMRep layer (mark --tdmrep, the dashboard) (docs/signals.md).',
+  }),
+  setting({
+    variable: 'OPTMARK_C2PA_TRAINING_MINING',
+    key: 'c2paTrainingMining',
+    shown: '(all four notAllowed)',
+    fallback: () => NOT_ALLOWED,
+    parse: (raw) => {
+      try {
+        return parseTrainingMining(raw);
+      } catch (err) {
+        throw new Invalid((err as Error).message);
+      }
+    },
+    doc: 'Uses the Content Credentials layer states for a new manifest, e.g. ai_inference=allowed (others stay notAllowed) (docs/signals.md).',
   }),
   setting({
     variable: 'OPTMARK_DATABASE_URL',

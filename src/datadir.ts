@@ -1,11 +1,10 @@
 /**
  * The data directory holds key hashes, usage counters, the signing key and the fingerprint secret:
  * nothing in it is for other local users. The directory is 0700 and the store's files 0600, made so
- * when created and tightened at start when an older version (or an operator) left them looser.
+ * when created and tightened at start when an older version (or an operator) left them looser. Key and
+ * secret files are written by src/secrets/files.ts.
  */
-import { randomBytes } from 'node:crypto';
-import { accessSync, chmodSync, closeSync, constants, fchmodSync, mkdirSync, openSync, statSync, writeSync } from 'node:fs';
-import { open } from 'node:fs/promises';
+import { accessSync, chmodSync, closeSync, constants, mkdirSync, openSync, statSync } from 'node:fs';
 import { dirname, join } from 'node:path';
 
 export const DATA_DIR_MODE = 0o700;
@@ -168,53 +167,4 @@ export function secureDataDir(dir: string): { changes: ModeChange[]; problems: M
   tighten(dir, DATA_DIR_MODE, changes, problems);
   for (const name of [...STORE_FILES, BOOTSTRAP_KEY_FILE]) tighten(join(dir, name), DATA_FILE_MODE, changes, problems);
   return { changes, problems };
-}
-
-/** Writes `text` to a file only its owner can read (0600 also when the file was there before). */
-export function writePrivateFile(path: string, text: string): void {
-  const fd = openSync(path, constants.O_CREAT | constants.O_TRUNC | constants.O_WRONLY, DATA_FILE_MODE);
-  try {
-    fchmodSync(fd, DATA_FILE_MODE);
-    writeSync(fd, text);
-  } finally {
-    closeSync(fd);
-  }
-}
-
-/**
- * Writes `data` to a fresh temporary file beside `target` (exclusive create, given mode, fsynced) and
- * returns its path, for the caller to rename or link into place: readers never see half a file.
- */
-export async function writeTemp(target: string, data: string, mode: number): Promise<string> {
-  const tmp = `${target}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  const fh = await open(tmp, 'wx', mode);
-  try {
-    await fh.writeFile(data);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  return tmp;
-}
-
-export const isErrno = (err: unknown, code: string): boolean => (err as NodeJS.ErrnoException | undefined)?.code === code;
-
-/** A small file's bytes, undefined when it does not exist; a file over `max` bytes throws `tooLarge(size)`. */
-export async function readSmallFile(path: string, max: number, tooLarge: (size: number) => Error): Promise<Buffer | undefined> {
-  let fh;
-  try {
-    fh = await open(path, 'r');
-  } catch (err) {
-    if (isErrno(err, 'ENOENT')) return undefined;
-    throw err;
-  }
-  try {
-    const st = await fh.stat();
-    // Reading a directory fails with an EISDIR that names no path: say which one.
-    if (st.isDirectory()) throw Object.assign(new Error(`${path} is a directory, not a file`), { code: 'EISDIR', path, syscall: 'read' });
-    if (st.size > max) throw tooLarge(st.size);
-    return await fh.readFile();
-  } finally {
-    await fh.close();
-  }
 }

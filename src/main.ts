@@ -8,12 +8,13 @@ import type { Config } from './config.js';
 import { checkPortFree } from './http/port.js';
 import { HttpServer } from './http/server.js';
 import { loadUws } from './http/uws.js';
-import { BOOTSTRAP_KEY_FILE, secureDataDir, writePrivateFile } from './datadir.js';
+import { BOOTSTRAP_KEY_FILE, secureDataDir } from './datadir.js';
 import { createLogger } from './log.js';
 import { loadingNamed, loadNamedFiles } from './named-files.js';
 import { nativeState, setNativeLog } from './native/index.js';
 import { ImagePool, workerInitFrom } from './pool/pool.js';
 import { PublicKeySync } from './provenance/shared.js';
+import { writeKeyFile } from './secrets/files.js';
 import { withSharedSecrets } from './shared-secrets.js';
 import { openStore } from './store/index.js';
 import { Transfer } from './transfer/index.js';
@@ -77,11 +78,11 @@ export async function startService(config: Config, announce: ((text: string) => 
   // Shows the start-up key once (OPTMARK_BOOTSTRAP), with a command that reaches this server. With
   // OPTMARK_PORT=0 the port is known only once it listens: the key is shown then (and, should the listen
   // fail, with the configured port, so that it is not lost).
-  let welcome: ((port: number) => void) | undefined;
+  let welcome: ((port: number) => Promise<void>) | undefined;
   if (config.bootstrap) {
     const boot = await store.bootstrapIfEmpty();
     if (boot) {
-      welcome = (port) => {
+      welcome = async (port) => {
         const text =
           `\nCreated account "${boot.account.name}" (plan ${boot.account.plan}) with this API key. It is shown only now:\n\n  ${boot.key}\n\n` +
           `Try (writes photo.protected.jpg): curl -H "Authorization: Bearer ${boot.key}" -H "Accept: image/*" -F image=@photo.jpg \\\n` +
@@ -92,12 +93,12 @@ export async function startService(config: Config, announce: ((text: string) => 
         if (announce) announce(text);
         else {
           const file = join(config.dataDir, BOOTSTRAP_KEY_FILE);
-          writePrivateFile(file, text);
+          await writeKeyFile(file, text, { how: 'replace' });
           log.warn({ file, account: boot.account.name }, 'created the first account; its API key is in this file (mode 0600): read it, then delete the file');
         }
       };
       if (config.port !== 0) {
-        welcome(config.port);
+        await welcome(config.port);
         welcome = undefined;
       }
     }
@@ -108,6 +109,7 @@ export async function startService(config: Config, announce: ((text: string) => 
     size: config.poolSize,
     queueLength: config.queueLength,
     taskTimeoutMs: config.taskTimeoutMs,
+    memoryLimitBytes: config.workerMemoryLimitBytes,
     init: workerInitFrom(layers, transfer.share),
   });
 
@@ -136,7 +138,7 @@ export async function startService(config: Config, announce: ((text: string) => 
   try {
     port = await server.listen();
   } catch (err) {
-    welcome?.(config.port);
+    await welcome?.(config.port);
     // Taken since the check (or refused): leave nothing running, so the process can exit.
     await pool.close();
     transfer.stop();
@@ -146,7 +148,7 @@ export async function startService(config: Config, announce: ((text: string) => 
     throw err;
   }
   log.info({ host: config.host, port, transport, native, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');
-  welcome?.(port);
+  await welcome?.(port);
 
   let stopping: Promise<void> | undefined;
   return {

@@ -11,40 +11,20 @@
  * With the SQLite store nothing changes: the data directory is the one place for both.
  */
 import { randomBytes } from 'node:crypto';
-import { chmod, mkdir, open, readFile, rename } from 'node:fs/promises';
 import { join } from 'node:path';
 import type { Config } from './config.js';
 import { SECRET_BYTES, SECRET_FILE_NAME } from './fingerprint/secret.js';
+import { readKeyFile, writeKeyFile } from './secrets/files.js';
 import type { Store } from './store/index.js';
 
 export const SHARED_FINGERPRINT_FILE = 'fingerprint-shared.key';
 /** The fingerprint key's name among the store's secrets. */
 export const FINGERPRINT_SECRET = 'fingerprint';
+/** A key file far larger than a key is not one: not read. */
+const MAX_KEY_BYTES = 64 * 1024;
 
-async function readIfThere(path: string): Promise<Buffer | undefined> {
-  try {
-    return await readFile(path);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
-}
-
-/** Writes `data` to `path` (0600) unless it holds exactly that already; atomic (rename). */
-async function writeSecretFile(path: string, data: Buffer): Promise<void> {
-  const existing = await readIfThere(path);
-  if (existing?.equals(data)) return;
-  const tmp = `${path}.${process.pid}.${randomBytes(4).toString('hex')}.tmp`;
-  const fh = await open(tmp, 'wx', 0o600);
-  try {
-    await fh.writeFile(data);
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-  await chmod(tmp, 0o600);
-  await rename(tmp, path);
-}
+const readIfThere = (path: string): Promise<Buffer | undefined> =>
+  readKeyFile(path, MAX_KEY_BYTES, (size) => new Error(`${path} is ${size} bytes, too large for a key file`));
 
 /** The data directory's own fingerprint key (the SQLite deployment's), when it has a usable one. */
 export async function localFingerprintKey(dataDir: string): Promise<Buffer | undefined> {
@@ -58,7 +38,7 @@ export async function withSharedSecrets(config: Config, store: Store): Promise<C
   const local = await localFingerprintKey(config.dataDir);
   const secret = await store.sharedSecret(FINGERPRINT_SECRET, () => local ?? randomBytes(SECRET_BYTES));
   const file = join(config.dataDir, SHARED_FINGERPRINT_FILE);
-  await mkdir(config.dataDir, { recursive: true, mode: 0o700 });
-  await writeSecretFile(file, secret);
+  // Rewritten (atomically, 0600) only when the store's value differs from the file's.
+  if (!(await readIfThere(file))?.equals(secret)) await writeKeyFile(file, secret, { how: 'replace' });
   return { ...config, fingerprintSecretFile: file };
 }

@@ -3,11 +3,11 @@
 // a loopback server that answers at once. No time is asserted: only counts, order and model figures.
 import { createServer, type Server, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { Client, arrivalTimes, openLoop } from '../src/capacity/client.js';
-import { parseMix, weightedOrder, type PreparedRequest } from '../src/capacity/corpus.js';
-import { medianFloors } from '../src/capacity/floor.js';
-import { threadCpu, threadDelta, waitTotals, type ThreadCpu } from '../src/capacity/proc.js';
-import { idealQueue } from '../src/capacity/queue.js';
+import { Client, arrivalTimes, openLoop } from '../bench/load/client.js';
+import { parseMix, weightedOrder, type PreparedRequest } from '../bench/load/corpus.js';
+import { medianFloors } from '../bench/load/floor.js';
+import { threadCpu, threadDelta, waitTotals, type ThreadCpu } from '../bench/load/proc.js';
+import { idealQueue } from '../bench/load/queue.js';
 
 describe('medianFloors', () => {
   it("takes each field's middle value across processes and keeps every protect reading", () => {

@@ -49,9 +49,9 @@ describe('bench load (quick)', () => {
   });
 });
 
-describe('the transport baseline (src/capacity/transport.ts)', () => {
+describe('the transport baseline (bench/load/transport.ts)', () => {
   it("reads a whole upload and answers 200 with a protect answer's length, for uploads of any size one after another", async () => {
-    const child = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'capacity', 'transport.js'), '0', '2'], { stdio: ['ignore', 'pipe', 'inherit'] });
+    const child = spawn(process.execPath, [join(ROOT, 'dist', 'bench', 'load', 'transport.js'), '0', '2'], { stdio: ['ignore', 'pipe', 'inherit'] });
     try {
       const port = await new Promise<number>((res, rej) => {
         child.stdout.once('data', (d: Buffer) => res(Number(/listening (\d+)/.exec(d.toString())?.[1])));
@@ -81,7 +81,7 @@ describe('the transport baseline (src/capacity/transport.ts)', () => {
 
 describe("the transport baseline with protect work (its workers run optmark's own protect)", () => {
   it("answers a multipart JPEG with optmark's protect answer, and a multipart without an image with 400", async () => {
-    const child = spawn(process.execPath, [join(ROOT, 'dist', 'src', 'capacity', 'transport.js'), '0', '1', 'protect'], {
+    const child = spawn(process.execPath, [join(ROOT, 'dist', 'bench', 'load', 'transport.js'), '0', '1', 'protect'], {
       stdio: ['ignore', 'pipe', 'inherit'],
     });
     try {

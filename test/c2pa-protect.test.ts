@@ -123,10 +123,14 @@ describe('OPTMARK_C2PA=refuse and invalidate', () => {
     const after = await read('jpeg', bytes);
     expect(after.validation_state).toBe('Invalid');
     expect(after.validation_status?.map((s) => s.code)).toContain('assertion.dataHash.mismatch');
-    // An update of such a file says its parent did not validate; the new manifest itself does.
+    // An update of such a file has an outcome of its own (issue #37: `updated` would say "kept valid");
+    // the warning says the parent did not validate, and that the new manifest itself does.
     const updated = await protectWithCredentials(bytes, { token: 'DMI-PROHIBITED' }, policy('update'));
-    expect(updated.outcome).toBe('updated');
-    expect(updated.warnings[0]!.message).toContain('did not validate before this edit');
+    expect(updated.outcome).toBe('parent-invalid');
+    expect(updated.warnings.map((w) => w.code)).toEqual(['content_credentials_parent_invalid']);
+    expect(updated.warnings[0]!.message).toContain('did not validate when it came (assertion.dataHash.mismatch');
+    expect(updated.warnings[0]!.message).toContain('The new manifest validates');
+    expect(updated.warnings[0]!.message).not.toMatch(/kept|stay valid/);
     const report = await read('jpeg', updated.pieces[0]!);
     const entries = report.manifests[report.active_manifest]!.assertions.find((a) => a.label === 'cawg.training-mining')!.data.entries;
     expect(entries).toEqual({
@@ -140,14 +144,22 @@ describe('OPTMARK_C2PA=refuse and invalidate', () => {
 });
 
 describe('a manifest store that cannot be updated', () => {
-  it('unreadable (garbage in a PNG caBX chunk): marked as by the engine alone, with a warning saying why, not refused', async () => {
-    const input = pngWith(await smallImage('png'), [pngChunk('caBX', Buffer.from('not jumbf'))], 'beforeIdat');
+  it('unreadable (a well-framed store the reader cannot use in a PNG caBX chunk): marked as by the engine alone, with a warning saying why, not refused', async () => {
+    const jumd = Buffer.concat([Buffer.from('6332706100110010800000aa00389b71', 'hex'), Buffer.from([0x03]), Buffer.from('c2pa\0')]);
+    const box = (type: string, body: Buffer): Buffer => Buffer.concat([Buffer.from([0, 0, 0, body.length + 8]), Buffer.from(type, 'latin1'), body]);
+    const store = box('jumb', Buffer.concat([box('jumd', jumd), box('cbor', Buffer.from([0x01]))]));
+    const input = pngWith(await smallImage('png'), [pngChunk('caBX', store)], 'beforeIdat');
     const out = await protectWithCredentials(input, {}, policy('update'));
     expect(out.outcome).toBe('invalidated');
     expect(out.warnings.map((w) => w.code)).toEqual(['content_credentials_invalidated']);
     expect(out.warnings[0]!.message).toContain('could not be updated');
     expect(Buffer.concat(out.pieces).equals(Buffer.from(protect(input).bytes))).toBe(true);
   }, 60_000);
+
+  it('lengths the store does not hold (garbage in a caBX chunk): 422 content_credentials_malformed, nothing written, the reader never asked (issue #37)', async () => {
+    const input = pngWith(await smallImage('png'), [pngChunk('caBX', Buffer.from('not jumbf'))], 'beforeIdat');
+    await expect(protectWithCredentials(input, {}, policy('update'))).rejects.toMatchObject({ code: 'content_credentials_malformed' });
+  });
 });
 
 describe('files without Content Credentials are edited exactly as before', () => {
@@ -253,11 +265,36 @@ describe('the signing identity', () => {
     expect(leaf!.keyUsage).toEqual(expect.arrayContaining(['1.3.6.1.5.5.7.3.4', '1.3.6.1.5.5.7.3.36']));
   });
 
+  it.runIf(haveCorpus)(
+    'an identity.pem issued by the earlier hand-encoded DER generator keeps loading and signs updates the reader validates',
+    async () => {
+      // test/fixtures/c2pa-identity-handmade.pem: made by the DER encoder optmark issued its identities with
+      // before @peculiar/x509 (a throwaway test key). Data directories hold such files: they must keep working.
+      const dir = mkdtempSync(join(tmpdir(), 'optmark-c2pa-old-'));
+      try {
+        const { cpSync, mkdirSync } = await import('node:fs');
+        mkdirSync(join(dir, C2PA_DIR), { mode: 0o700 });
+        cpSync(join(__dirname, 'fixtures', 'c2pa-identity-handmade.pem'), join(dir, C2PA_DIR, IDENTITY_FILE));
+        const before = readFileSync(join(dir, C2PA_DIR, IDENTITY_FILE));
+        const old = await loadC2paIdentity({ dataDir: dir });
+        expect(old.subject).toContain('optmark C2PA signer fixture');
+        expect(readFileSync(join(dir, C2PA_DIR, IDENTITY_FILE)).equals(before)).toBe(true);
+        const input = corpusFile('c2pa_CA.jpg');
+        const out = await protectWithCredentials(input, {}, { mode: 'update', identity: async () => old });
+        expect(out.outcome).toBe('updated');
+        await expectUpdated('jpeg', input, out.pieces[0]!);
+      } finally {
+        rmSync(dir, { recursive: true, force: true });
+      }
+    },
+    60_000,
+  );
+
   it('a configured chain and key: used as given; one without the other, or a mismatched pair, is refused with a clear error', async () => {
     const dir = mkdtempSync(join(tmpdir(), 'optmark-c2pa-conf-'));
     try {
       const { writeFileSync } = await import('node:fs');
-      const pem = generateIdentity().identity;
+      const pem = (await generateIdentity()).identity;
       const key = pem.slice(0, pem.indexOf('-----BEGIN CERTIFICATE-----'));
       const chain = pem.slice(key.length);
       writeFileSync(join(dir, 'key.pem'), key);
@@ -266,7 +303,7 @@ describe('the signing identity', () => {
       expect(id.generated).toBe(false);
       expect(existsSync(join(dir, C2PA_DIR))).toBe(false);
       await expect(loadC2paIdentity({ dataDir: dir, certFile: join(dir, 'chain.pem') })).rejects.toMatchObject({ code: 'c2pa_identity_invalid' });
-      const other = generateIdentity().identity;
+      const other = (await generateIdentity()).identity;
       writeFileSync(join(dir, 'other.pem'), other.slice(other.indexOf('-----BEGIN CERTIFICATE-----')));
       await expect(loadC2paIdentity({ dataDir: dir, certFile: join(dir, 'other.pem'), keyFile: join(dir, 'key.pem') })).rejects.toMatchObject({
         code: 'c2pa_identity_invalid',

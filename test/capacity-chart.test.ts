@@ -1,4 +1,4 @@
-// The capacity chart (src/capacity/chart.ts) rendered in Chromium (Debian's /usr/bin/chromium through
+// The capacity chart (bench/load/chart.ts) rendered in Chromium (Debian's /usr/bin/chromium through
 // playwright-core): lines never run backwards, the saturation point is marked, labels and the legend sit
 // clear of the data and inside their panel, a smoke run says so, and the PNG is the chart's size and
 // not blank. The layout is checked from the browser's own text measurements, not from the estimate the
@@ -9,9 +9,9 @@ import { join } from 'node:path';
 import { type Browser, chromium } from 'playwright-core';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { chart, chartLayout } from '../src/capacity/chart.js';
-import type { LoadReport, ScenarioResult } from '../src/capacity/report.js';
-import type { StepResult } from '../src/capacity/step.js';
+import { chart, chartLayout } from '../bench/load/chart.js';
+import type { LoadReport, ScenarioResult } from '../bench/load/report.js';
+import type { StepResult } from '../bench/load/step.js';
 
 const CHROMIUM = process.env.OPTMARK_CHROMIUM ?? '/usr/bin/chromium';
 const ARGS = ['--no-sandbox', '--disable-gpu', '--disable-background-networking', '--disable-component-update', '--disable-sync'];

@@ -42,6 +42,7 @@ describe('the configuration table', () => {
       maxArrivingBytesPerAccount: 192 * 1024 ** 2,
       maxArrivingBytesPerAddress: 192 * 1024 ** 2,
       taskTimeoutMs: 30_000,
+      workerMemoryLimitBytes: 512 * 1024 ** 2,
       shutdownTimeoutMs: 10_000,
       logLevel: 'info',
       allowUwsFallback: false,
@@ -50,12 +51,27 @@ describe('the configuration table', () => {
       defaultVerifyLimit: 50_000,
       signingKeyFile: undefined,
       fingerprintSecretFile: undefined,
+      fingerprintTimeoutMs: 10_000,
       fingerprintDetect: true,
       c2paMode: 'update',
       c2paCertFile: undefined,
       c2paKeyFile: undefined,
+      tdmPolicy: undefined,
+      c2paTrainingMining: {
+        'cawg.ai_generative_training': 'notAllowed',
+        'cawg.ai_inference': 'notAllowed',
+        'cawg.ai_training': 'notAllowed',
+        'cawg.data_mining': 'notAllowed',
+      },
       storeTimeoutMs: 5000,
     });
+  });
+
+  it('OPTMARK_TDM_POLICY is an http(s) URL; OPTMARK_C2PA_TRAINING_MINING names entries and uses', () => {
+    expect(loadConfig({ OPTMARK_TDM_POLICY: 'https://example.org/terms' }).tdmPolicy).toBe('https://example.org/terms');
+    expect(() => loadConfig({ OPTMARK_TDM_POLICY: 'terms.html' })).toThrow(/^OPTMARK_TDM_POLICY: /);
+    expect(loadConfig({ OPTMARK_C2PA_TRAINING_MINING: 'ai_inference=allowed' }).c2paTrainingMining['cawg.ai_inference']).toBe('allowed');
+    expect(() => loadConfig({ OPTMARK_C2PA_TRAINING_MINING: 'ai_inference=yes' })).toThrow(/^OPTMARK_C2PA_TRAINING_MINING: /);
   });
 
   it('OPTMARK_C2PA takes update, refuse or invalidate; the chain and key files are paths', () => {

@@ -1,4 +1,4 @@
-// The PDF receipt's text as a reader extracts it (poppler's pdftotext): file names in Greek, Cyrillic and
+// The PDF receipt's text as a reader extracts it (PDF.js, test/helpers/pdf.ts): file names in Greek, Cyrillic and
 // accented Latin come back exactly (the embedded DejaVu Sans, not the Latin-1 standard fonts); a character
 // the font lacks comes back as its code point, never as a wrong character; and the receipt made on its
 // worker thread (dist/, as the server runs it) is the same document.
@@ -52,7 +52,7 @@ afterAll(async () => {
 
 describe('the PDF receipt', () => {
   it('prints Greek, Cyrillic and accented Latin names as they are, and code points for what the font lacks', async () => {
-    const text = pdfText(await buildReceipt(input(NAMES)));
+    const text = await pdfText(await buildReceipt(input(NAMES)));
     for (const name of NAMES.slice(0, 4)) expect(text).toContain(name);
     expect(text).toContain('Account: Фотоателье «Север»');
     // No Japanese glyphs in DejaVu Sans: the code points, not blanks or wrong characters.
@@ -67,9 +67,9 @@ describe('the PDF receipt', () => {
     maker = new ReceiptMaker();
     const [fromWorker, local] = await Promise.all([maker.make(input(names)), buildReceipt(input(names))]);
     expect(fromWorker.subarray(0, 5).toString('latin1')).toBe('%PDF-');
-    const text = pdfText(fromWorker);
+    const text = await pdfText(fromWorker);
     for (const name of names) expect(text).toContain(name);
     // Same content (the documents differ only in their random ID).
-    expect(text).toBe(pdfText(local));
+    expect(text).toBe(await pdfText(local));
   });
 });

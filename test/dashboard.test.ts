@@ -404,7 +404,7 @@ describe('records', () => {
     expect(a.headers['content-type']).toBe('application/pdf');
     expect(a.body.subarray(0, 5).toString('latin1')).toBe('%PDF-');
     expect(a.body.subarray(-6).toString('latin1')).toMatch(/%%EOF\s*$/);
-    const text = pdfText(a.body);
+    const text = await pdfText(a.body);
     for (const sha of shas) expect(text).toContain(sha);
     // A name outside Latin-1 (Cyrillic, Greek) comes back from the reader's text extraction as it was.
     expect(text).toContain('Портрет πορτρέτο.jpg');

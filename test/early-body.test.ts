@@ -1,8 +1,8 @@
-// Body bytes kept while a request is admitted (src/http/early.ts): every chunk comes back in order and
+// Body bytes kept while a request is admitted (src/http/intake.ts): every chunk comes back in order and
 // byte for byte, also across slabs, past a slab's size and after other requests used the same slabs.
 import { randomBytes } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import { EarlyBody } from '../src/http/early.js';
+import { EarlyBody } from '../src/http/intake.js';
 
 /** A chunk as uWS lends it: an ArrayBuffer that is overwritten once the callback returns. */
 function lend(bytes: Buffer, into: (chunk: ArrayBuffer) => void): void {

@@ -5,6 +5,7 @@
  * test/long/fingerprint-v2-attacks.test.ts; the full attack list with 2,000+ unmarked trials: the bench,
  * bench/fingerprint-robustness.ts.
  */
+import { createHash } from 'node:crypto';
 import sharp from 'sharp';
 import { describe, expect, it } from 'vitest';
 import { ATTACKS, type AttackFn, crop, jpeg } from '../bench/lib/fingerprint-attacks.js';
@@ -12,11 +13,10 @@ import { decodeBase } from '../src/fingerprint/decode.js';
 import { decideV2, jpegGridAtOwnSize } from '../src/fingerprint/detect.js';
 import { detectFingerprint, embedFingerprint, fingerprintEngine } from '../src/fingerprint/index.js';
 import { runCore2 } from '../src/fingerprint/native.js';
-import { keyTileV2For } from '../src/fingerprint/pattern-v2.js';
+import { keyTileV2For } from '../src/fingerprint/v2/key.js';
+import { FPR, FPR_PER_SCHEME } from '../src/fingerprint/params.js';
 import {
   CORE2_PARAMS,
-  FPR,
-  FPR_PER_SCHEME,
   V2_MIN_PSNR_DB,
   V2_IDENTITY_LOOKS,
   V2_LATTICE_LOOKS,
@@ -28,10 +28,12 @@ import {
   V2_SHARE_PHASES,
   V2_SHARE_RUNNERS,
   V2_SHARE_SECOND,
-} from '../src/fingerprint/params.js';
-import { type Core2Output, detectCore2 } from '../src/fingerprint/reference-v2.js';
+} from '../src/fingerprint/v2/params.js';
+import { detectCore2 } from '../src/fingerprint/v2/core.js';
+import type { Core2Output } from '../src/fingerprint/v2/types.js';
 import { cellTest } from '../src/fingerprint/stats.js';
 import { expectFoundAfter, psnr, texturedImage } from './helpers/fingerprint.js';
+import { embedVersion1 } from './helpers/fingerprint-v1.js';
 
 const MAX_PIXELS = 40_000_000;
 const SECRET = new Uint8Array(32).fill(3);
@@ -239,7 +241,7 @@ describe('fingerprint v2 decision', () => {
     expect(decideV2({ cells: noise, latticeCells: mid.subarray(0, 256 * V2_LATTICE_LOOKS) }).present).toBe(false);
     // A runner-up at p 0.038 of the budget: within the 0.05 each of the two holds (shares 0.5 / 0.1 / 0.1 /
     // 0.1 / 0.1 / 0.1; on --dense over 3 marking keys the runner-ups that are alone in finding a mark need
-    // 0.03 of the budget at most, both together; docs/fingerprint.md, "Decision"), over half of it.
+    // 0.03 of the budget at most, both together; docs/fingerprint.md, "The false-positive bound"), over half of it.
     const near = Float64Array.from({ length: 256 }, (_, i) => (i < 173 ? 1 : -1) * (1 + (i % 7)));
     expect(t(near)).toBeGreaterThan((FPR_PER_SCHEME * V2_SHARE_RUNNERS) / V2_RUNNERS / 2);
     expect(t(near)).toBeLessThanOrEqual((FPR_PER_SCHEME * V2_SHARE_RUNNERS) / V2_RUNNERS);
@@ -334,13 +336,29 @@ function expectSameRunners(n: Core2Output, r: Core2Output): void {
 
 describe('fingerprint version 1 marks', async () => {
   const orig = await texturedImage(640, 448, 11);
-  const v1 = Buffer.from(await embedFingerprint(orig, SECRET, { maxPixels: MAX_PIXELS, scheme: 1 }));
+  const v1 = await embedVersion1(orig, SECRET);
 
-  it('are still detected, as scheme 1, also after JPEG 50', async () => {
-    for (const buf of [v1, await sharp(v1).jpeg({ quality: 50 }).toBuffer()]) {
-      const d = await detectFingerprint(buf, SECRET, { maxPixels: MAX_PIXELS });
-      expect(d).toMatchObject({ present: true, scheme: 1 });
-      expect(d.pValue).toBeLessThanOrEqual(FPR_PER_SCHEME);
+  it('are written as version 1 wrote them', async () => {
+    // The pixels of version 1's embedder as it shipped (SHA-256 of the raw RGB), so that the figures below are its marks'.
+    const raw = await sharp(v1).raw().toBuffer();
+    expect(createHash('sha256').update(raw).digest('hex')).toBe('77d90e523b05d2c1e19a10b9f3da647b4ed8258b1dde7b246cc2840200d62b42');
+  });
+
+  it('are still detected, as scheme 1, also after JPEG 50, with the figures version 1 always gave', async () => {
+    // Detail of the frozen detector on both engines (the native core within 1e-6 of the reference, as ever).
+    const expected = [
+      { confidence: 0.97265625, z: 13.8096002, syncZ: 30.2137386, scale: 1 },
+      { confidence: 0.91015625, z: 12.154016, syncZ: 21.4005682, scale: 1 },
+    ];
+    const bufs = [v1, await sharp(v1).jpeg({ quality: 50 }).toBuffer()];
+    for (const engine of ['native', 'reference'] as const) {
+      for (const [i, buf] of bufs.entries()) {
+        const d = await detectFingerprint(buf, SECRET, { maxPixels: MAX_PIXELS, engine });
+        expect(d).toMatchObject({ present: true, scheme: 1, blocks: 256, confidence: expected[i]!.confidence, scale: expected[i]!.scale });
+        expect(Math.abs(d.z - expected[i]!.z)).toBeLessThan(1e-5);
+        expect(Math.abs(d.syncZ - expected[i]!.syncZ)).toBeLessThan(1e-5);
+        expect(d.pValue).toBeLessThanOrEqual(FPR_PER_SCHEME);
+      }
     }
   });
 

@@ -6,7 +6,7 @@
 import fc from 'fast-check';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { FixtureSet } from './helpers/fixtures.js';
-import { bombCaseArb, bombFile, checkHostile, expectedRead, floodCaseArb, floodFile } from './helpers/hostile.js';
+import { bombCaseArb, bombFile, checkHostile, chunkFloodCaseArb, chunkFloodFile, expectedRead, floodCaseArb, floodFile } from './helpers/hostile.js';
 
 /** Each case inflates up to 16 MiB and parses it; a few dozen keep the file near ten seconds here. */
 const RUNS = Number(process.env.HOSTILE_FUZZ_RUNS ?? 24);
@@ -14,9 +14,11 @@ const fx = new FixtureSet();
 afterAll(() => fx.close());
 let png: Buffer;
 let jpg: Buffer;
+let webp: Buffer;
 beforeAll(async () => {
   png = await fx.bytes('base.png');
   jpg = await fx.bytes('base.jpg');
+  webp = await fx.bytes('lossless.webp');
 });
 
 describe('hostile-file generators (bounded run)', () => {
@@ -41,6 +43,15 @@ describe('hostile-file generators (bounded run)', () => {
     fc.assert(
       fc.property(floodCaseArb, (c) => {
         checkHostile(floodFile(jpg, c), undefined);
+      }),
+      { numRuns: Math.max(6, Math.ceil(RUNS / 4)), seed: Number(process.env.FUZZ_SEED ?? 20) },
+    );
+  });
+
+  it('chunk floods around the container limit (PNG, simple and extended WebP): protect never returns a file verify or protect refuse', () => {
+    fc.assert(
+      fc.property(chunkFloodCaseArb, (c) => {
+        checkHostile(chunkFloodFile(png, webp, c), undefined);
       }),
       { numRuns: Math.max(6, Math.ceil(RUNS / 4)), seed: Number(process.env.FUZZ_SEED ?? 20) },
     );

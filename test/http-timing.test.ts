@@ -1,7 +1,7 @@
 // The phases of a request (src/http/timing.ts) and how the load generator reads them back.
 import { describe, expect, it } from 'vitest';
-import type { Outcome } from '../src/capacity/client.js';
-import { phaseBreakdown, phaseTimes } from '../src/capacity/step.js';
+import type { Outcome } from '../bench/load/client.js';
+import { phaseBreakdown, phaseTimes } from '../bench/load/step.js';
 import { Phases, parseServerTiming } from '../src/http/timing.js';
 
 const ms = (x: number): bigint => BigInt(Math.round(x * 1e6));

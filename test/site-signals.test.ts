@@ -52,7 +52,16 @@ describe('optmark site-signals', () => {
     const out = join(temp.make(), 'site');
     const r = await optmarkHere(['site-signals', '--policy', POLICY, '--out', out]);
     expect(r.status, r.stderr).toBe(0);
-    expect(tree(out)).toEqual(['.well-known/tdmrep.json', 'ai.txt', 'headers/Caddyfile', 'headers/apache.conf', 'headers/nginx.conf', 'robots.txt']);
+    expect(tree(out)).toEqual([
+      '.well-known/tdmrep.json',
+      'ai.txt',
+      'headers/Caddyfile',
+      'headers/apache.conf',
+      'headers/nginx.conf',
+      'robots.txt',
+      'well-known/tdmrep.json',
+    ]);
+    expect(readFileSync(join(out, 'well-known/tdmrep.json'), 'utf8')).toBe(readFileSync(join(out, '.well-known/tdmrep.json'), 'utf8'));
     const robots = readFileSync(join(out, 'robots.txt'), 'utf8');
     for (const agent of ['GPTBot', 'ClaudeBot', 'CCBot', 'Google-Extended', 'Applebot-Extended', 'PerplexityBot', 'Bytespider', 'meta-externalagent']) {
       expect(groupFor(robots, agent), agent).toEqual(['disallow: /', 'content-usage: train-ai=n']);

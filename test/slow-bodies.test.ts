@@ -7,7 +7,7 @@
 import { connect, type Socket } from 'node:net';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { inflightBytesFor } from '../src/config.js';
-import { UPLOAD_RATE_GRACE_MS, type UploadTooSlowError, Uploads } from '../src/http/uploads.js';
+import { UPLOAD_RATE_GRACE_MS, type UploadTooSlowError, Uploads } from '../src/http/intake.js';
 import { UPFRONT_BODY_BYTES } from '../src/transfer/index.js';
 import { smallImage } from './helpers/images.js';
 import { TestServer, api, imageForm, waitFor } from './helpers/server.js';

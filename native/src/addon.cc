@@ -1,11 +1,11 @@
-// N-API surface of the fingerprint core: detectCore(input) and simd(). Context-aware (Napi::Addon), so
+// N-API surface of the fingerprint cores: detectCore(input) (version 1), detectCore2(input) and simd(). Context-aware (Napi::Addon), so
 // it loads in every worker thread; the core keeps no per-call state outside the call.
 #include <napi.h>
 
 #include <vector>
 
-#include "core.h"
-#include "core2.h"
+#include "v1.h"
+#include "v2.h"
 
 namespace {
 
@@ -107,7 +107,7 @@ class FingerprintAddon : public Napi::Addon<FingerprintAddon> {
     return r;
   }
 
-  // Version 2 (src/fingerprint/reference-v2.ts): the same contract as detectCore, with the lattice search.
+  // Version 2 (src/fingerprint/v2/): the same contract as detectCore, with the lattice search.
   Napi::Value DetectCore2(const Napi::CallbackInfo& info) {
     Napi::Env env = info.Env();
     if (info.Length() < 1 || !info[0].IsObject()) {

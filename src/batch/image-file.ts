@@ -1,13 +1,11 @@
 /**
- * A file as the pipeline's input, for a batch lane: its structure (src/formats, one walk) from the bytes
- * the walk asks for, read at their offsets into a buffer as long as the file. What the walk never asks
- * for are its copy ranges (a JPEG's scan, PNG image data, a WebP bitstream past its header): they stay
- * unread and go from the input file to the output inside the kernel (outputParts, then
- * writeAtomicallyCopying). Or every byte, when a step needs them all (a hash of the output, a layer,
- * Content Credentials): readWhole.
+ * A file as the pipeline's input, for a batch lane: every byte (readWhole), or, for a verify of the
+ * metadata alone, its structure (src/formats, one walk) from the bytes the walk asks for, read at their
+ * offsets into a buffer as long as the file (readHead). What the walk never asks for are its copy ranges
+ * (a JPEG's scan, PNG image data, a WebP bitstream past its header): they stay unread.
  */
 import { detectFormat, parseImage, type ContainerFormat, type ParsedImage } from '../formats/index.js';
-import type { OutputPart, ReadBuffer, Source } from './files.js';
+import type { ReadBuffer, Source } from './files.js';
 
 /** Enough of a file's first bytes to tell its format. */
 const SNIFF_BYTES = 16;
@@ -51,34 +49,4 @@ export function readHead(buffer: ReadBuffer, source: Source): ParsedImage {
   // As readAll: a file that grew since its fstat is refused (one byte read at its size must find its end).
   buffer.checkEnd(source);
   return image;
-}
-
-/**
- * The output as parts: the produced pieces, with every stretch of the input's copy ranges that they
- * hold as a range of the input file (copied inside the kernel, never from memory: those bytes may never
- * have been read); the rest as bytes in memory.
- */
-export function outputParts(pieces: readonly Uint8Array[], image: ParsedImage): OutputPart[] {
-  const { bytes, copyRanges } = image;
-  const size = bytes.length;
-  const parts: OutputPart[] = [];
-  for (const p of pieces) {
-    const from = p.byteOffset - bytes.byteOffset;
-    if (p.buffer !== bytes.buffer || from < 0 || from + p.length > size) {
-      parts.push(p);
-      continue;
-    }
-    const to = from + p.length;
-    let at = from;
-    for (const range of copyRanges) {
-      const start = Math.max(range.start, at);
-      const end = Math.min(range.end, to);
-      if (start >= end) continue;
-      if (start > at) parts.push(bytes.subarray(at, start));
-      parts.push({ from: start, length: end - start, toEnd: end === size });
-      at = end;
-    }
-    if (at < to) parts.push(bytes.subarray(at, to));
-  }
-  return parts;
 }

@@ -5,33 +5,21 @@
  * written atomically. Only what the chosen layers need is loaded: the opt-out path touches neither the
  * decoder (sharp) nor the fingerprint, and loads no worker pool.
  */
-import { closeSync, type Stats } from 'node:fs';
+import { closeSync } from 'node:fs';
 import { extname, join, parse } from 'node:path';
 import type { CredentialsOutcome } from '../c2pa/modes.js';
 import { SKIP_FINGERPRINT_HINT, toErrorShape } from '../errors.js';
 import type { Warning } from '../formats/complete.js';
-import type { ContainerFormat, ParsedImage } from '../formats/index.js';
-import { filesAddon, type FilesAddon } from '../native/index.js';
+import type { ContainerFormat } from '../formats/index.js';
 import type { CredentialsPolicy } from '../pipeline/credentials.js';
 import type { Layers } from '../pipeline/layers.js';
 import type { MarkContext, MarkedFile } from '../pipeline/mark.js';
 import type { VerifyReport } from '../pipeline/verify.js';
 import type { WorkerInit } from '../pool/tasks.js';
 import type { SigningKey } from '../provenance/index.js';
-import {
-  errnoText,
-  FileError,
-  openSource,
-  ReadBuffer,
-  readIfFile,
-  sha256Of,
-  type Source,
-  statFile,
-  upToDate,
-  writeAtomically,
-  writeAtomicallyCopying,
-} from './files.js';
-import { outputParts, readHead, readWhole, sniff } from './image-file.js';
+import type { SignalLayers } from '../signals/layers.js';
+import { errnoText, FileError, openSource, ReadBuffer, readIfFile, sha256Of, type Source, statFile, upToDate, writeAtomically } from './files.js';
+import { readHead, readWhole, sniff } from './image-file.js';
 
 /** What a lane is told once, when it starts. */
 export interface LaneSetup {
@@ -40,6 +28,8 @@ export interface LaneSetup {
   /** mark: the layers to add. */
   provenance: boolean;
   fingerprint: boolean;
+  /** mark: TDMRep and Content Credentials (src/signals/layers.ts), on the layer path. */
+  signals?: SignalLayers | undefined;
   /** mark: compute the output's SHA-256 (for --report); verify: the file's (the API's sha256 field). */
   hash: boolean;
   /** mark: 'time' (size and time) or 'hash' (content); undefined writes every output. */
@@ -112,11 +102,16 @@ export interface FileOutcome {
   report?: Omit<VerifyReport, 'sha256'>;
 }
 
-/** Lazily loaded layer machinery, per lane. */
+/**
+ * Lazily loaded layer machinery, per lane. A lane does one file at a time: it reads the file whole into
+ * its buffer (verify without the detector: the metadata alone, image-file.ts readHead) and writes the
+ * output from memory. That is the plain way and the only one: a quick way that read a JPEG's metadata
+ * alone and copied the rest file to file in the kernel, eight files in flight on the main thread, measured
+ * no faster on a folder (bench/RESULTS.md), so it went.
+ */
 export class Lane {
   readonly #setup: LaneSetup;
-  /** Read buffers not in use: one per file in flight (the quick way has several), each reused. */
-  readonly #buffers: ReadBuffer[] = [];
+  readonly #buffer = new ReadBuffer();
   #second: ReadBuffer | undefined;
   #signingKey: Promise<SigningKey> | undefined;
   #layers: Promise<Layers> | undefined;
@@ -125,23 +120,8 @@ export class Lane {
   #liveLayers: Promise<import('../pipeline/layers-live.js').LiveLayers> | undefined;
   #policy: CredentialsPolicy | undefined;
 
-  /** The in-kernel copy, on the quick way only (see `concurrent`). */
-  readonly #copier: FilesAddon | undefined;
-
   constructor(setup: LaneSetup) {
     this.#setup = setup;
-    // The quick way: the opt-out field alone (no signing, no pixels), where marking is an edit of the
-    // bytes before the image data and the rest is copied file to file.
-    this.#copier = setup.command === 'mark' && !setup.provenance && !setup.fingerprint ? filesAddon() : undefined;
-  }
-
-  /**
-   * True when this lane takes several files at once: their reads and edits run one after the other on
-   * its thread, their copies at the same time on libuv's thread pool. Worker threads then do not pay:
-   * the work left per file is a few system calls.
-   */
-  get concurrent(): boolean {
-    return this.#copier !== undefined;
   }
 
   /** Loads what every file will need, so the first file does not pay for it (and a bad key fails once). */
@@ -163,12 +143,11 @@ export class Lane {
     } catch (err) {
       return readFailure(base, err);
     }
-    const buffer = this.#buffers.pop() ?? new ReadBuffer();
+    const buffer = this.#buffer;
     try {
       return this.#setup.command === 'mark' ? await this.#mark(job, source, buffer) : await this.#verifyFile(job, source, buffer);
     } finally {
       closeSync(source.fd);
-      this.#buffers.push(buffer);
     }
   }
 
@@ -195,19 +174,13 @@ export class Lane {
         return { ...base, bytes: existing!.size, sha256: null, status: 'skipped', code: 'up_to_date', message: 'output up to date (size and time)' };
       }
     }
-    // The quick way reads the metadata only and copies the rest file to file; a hash of the output
-    // (--report, --skip-existing=hash) and the layers need every byte.
     const hashed = s.hash || s.skipExisting === 'hash';
-    let image: ParsedImage;
     let marked: MarkedFile;
     try {
-      const head = this.#copier !== undefined && !hashed;
-      image = head ? readHead(buffer, source) : readWhole(buffer, source);
-      // Content Credentials are kept, refused or invalidated as the API does (OPTMARK_C2PA); their update
-      // manifest is built over the whole file.
-      if (head && image.manifestStore) image = readWhole(buffer, source);
+      // Content Credentials are kept, refused or invalidated as the API does (OPTMARK_C2PA).
+      const image = readWhole(buffer, source);
       const [{ runMark }, ctx] = await Promise.all([this.#marker(), this.#context()]);
-      marked = await runMark(image, { provenance: s.provenance, fingerprint: s.fingerprint }, ctx, this.#credentials());
+      marked = await runMark(image, { provenance: s.provenance, fingerprint: s.fingerprint, signals: s.signals }, ctx, this.#credentials());
     } catch (err) {
       if (err instanceof FileError || (err as { syscall?: string }).syscall !== undefined) return readFailure(base, err);
       return { ...base, bytes: null, ...failure(err) };
@@ -238,8 +211,7 @@ export class Lane {
       fsync: s.fsync,
     };
     try {
-      if (this.#copier) await writeAtomicallyCopying(target, outputParts(marked.pieces, image), source.fd, this.#copier, options);
-      else await writeAtomically(target, marked.pieces, options);
+      writeAtomically(target, marked.pieces, options);
     } catch (err) {
       const code = err instanceof FileError ? err.code : `${(err as { syscall?: string }).syscall === 'read' ? 'read' : 'write'}_${errCode(err)}`;
       const message = err instanceof FileError ? err.message : `writing ${target}: ${errnoText(err)}`;

@@ -1,9 +1,13 @@
 /**
- * The C2PA claim signature: a COSE_Sign1 (RFC 9052) with a detached payload, built here because the
- * wasm builder (@contentauth/c2pa-wasm) hands its JS signer the claim bytes and expects the whole
- * COSE structure back ("direct COSE handling"): the certificate chain goes in the protected header
- * (x5chain, label 33), and the structure is padded (unprotected `pad`, as c2pa-rs pads its own) to
- * exactly the size the builder reserved, so the manifest store keeps the length it was hashed with.
+ * The C2PA claim signature: a COSE_Sign1 (RFC 9052) with a detached payload. The wasm builder
+ * (@contentauth/c2pa-wasm) cannot sign itself here: its JS SignerDefinition has no certificate chain, so
+ * it hands the claim bytes to our callback and takes the whole COSE structure back ("direct COSE
+ * handling"). Written by hand, because no maintained package does this job: the structure must carry
+ * the chain in the protected header (x5chain, label 33) and be padded (unprotected `pad`, as c2pa-rs pads
+ * its own) to exactly the size the builder reserved, so the manifest store keeps the length it was hashed
+ * with. The COSE packages on npm (cose-js, cose-kit) do not pad a structure to a given size, so their
+ * output would still be decoded and re-encoded here; a general CBOR encoder would replace only the 20
+ * lines of `cbor` below, for a new dependency. The signature itself is node:crypto's.
  */
 import { type KeyObject, sign } from 'node:crypto';
 

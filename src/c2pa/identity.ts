@@ -12,13 +12,12 @@
  * The reference reader (c2pa-rs) accepts such a chain (and also a self-signed end-entity certificate)
  * as valid and reports `signingCredential.untrusted`: its issuer is on no trust list it knows.
  */
-import { createPrivateKey, generateKeyPairSync, type KeyObject, randomBytes, X509Certificate } from 'node:crypto';
-import { link, mkdir, rename, unlink } from 'node:fs/promises';
+import { createPrivateKey, type KeyObject, randomBytes, X509Certificate } from 'node:crypto';
 import { join } from 'node:path';
-import { isErrno, readSmallFile, writeTemp } from '../datadir.js';
 import { CodedError } from '../errors.js';
+import { loadOrCreateKeyFile, PUBLIC_FILE_MODE, readKeyFile, writeKeyFile } from '../secrets/files.js';
 import { algOfKey, type CoseIdentity } from './cose.js';
-import { certificatePem, issueCertificate } from './x509.js';
+import { certificatePem, generateEcKeys, issueCertificate, privateKeyPem } from './x509.js';
 
 export const C2PA_DIR = 'c2pa';
 export const IDENTITY_FILE = 'identity.pem';
@@ -47,7 +46,7 @@ export interface SignerIdentity extends CoseIdentity {
 
 async function readSmall(path: string, what: string): Promise<string | undefined> {
   const tooLarge = (size: number) => new C2paIdentityError('c2pa_identity_invalid', `${what} ${path} is ${size} bytes, too large for a PEM file`);
-  return (await readSmallFile(path, MAX_IDENTITY_FILE_BYTES, tooLarge))?.toString('latin1');
+  return (await readKeyFile(path, MAX_IDENTITY_FILE_BYTES, tooLarge))?.toString('latin1');
 }
 
 const PEM_BLOCK = /-----BEGIN ([A-Z ]+)-----[\s\S]*?-----END \1-----/g;
@@ -87,36 +86,24 @@ export function parseIdentity(keyPem: string, chainPem: string, source: string, 
 }
 
 /** A fresh private CA and an end-entity certificate it issues, as the PEM text of identity.pem and ca.pem. */
-export function generateIdentity(now = new Date()): { identity: string; ca: string } {
+export async function generateIdentity(now = new Date()): Promise<{ identity: string; ca: string }> {
   const years = (n: number): Date => new Date(Date.UTC(now.getUTCFullYear() + n, now.getUTCMonth(), now.getUTCDate()));
   const notBefore = new Date(now.getTime() - 3600_000); // an hour of slack for clocks behind ours
   const tag = randomBytes(4).toString('hex');
   const caName = { organization: 'optmark', commonName: `optmark private C2PA CA ${tag}` };
   const signerName = { organization: 'optmark', commonName: `optmark C2PA signer ${tag}` };
-  const ca = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-  const signer = generateKeyPairSync('ec', { namedCurve: 'P-256' });
-  const caCert = issueCertificate({
-    subject: caName,
-    subjectKey: ca.publicKey,
-    issuer: caName,
-    issuerKey: ca.privateKey,
-    issuerPublicKey: ca.publicKey,
-    ca: true,
-    notBefore,
-    notAfter: years(CA_VALIDITY_YEARS),
-  });
-  const signerCert = issueCertificate({
+  const [ca, signer] = await Promise.all([generateEcKeys(), generateEcKeys()]);
+  const issued = { issuer: caName, issuerKey: ca.privateKey, issuerPublicKey: ca.publicKey, notBefore };
+  const caCert = await issueCertificate({ ...issued, subject: caName, subjectKey: ca.publicKey, ca: true, notAfter: years(CA_VALIDITY_YEARS) });
+  const signerCert = await issueCertificate({
+    ...issued,
     subject: signerName,
     subjectKey: signer.publicKey,
-    issuer: caName,
-    issuerKey: ca.privateKey,
-    issuerPublicKey: ca.publicKey,
     ca: false,
-    notBefore,
     notAfter: years(SIGNER_VALIDITY_YEARS),
   });
-  const key = signer.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-  return { identity: key + certificatePem(signerCert) + certificatePem(caCert), ca: certificatePem(caCert) };
+  // The CA's private key is dropped here: it issued its one certificate.
+  return { identity: privateKeyPem(signer.privateKey) + certificatePem(signerCert) + certificatePem(caCert), ca: certificatePem(caCert) };
 }
 
 /**
@@ -136,24 +123,21 @@ export async function loadC2paIdentity(loc: IdentityLocation): Promise<SignerIde
   }
   const dir = join(loc.dataDir, C2PA_DIR);
   const file = join(dir, IDENTITY_FILE);
-  const existing = await readSmall(file, 'the C2PA identity');
-  if (existing !== undefined) return parseIdentity(existing, existing, file, true);
-  await mkdir(dir, { recursive: true, mode: 0o700 });
-  const fresh = generateIdentity();
-  const tmp = await writeTemp(file, fresh.identity, 0o600);
-  try {
-    await link(tmp, file);
-  } catch (err) {
-    if (!isErrno(err, 'EEXIST')) throw err;
-  } finally {
-    await unlink(tmp).catch(() => undefined);
-  }
-  const installed = await readSmall(file, 'the C2PA identity');
-  if (installed === undefined) throw new C2paIdentityError('c2pa_identity_missing', `${file} vanished while it was being created`);
-  const identity = parseIdentity(installed, installed, file, true);
+  let created = false;
+  const identity = await loadOrCreateKeyFile(file, {
+    max: MAX_IDENTITY_FILE_BYTES,
+    tooLarge: (size) => new C2paIdentityError('c2pa_identity_invalid', `the C2PA identity ${file} is ${size} bytes, too large for a PEM file`),
+    parse: (bytes) => {
+      const pem = bytes.toString('latin1');
+      return parseIdentity(pem, pem, file, true);
+    },
+    make: async () => {
+      const fresh = (await generateIdentity()).identity;
+      created = true;
+      return { value: parseIdentity(fresh, fresh, file, true), bytes: fresh };
+    },
+  });
   // The CA certificate alone (public), for trust lists: the one of the identity that won.
-  const caPem = certificatePem(identity.chain[identity.chain.length - 1]!);
-  const caTmp = await writeTemp(join(dir, CA_FILE), caPem, 0o644);
-  await rename(caTmp, join(dir, CA_FILE));
+  if (created) await writeKeyFile(join(dir, CA_FILE), certificatePem(identity.chain[identity.chain.length - 1]!), { how: 'replace', mode: PUBLIC_FILE_MODE });
   return identity;
 }

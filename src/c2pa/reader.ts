@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Warning } from '../formats/complete.js';
 import { type C2paContainer, hasManifestStore } from './detect.js';
+import { checkManifestStore } from './store-check.js';
 
 export type TrainingUse = 'notAllowed' | 'constrained' | 'allowed';
 
@@ -39,16 +40,24 @@ const TRAINING_ENTRY = /(^|\.)(ai_training|ai_generative_training|data_mining)$/
 
 type Wasm = typeof import('@contentauth/c2pa-wasm');
 let wasm: Promise<Wasm> | undefined;
+/** The module's linear memory, once instantiated: it grows as the reader needs and never shrinks. */
+let wasmMemory: { buffer: ArrayBuffer } | undefined;
 
-/** The wasm reader, instantiated once per process on first use. */
+/** The wasm reader, instantiated once per thread on first use. */
 export function loadC2pa(): Promise<Wasm> {
   wasm ??= (async () => {
     const m = await import('@contentauth/c2pa-wasm');
     const require = createRequire(import.meta.url);
-    await m.default({ module_or_path: readFileSync(require.resolve('@contentauth/c2pa-wasm/c2pa.wasm')) });
+    const exports = await m.default({ module_or_path: readFileSync(require.resolve('@contentauth/c2pa-wasm/c2pa.wasm')) });
+    wasmMemory = (exports as unknown as { memory?: { buffer: ArrayBuffer } }).memory;
     return m;
   })();
   return wasm;
+}
+
+/** Bytes of the reader's wasm memory in this thread (0 before the first file with credentials). */
+export function c2paMemoryBytes(): number {
+  return wasmMemory?.buffer.byteLength ?? 0;
 }
 
 /** A training-and-data-mining entry: `use` and whatever else the assertion says about it. */
@@ -61,6 +70,8 @@ export interface TrainingEntry {
 export interface StoreJson {
   active_manifest?: string;
   validation_state?: string;
+  /** The reader's status codes (failures, and untrusted credentials a Valid state allows). */
+  validation_status?: { code?: string; explanation?: string }[];
   manifests?: Record<string, { assertions?: { label?: string; data?: { entries?: Record<string, TrainingEntry> } }[] }>;
 }
 
@@ -99,6 +110,50 @@ export function activeTrainingEntries(store: StoreJson): Record<string, Training
 /** Whether a reader's report says the store validates (Valid or Trusted). */
 export const storeIsValid = (store: StoreJson): boolean => store.validation_state === 'Valid' || store.validation_state === 'Trusted';
 
+/**
+ * Failure codes of checks the reader does not make here because they need a network (every read runs
+ * with fetching off, readerSettings): resolving a CAWG identity claim issuer's DID, an OCSP answer, a
+ * remote manifest. A store that fails only these is neither valid nor broken as far as this server can
+ * tell: its validity depends on a reader that makes them.
+ */
+export const OFFLINE_CODES: Record<string, string> = {
+  'cawg.ica.did_unavailable': "a CAWG identity claim's issuer DID was not resolved (it needs a network)",
+  'signingCredential.ocsp.inaccessible': "the signing certificate's revocation status (OCSP) was not fetched",
+  'manifest.inaccessible': 'a remote manifest was not fetched',
+};
+/** Codes a Valid state allows too: a signer or identity issuer on no trust list the reader knows. */
+const TOLERATED = /(\.untrusted|\.untrusted_issuer)$/;
+
+/** What a reader's report says of a store's credentials, with the failure codes that decide it. */
+export interface CredentialState {
+  /** `valid`: Valid or Trusted; `offline`: fails only checks that need a network (OFFLINE_CODES); `invalid`: anything else. */
+  kind: 'valid' | 'offline' | 'invalid';
+  /** The reader's validation_state. */
+  state: string;
+  /** The failure codes, untrusted signers (which a Valid state allows) left out. */
+  failures: string[];
+  /** The codes a Valid state allows that the reader reported (`signingCredential.untrusted`). */
+  untrusted: string[];
+}
+
+/** A reader's report as a CredentialState. */
+export function credentialState(store: StoreJson): CredentialState {
+  const codes = [...new Set((store.validation_status ?? []).map((s) => s?.code).filter((c): c is string => typeof c === 'string'))];
+  const untrusted = codes.filter((c) => TOLERATED.test(c));
+  const failures = codes.filter((c) => !TOLERATED.test(c));
+  const state = store.validation_state ?? 'unknown';
+  if (storeIsValid(store)) return { kind: 'valid', state, failures, untrusted };
+  const offline = failures.length > 0 && failures.every((c) => c in OFFLINE_CODES);
+  return { kind: offline ? 'offline' : 'invalid', state, failures, untrusted };
+}
+
+/** The failure codes of a state as text, the offline ones explained; at most `max` named. */
+export function describeFailures(s: CredentialState, max = 6): string {
+  const named = s.failures.slice(0, max).map((c) => (OFFLINE_CODES[c] ? `${c}: ${OFFLINE_CODES[c]}` : c));
+  const more = s.failures.length > max ? `, and ${s.failures.length - max} more` : '';
+  return named.length > 0 ? `${named.join(', ')}${more}` : `state ${s.state}`;
+}
+
 /** The strictest training use in the active manifest of a reader's JSON report (exported for tests). */
 export function strictestTrainingUse(store: StoreJson): TrainingUse | null {
   const active = store.active_manifest ? store.manifests?.[store.active_manifest] : undefined;
@@ -115,12 +170,21 @@ export function strictestTrainingUse(store: StoreJson): TrainingUse | null {
   return best;
 }
 
+function invalidMessage(s: CredentialState): string {
+  if (s.kind === 'offline') {
+    return `The image's Content Credentials could not be validated here: they fail only checks that need a network, which this server does not make (${describeFailures(s)}); whether they are valid depends on a reader that makes them.`;
+  }
+  return `The image's Content Credentials do not validate (state ${s.state}${s.failures.length > 0 ? `: ${describeFailures(s)}` : ''}).`;
+}
+
 /**
  * What the file's Content Credentials say. Files without a manifest store cost one header walk and
- * never load the wasm reader.
+ * never load the wasm reader; a store whose lengths do not fit throws MalformedStoreError unread.
  */
 export async function readC2pa(format: C2paContainer, bytes: Uint8Array): Promise<C2paReading> {
   if (!hasManifestStore(format, bytes)) return { c2pa: ABSENT, warnings: [] };
+  // Lengths the store cannot hold are refused before the reader reserves memory for them (422).
+  checkManifestStore(bytes);
   let store: StoreJson;
   try {
     store = await readStore(format, bytes);
@@ -131,10 +195,9 @@ export async function readC2pa(format: C2paContainer, bytes: Uint8Array): Promis
       warnings: [{ code: C2PA_UNREADABLE, message: `The image carries a C2PA manifest store that the reader could not read (${why}).` }],
     };
   }
-  const valid = storeIsValid(store);
+  const state = credentialState(store);
+  const valid = state.kind === 'valid';
   const c2pa: C2paReport = { present: true, valid, trainingMining: strictestTrainingUse(store) };
-  const warnings = valid
-    ? []
-    : [{ code: C2PA_INVALID, message: `The image's Content Credentials do not validate (state ${store.validation_state ?? 'unknown'}).` }];
+  const warnings = valid ? [] : [{ code: C2PA_INVALID, message: invalidMessage(state) }];
   return { c2pa, warnings };
 }

@@ -5,7 +5,10 @@
  *   previous active manifest as its `parentOf` ingredient, a `cawg.training-mining` assertion that says
  *   what the written DataMining value says (the parent's other entries carried over), and a
  *   `c2pa.actions.v2` assertion recording the edit (`c2pa.opened` of the parent, then
- *   `c2pa.edited.metadata`). The reference reader reports the result valid.
+ *   `c2pa.edited.metadata`). The input and the output are both validated by the reference reader, and
+ *   the outcome says what it found: `updated` only when the input validated and the output does,
+ *   `parent-invalid` when the input did not validate, `unverified` when validity hangs on checks that
+ *   need a network; an output that fails where its input did not is never sent.
  * - refuse: 409 content_credentials_present; nothing is written.
  * - invalidate: the XMP is written as for any file; the old manifest's hard binding no longer matches
  *   (readers report assertion.dataHash.mismatch), and the answer says so.
@@ -18,10 +21,25 @@ import type { DataMiningToken } from '../xmp/index.js';
 import { coseSign1, reserveSizeFor } from './cose.js';
 import type { C2paContainer } from './detect.js';
 import type { SignerIdentity } from './identity.js';
-import { activeTrainingEntries, loadC2pa, MIME, readerSettings, readStore, storeIsValid, type TrainingEntry } from './reader.js';
+import type { CredentialsOutcome } from './modes.js';
+import { checkManifestStore } from './store-check.js';
+import {
+  activeTrainingEntries,
+  type CredentialState,
+  credentialState,
+  describeFailures,
+  loadC2pa,
+  MIME,
+  readerSettings,
+  readStore,
+  type StoreJson,
+  type TrainingEntry,
+} from './reader.js';
 
 export const C2PA_UPDATED = 'content_credentials_updated';
 export const C2PA_INVALIDATED = 'content_credentials_invalidated';
+export const C2PA_PARENT_INVALID = 'content_credentials_parent_invalid';
+export const C2PA_UNVERIFIED = 'content_credentials_unverified';
 
 /** The software agent named in the claim and the action. */
 export const CLAIM_GENERATOR = { name: 'optmark', version: '0.1.0' };
@@ -99,17 +117,7 @@ export type EditKind = 'metadata' | 'pixels';
 export interface Updated {
   bytes: Uint8Array;
   warning: Warning;
-}
-
-/**
- * Whether the parent ingredient validated when the builder took it: no failure in its validation
- * results but an untrusted credential (which a reader's Valid state allows too).
- */
-function ingredientValid(definition: unknown): boolean {
-  const ingredient = (definition as { ingredients?: { validation_results?: { activeManifest?: { failure?: { code?: string }[] } } }[] })?.ingredients?.[0];
-  const results = ingredient?.validation_results?.activeManifest;
-  if (!results) return false;
-  return (results.failure ?? []).every((f) => typeof f.code === 'string' && f.code.endsWith('.untrusted'));
+  outcome: Extract<CredentialsOutcome, 'updated' | 'parent-invalid' | 'unverified'>;
 }
 
 /** A string, Error or anything a wasm call threw, as text of bounded length. */
@@ -126,28 +134,79 @@ export class UpdateFailed extends Error {
   }
 }
 
+/** The reader's report of a store, validated; an unreadable one is an UpdateFailed saying `what`. */
+async function validated(format: C2paContainer, bytes: Uint8Array, what: string, parentValid: boolean): Promise<StoreJson> {
+  try {
+    return await readStore(format, bytes);
+  } catch (err) {
+    throw new UpdateFailed(`${what} cannot be read: ${why(err)}`, parentValid);
+  }
+}
+
 /**
- * The marked file with an update manifest signed by `identity`. Throws UpdateFailed when the builder
- * cannot make one.
+ * The outcome and warning of an update manifest, from what the reader says of the input (`before`) and
+ * of the output (`after`). Throws UpdateFailed when the output fails where the input did not: such a
+ * file is never sent as `updated`.
+ */
+export function updateOutcome(before: CredentialState, after: CredentialState, signer: string, edit: EditKind = 'metadata'): Omit<Updated, 'bytes'> {
+  const records =
+    `an update manifest signed by "${signer}" records this ${edit === 'pixels' ? 'edit (fingerprint and metadata)' : 'metadata edit'}, ` +
+    'with the previous manifest as its parent ingredient';
+  if (before.kind === 'invalid') {
+    const now =
+      after.kind === 'valid'
+        ? "The new manifest validates; the parent's failures stay on record in its ingredient, and the file's earlier history is not vouched for."
+        : `The credentials still do not validate (${describeFailures(after)}).`;
+    return {
+      outcome: 'parent-invalid',
+      warning: {
+        code: C2PA_PARENT_INVALID,
+        message: `The image's Content Credentials did not validate when it came (${describeFailures(before)}): ${records}. ${now}`,
+      },
+    };
+  }
+  if (after.kind === 'invalid') throw new UpdateFailed(`the updated credentials do not validate (${describeFailures(after)})`, true);
+  if (after.kind === 'offline' || before.kind === 'offline') {
+    const s = after.kind === 'offline' ? after : before;
+    return {
+      outcome: 'unverified',
+      warning: {
+        code: C2PA_UNVERIFIED,
+        message:
+          `The image's Content Credentials were carried over: ${records}. They validate here except for checks that need a network, which this server does not make ` +
+          `(${describeFailures(s)}): whether they are valid depends on a reader that makes them.`,
+      },
+    };
+  }
+  const untrusted = after.untrusted.length > 0 ? after.untrusted.join(', ') : 'signingCredential.untrusted';
+  return {
+    outcome: 'updated',
+    warning: {
+      code: C2PA_UPDATED,
+      message:
+        `The image's Content Credentials were kept: ${records}. The reference reader validates the result (offline: no OCSP, remote manifest or DID lookups); ` +
+        `readers that do not trust this signer report it as untrusted (${untrusted}) while the credentials stay valid.`,
+    },
+  };
+}
+
+/**
+ * The marked file with an update manifest signed by `identity`, and what the reader says of it. Throws
+ * UpdateFailed when the builder cannot make one, or makes one that fails where the input did not.
  */
 export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
   const m = await loadC2pa();
   const mime = MIME[input.format];
-  let parentEntries: Record<string, TrainingEntry> = {};
-  let parsed = false;
-  try {
-    // Parsed only: the builder validates the parent when it takes it as ingredient, below.
-    parentEntries = activeTrainingEntries(await readStore(input.format, input.original, false));
-    parsed = true;
-  } catch (err) {
-    // A store the reference reader cannot parse holds no credentials that could be kept.
-    throw new UpdateFailed(`the manifest store cannot be read: ${why(err)}`, false);
-  }
-  let parentValid = false;
+  // Lengths the store cannot hold are refused (422) before the reader reserves memory for them.
+  checkManifestStore(input.original);
+  // A store the reference reader cannot read holds no credentials that could be kept.
+  const inputStore = await validated(input.format, input.original, 'the manifest store', false);
+  const before = credentialState(inputStore);
+  const parentValid = before.kind !== 'invalid';
   const definition = {
     claim_generator_info: [CLAIM_GENERATOR],
     format: mime,
-    assertions: [{ label: 'cawg.training-mining', data: { entries: mergedEntries(parentEntries, input.token) } }],
+    assertions: [{ label: 'cawg.training-mining', data: { entries: mergedEntries(activeTrainingEntries(inputStore), input.token) } }],
   };
   const { identity } = input;
   const reserveSize = reserveSizeFor(identity);
@@ -157,7 +216,6 @@ export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
     builder = m.WasmBuilder.fromJson(JSON.stringify(definition), readerSettings());
     builder.setIntent('edit');
     await builder.addIngredientFromBlob(JSON.stringify({ relationship: 'parentOf', title: 'input' }), mime, blobOf(input.original));
-    parentValid = ingredientValid(builder.getDefinition());
     builder.addAction(
       input.edit === 'pixels'
         ? {
@@ -174,17 +232,13 @@ export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
     };
     signed = await builder.sign(signer as Parameters<typeof builder.sign>[0], [], mime, blobOf(input.marked));
   } catch (err) {
-    // Were there valid credentials to lose? The builder may have failed before it said.
-    const valid = parsed && (parentValid || (await readStore(input.format, input.original).then(storeIsValid, () => false)));
-    throw new UpdateFailed(why(err), valid);
+    throw new UpdateFailed(why(err), parentValid);
   } finally {
     builder?.free();
   }
-  const message =
-    `The image's Content Credentials were kept: an update manifest signed by "${identity.subject}" records this ${input.edit === 'pixels' ? 'edit (fingerprint and metadata)' : 'metadata edit'}, ` +
-    `with the previous manifest as its parent ingredient${parentValid ? '' : ' (which did not validate before this edit)'}. ` +
-    `Readers that do not trust this signer report it as untrusted (signingCredential.untrusted) while the credentials stay valid.`;
-  return { bytes: signed, warning: { code: C2PA_UPDATED, message } };
+  // The output is read as verify reads it: the outcome says what a reader finds, not what was meant.
+  const after = credentialState(await validated(input.format, signed, 'the updated manifest store', parentValid));
+  return { bytes: signed, ...updateOutcome(before, after, identity.subject, input.edit) };
 }
 
 /** The warning of a store that could not be updated and held no valid credentials (unreadable, or already broken). */

@@ -1,13 +1,14 @@
 /**
- * `optmark bench load [options]`: the capacity test (src/capacity/). It starts the real server on a
- * loopback port (or targets --url), drives it open-loop at stepped rates, runs a naive server on the
- * same inputs for ratios, and writes load-report.json, load-report.md and load-latency.svg to --out.
- * The micro-benchmarks run with `npm run bench`.
+ * `optmark bench load [options]`: the command line of the capacity test, whose code lives in bench/load/
+ * (dist/bench/load/ in the package). It starts the real server on a loopback port (or targets --url),
+ * drives it open-loop at stepped rates, runs a naive server on the same inputs for ratios, and writes
+ * load-report.json, load-report.md and load-latency.svg to --out. The micro-benchmarks run with `npm run bench`.
  */
 import { type Command, Option } from 'commander';
-import { commaList, exitWith, nonNegativeNumber, positiveNumber, positiveWholeNumber, UsageError, wholeNumber } from './args.js';
+import { commaList, exitWith, nonNegativeNumber, positiveNumber, positiveWholeNumber, wholeNumber } from './args.js';
 
-interface LoadFlags {
+/** The options of `bench load` as commander parses them; bench/load/command.ts turns them into a run. */
+export interface LoadFlags {
   out?: string;
   images?: string;
   image?: string;
@@ -36,75 +37,22 @@ interface LoadFlags {
   clearCache?: boolean;
 }
 
-function rateList(raw: string): number[] {
-  return commaList(raw).map(positiveNumber);
+/** What bench/load/command.js exports (it declares itself as this type, so the compiler checks both sides). */
+export interface LoadLab {
+  /** Runs `bench load` with the parsed flags and the command line as given; the exit code. */
+  load(flags: LoadFlags, argv: string[]): Promise<number>;
 }
 
-async function load(flags: LoadFlags, argv: string[]): Promise<number> {
-  if (flags.clearCache) {
-    const { clearCorpusCache, corpusCacheRoot } = await import('../capacity/corpus.js');
-    const { removed, bytes } = clearCorpusCache();
-    process.stdout.write(
-      removed.length === 0
-        ? `no corpus cache to clear (it lives in ${corpusCacheRoot()})\n`
-        : `removed ${removed.join(', ')} (${(bytes / 1e6).toFixed(1)} MB); the next run generates the corpus again\n`,
-    );
-    return 0;
-  }
-  const scenarios = flags.scenarios?.[0] === 'none' ? [] : (flags.scenarios ?? ['protect', 'verify', 'mix']);
-  for (const s of scenarios)
-    if (!['protect', 'verify', 'mix'].includes(s)) throw new UsageError(`bench load --scenarios: unknown scenario "${s}" (protect, verify, mix, none)`);
-  if (flags.url && !flags.key) throw new UsageError('bench load: --url needs --key');
-  // Loaded only here: `optmark serve` never pays for the load generator.
-  const { DEFAULTS, runLoad } = await import('../capacity/index.js');
-  const { parseMix } = await import('../capacity/corpus.js');
-  let mix = DEFAULTS.mix;
-  if (flags.mix !== undefined) {
-    try {
-      mix = parseMix(flags.mix);
-    } catch (e) {
-      throw new UsageError(`bench load --mix ${(e as Error).message}`);
-    }
-  }
-  const smoke = flags.smoke ?? false;
-  const report = await runLoad({
-    ...DEFAULTS,
-    url: flags.url?.[0],
-    moreUrls: flags.url?.slice(1),
-    key: flags.key,
-    pid: flags.pid,
-    images: flags.images,
-    image: flags.image,
-    scenarios: scenarios as Array<'protect' | 'verify' | 'mix'>,
-    mix,
-    rates: flags.rates ?? (smoke ? [2, 4] : undefined),
-    durationS: flags.duration ?? (smoke ? 1 : DEFAULTS.durationS),
-    warmupS: flags.warmup ?? (smoke ? 0.5 : DEFAULTS.warmupS),
-    constantRate: !flags.skipConstantRate,
-    transportBaseline: !flags.skipTransportBaseline,
-    p99TargetMs: flags.p99 ?? DEFAULTS.p99TargetMs,
-    arrivals: flags.arrivals,
-    maxOutstanding: flags.maxOutstanding ?? DEFAULTS.maxOutstanding,
-    maxSteps: flags.maxSteps ?? DEFAULTS.maxSteps,
-    naive: !flags.skipNaive,
-    profile: !flags.skipProfile,
-    memory: flags.memory ?? false,
-    memoryUploads: flags.memoryUploads ?? DEFAULTS.memoryUploads,
-    memoryBytes: Math.round((flags.memoryMib ?? 25) * 1024 * 1024),
-    memorySettleS: flags.memorySettle ?? (smoke ? 2 : DEFAULTS.memorySettleS),
-    out: flags.out ?? DEFAULTS.out,
-    smoke,
-    logLevel: flags.logLevel,
-    command: `optmark bench load ${argv.join(' ')}`.trimEnd(),
-  });
+/**
+ * The lab's entry point, found from this file's place in the package (dist/src/commands/ beside dist/bench/)
+ * and imported only when `bench load` runs, so `optmark serve` never loads the load generator. The product
+ * does not import bench/ by a relative module path (a house rule: nothing in src/ depends on the lab at
+ * build time), hence a URL.
+ */
+const LAB = new URL('../../bench/load/command.js', import.meta.url);
 
-  process.stdout.write('\ntargets:\n');
-  for (const t of report.targets) {
-    const mark = t.met === undefined ? 'not judged' : t.met ? 'met' : 'MISSED';
-    process.stdout.write(`  [${mark}] ${t.text}: ${t.value === undefined ? 'n/a' : t.value.toFixed(2)} (limit ${t.limit.toFixed(2)}); ${t.evidence}\n`);
-  }
-  process.stdout.write(`\nwrote ${report.files.json}\n      ${report.files.markdown}\n      ${report.files.chart}\n`);
-  return 0;
+function rateList(raw: string): number[] {
+  return commaList(raw).map(positiveNumber);
 }
 
 export function register(program: Command): void {
@@ -162,6 +110,7 @@ export function register(program: Command): void {
     .option('--clear-cache', 'remove the generated corpus cache ($XDG_CACHE_HOME/optmark, by default ~/.cache/optmark; about 33 MB) and exit')
     .action(async (flags: LoadFlags) => {
       // The command line as given, for the report's header.
-      exitWith(await load(flags, process.argv.slice(process.argv.indexOf('load', 2) + 1)));
+      const lab = (await import(LAB.href)) as LoadLab;
+      exitWith(await lab.load(flags, process.argv.slice(process.argv.indexOf('load', 2) + 1)));
     });
 }

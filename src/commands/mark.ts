@@ -9,6 +9,7 @@ import { realpathSync } from 'node:fs';
 import { join } from 'node:path';
 import { type Command, InvalidArgumentError, Option } from 'commander';
 import { availableParallelism } from 'node:os';
+import type { CredentialsOutcome } from '../c2pa/modes.js';
 import type { Found } from '../batch/sources.js';
 import type { FileJob, FileOutcome } from '../batch/work.js';
 import { loadConfig } from '../config.js';
@@ -22,6 +23,10 @@ export interface MarkOptions {
   inPlace: boolean;
   provenance: boolean;
   fingerprint: boolean;
+  /** The signal layers (docs/signals.md): TDMRep in the XMP, a C2PA manifest for files without one. */
+  tdmrep: boolean;
+  tdmPolicy: string | undefined;
+  contentCredentials: boolean;
   filesFrom: string | undefined;
   nul: boolean;
   jobs: number | undefined;
@@ -39,6 +44,7 @@ export function checkMarkOptions(o: MarkOptions): MarkOptions {
   if (!o.inPlace && o.out === undefined) throw new UsageError('mark: --out <dir> is required (or --in-place to replace the inputs)');
   if (o.inPlace && o.skipExisting !== undefined)
     throw new UsageError('mark: --skip-existing applies to --out (in place, a file already marked is left as it is anyway)');
+  if (o.tdmPolicy !== undefined && !o.tdmrep) throw new UsageError('mark: --tdm-policy applies to --tdmrep');
   if (o.report !== undefined && o.report === o.filesFrom && o.report !== '-') throw new UsageError('mark: --report and --files-from name the same file');
   return o;
 }
@@ -81,6 +87,7 @@ export async function runMark(opts: MarkOptions): Promise<number> {
       return 1;
     }
   }
+  const signals = await signalLayers(opts, config, applied);
   const ready = await readyForBatch(config, { fingerprint: opts.fingerprint, c2pa: true });
   if (typeof ready === 'string') {
     process.stderr.write(`optmark mark: ${ready}\n`);
@@ -115,7 +122,7 @@ export async function runMark(opts: MarkOptions): Promise<number> {
     return { input: found.input, source: found.source, outDir, rel: found.rel };
   };
   // What happened to files with Content Credentials (refused ones are failures, named below).
-  const credentials = { updated: 0, invalidated: 0, unchanged: 0 };
+  const credentials: Record<Exclude<CredentialsOutcome, 'none'>, number> = { updated: 0, 'parent-invalid': 0, unverified: 0, invalidated: 0, unchanged: 0 };
   let summary;
   try {
     summary = await runCommand({
@@ -131,6 +138,7 @@ export async function runMark(opts: MarkOptions): Promise<number> {
         init: laneInit(config),
         provenance: opts.provenance,
         fingerprint: opts.fingerprint,
+        signals,
         hash: opts.report !== undefined,
         skipExisting: opts.skipExisting,
         keepTime: true,
@@ -153,15 +161,28 @@ export async function runMark(opts: MarkOptions): Promise<number> {
   const out = opts.report === '-' ? process.stderr : process.stdout;
   const lines = [
     `done ${tally.counts.done}, skipped ${tally.counts.skipped}, failed ${tally.counts.failed} (${applied.join(', ')})`,
-    ...(credentials.updated + credentials.invalidated + credentials.unchanged > 0
-      ? [
-          `Content Credentials: ${credentials.updated} updated, ${credentials.invalidated} invalidated, ${credentials.unchanged} unchanged (OPTMARK_C2PA=${config.c2paMode})`,
-        ]
-      : []),
+    ...(Object.values(credentials).some((n) => n > 0) ? [`Content Credentials: ${credentialCounts(credentials)} (OPTMARK_C2PA=${config.c2paMode})`] : []),
     ...tally.details(summary.reportHint),
   ];
   out.write(`${lines.join('\n')}\n`);
   return summary.exitCode;
+}
+
+/** The signal layers asked for (undefined: none), named in `applied` in the order they are applied. */
+async function signalLayers(opts: MarkOptions, config: ReturnType<typeof loadConfig>, applied: string[]) {
+  if (!opts.tdmrep && !opts.contentCredentials) return undefined;
+  let tdmPolicy = config.tdmPolicy;
+  if (opts.tdmPolicy !== undefined) {
+    const { checkPolicyUrl, PolicyUrlError } = await import('../signals/site.js');
+    try {
+      tdmPolicy = checkPolicyUrl(opts.tdmPolicy);
+    } catch (err) {
+      throw err instanceof PolicyUrlError ? new UsageError(`mark: ${err.message.replace('--policy', '--tdm-policy')}`) : err;
+    }
+  }
+  if (opts.tdmrep) applied.splice(applied.indexOf('opt-out field') + 1, 0, `TDMRep${tdmPolicy ? ` (policy ${tdmPolicy})` : ''}`);
+  if (opts.contentCredentials) applied.push('Content Credentials');
+  return { tdmrep: opts.tdmrep, tdmPolicy, contentCredentials: opts.contentCredentials, training: config.c2paTrainingMining };
 }
 
 interface MarkFlags {
@@ -169,6 +190,9 @@ interface MarkFlags {
   inPlace?: boolean;
   provenance?: boolean;
   fingerprint?: boolean;
+  tdmrep?: boolean;
+  tdmPolicy?: string;
+  contentCredentials?: boolean;
   filesFrom?: string;
   null?: boolean;
   jobs?: number;
@@ -195,11 +219,17 @@ export function register(program: Command): void {
     .option('--in-place', 'replace the input files instead (atomically; nothing else overwrites an input)')
     .option('--provenance', "add a provenance tag signed with this server's key (docs/provenance.md)")
     .option('--fingerprint', 'embed the experimental in-pixel fingerprint first (decodes and re-encodes the pixels)')
+    .option('--tdmrep', 'also write the W3C TDMRep reservation (tdm:reservation 1, tdm:policy from OPTMARK_TDM_POLICY) into the XMP (docs/signals.md)')
+    .option('--tdm-policy <url>', 'the tdm:policy URL for --tdmrep (instead of OPTMARK_TDM_POLICY)')
+    .option(
+      '--content-credentials',
+      "give files without Content Credentials a new C2PA manifest signed with this server's C2PA identity, stating no AI training or mining (cawg.training-mining); files with credentials get the update manifest (OPTMARK_C2PA)",
+    )
     .option('--files-from <list>', "read the paths from a file, or from standard input with '-', one a line")
     .option('-0, --null', 'the --files-from list is NUL-separated (find -print0)')
     .option(
       '-j, --jobs <n>',
-      `files worked on at once (default: 8 for the opt-out field alone, copied file to file on a thread pool; with --provenance or --fingerprint one thread per CPU, here ${availableParallelism()})`,
+      `files worked on at once: the main thread and worker threads (default: one per CPU, here ${availableParallelism()})`,
       positiveWholeNumber,
     )
     .addOption(
@@ -225,6 +255,9 @@ export function register(program: Command): void {
         inPlace: o.inPlace === true,
         provenance: o.provenance === true,
         fingerprint: o.fingerprint === true,
+        tdmrep: o.tdmrep === true,
+        tdmPolicy: o.tdmPolicy,
+        contentCredentials: o.contentCredentials === true,
         filesFrom: o.filesFrom,
         nul: o.null === true,
         jobs: o.jobs,
@@ -234,4 +267,13 @@ export function register(program: Command): void {
       });
       exitWith(await runMark(opts));
     });
+}
+
+/** `3 updated, 0 invalidated, 1 unchanged`, with the outcomes that need a word of their own only when they occurred. */
+function credentialCounts(c: Record<Exclude<CredentialsOutcome, 'none'>, number>): string {
+  const rare = [
+    c['parent-invalid'] > 0 ? `${c['parent-invalid']} updated over credentials that did not validate` : '',
+    c.unverified > 0 ? `${c.unverified} unverified offline` : '',
+  ].filter(Boolean);
+  return [`${c.updated} updated`, ...rare, `${c.invalidated} invalidated`, `${c.unchanged} unchanged`].join(', ');
 }

@@ -7,10 +7,11 @@ import sharp, { type OutputInfo, type Sharp } from 'sharp';
 import { OptmarkError } from '../errors.js';
 import { examinable, probe, workSize } from './decode.js';
 import { estimateJpegQuality } from './jpeg-quality.js';
-import { keyTileFor } from './pattern.js';
-import { keyTileV2For } from './pattern-v2.js';
-import { luma } from './reference.js';
-import { ALPHA, MASK_DIV, MASK_MAX, MASK_MIN, MIN_PSNR_DB, TILE, V2_ALPHA, V2_MASK_DIV, V2_MIN_PSNR_DB } from './params.js';
+import { webp } from '../formats/webp.js';
+import { luma } from './common/filters.js';
+import { MASK_MAX, MASK_MIN, TILE } from './params.js';
+import { keyTileV2For } from './v2/key.js';
+import { V2_ALPHA, V2_MASK_DIV, V2_MIN_PSNR_DB } from './v2/params.js';
 
 /** JPEG re-encode quality bounds: at least this to keep the look, at most this to stay near the input's size. */
 const JPEG_QUALITY_MIN = 88;
@@ -19,7 +20,7 @@ const JPEG_QUALITY_DEFAULT = 92;
 const WEBP_LOSSY_QUALITY = 92;
 
 /** Area (box) downsample of a full-resolution plane to the work grid. */
-function areaDownsample(src: Float32Array, w: number, h: number, ow: number, oh: number): Float32Array {
+export function areaDownsample(src: Float32Array, w: number, h: number, ow: number, oh: number): Float32Array {
   const out = new Float32Array(ow * oh);
   const sx = w / ow;
   const sy = h / oh;
@@ -64,29 +65,13 @@ function textureMask(y: Float32Array, w: number, h: number, div: number): Float3
   return m;
 }
 
-/**
- * The work-resolution residual for a luma plane, `alpha * mask * tile`. With `floorDb`, scaled down if needed so
- * that its mean square on the work grid, plus 1/12 for rounding, keeps PSNR >= floorDb (version 1's rule; version 2 measures the
- * residual as it lands instead: landUpsampled).
- */
-export function workResidual(yWork: Float32Array, w: number, h: number, tile: Float32Array, alpha = ALPHA, floorDb?: number, maskDiv = MASK_DIV): Float32Array {
+/** The work-resolution residual for a luma plane, `alpha * mask * tile` (its PSNR is held as it lands: landUpsampled). */
+export function workResidual(yWork: Float32Array, w: number, h: number, tile: Float32Array, alpha: number, maskDiv: number): Float32Array {
   const mask = textureMask(yWork, w, h, maskDiv);
   const r = new Float32Array(w * h);
-  let sq = 0;
   for (let j = 0; j < h; j++) {
     const trow = (j & (TILE - 1)) * TILE;
-    for (let i = 0; i < w; i++) {
-      const v = alpha * mask[j * w + i]! * tile[trow + (i & (TILE - 1))]!;
-      r[j * w + i] = v;
-      sq += v * v;
-    }
-  }
-  if (floorDb !== undefined) {
-    const maxMse = (255 * 255) / 10 ** (floorDb / 10) - 1 / 12;
-    if (sq / r.length > maxMse) {
-      const k = Math.sqrt(maxMse / (sq / r.length));
-      for (let i = 0; i < r.length; i++) r[i]! *= k;
-    }
+    for (let i = 0; i < w; i++) r[j * w + i] = alpha * mask[j * w + i]! * tile[trow + (i & (TILE - 1))]!;
   }
   return r;
 }
@@ -164,7 +149,17 @@ function landPass(px: Uint8Array, w: number, h: number, ch: number, colour: numb
  * pixel is written: a first k from the mean square of the resampled residual, then corrected by the dB the
  * exact PSNR misses or leaves (two or three passes; the last k that kept the floor is written).
  */
-function landUpsampled(px: Uint8Array, w: number, h: number, ch: number, colour: number, r: Float32Array, rw: number, rh: number, floorDb?: number): void {
+export function landUpsampled(
+  px: Uint8Array,
+  w: number,
+  h: number,
+  ch: number,
+  colour: number,
+  r: Float32Array,
+  rw: number,
+  rh: number,
+  floorDb?: number,
+): void {
   const up = new Upsampler(r, rw, rh, w, h);
   let k = 1;
   if (floorDb !== undefined) {
@@ -200,24 +195,20 @@ function landUpsampled(px: Uint8Array, w: number, h: number, ch: number, colour:
   landPass(px, w, h, ch, colour, up, k, true);
 }
 
-/** Whether a WebP file's image data is lossless (VP8L), found by walking its RIFF chunks. */
+/** Whether a WebP file's image data is lossless (VP8L), from the container's walk; false when it cannot be walked. */
 function webpIsLossless(b: Uint8Array): boolean {
-  let pos = 12;
-  for (let n = 0; n < 64 && pos + 8 <= b.length; n++) {
-    const tag = String.fromCharCode(b[pos]!, b[pos + 1]!, b[pos + 2]!, b[pos + 3]!);
-    if (tag === 'VP8L') return true;
-    if (tag === 'VP8 ') return false;
-    const size = (b[pos + 4]! | (b[pos + 5]! << 8) | (b[pos + 6]! << 16) | (b[pos + 7]! << 24)) >>> 0;
-    pos += 8 + size + (size & 1); // always advances
+  try {
+    return webp.parse(b).lossless;
+  } catch {
+    return false;
   }
-  return false;
 }
 
 /**
- * Embeds the mark and re-encodes in the input's format, keeping EXIF/ICC/XMP/IPTC metadata. New marks
- * use version 2; `scheme: 1` writes the first version's mark (kept for tests of its detection).
+ * Embeds the mark (version 2: version 1 is detected but no longer written) and re-encodes in the input's
+ * format, keeping EXIF/ICC/XMP/IPTC metadata.
  */
-export async function embedFingerprint(bytes: Uint8Array, secret: Uint8Array, opts: { maxPixels: number; scheme?: 1 | 2 }): Promise<Uint8Array> {
+export async function embedFingerprint(bytes: Uint8Array, secret: Uint8Array, opts: { maxPixels: number }): Promise<Uint8Array> {
   const head = await probe(bytes);
   if (!head) throw new OptmarkError('damaged_image', 'The image cannot be decoded for the fingerprint.');
   if (!['jpeg', 'png', 'webp'].includes(head.format)) throw new OptmarkError('unsupported_format');
@@ -243,13 +234,8 @@ export async function embedFingerprint(bytes: Uint8Array, secret: Uint8Array, op
 
   const ws = workSize(w, h);
   const yWork = areaDownsample(luma(px, w, h, ch), w, h, ws.width, ws.height);
-  if (opts.scheme === 1) {
-    const r = workResidual(yWork, ws.width, ws.height, keyTileFor(secret).embed, ALPHA, MIN_PSNR_DB);
-    landUpsampled(px, w, h, ch, colour, r, ws.width, ws.height);
-  } else {
-    const r = workResidual(yWork, ws.width, ws.height, keyTileV2For(secret).embed, V2_ALPHA, undefined, V2_MASK_DIV);
-    landUpsampled(px, w, h, ch, colour, r, ws.width, ws.height, V2_MIN_PSNR_DB);
-  }
+  const r = workResidual(yWork, ws.width, ws.height, keyTileV2For(secret).embed, V2_ALPHA, V2_MASK_DIV);
+  landUpsampled(px, w, h, ch, colour, r, ws.width, ws.height, V2_MIN_PSNR_DB);
 
   // The original stays the pipeline's input so that libvips carries its metadata; the marked pixels
   // replace it wholesale ('source' blend of an opaque, same-size overlay is exact).

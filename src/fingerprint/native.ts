@@ -3,9 +3,10 @@
  * load once), or on the TypeScript reference when the addon is missing: the same answers, slower.
  */
 import { addon } from '../native/index.js';
-import type { CoreInput, CoreOutput } from './core-types.js';
-import { detectCore as referenceCore } from './reference.js';
-import { detectCore2 as referenceCore2, type Core2Input, type Core2Output } from './reference-v2.js';
+import { detectCore as referenceCore } from './v1/core.js';
+import type { CoreInput, CoreOutput } from './v1/types.js';
+import { detectCore2 as referenceCore2 } from './v2/core.js';
+import type { Core2Input, Core2Output } from './v2/types.js';
 
 export type Engine = 'native' | 'reference';
 

@@ -1,6 +1,7 @@
 /**
- * Fixed parameters of the fingerprint scheme. Changing any of them changes the mark: images marked
- * before the change stop being detected. Units are work-resolution pixels unless said otherwise.
+ * Parameters both versions of the fingerprint share (each version's own: v1/params.ts, v2/params.ts).
+ * Changing one of the key's or the work resolution's changes the mark: images marked before the change
+ * stop being detected. Units are work-resolution pixels unless said otherwise.
  */
 
 /** Short side of the work resolution the key lives on. */
@@ -12,35 +13,13 @@ export const CELL = 8;
 /** Band of the key: difference of Gaussians with these sigmas. */
 export const BAND_SIGMA_LOW = 0.8;
 export const BAND_SIGMA_HIGH = 2.5;
-/** Share of the key's power given to the sync part (the count part gets the rest). */
-export const SYNC_SHARE = 0.5;
-/** Embedding strength and texture mask clip(localstd5x5 / MASK_DIV, MASK_MIN, MASK_MAX). */
-export const ALPHA = 2.1;
-export const MASK_DIV = 6;
+/** Texture mask clip(localstd5x5 / div, MASK_MIN, MASK_MAX) of the embedder (each version has its div). */
 export const MASK_MIN = 0.35;
 export const MASK_MAX = 1.6;
-/** The embedder lowers ALPHA per image so that the luma residual alone keeps PSNR at or above this. */
-export const MIN_PSNR_DB = 40.5;
 /** Images with a shorter side than this (original pixels) are not marked and not examined. */
 export const MIN_SIDE = 96;
 /** Work-resolution long side above which (aspect over 8:1) images are not marked and not examined. */
 export const MAX_WORK_LONG_SIDE = 2048;
-/** Scale search: crops keeping at least SCALE_MIN of the short side. */
-export const SCALE_MIN = 0.78;
-export const SCALE_STEP = 0.01;
-/** Sync z at scale 1 above which the search is skipped. */
-export const TIER1_Z = 6;
-/**
- * Detector only (marks stay valid when it changes): the coarse scales are ranked at half resolution and
- * only this many are folded at full resolution before the refinement.
- */
-export const V1_FULL_SCALES = 4;
-/**
- * Detector only: version 1 refines its scale (half and quarter steps) only when the best coarse sync z
- * reaches this. Unmarked pictures: median 4.4, 99th percentile 5.1-5.6; every detected version-1 mark of
- * the attack set: 8.2 or more (docs/fingerprint.md). Skipping it can only lose detections, never add one.
- */
-export const V1_REFINE_Z = 5;
 /** Detector prefilter: subtract a Gaussian (sigma in work px), divide by the local RMS over another. */
 export const SIGMA_HIGHPASS = 2.5;
 export const SIGMA_LOCAL = 4;
@@ -49,170 +28,5 @@ export const LOCAL_FLOOR = 1;
 /** False-positive bound of the decision. */
 export const FPR = 1e-6;
 
-/** The core's tunables as one plain object (handed to the native addon on every call). */
-export const CORE_PARAMS = {
-  cell: CELL,
-  scaleMin: SCALE_MIN,
-  scaleStep: SCALE_STEP,
-  tier1Z: TIER1_Z,
-  fullScales: V1_FULL_SCALES,
-  refineZ: V1_REFINE_Z,
-  sigmaHighpass: SIGMA_HIGHPASS,
-  sigmaLocal: SIGMA_LOCAL,
-  localFloor: LOCAL_FLOOR,
-} as const;
-
-/*
- * Version 2 (docs/fingerprint.md, "Version 2"): the same work resolution and 128 tile, but the tile is
- * built from three independent parts so that the detector can find the geometry on its own:
- * - lattice/sync part A, periodic with V2_PERIOD (so the whole mark shows a lattice of autocorrelation
- *   peaks at multiples of V2_PERIOD work pixels), used to estimate the affine map and the shift mod V2_PERIOD;
- * - phase part B, periodic with TILE, used only to choose among the (TILE / V2_PERIOD)^2 tile phases;
- * - count part C, TILE-periodic, CELL x CELL cells of independent key material: the decision.
- */
-export const V2_PERIOD = 32;
-/** Share of the sync part's power given to the template (a few keyed sinusoids of the period). */
-export const V2_TEMPLATE = 0.7;
-/** Power shares of the three parts (they sum to 1). */
-export const V2_SHARE_A = 0.45;
-export const V2_SHARE_B = 0.08;
-export const V2_SHARE_C = 0.47;
-/**
- * Version 2's texture mask divides the local standard deviation by this (version 1: MASK_DIV; same clip
- * MASK_MIN..MASK_MAX): the mask reaches its top at a local std of 6.4 instead of 9.6 (docs/fingerprint.md, "Embed").
- */
-export const V2_MASK_DIV = 4;
-/** Embedding strength of version 2 (the per-image PSNR clamp still applies). */
-export const V2_ALPHA = 3.4;
-/**
- * Version 2 lowers its strength per image so that the marked pixels keep PSNR >= this against the decoded
- * input (RGB, measured exactly on the 8-bit result before it is encoded; docs/fingerprint.md, "Embed").
- */
-export const V2_MIN_PSNR_DB = 40.1;
 /** Each scheme is tested at half the budget, so that testing both keeps the union bound at FPR. */
 export const FPR_PER_SCHEME = FPR / 2;
-/** Sync z of the no-geometry hypothesis above which the lattice search is skipped. */
-export const V2_FAST_Z = 7.5;
-/** Lattice search: period range in pixels of each pyramid level, angle window (degrees) about each axis. */
-export const V2_PMIN = 14;
-export const V2_PMAX = 96;
-export const V2_ANGLE = 16;
-/** Lattice candidates kept per pyramid level (the no-geometry hypothesis is always tried as well). */
-export const V2_CANDIDATES = 3;
-/**
- * Comb score (whitened spectrum at the template's 12 peaks, over sqrt(12)) of the best grid hypothesis
- * below which only that hypothesis and the crop line's are folded (not the 2nd and 3rd). Measured on the
- * 18 photographs of ../shared/natural under every attack of the bench: unmarked pictures are below it in
- * 96% of cases (median 1.9); marked ones whose geometry needs the grid are mostly above it (busy
- * pictures are not: there the best hypothesis is usually still the right one).
- */
-export const V2_GATE = 2.6;
-/**
- * Detector only: power of part A's amplitude in the sync correlation (its phase kept; 0 is phase only, 1
- * the matched filter). docs/fingerprint.md, step 3, says why.
- */
-export const V2_SYNC_POWER = 0.5;
-/** Detector only: spectrum lattices within this fraction of the no-geometry one are not folded again. */
-export const V2_SAME_AS_IDENTITY = 0.005;
-/** Sync z of the best hypothesis below which the coherent refinement (up to 48 folds) is skipped. */
-export const V2_REFINE_Z = 6.0;
-
-/**
- * Detector only: sync z of the chosen alignment from which the count cells of part B's next
- * V2_PHASE_LOOKS tile phases are tested too (part B, which picks the phase, is weak on small crops). Unmarked pictures: median 4.0.
- */
-export const V2_PHASES_Z = 4.75;
-/**
- * Detector only: how many of part B's next choices of tile phase are counted (its 2nd and 3rd): on --dense
- * over three marking keys, every tile phase other than B's choice that held the mark (T over 4.5, 13 of
- * 4,860 marked trials) was its 2nd or 3rd (docs/fingerprint.md, step 7).
- */
-export const V2_PHASE_LOOKS = 2;
-/**
- * Detector only: the second look. When the chosen lattice came from the spectrum and was not refined
- * (sync z under V2_REFINE_Z), it is refined anyway and counted again when the count at the chosen
- * alignment already reaches this T (unmarked pictures: T is about N(0, 1), so 0.6% of them pay for it).
- */
-export const V2_SECOND_T = 2.5;
-/**
- * Detector only: the aspect lines (theta 0, one axis at the no-geometry scale, the other within 1.36x of
- * it) are scored on the fine spectrum plane, and their best hypothesis is folded when its comb score
- * reaches this (docs/fingerprint.md, step 4).
- */
-export const V2_ASPECT_GATE = 2.5;
-/**
- * Detector only: the rotation plane (the grid's angles and scales, the same scale both ways) is scored on
- * the fine spectrum plane, and its best hypothesis, refined, is folded when its comb score reaches this
- * (docs/fingerprint.md, step 4).
- */
-export const V2_ROTATION_GATE = 2.3;
-/**
- * Detector only: when the search's best sync z is under V2_REFINE_Z (the alignment is uncertain), the next
- * V2_RUNNERS distinct peaks of its sync surfaces (lattice, symmetry, shift) are counted too, those from
- * sync z V2_RUNNER_Z (docs/fingerprint.md, step 9). The decision pays for V2_RUNNERS tests always.
- */
-export const V2_RUNNERS = 2;
-export const V2_RUNNER_Z = 4.5;
-/**
- * Detector only: with the runner-ups (same condition), the V2_IDENTITY_LOOKS best peaks of the identity
- * symmetry's sync surface on the chosen lattice, other than the chosen alignment and the runner-ups, are
- * counted too, whatever their sync z (docs/fingerprint.md, step 10). The decision pays for them always.
- */
-export const V2_IDENTITY_LOOKS = 2;
-/**
- * Detector only: whenever the lattice search ran, the best peak of each of the next V2_LATTICE_LOOKS
- * lattices it folded (other than the chosen one, by that peak's sync z, from V2_LATTICE_LOOK_Z) is counted
- * too (docs/fingerprint.md, step 11). The decision pays for them always.
- */
-export const V2_LATTICE_LOOKS = 2;
-export const V2_LATTICE_LOOK_Z = 5;
-/**
- * Shares of version 2's budget FPR_PER_SCHEME (they sum to 1): the chosen alignment at its best tile
- * phase; part B's next V2_PHASE_LOOKS tile phases, split equally; the second look; the runner-up
- * alignments, split equally over V2_RUNNERS; the identity looks, split equally over V2_IDENTITY_LOOKS; the
- * lattice looks, split equally over V2_LATTICE_LOOKS. Union bound over these 10 tests, whose alignments
- * never read part C (docs/fingerprint.md, "The false-positive bound").
- */
-export const V2_SHARE_MAIN = 0.5;
-export const V2_SHARE_PHASES = 0.1;
-export const V2_SHARE_SECOND = 0.1;
-export const V2_SHARE_RUNNERS = 0.1;
-export const V2_SHARE_IDENTITY = 0.1;
-export const V2_SHARE_LATTICE = 0.1;
-
-/**
- * Version 2 divides the high-pass by the local energy (the local RMS squared) plus this floor, not by the
- * local RMS as version 1 does: the matched weighting for a mark whose amplitude stops growing with the
- * texture (docs/fingerprint.md, Detect step 2). The floor (a local RMS of 4) keeps flat places, where a
- * coarse JPEG leaves only its block edges, from outweighing the rest.
- */
-export const V2_ENERGY_FLOOR = 16;
-
-/** Version 2's tunables as one plain object (handed to the native addon on every call). */
-export const CORE2_PARAMS = {
-  period: V2_PERIOD,
-  cell: CELL,
-  fastZ: V2_FAST_Z,
-  pMin: V2_PMIN,
-  pMax: V2_PMAX,
-  angle: V2_ANGLE,
-  candidates: V2_CANDIDATES,
-  gate: V2_GATE,
-  refineZ: V2_REFINE_Z,
-  phasesZ: V2_PHASES_Z,
-  phaseLooks: V2_PHASE_LOOKS,
-  secondT: V2_SECOND_T,
-  aspectGate: V2_ASPECT_GATE,
-  rotationGate: V2_ROTATION_GATE,
-  syncPower: V2_SYNC_POWER,
-  sameAsIdentity: V2_SAME_AS_IDENTITY,
-  runners: V2_RUNNERS,
-  runnerZ: V2_RUNNER_Z,
-  identityLooks: V2_IDENTITY_LOOKS,
-  latticeLooks: V2_LATTICE_LOOKS,
-  latticeLookZ: V2_LATTICE_LOOK_Z,
-  sigmaHighpass: SIGMA_HIGHPASS,
-  sigmaLocal: SIGMA_LOCAL,
-  localFloor: LOCAL_FLOOR,
-  energyFloor: V2_ENERGY_FLOOR,
-} as const;

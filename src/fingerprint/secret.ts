@@ -1,55 +1,37 @@
 /** The server secret the key tile is derived from: 32 random bytes in a 0600 file, created on first use. */
 import { randomBytes } from 'node:crypto';
-import { chmod, link, mkdir, open, readFile, unlink } from 'node:fs/promises';
-import { dirname, join } from 'node:path';
-import { threadId } from 'node:worker_threads';
+import { join } from 'node:path';
+import { loadOrCreateKeyFile, readKeyFile } from '../secrets/files.js';
 
 export const SECRET_BYTES = 32;
 export const SECRET_FILE_NAME = 'fingerprint.key';
+/** A secret file is 32 bytes; a file far larger is not one and is not read. */
+const MAX_SECRET_FILE_BYTES = 64 * 1024;
 
 /**
  * Loads (or creates on first use, mode 0600) the secret: `file` if given, else `${dataDir}/fingerprint.key`.
  * Every worker thread loads it at warm-up, all at once on a fresh data directory: the file appears whole or
- * not at all (written under a name of its own, then linked into place, which fails if another got there
- * first: then that one's secret wins). Created empty and then written, it was read empty in between.
+ * not at all, and the first one linked into place wins (src/secrets/files.ts).
  */
 export async function loadFingerprintSecret(opts: { dataDir: string; file?: string | undefined }): Promise<Uint8Array> {
   const path = opts.file ?? join(opts.dataDir, SECRET_FILE_NAME);
-  const existing = await readSecret(path);
-  if (existing) return existing;
-  if (opts.file !== undefined) throw new Error(`fingerprint secret file ${path} does not exist`);
-  await mkdir(dirname(path), { recursive: true, mode: 0o700 });
-  const secret = randomBytes(SECRET_BYTES);
-  const tmp = `${path}.${process.pid}.${threadId}.${randomBytes(4).toString('hex')}.tmp`;
-  try {
-    const fh = await open(tmp, 'wx', 0o600);
-    try {
-      await fh.writeFile(secret);
-      await fh.sync();
-    } finally {
-      await fh.close();
-    }
-    await chmod(tmp, 0o600);
-    await link(tmp, path);
-    return new Uint8Array(secret);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code !== 'EEXIST') throw err;
-    const raced = await readSecret(path);
-    if (!raced) throw err;
-    return raced;
-  } finally {
-    await unlink(tmp).catch(() => undefined);
+  const tooLarge = (size: number) => new Error(`fingerprint secret file ${path} is ${size} bytes, too large for a secret`);
+  const parse = (buf: Buffer): Uint8Array => {
+    if (buf.length < 16) throw new Error(`fingerprint secret file ${path} is too short (${buf.length} bytes, need at least 16)`);
+    return new Uint8Array(buf);
+  };
+  if (opts.file !== undefined) {
+    const named = await readKeyFile(path, MAX_SECRET_FILE_BYTES, tooLarge);
+    if (named === undefined) throw new Error(`fingerprint secret file ${path} does not exist`);
+    return parse(named);
   }
-}
-
-async function readSecret(path: string): Promise<Uint8Array | undefined> {
-  let buf: Buffer;
-  try {
-    buf = await readFile(path);
-  } catch (err) {
-    if ((err as NodeJS.ErrnoException).code === 'ENOENT') return undefined;
-    throw err;
-  }
-  if (buf.length < 16) throw new Error(`fingerprint secret file ${path} is too short (${buf.length} bytes, need at least 16)`);
-  return new Uint8Array(buf);
+  return loadOrCreateKeyFile(path, {
+    parse,
+    max: MAX_SECRET_FILE_BYTES,
+    tooLarge,
+    make: async () => {
+      const secret = randomBytes(SECRET_BYTES);
+      return { value: new Uint8Array(secret), bytes: secret };
+    },
+  });
 }

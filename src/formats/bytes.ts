@@ -3,6 +3,7 @@
  * and throws DamagedImageError; nothing here allocates more than the caller's pieces add up to.
  */
 import { DamagedImageError } from '../errors.js';
+import type { ByteRange } from './types.js';
 
 /** A view of `bytes` that respects its byteOffset (Node's small Buffers share one pool). */
 export function view(bytes: Uint8Array): DataView {
@@ -122,4 +123,12 @@ export function assemble(pieces: readonly Uint8Array[]): Buffer {
 /** Same bytes? (for idempotence fast paths) */
 export function sameBytes(a: Uint8Array, b: Uint8Array): boolean {
   return Buffer.from(a.buffer, a.byteOffset, a.byteLength).equals(Buffer.from(b.buffer, b.byteOffset, b.byteLength));
+}
+
+/** Appends [start, end) to ranges in file order, merged with the last one when they touch; empty ranges are left out. */
+export function addRange(ranges: ByteRange[], start: number, end: number): void {
+  if (start >= end) return;
+  const last = ranges[ranges.length - 1];
+  if (last && last.end === start) last.end = end;
+  else ranges.push({ start, end });
 }

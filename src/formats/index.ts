@@ -6,9 +6,9 @@ import { UnsupportedFormatError } from '../errors.js';
 import { jpeg } from './jpeg.js';
 import { png } from './png.js';
 import { webp } from './webp.js';
-import type { ContainerFormat } from './types.js';
+import type { ContainerFormat, Need, ParsedImage } from './types.js';
 
-export type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
+export type { ByteRange, ContainerFormat, ManifestStore, Need, ParsedImage, QuantTable, XmpPayload, XmpToWrite } from './types.js';
 
 export const FORMATS = new Map([
   ['jpeg', jpeg],
@@ -30,3 +30,12 @@ export function requireFormat(bytes: Uint8Array): ContainerFormat {
   if (!format) throw new UnsupportedFormatError();
   return format;
 }
+
+/** Sniffs the format (UnsupportedFormatError for anything else) and walks the file once (src/formats/types.ts). */
+export function parseImage(bytes: Uint8Array, need?: Need): ParsedImage {
+  need?.(0, Math.min(bytes.length, SNIFF_BYTES));
+  return requireFormat(bytes).parse(bytes, need);
+}
+
+/** Bytes every format's signature fits in (WebP: `RIFF`, size, `WEBP`). */
+const SNIFF_BYTES = 12;

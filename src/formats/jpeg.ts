@@ -10,8 +10,8 @@
 import { createRequire } from 'node:module';
 import { DamagedImageError, LimitExceededError } from '../errors.js';
 import { Pieces, assemble, ascii, copyRange, startsWith, u16be, u32be, writeU32be } from './bytes.js';
-import { OutputTooLargeError, countPacket } from './limits.js';
-import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
+import { checkOutputEntries, countEntry, countPacket } from './limits.js';
+import type { ByteRange, ContainerFormat, ManifestStore, Need, ParsedImage, QuantTable, XmpPayload, XmpToWrite } from './types.js';
 
 let cryptoModule: typeof import('node:crypto') | undefined;
 /** node:crypto, loaded on first use (a batch of files without Extended XMP never needs it). */
@@ -26,9 +26,11 @@ const MARKER_RST7 = 0xd7;
 const MARKER_APP0 = 0xe0; // ff e0 (JFIF, JFXX)
 const MARKER_APP1 = 0xe1; // ff e1 (Exif, XMP)
 const MARKER_APP2 = 0xe2; // ff e2 (ICC, MPF, FPXR)
+const MARKER_APP11 = 0xeb; // ff eb (JPEG XT boxes: JUMBF, so C2PA)
 const MARKER_APP14 = 0xee; // ff ee (Adobe: colour transform of CMYK/YCCK)
 const MARKER_APP15 = 0xef;
 const MARKER_COM = 0xfe;
+const MARKER_DQT = 0xdb;
 
 const XMP_SIG = ascii('http://ns.adobe.com/xap/1.0/\0');
 const EXT_SIG = ascii('http://ns.adobe.com/xmp/extension/\0');
@@ -36,6 +38,12 @@ const EXIF_SIG = ascii('Exif\0');
 const MPF_SIG = ascii('MPF\0');
 const ICC_SIG = ascii('ICC_PROFILE\0');
 const ADOBE_SIG = ascii('Adobe');
+/** JPEG XT (ISO 19566-5) APP11 payload: CI "JP"(2) En(2) Z(4), then the box: LBox(4) TBox(4) ... */
+const JPEG_XT_CI = ascii('JP');
+const JUMB = ascii('jumb');
+const JUMD = ascii('jumd');
+/** A C2PA JUMBF description box's type UUID starts with these four bytes (C2PA 2.1 §11.1.4.2). */
+const C2PA_TYPE = ascii('c2pa');
 
 /** A segment's length field counts itself: 65535 - 2 bytes of payload at most. */
 const MAX_SEGMENT_PAYLOAD = 65533;
@@ -43,10 +51,7 @@ const EXT_HEADER = EXT_SIG.length + 32 + 4 + 4;
 const MAX_EXT_PORTION = MAX_SEGMENT_PAYLOAD - EXT_HEADER;
 /** Extended XMP bigger than this is not reassembled (the upload limit is far below it anyway). */
 const MAX_EXTENDED_BYTES = 64 * 1024 * 1024;
-/** Segments before the first scan; each is at least 4 bytes, this only bounds bookkeeping. */
-const MAX_SEGMENTS = 100_000;
-
-type Kind = 'xmp' | 'ext' | 'mpf' | 'exif' | 'app0' | 'icc' | 'adobe' | 'metadata' | 'other' | 'standalone' | 'junk';
+type Kind = 'xmp' | 'ext' | 'mpf' | 'exif' | 'app0' | 'icc' | 'adobe' | 'jumbf' | 'metadata' | 'other' | 'standalone' | 'junk';
 
 interface Piece {
   kind: Kind;
@@ -62,6 +67,8 @@ interface Layout {
   pieces: Piece[];
   /** Offset of the first SOS marker: the tail from here on is kept as it is. */
   scan: number;
+  /** One past the first SOS marker byte. */
+  scanData: number;
 }
 
 function classify(bytes: Uint8Array, marker: number, payload: number): Kind {
@@ -74,40 +81,61 @@ function classify(bytes: Uint8Array, marker: number, payload: number): Kind {
   if (marker === MARKER_APP0) return 'app0';
   if (marker === MARKER_APP2 && startsWith(bytes, ICC_SIG, payload)) return 'icc';
   if (marker === MARKER_APP14 && startsWith(bytes, ADOBE_SIG, payload)) return 'adobe';
+  if (marker === MARKER_APP11 && startsWith(bytes, JPEG_XT_CI, payload) && startsWith(bytes, JUMB, payload + 12)) return 'jumbf';
   // Other APPn and COM: metadata no decoder needs for the pixels.
   if ((marker >= MARKER_APP0 && marker <= MARKER_APP15) || marker === MARKER_COM) return 'metadata';
   return 'other';
 }
 
-function parse(bytes: Uint8Array): Layout {
-  if (bytes.length < 4 || bytes[0] !== 0xff || bytes[1] !== MARKER_SOI) throw new DamagedImageError('JPEG: no SOI marker');
+function parse(bytes: Uint8Array, need: Need | undefined): Layout {
+  const size = bytes.length;
+  // The segments before the scan are read in order: `reached` is how far `need` has been asked.
+  let reached = 0;
+  const reach = (end: number): void => {
+    if (need && end > reached) {
+      need(reached, Math.min(end, size));
+      reached = end;
+    }
+  };
+  /** The byte at `at`, read first when file-backed (with the segment header that may follow it). */
+  const byteAt = (at: number): number | undefined => {
+    reach(at + 4);
+    return bytes[at];
+  };
+  reach(4);
+  if (size < 4 || bytes[0] !== 0xff || bytes[1] !== MARKER_SOI) throw new DamagedImageError('JPEG: no SOI marker');
   const pieces: Piece[] = [];
+  const record = (piece: Piece): void => {
+    countEntry(pieces.length, 'JPEG: before the image data');
+    pieces.push(piece);
+  };
   let pos = 2;
-  while (pos < bytes.length) {
-    if (pieces.length > MAX_SEGMENTS) throw new LimitExceededError('JPEG: too many segments before the image data');
+  while (pos < size) {
     const start = pos;
+    reach(pos + 4);
     if (bytes[pos] !== 0xff) {
       // Junk between segments (seen in the wild): kept as it is, never interpreted.
-      while (pos < bytes.length && bytes[pos] !== 0xff) pos++;
-      pieces.push({ kind: 'junk', start, end: pos, payload: pos });
+      while (pos < size && byteAt(pos) !== 0xff) pos++;
+      record({ kind: 'junk', start, end: pos, payload: pos });
       continue;
     }
-    while (pos < bytes.length && bytes[pos] === 0xff) pos++; // fill bytes belong to the marker
-    if (pos >= bytes.length) break;
+    while (pos < size && byteAt(pos) === 0xff) pos++; // fill bytes belong to the marker
+    if (pos >= size) break;
     const marker = bytes[pos]!;
     pos++;
-    if (marker === MARKER_SOS) return { pieces, scan: start };
+    if (marker === MARKER_SOS) return { pieces, scan: start, scanData: pos };
     if (marker === MARKER_EOI) throw new DamagedImageError('JPEG: end of image before any image data');
     if (marker === MARKER_SOI || marker === MARKER_TEM || (marker >= MARKER_RST0 && marker <= MARKER_RST7)) {
-      pieces.push({ kind: 'standalone', start, end: pos, payload: pos });
+      record({ kind: 'standalone', start, end: pos, payload: pos });
       continue;
     }
     const length = u16be(bytes, pos);
     if (length < 2) throw new DamagedImageError(`JPEG: segment ff${marker.toString(16)} has length ${length}`);
     const end = pos + length;
-    if (end > bytes.length) throw new DamagedImageError(`JPEG: segment ff${marker.toString(16)} runs past the end of the file`);
+    if (end > size) throw new DamagedImageError(`JPEG: segment ff${marker.toString(16)} runs past the end of the file`);
+    reach(end);
     const payload = pos + 2;
-    pieces.push({ kind: classify(bytes, marker, payload), start, end, payload });
+    record({ kind: classify(bytes, marker, payload), start, end, payload });
     pos = end; // advances by at least 2: the loop cannot stall
   }
   throw new DamagedImageError('JPEG: no image data (SOS) found');
@@ -163,8 +191,7 @@ function reassemble(portions: ExtPortion[]): Map<string, Uint8Array> {
   return out;
 }
 
-function readXmp(bytes: Uint8Array): XmpPayload {
-  const { pieces } = parse(bytes);
+function readXmp(bytes: Uint8Array, { pieces }: Layout): XmpPayload {
   const packets: Uint8Array[] = [];
   const portions: ExtPortion[] = [];
   const extAt: number[] = [];
@@ -270,8 +297,7 @@ function patchMpf(bytes: Uint8Array, p: Piece, delta: number): Uint8Array {
   return seg;
 }
 
-function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
-  const { pieces, scan } = parse(bytes);
+function writeXmp(bytes: Uint8Array, { pieces, scan }: Layout, xmp: XmpToWrite): Uint8Array[] {
   const fresh = xmpSegments(xmp);
   const firstMain = pieces.findIndex((p) => p.kind === 'xmp');
   let insertAt = firstMain >= 0 ? firstMain : leadingInsertIndex(pieces);
@@ -291,10 +317,7 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   // The output's segment count, checked before it is built: its reader must not refuse it.
   let kept = fresh.length;
   for (const p of pieces) if (p.kind !== 'xmp' && p.kind !== 'ext') kept++;
-  if (kept > MAX_SEGMENTS)
-    throw new OutputTooLargeError(
-      `JPEG: with the XMP segments the file would have more than ${MAX_SEGMENTS} segments before the image data, the processing limit.`,
-    );
+  checkOutputEntries(kept, 'JPEG: before the image data');
   const out = new Pieces(bytes);
   out.keep(0, 2);
   for (let i = 0; i <= pieces.length; i++) {
@@ -308,8 +331,7 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   return out.done();
 }
 
-function contentOutsideXmp(bytes: Uint8Array): Uint8Array[] {
-  const { pieces, scan } = parse(bytes);
+function contentOutsideXmp(bytes: Uint8Array, { pieces, scan }: Layout): Uint8Array[] {
   // One slice per segment, not merged like writeXmp's pieces: provenance digests length-prefix each slice.
   const out: Uint8Array[] = [bytes.subarray(0, 2)];
   // Junk between segments is not content, and tools that rewrite files drop it.
@@ -322,8 +344,7 @@ function contentOutsideXmp(bytes: Uint8Array): Uint8Array[] {
  * The file with only what a decoder needs before the scan (JFIF, ICC profile, Adobe colour transform,
  * tables, frame header); from the first SOS on it is kept as it is.
  */
-function decoderInput(bytes: Uint8Array): Uint8Array {
-  const { pieces, scan } = parse(bytes);
+function decoderInput(bytes: Uint8Array, { pieces, scan }: Layout): Uint8Array {
   const out = new Pieces(bytes);
   out.keep(0, 2);
   let dropped = false;
@@ -345,7 +366,7 @@ const isFrameHeader = (marker: number): boolean => marker >= 0xc0 && marker <= 0
  * before the scan or it leaves the height to a DNL marker (height 0). Throws like readXmp on a broken structure.
  */
 export function jpegFrameSize(bytes: Uint8Array): { width: number; height: number } | undefined {
-  for (const p of parse(bytes).pieces) {
+  for (const p of parse(bytes, undefined).pieces) {
     // A segment's marker is the byte before its length field.
     if (p.kind !== 'other' || !isFrameHeader(bytes[p.payload - 3]!) || p.payload + 5 > p.end) continue;
     const height = u16be(bytes, p.payload + 1);
@@ -355,6 +376,100 @@ export function jpegFrameSize(bytes: Uint8Array): { width: number; height: numbe
   return undefined;
 }
 
+/**
+ * JPEG: the entropy-coded data after SOS never holds ff d9 (a data byte ff is always followed by 00 or a
+ * restart marker), so the image is whole exactly when an EOI marker follows the first SOS. The last two
+ * bytes first (where a whole file has it, so a file-backed caller reads two bytes), then the whole scan.
+ */
+function cutOff(bytes: Uint8Array, { scanData }: Layout, need: Need | undefined): string | undefined {
+  const size = bytes.length;
+  if (size - 2 > scanData) {
+    need?.(size - 2, size);
+    if (bytes[size - 2] === 0xff && bytes[size - 1] === MARKER_EOI) return undefined;
+  }
+  need?.(scanData, size);
+  if (Buffer.from(bytes.buffer, bytes.byteOffset, size).lastIndexOf(EOI) > scanData) return undefined;
+  return `The JPEG image data ends after ${size - scanData} bytes without its end marker (EOI): the file is cut off in its pixel data.`;
+}
+const EOI = Buffer.from([0xff, MARKER_EOI]);
+
+/** The C2PA store: the JUMBF segments of the box instance (En) whose description box has the C2PA type. */
+function manifestStore(bytes: Uint8Array, { pieces }: Layout): ManifestStore | undefined {
+  const jumbf = pieces.filter((p) => p.kind === 'jumbf');
+  const first = jumbf.find((p) => startsWith(bytes, JUMD, p.payload + 20) && startsWith(bytes, C2PA_TYPE, p.payload + 24));
+  if (!first) return undefined;
+  const instance = u16be(bytes, first.payload + 2);
+  return { ranges: jumbf.filter((p) => u16be(bytes, p.payload + 2) === instance).map((p) => ({ start: p.start, end: p.end })) };
+}
+
+/** Every table of every DQT segment before the scan; a table cut short ends its segment's list. */
+function quantTables(bytes: Uint8Array, { pieces }: Layout): QuantTable[] {
+  const tables: QuantTable[] = [];
+  for (const p of pieces) {
+    if (p.kind !== 'other' || bytes[p.payload - 3] !== MARKER_DQT) continue;
+    for (let at = p.payload; at < p.end; ) {
+      const precision = bytes[at]! >> 4 ? 16 : 8;
+      const n = precision === 16 ? 128 : 64;
+      if (at + 1 + n > p.end) break;
+      const values: number[] = [];
+      for (let i = 0; i < 64; i++) values.push(precision === 16 ? u16be(bytes, at + 1 + 2 * i) : bytes[at + 1 + i]!);
+      tables.push({ id: bytes[at]! & 15, precision, values });
+      at += 1 + n;
+    }
+  }
+  return tables;
+}
+
+/** One walk of a JPEG (src/formats/types.ts). */
+class JpegImage implements ParsedImage {
+  readonly bytes: Uint8Array;
+  readonly manifestStore: ManifestStore | undefined;
+  readonly copyRanges: readonly ByteRange[];
+  readonly lossless = false;
+  readonly #layout: Layout;
+  readonly #need: Need | undefined;
+  #xmp: XmpPayload | undefined;
+  #cut: { message: string | undefined } | undefined;
+  #quant: QuantTable[] | undefined;
+
+  constructor(bytes: Uint8Array, need: Need | undefined) {
+    this.bytes = bytes;
+    this.#need = need;
+    this.#layout = parse(bytes, need);
+    this.manifestStore = manifestStore(bytes, this.#layout);
+    // From the first scan on, the file is kept as it is (scans, later segments, EOI, trailers).
+    this.copyRanges = [{ start: this.#layout.scan, end: bytes.length }];
+  }
+
+  get format(): ContainerFormat {
+    return jpeg;
+  }
+
+  get xmp(): XmpPayload {
+    return (this.#xmp ??= readXmp(this.bytes, this.#layout));
+  }
+
+  get truncated(): string | undefined {
+    return (this.#cut ??= { message: cutOff(this.bytes, this.#layout, this.#need) }).message;
+  }
+
+  get quantTables(): readonly QuantTable[] {
+    return (this.#quant ??= quantTables(this.bytes, this.#layout));
+  }
+
+  writeXmp(xmp: XmpToWrite): Uint8Array[] {
+    return writeXmp(this.bytes, this.#layout, xmp);
+  }
+
+  contentOutsideXmp(): Uint8Array[] {
+    return contentOutsideXmp(this.bytes, this.#layout);
+  }
+
+  decoderInput(): Uint8Array {
+    return decoderInput(this.bytes, this.#layout);
+  }
+}
+
 export const jpeg: ContainerFormat = {
   name: 'jpeg',
   mimeType: 'image/jpeg',
@@ -362,10 +477,13 @@ export const jpeg: ContainerFormat = {
   maxMainPacketBytes: MAX_SEGMENT_PAYLOAD - XMP_SIG.length,
   extendedXmp: true,
   sniff: (bytes) => bytes.length >= 3 && bytes[0] === 0xff && bytes[1] === MARKER_SOI && bytes[2] === 0xff,
-  readXmp,
-  writeXmp,
-  contentOutsideXmp,
-  decoderInput,
+  parse: (bytes, need) => new JpegImage(bytes, need),
+  // Every segment of a store repeats `JP`, En, Z and the superbox's LBox/`jumb`.
+  isManifestStoreSlice: (s) => s[0] === 0xff && s[1] === MARKER_APP11 && startsWith(s, JPEG_XT_CI, 4) && startsWith(s, JUMB, 16),
+  readXmp: (bytes) => new JpegImage(bytes, undefined).xmp,
+  writeXmp: (bytes, xmp) => new JpegImage(bytes, undefined).writeXmp(xmp),
+  contentOutsideXmp: (bytes) => new JpegImage(bytes, undefined).contentOutsideXmp(),
+  decoderInput: (bytes) => new JpegImage(bytes, undefined).decoderInput(),
 };
 
 /**
@@ -375,7 +493,7 @@ export const jpeg: ContainerFormat = {
  */
 export function imageDataOffset(bytes: Uint8Array): number | undefined {
   try {
-    return parse(bytes).scan;
+    return parse(bytes, undefined).scan;
   } catch {
     return undefined;
   }

@@ -7,6 +7,28 @@
 import { inflateSync } from 'node:zlib';
 import { LimitExceededError, OptmarkError } from '../errors.js';
 
+/**
+ * Segments (JPEG, before the first scan) or chunks (PNG, WebP) one file may have, counted by the one walk
+ * every reader shares (the C2PA detection included), and checked on what protect writes: a file of more
+ * is refused with `limit_exceeded`, an output that would have more with `output_too_large`. Real files
+ * have tens; each entry costs the walk one small record, so this bounds its memory to a few megabytes.
+ */
+export const MAX_CONTAINER_ENTRIES = 100_000;
+
+/** Throws LimitExceededError when a walk is about to record one more entry than MAX_CONTAINER_ENTRIES. */
+export function countEntry(recorded: number, container: string): void {
+  if (recorded >= MAX_CONTAINER_ENTRIES)
+    throw new LimitExceededError(`${container}: more than ${MAX_CONTAINER_ENTRIES} segments or chunks, the processing limit.`);
+}
+
+/** Throws OutputTooLargeError when a rewrite would produce more entries than its own reader accepts. */
+export function checkOutputEntries(entries: number, container: string): void {
+  if (entries > MAX_CONTAINER_ENTRIES)
+    throw new OutputTooLargeError(
+      `${container}: with the XMP the file would have more than ${MAX_CONTAINER_ENTRIES} segments or chunks, the processing limit.`,
+    );
+}
+
 /** Standalone XMP packets (segments, chunks) one file may carry; real files have one, sometimes two or three. */
 export const MAX_XMP_PACKETS = 64;
 

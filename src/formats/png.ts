@@ -10,15 +10,18 @@
  */
 import { crc32, inflateSync } from 'node:zlib';
 import { DamagedImageError, LimitExceededError } from '../errors.js';
-import { Pieces, assemble, ascii, startsWith, u32be, writeU32be } from './bytes.js';
-import { InflateBudget, MAX_XMP_PACKETS, OutputTooLargeError, countPacket } from './limits.js';
-import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
+import { Pieces, addRange, assemble, ascii, startsWith, u32be, writeU32be } from './bytes.js';
+import { InflateBudget, MAX_XMP_PACKETS, OutputTooLargeError, checkOutputEntries, countEntry, countPacket } from './limits.js';
+import type { ByteRange, ContainerFormat, ManifestStore, Need, ParsedImage, XmpPayload, XmpToWrite } from './types.js';
 
 const SIGNATURE = Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a);
 const XMP_KEYWORD = ascii('XML:com.adobe.xmp\0');
 /** PNG caps chunk lengths at 2^31 - 1. */
 const MAX_CHUNK_LENGTH = 0x7fffffff;
-const MAX_CHUNKS = 1_000_000;
+/** The C2PA manifest store's chunk (C2PA 2.1 §A.3.3). */
+const C2PA_CHUNK = 'caBX';
+/** Chunk types whose payload may hold XMP (under XMP_KEYWORD). */
+const TEXT_TYPES = new Set(['iTXt', 'zTXt', 'tEXt']);
 
 interface Chunk {
   type: string;
@@ -63,25 +66,30 @@ function chunkType(bytes: Uint8Array, at: number): string {
   return name;
 }
 
-function parse(bytes: Uint8Array): Layout {
+function parse(bytes: Uint8Array, need: Need | undefined): Layout {
+  const size = bytes.length;
+  need?.(0, Math.min(size, SIGNATURE.length));
   if (!startsWith(bytes, SIGNATURE)) throw new DamagedImageError('PNG: bad signature');
   const chunks: Chunk[] = [];
   let firstIdat = -1;
   let pos = SIGNATURE.length;
-  while (pos < bytes.length) {
-    if (chunks.length > MAX_CHUNKS) throw new LimitExceededError('PNG: too many chunks');
-    const valid = pos + 8 <= bytes.length && isChunkType(bytes, pos + 4);
+  while (pos < size) {
+    need?.(pos, Math.min(size, pos + 8));
+    const valid = pos + 8 <= size && isChunkType(bytes, pos + 4);
     const length = valid ? u32be(bytes, pos) : 0;
     const type = valid ? chunkType(bytes, pos + 4) : '';
     const end = pos + 12 + length;
     if (chunks.length === 0 && type !== 'IHDR') throw new DamagedImageError('PNG: the first chunk is not IHDR');
-    if (!valid || length > MAX_CHUNK_LENGTH || end > bytes.length) {
+    if (!valid || length > MAX_CHUNK_LENGTH || end > size) {
       // Once image data has begun, a cut or garbled stretch is the image's problem, not ours: keep it
       // verbatim. Before that, there is no safe place to put metadata.
       if (firstIdat >= 0 || type === 'IDAT') return { chunks, firstIdat: firstIdat >= 0 ? firstIdat : chunks.length, tail: pos };
       throw new DamagedImageError(`PNG: chunk at byte ${pos} is cut short or garbled before the image data`);
     }
-    const keyword = startsWith(bytes, XMP_KEYWORD, pos + 8);
+    countEntry(chunks.length, 'PNG');
+    // Image data is never read here: a file-backed caller copies it (copyRanges).
+    if (type !== 'IDAT') need?.(pos + 8, end);
+    const keyword = TEXT_TYPES.has(type) && startsWith(bytes, XMP_KEYWORD, pos + 8);
     const xmp = keyword && type === 'iTXt';
     const textXmp = keyword && (type === 'zTXt' || type === 'tEXt');
     chunks.push({ type, start: pos, data: pos + 8, length, end, xmp, textXmp });
@@ -124,8 +132,7 @@ function legacyText(bytes: Uint8Array, c: Chunk, budget: InflateBudget): Uint8Ar
   return budget.inflate(text.subarray(1));
 }
 
-function readXmp(bytes: Uint8Array): XmpPayload {
-  const { chunks, firstIdat } = parse(bytes);
+function readXmp(bytes: Uint8Array, { chunks, firstIdat }: Layout): XmpPayload {
   const packets: Uint8Array[] = [];
   const legacy: Uint8Array[] = [];
   const budget = new InflateBudget();
@@ -177,9 +184,8 @@ function insertIndex(chunks: Chunk[], firstIdat: number): number {
   return firstIdat > 0 && chunks[firstIdat - 1]!.type === 'fcTL' ? firstIdat - 1 : firstIdat;
 }
 
-function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
+function writeXmp(bytes: Uint8Array, { chunks, firstIdat, tail }: Layout, xmp: XmpToWrite): Uint8Array[] {
   if (xmp.extended) throw new Error('PNG has no Extended XMP');
-  const { chunks, firstIdat, tail } = parse(bytes);
   const insertAt = insertIndex(chunks, firstIdat);
   // What the output will hold, checked before it is built: its reader must not refuse it.
   let kept = 0;
@@ -188,7 +194,7 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
     if (!c.xmp) kept++;
     if (c.textXmp) textXmp++;
   }
-  if (kept + 1 > MAX_CHUNKS) throw new OutputTooLargeError(`PNG: with the XMP chunk the file would have more than ${MAX_CHUNKS} chunks, the processing limit.`);
+  checkOutputEntries(kept + 1, 'PNG');
   if (textXmp + 1 > MAX_XMP_PACKETS)
     throw new OutputTooLargeError(`PNG: with the XMP chunk the file would carry more than ${MAX_XMP_PACKETS} XMP packets, the processing limit.`);
   const out = new Pieces(bytes);
@@ -202,8 +208,7 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   return out.done();
 }
 
-function contentOutsideXmp(bytes: Uint8Array): Uint8Array[] {
-  const { chunks, tail } = parse(bytes);
+function contentOutsideXmp(bytes: Uint8Array, { chunks, tail }: Layout): Uint8Array[] {
   // One slice per chunk, not merged like writeXmp's pieces: provenance digests length-prefix each slice.
   const out: Uint8Array[] = [bytes.subarray(0, SIGNATURE.length)];
   for (const c of chunks) if (!c.xmp) out.push(bytes.subarray(c.start, c.end));
@@ -234,8 +239,7 @@ function iccWithinBound(bytes: Uint8Array, c: Chunk): boolean {
   }
 }
 
-function decoderInput(bytes: Uint8Array): Uint8Array {
-  const { chunks, tail } = parse(bytes);
+function decoderInput(bytes: Uint8Array, { chunks, tail }: Layout): Uint8Array {
   const out = new Pieces(bytes);
   out.keep(0, SIGNATURE.length);
   let dropped = false;
@@ -258,7 +262,7 @@ function decoderInput(bytes: Uint8Array): Uint8Array {
  * which keeps the metadata): libvips inflated four 16 MiB iTXt comments in 8 s.
  */
 export function checkCompressedText(bytes: Uint8Array): void {
-  const { chunks } = parse(bytes);
+  const { chunks } = parse(bytes, undefined);
   const budget = new InflateBudget();
   for (const c of chunks) {
     const data = bytes.subarray(c.data, c.data + c.length);
@@ -273,6 +277,85 @@ export function checkCompressedText(bytes: Uint8Array): void {
   }
 }
 
+/**
+ * PNG: whole when the chunks reach IEND inside the file. Where the walk stopped short of it (a chunk cut
+ * off or garbled after the image data), the chunk headers are followed on from there as their lengths say.
+ */
+function cutOff(bytes: Uint8Array, { chunks, tail }: Layout, need: Need | undefined): string | undefined {
+  if (chunks[chunks.length - 1]!.type === 'IEND') return undefined;
+  let pos = tail;
+  while (pos + 12 <= bytes.length) {
+    need?.(pos, pos + 8);
+    const length = u32be(bytes, pos);
+    const type = String.fromCharCode(bytes[pos + 4]!, bytes[pos + 5]!, bytes[pos + 6]!, bytes[pos + 7]!);
+    const end = pos + 12 + length;
+    if (end > bytes.length) {
+      return `The PNG ${/^[A-Za-z]{4}$/.test(type) ? `${type} chunk at byte ${pos}` : `chunk at byte ${pos}`} runs past the end of the file, and no IEND follows: the file is cut off in its image data.`;
+    }
+    if (type === 'IEND') return undefined;
+    pos = end;
+  }
+  return `The PNG file ends at byte ${bytes.length} before its IEND chunk: it is cut off in its image data.`;
+}
+
+/** Chunks of `type` as ranges, consecutive ones merged. */
+function rangesOf(chunks: readonly Chunk[], type: string): ByteRange[] {
+  const out: ByteRange[] = [];
+  for (const c of chunks) if (c.type === type) addRange(out, c.start, c.end);
+  return out;
+}
+
+/** One walk of a PNG (src/formats/types.ts). */
+class PngImage implements ParsedImage {
+  readonly bytes: Uint8Array;
+  readonly manifestStore: ManifestStore | undefined;
+  readonly copyRanges: readonly ByteRange[];
+  readonly quantTables = [];
+  readonly lossless = true;
+  readonly #layout: Layout;
+  readonly #need: Need | undefined;
+  #xmp: XmpPayload | undefined;
+  #cut: { message: string | undefined } | undefined;
+
+  constructor(bytes: Uint8Array, need: Need | undefined) {
+    this.bytes = bytes;
+    this.#need = need;
+    this.#layout = parse(bytes, need);
+    const store = rangesOf(this.#layout.chunks, C2PA_CHUNK);
+    this.manifestStore = store.length > 0 ? { ranges: store } : undefined;
+    // The image data, and whatever follows the last whole chunk (after IEND, or a stretch cut or garbled).
+    const copy = rangesOf(this.#layout.chunks, 'IDAT');
+    addRange(copy, this.#layout.tail, bytes.length);
+    this.copyRanges = copy;
+  }
+
+  get format(): ContainerFormat {
+    return png;
+  }
+
+  get xmp(): XmpPayload {
+    return (this.#xmp ??= readXmp(this.bytes, this.#layout));
+  }
+
+  get truncated(): string | undefined {
+    return (this.#cut ??= { message: cutOff(this.bytes, this.#layout, this.#need) }).message;
+  }
+
+  writeXmp(xmp: XmpToWrite): Uint8Array[] {
+    return writeXmp(this.bytes, this.#layout, xmp);
+  }
+
+  contentOutsideXmp(): Uint8Array[] {
+    return contentOutsideXmp(this.bytes, this.#layout);
+  }
+
+  decoderInput(): Uint8Array {
+    return decoderInput(this.bytes, this.#layout);
+  }
+}
+
+const C2PA_TYPE = ascii(C2PA_CHUNK);
+
 export const png: ContainerFormat = {
   name: 'png',
   mimeType: 'image/png',
@@ -280,8 +363,10 @@ export const png: ContainerFormat = {
   maxMainPacketBytes: MAX_CHUNK_LENGTH - XMP_KEYWORD.length - 4,
   extendedXmp: false,
   sniff: (bytes) => startsWith(bytes, SIGNATURE),
-  readXmp,
-  writeXmp,
-  contentOutsideXmp,
-  decoderInput,
+  parse: (bytes, need) => new PngImage(bytes, need),
+  isManifestStoreSlice: (slice) => startsWith(slice, C2PA_TYPE, 4),
+  readXmp: (bytes) => new PngImage(bytes, undefined).xmp,
+  writeXmp: (bytes, xmp) => new PngImage(bytes, undefined).writeXmp(xmp),
+  contentOutsideXmp: (bytes) => new PngImage(bytes, undefined).contentOutsideXmp(),
+  decoderInput: (bytes) => new PngImage(bytes, undefined).decoderInput(),
 };

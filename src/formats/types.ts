@@ -1,7 +1,98 @@
 /**
- * The one interface every container module implements. Containers know where XMP packets live and how
- * to put one back; they never parse XML (src/xmp does, and never sees a marker or a chunk).
+ * The one structure a container module parses a file into, and the one interface every container module
+ * implements (the registry is src/formats/index.ts).
+ *
+ * One walk per file: `format.parse(bytes)` (or `parseImage(bytes)`) walks the container's segments or
+ * chunks once and answers everything the rest of optmark asks of a file's structure:
+ *
+ * - `xmp`: the XMP packets as raw UTF-8 (src/xmp parses them; it never sees a marker or a chunk);
+ * - `truncated`: whether the image data is whole (a file cut off in its pixel data is still marked);
+ * - `manifestStore`: the C2PA manifest store (Content Credentials) and the byte ranges that carry it;
+ * - `copyRanges`: the stretches of the input a rewrite keeps byte for byte and that nothing here reads
+ *   (the image data), which a caller holding the file rather than its bytes copies file to file;
+ * - `quantTables`: a JPEG's quantisation tables; `lossless`: whether the image data is coded losslessly;
+ * - `writeXmp`, `contentOutsideXmp`, `decoderInput`: the rewrites, from the same walk.
+ *
+ * What is costly and not always asked (inflating compressed XMP, searching a JPEG's scan for its end
+ * marker, decoding quantisation tables) is computed on first use and kept in the structure, never in a
+ * module-level cache: a structure describes the bytes it was parsed from, which must not change under it.
+ *
+ * Every walk obeys one set of named limits (src/formats/limits.ts), and every rewrite checks that its
+ * output stays within them, so protect never produces a file that verify or protect refuses.
+ *
+ * A file-backed caller (batch marking) passes `need`: the parse calls it for every range it reads before
+ * it reads it (segment and chunk headers, metadata payloads, the first bytes of a bitstream, a JPEG's end
+ * marker), and never for the rest of a copy range. `bytes` then has the file's full length, holding what
+ * `need` read; the pieces writeXmp returns are views of it, and those within a copy range are copied
+ * from the file rather than from memory.
  */
+
+/** A byte range [start, end) of the file. */
+export interface ByteRange {
+  start: number;
+  end: number;
+}
+
+/** Makes bytes [start, end) of the file readable in the parse's `bytes` (file-backed callers); called before they are read. */
+export type Need = (start: number, end: number) => void;
+
+/** A C2PA manifest store where the container puts one (JPEG APP11 JUMBF segments, PNG `caBX`, WebP `C2PA`). */
+export interface ManifestStore {
+  /** Each segment or chunk that carries part of the store, whole (header included), in file order. */
+  ranges: ByteRange[];
+}
+
+/** One JPEG quantisation table (a DQT entry), as stored. */
+export interface QuantTable {
+  /** Destination identifier (0 is the luminance table of every common encoder). */
+  id: number;
+  /** 8 or 16 bits per value. */
+  precision: 8 | 16;
+  /** The 64 values in the order the DQT stores them (zigzag). */
+  values: number[];
+}
+
+/** Everything one walk of a file says; see the top of this file. */
+export interface ParsedImage {
+  readonly format: ContainerFormat;
+  /** The bytes it was parsed from (file-backed: the file's length, holding what `need` read). */
+  readonly bytes: Uint8Array;
+  /** XMP packets, read on first use (PNG: compressed packets inflated within the file's budget). */
+  readonly xmp: XmpPayload;
+  /**
+   * Undefined when the image data is whole; else the sentence that says where it is cut (the
+   * `truncated_image_data` warning, src/formats/complete.ts). Read on first use.
+   */
+  readonly truncated: string | undefined;
+  /** The file's C2PA manifest store; undefined when it carries none. */
+  readonly manifestStore: ManifestStore | undefined;
+  /** Stretches of the input that writeXmp keeps byte for byte and whose bytes nothing here depends on, sorted and disjoint. */
+  readonly copyRanges: readonly ByteRange[];
+  /** JPEG: the quantisation tables before the first scan, in file order; empty for PNG and WebP. */
+  readonly quantTables: readonly QuantTable[];
+  /** True when the image data is coded losslessly (PNG; a WebP whose image is VP8L); false for JPEG and lossy WebP. */
+  readonly lossless: boolean;
+  /**
+   * The new file whose only XMP is `xmp`, as pieces in order (mostly views of `bytes`: the caller
+   * hashes and encodes them without first copying them into one buffer). Every other segment/chunk is
+   * kept byte for byte, in order. Throws OutputTooLargeError when the file it would produce breaks a
+   * limit its own reader enforces (segments or chunks, XMP packets).
+   */
+  writeXmp(xmp: XmpToWrite): Uint8Array[];
+  /**
+   * The file's content outside its XMP, as slices in order (one per segment or chunk), for digests that
+   * must survive XMP edits (provenance). Container bookkeeping that XMP edits change (WebP VP8X flags,
+   * RIFF size) is left out.
+   */
+  contentOutsideXmp(): Uint8Array[];
+  /**
+   * The file as an image decoder needs it: the image data and what shapes its pixels (palette,
+   * transparency, colour profile), without the metadata a decoder would parse for nothing (text,
+   * XMP, EXIF, comments; PNG text can be compressed, and a decoder inflates it without our bounds).
+   * The input itself when there is nothing to drop.
+   */
+  decoderInput(): Uint8Array;
+}
 
 /** XMP found in a container, as raw UTF-8 bytes, not yet parsed. */
 export interface XmpPayload {
@@ -39,25 +130,22 @@ export interface ContainerFormat {
   readonly extendedXmp: boolean;
   /** True when the bytes start with this format's signature. */
   sniff(bytes: Uint8Array): boolean;
-  /** Finds the XMP packets; throws DamagedImageError when the structure before the image data is broken. */
+  /**
+   * The one walk of the file. Throws DamagedImageError when the structure before the image data is
+   * broken, LimitExceededError past a limit of src/formats/limits.ts.
+   */
+  parse(bytes: Uint8Array, need?: Need): ParsedImage;
+  /**
+   * Whether one slice of contentOutsideXmp (a whole segment or chunk) carries part of a C2PA manifest
+   * store (provenance digests leave those out when asked).
+   */
+  isManifestStoreSlice(slice: Uint8Array): boolean;
+  /** parse(bytes).xmp */
   readXmp(bytes: Uint8Array): XmpPayload;
-  /**
-   * The new file whose only XMP is `xmp`, as pieces in order (mostly views of `bytes`: the caller
-   * hashes and encodes them without first copying them into one buffer). Every other segment/chunk is
-   * kept byte for byte, in order. Throws OutputTooLargeError when the file it would produce breaks a
-   * limit its own reader enforces (segments or chunks before the image data, XMP packets).
-   */
+  /** parse(bytes).writeXmp(xmp) */
   writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[];
-  /**
-   * The file's content outside its XMP, as slices in order, for digests that must survive XMP edits
-   * (provenance). Container bookkeeping that XMP edits change (WebP VP8X flags, RIFF size) is left out.
-   */
+  /** parse(bytes).contentOutsideXmp() */
   contentOutsideXmp(bytes: Uint8Array): Uint8Array[];
-  /**
-   * The file as an image decoder needs it: the image data and what shapes its pixels (palette,
-   * transparency, colour profile), without the metadata a decoder would parse for nothing (text,
-   * XMP, EXIF, comments; PNG text can be compressed, and a decoder inflates it without our bounds).
-   * The input itself when there is nothing to drop. Throws like readXmp on a broken structure.
-   */
+  /** parse(bytes).decoderInput() */
   decoderInput(bytes: Uint8Array): Uint8Array;
 }

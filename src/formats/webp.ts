@@ -5,10 +5,10 @@
  * 24-bit LE). Extended order: VP8X, ICCP, ANIM, image data (ALPH+VP8 / VP8L / ANMF...), EXIF, XMP,
  * then unknown chunks. Spec: libwebp doc/webp-container-spec.txt.
  */
-import { DamagedImageError, LimitExceededError } from '../errors.js';
-import { Pieces, ascii, copyRange, startsWith, u32le, writeU32le } from './bytes.js';
-import { OutputTooLargeError, countPacket } from './limits.js';
-import type { ContainerFormat, XmpPayload, XmpToWrite } from './types.js';
+import { DamagedImageError } from '../errors.js';
+import { Pieces, addRange, ascii, copyRange, startsWith, u32le, writeU32le } from './bytes.js';
+import { OutputTooLargeError, checkOutputEntries, countEntry, countPacket } from './limits.js';
+import type { ByteRange, ContainerFormat, ManifestStore, Need, ParsedImage, XmpPayload, XmpToWrite } from './types.js';
 
 const RIFF = ascii('RIFF');
 const WEBP = ascii('WEBP');
@@ -18,8 +18,15 @@ const VP8_START_CODE = [0x9d, 0x01, 0x2a] as const;
 const VP8L_SIGNATURE = 0x2f;
 /** RIFF sizes are u32; keep the output's size representable. */
 const MAX_RIFF_SIZE = 0xfffffff6;
-const MAX_CHUNKS = 1_000_000;
 const IMAGE_DATA = new Set(['ALPH', 'VP8 ', 'VP8L', 'ANMF']);
+/**
+ * Chunks whose payload nothing here reads past its first BITSTREAM_HEADER_BYTES (the frame tag and
+ * dimensions simpleCanvas reads): a file-backed caller copies the rest (copyRanges).
+ */
+const BITSTREAMS = new Set(['VP8 ', 'VP8L', 'ANMF']);
+const BITSTREAM_HEADER_BYTES = 32;
+/** The C2PA manifest store's chunk (C2PA 2.1 §A.3.4). */
+const C2PA_CHUNK = 'C2PA';
 
 interface Chunk {
   fourcc: string;
@@ -36,20 +43,23 @@ interface Layout {
   riffEnd: number;
 }
 
-function parse(bytes: Uint8Array): Layout {
+function parse(bytes: Uint8Array, need: Need | undefined): Layout {
+  need?.(0, Math.min(bytes.length, 12));
   if (!startsWith(bytes, RIFF) || !startsWith(bytes, WEBP, 8)) throw new DamagedImageError('WebP: bad RIFF header');
   const riffEnd = 8 + u32le(bytes, 4);
   if (riffEnd > bytes.length) throw new DamagedImageError('WebP: the file is shorter than its RIFF size says (truncated)');
   const chunks: Chunk[] = [];
   let pos = 12;
   while (pos < riffEnd) {
-    if (chunks.length > MAX_CHUNKS) throw new LimitExceededError('WebP: too many chunks');
+    countEntry(chunks.length, 'WebP');
     if (pos + 8 > riffEnd) throw new DamagedImageError(`WebP: chunk header at byte ${pos} is cut short`);
+    need?.(pos, pos + 8);
     const size = u32le(bytes, pos + 4);
     const payloadEnd = pos + 8 + size;
     if (payloadEnd > riffEnd) throw new DamagedImageError(`WebP: chunk at byte ${pos} runs past the RIFF size`);
     const end = Math.min(payloadEnd + (size & 1), riffEnd);
     const fourcc = Buffer.from(bytes.buffer, bytes.byteOffset + pos, 4).toString('latin1');
+    if (need) need(pos + 8, BITSTREAMS.has(fourcc) ? Math.min(end, pos + 8 + BITSTREAM_HEADER_BYTES) : end);
     chunks.push({ fourcc, start: pos, payload: pos + 8, size, end });
     pos = end; // advances by at least 8
   }
@@ -59,8 +69,7 @@ function parse(bytes: Uint8Array): Layout {
   return { chunks, riffEnd };
 }
 
-function readXmp(bytes: Uint8Array): XmpPayload {
-  const { chunks } = parse(bytes);
+function readXmp(bytes: Uint8Array, { chunks }: Layout): XmpPayload {
   const xmp = chunks.filter((c) => c.fourcc === 'XMP ');
   countPacket(xmp.length);
   const extended = chunks[0]!.fourcc === 'VP8X';
@@ -117,9 +126,8 @@ function xmpChunk(packet: Uint8Array): Uint8Array {
   return out;
 }
 
-function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
+function writeXmp(bytes: Uint8Array, { chunks, riffEnd }: Layout, xmp: XmpToWrite): Uint8Array[] {
   if (xmp.extended) throw new Error('WebP has no Extended XMP');
-  const { chunks, riffEnd } = parse(bytes);
   const first = chunks[0]!;
   const out = new Pieces(bytes);
   if (first.fourcc === 'VP8X') {
@@ -142,8 +150,7 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   }
   // The output's chunk count (VP8X first, every chunk but XMP, ours), checked before it is built.
   const keptChunks = rest.filter((c) => c.fourcc !== 'XMP ').length;
-  if (keptChunks + 2 > MAX_CHUNKS)
-    throw new OutputTooLargeError(`WebP: with the XMP chunk the file would have more than ${MAX_CHUNKS} chunks, the processing limit.`);
+  checkOutputEntries(keptChunks + 2, 'WebP');
   const fresh = xmpChunk(xmp.main);
   for (let i = 0; i < rest.length; i++) {
     const c = rest[i]!;
@@ -167,8 +174,7 @@ function writeXmp(bytes: Uint8Array, xmp: XmpToWrite): Uint8Array[] {
   return riffEnd < bytes.length ? [header, ...body, bytes.subarray(riffEnd)] : [header, ...body];
 }
 
-function contentOutsideXmp(bytes: Uint8Array): Uint8Array[] {
-  const { chunks, riffEnd } = parse(bytes);
+function contentOutsideXmp(bytes: Uint8Array, { chunks, riffEnd }: Layout): Uint8Array[] {
   // One slice per chunk, not merged like writeXmp's pieces: provenance digests length-prefix each slice.
   const out: Uint8Array[] = [];
   // VP8X flags and the RIFF size change whenever XMP is added; the chunks that carry content do not.
@@ -177,6 +183,62 @@ function contentOutsideXmp(bytes: Uint8Array): Uint8Array[] {
   return out;
 }
 
+/** Chunks of the given FourCCs as ranges, consecutive ones merged. */
+function rangesOf(chunks: readonly Chunk[], fourccs: ReadonlySet<string>): ByteRange[] {
+  const out: ByteRange[] = [];
+  for (const c of chunks) if (fourccs.has(c.fourcc)) addRange(out, c.start, c.end);
+  return out;
+}
+
+/** One walk of a WebP (src/formats/types.ts). */
+class WebpImage implements ParsedImage {
+  readonly bytes: Uint8Array;
+  readonly manifestStore: ManifestStore | undefined;
+  readonly copyRanges: readonly ByteRange[];
+  readonly quantTables = [];
+  /** The parser refuses a file shorter than its RIFF size, the one cut a container walk can see. */
+  readonly truncated = undefined;
+  readonly lossless: boolean;
+  readonly #layout: Layout;
+  #xmp: XmpPayload | undefined;
+
+  constructor(bytes: Uint8Array, need: Need | undefined) {
+    this.bytes = bytes;
+    this.#layout = parse(bytes, need);
+    const store = rangesOf(this.#layout.chunks, C2PA_CHUNKS);
+    this.manifestStore = store.length > 0 ? { ranges: store } : undefined;
+    // The bitstreams, and whatever follows the RIFF payload.
+    const copy = rangesOf(this.#layout.chunks, BITSTREAMS);
+    addRange(copy, this.#layout.riffEnd, bytes.length);
+    this.copyRanges = copy;
+    this.lossless = this.#layout.chunks.find((c) => c.fourcc === 'VP8L' || c.fourcc === 'VP8 ')?.fourcc === 'VP8L';
+  }
+
+  get format(): ContainerFormat {
+    return webp;
+  }
+
+  get xmp(): XmpPayload {
+    return (this.#xmp ??= readXmp(this.bytes, this.#layout));
+  }
+
+  writeXmp(xmp: XmpToWrite): Uint8Array[] {
+    return writeXmp(this.bytes, this.#layout, xmp);
+  }
+
+  contentOutsideXmp(): Uint8Array[] {
+    return contentOutsideXmp(this.bytes, this.#layout);
+  }
+
+  /** WebP metadata chunks are stored as they are (nothing a decoder inflates); the chunk count is bounded. */
+  decoderInput(): Uint8Array {
+    return this.bytes;
+  }
+}
+
+const C2PA_CHUNKS: ReadonlySet<string> = new Set([C2PA_CHUNK]);
+const C2PA_TYPE = ascii(C2PA_CHUNK);
+
 export const webp: ContainerFormat = {
   name: 'webp',
   mimeType: 'image/webp',
@@ -184,9 +246,11 @@ export const webp: ContainerFormat = {
   maxMainPacketBytes: MAX_RIFF_SIZE,
   extendedXmp: false,
   sniff: (bytes) => startsWith(bytes, RIFF) && startsWith(bytes, WEBP, 8),
-  readXmp,
-  writeXmp,
-  contentOutsideXmp,
-  // WebP metadata chunks are stored as they are (nothing a decoder inflates); the chunk count is bounded.
+  parse: (bytes, need) => new WebpImage(bytes, need),
+  isManifestStoreSlice: (slice) => startsWith(slice, C2PA_TYPE),
+  readXmp: (bytes) => new WebpImage(bytes, undefined).xmp,
+  writeXmp: (bytes, xmp) => new WebpImage(bytes, undefined).writeXmp(xmp),
+  contentOutsideXmp: (bytes) => new WebpImage(bytes, undefined).contentOutsideXmp(),
+  // Nothing to drop (see WebpImage.decoderInput), so no walk either.
   decoderInput: (bytes) => bytes,
 };

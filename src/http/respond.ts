@@ -13,14 +13,19 @@ export type Headers = Record<string, string>;
 export interface SendOptions {
   /** Close the connection once the (small) answer is written, instead of reading the rest of the request. */
   closeConnection?: boolean;
-  /**
-   * Called once every byte of the body but the last is with the socket; the last byte goes when it calls
-   * `release()` or resolves true (false or a rejection before `release()` closes the connection: the
-   * client has no complete answer). The quota unit of a 200 is committed here and `release` is called the
-   * instant the commit is on its way to the store, so that a crash at any moment either charges a unit
-   * whose answer is complete, or gives it back with the answer cut short.
-   */
-  beforeLastByte?: (release: () => void) => Promise<boolean>;
+}
+
+/**
+ * An answer whose last byte waits (Exchange.hold): every byte but the last is with the socket. The quota
+ * unit of a 200 is committed in between, and the last byte goes the instant the commit is on its way to
+ * the store, so that a crash at any moment either charges a unit whose answer is complete, or gives it
+ * back with the answer cut short.
+ */
+export interface HeldAnswer {
+  /** Sends the last byte; resolves true once the whole answer is with the socket, false when the client left first. */
+  release(): Promise<boolean>;
+  /** Cuts the answer short: the connection closes, and the client has no complete answer. */
+  cut(): void;
 }
 
 /** The state of one exchange: uWS forbids touching `res` after an abort or after the answer. */
@@ -59,82 +64,84 @@ export class Exchange {
    * when the client went away first.
    */
   send(status: number, headers: Headers, body: Uint8Array | string, options: SendOptions = {}): Promise<boolean> {
-    if (this.aborted || this.answered) return Promise.resolve(false);
+    return this.#open(status, headers, body, options.closeConnection === true, false)?.whole ?? Promise.resolve(false);
+  }
+
+  /** Sends status, headers and every byte of the body but the last (see HeldAnswer); undefined when the client went away first. */
+  async hold(status: number, headers: Headers, body: Uint8Array): Promise<HeldAnswer | undefined> {
+    const out = this.#open(status, headers, body, false, true);
+    if (!out || !(await out.allButLast)) return undefined;
+    return { release: out.release, cut: () => this.close() };
+  }
+
+  /**
+   * Starts the answer: the bytes up to the last (with `holdLast`) or all of them go out, with tryEnd and
+   * onWritable for backpressure. `allButLast` resolves once the bytes allowed so far are with the socket,
+   * `whole` once the answer is; `release` lets the held last byte go.
+   */
+  #open(
+    status: number,
+    headers: Headers,
+    body: Uint8Array | string,
+    closeConnection: boolean,
+    holdLast: boolean,
+  ): { allButLast: Promise<boolean>; whole: Promise<boolean>; release: () => Promise<boolean> } | undefined {
+    if (this.aborted || this.answered) return undefined;
     this.answered = true;
     this.status = status;
     const res = this.res;
     const bytes = typeof body === 'string' ? Buffer.from(body) : body;
     const total = bytes.length;
-    return new Promise((resolve) => {
-      this.onAbort(() => resolve(false));
-      const gate = options.closeConnection ? undefined : options.beforeLastByte;
-      // Bytes that may go before the gate has passed.
-      let limit = gate && total > 0 ? total - 1 : total;
-      let start = 0;
-      // The gate runs once: uWS may call the writable handler again while the commit is pending.
-      let gated = false;
-      const refuse = () => {
-        this.close();
-        resolve(false);
-      };
-      const passGate = (g: (release: () => void) => Promise<boolean>) => {
-        if (gated) return;
-        gated = true;
-        let released = false;
-        const release = () => {
-          if (released || this.aborted) return;
-          released = true;
-          limit = total;
-          res.cork(() => {
-            if (!pump()) res.onWritable(writable);
-          });
-        };
-        g(release).then(
-          (go) => {
-            if (this.aborted) return;
-            if (go) release();
-            else if (!released) refuse();
-          },
-          () => {
-            if (!this.aborted && !released) refuse();
-          },
-        );
-      };
-      // Offers the bytes up to `limit`; true when they are all with the socket (or the answer is done).
-      const pump = (): boolean => {
-        const [ok, done] = res.tryEnd(bytes.subarray(res.getWriteOffset() - start, limit), total);
-        if (done) {
-          this.sent = total;
-          resolve(true);
-          return true;
-        }
-        if (!ok) return false;
-        if (gate && limit < total) passGate(gate);
-        return true; // without a gate: everything buffered; uWS finishes on its own
-      };
-      const writable = (): boolean => (this.aborted ? true : pump());
-      res.cork(() => {
-        res.writeStatus(statusLine(status));
-        res.writeHeader('X-Request-ID', this.id);
-        for (const [k, v] of Object.entries(headers)) res.writeHeader(k, v);
-        if (this.headOnly) {
-          res.endWithoutBody(total, options.closeConnection);
-          resolve(true);
-          return;
-        }
-        if (options.closeConnection) {
-          // uWS writes `Connection: close`, sends the answer, then shuts the socket down (FIN) and closes it:
-          // a client still sending is not read any further.
-          res.end(bytes, true);
-          this.sent = total;
-          resolve(true);
-          return;
-        }
-        start = res.getWriteOffset();
-        if (gate && total === 0) return passGate(gate);
-        if (!pump()) res.onWritable(writable);
-      });
+    let reached!: (ok: boolean) => void;
+    let finished!: (ok: boolean) => void;
+    const allButLast = new Promise<boolean>((r) => (reached = r));
+    const whole = new Promise<boolean>((r) => (finished = r));
+    this.onAbort(() => {
+      reached(false);
+      finished(false);
     });
+    // Bytes that may go now.
+    let limit = holdLast && total > 0 ? total - 1 : total;
+    let start = 0;
+    // Offers the bytes up to `limit`; true when they are all with the socket (or the answer is done).
+    const pump = (): boolean => {
+      const [ok, done] = res.tryEnd(bytes.subarray(res.getWriteOffset() - start, limit), total);
+      if (done || (ok && limit === total)) {
+        this.sent = total;
+        finished(true);
+      }
+      if (ok || done) reached(true);
+      return ok || done;
+    };
+    const writable = (): boolean => (this.aborted ? true : pump());
+    const release = (): Promise<boolean> => {
+      if (limit < total && !this.aborted) {
+        limit = total;
+        res.cork(() => {
+          if (!pump()) res.onWritable(writable);
+        });
+      }
+      return whole;
+    };
+    res.cork(() => {
+      res.writeStatus(statusLine(status));
+      res.writeHeader('X-Request-ID', this.id);
+      for (const [k, v] of Object.entries(headers)) res.writeHeader(k, v);
+      if (this.headOnly || closeConnection) {
+        // With closeConnection, uWS writes `Connection: close`, sends the answer, then shuts the socket down
+        // (FIN) and closes it: a client still sending is not read any further.
+        if (this.headOnly) res.endWithoutBody(total, closeConnection);
+        else res.end(bytes, true);
+        if (!this.headOnly) this.sent = total;
+        reached(true);
+        finished(true);
+        return;
+      }
+      start = res.getWriteOffset();
+      if (holdLast && total === 0) return reached(true);
+      if (!pump()) res.onWritable(writable);
+    });
+    return { allButLast, whole, release };
   }
 
   /** Sends a JSON body. */

@@ -4,8 +4,8 @@
  * Everything else (HTTP, CLI, the layers) calls these.
  */
 import { assemble, sameBytes } from '../formats/bytes.js';
-import { requireFormat, type ContainerFormat, type XmpPayload, type XmpToWrite } from '../formats/index.js';
-import { imageDataWarnings, type Warning } from '../formats/complete.js';
+import { parseImage, type ContainerFormat, type ParsedImage, type XmpPayload, type XmpToWrite } from '../formats/index.js';
+import { truncationWarnings, type Warning } from '../formats/complete.js';
 import { MAX_PROTECT_GROWTH_BYTES, OutputTooLargeError } from '../formats/limits.js';
 import {
   type DataMiningToken,
@@ -38,6 +38,8 @@ export interface ProtectResult {
   changed: boolean;
   /** What a pipeline should know about the input (e.g. truncated_image_data); empty when nothing. */
   warnings: Warning[];
+  /** The input's structure (its one walk): callers ask it for what else they need (Content Credentials, copy ranges). */
+  image: ParsedImage;
 }
 
 export interface ReadResult {
@@ -72,13 +74,18 @@ export interface ProtectOptions {
   warnings?: boolean;
 }
 
-/** Writes the opt-out field into the image's XMP, merging with what is there; same format out. */
-export function protect(input: Uint8Array, options: ProtectOptions = {}): ProtectResult {
-  const format = requireFormat(input);
+/**
+ * Writes the opt-out field into the image's XMP, merging with what is there; same format out. Takes the
+ * bytes, or their structure when the caller has walked them already (a file-backed source: parseImage
+ * with `need`).
+ */
+export function protect(source: Uint8Array | ParsedImage, options: ProtectOptions = {}): ProtectResult {
+  const image = source instanceof Uint8Array ? parseImage(source) : source;
+  const { format, bytes: input } = image;
   const token = options.token ?? DEFAULT_TOKEN;
-  const payload = format.readXmp(input);
+  const payload = image.xmp;
   const view = openPayload(payload);
-  const warnings = options.warnings === false ? [] : imageDataWarnings(format.name, input);
+  const warnings = options.warnings === false ? [] : truncationWarnings(image);
   const result = (pieces: Uint8Array[], changed: boolean): ProtectResult => {
     let bytes: Uint8Array | undefined = pieces.length === 1 ? pieces[0] : undefined;
     return {
@@ -92,6 +99,7 @@ export function protect(input: Uint8Array, options: ProtectOptions = {}): Protec
       signals: [SIGNAL_DATA_MINING],
       changed,
       warnings,
+      image,
     };
   };
   // Idempotence: a file already marked exactly this way comes back byte for byte.
@@ -102,7 +110,7 @@ export function protect(input: Uint8Array, options: ProtectOptions = {}): Protec
   // nothing): then too the file comes back as it came.
   if (payload.canonical && holdsAlready(payload, xmp)) return result([input], false);
   checkOutputMarkup(xmp, payload.packets.slice(payload.packets.length - payload.keptOnRewrite));
-  const pieces = format.writeXmp(input, xmp);
+  const pieces = image.writeXmp(xmp);
   checkOutputSize(input.length, pieces, options.maxOutputBytes);
   return result(pieces, true);
 }
@@ -143,9 +151,10 @@ function holdsAlready(payload: XmpPayload, xmp: XmpToWrite): boolean {
 }
 
 /** Reads the opt-out state of an image: opted out exactly when a prohibiting DataMining value is present. */
-export function read(input: Uint8Array): ReadResult {
-  const format = requireFormat(input);
-  const { optOut: reading, tdmrep } = readPayload(format.readXmp(input));
+export function read(source: Uint8Array | ParsedImage): ReadResult {
+  const image = source instanceof Uint8Array ? parseImage(source) : source;
+  const { format } = image;
+  const { optOut: reading, tdmrep } = readPayload(image.xmp);
   return {
     format: format.name,
     mimeType: format.mimeType,
@@ -153,7 +162,7 @@ export function read(input: Uint8Array): ReadResult {
     signals: reading.optedOut ? [SIGNAL_DATA_MINING] : [],
     values: reading.values,
     token: reading.token,
-    warnings: imageDataWarnings(format.name, input),
+    warnings: truncationWarnings(image),
     tdmrep,
   };
 }

@@ -3,7 +3,7 @@
  *
  * - `bytes` (native/src/bytes.cc): base64 straight into a buffer, the multipart delimiter search, idle
  *   page release (madvise) and malloc_trim;
- * - `fingerprint` (native/src/addon.cc, core.cc): the fingerprint detector's core;
+ * - `fingerprint` (native/src/addon.cc, prefilter.cc, v1-core.cc, v2-*.cc): the fingerprint detector's cores;
  * - `files` (native/src/files.cc): batch marking's in-kernel file copy (copy_file_range);
  * - `jpeg` (native/src/jpeg.cc): the fingerprint detector's scaled JPEG decode on the system's libjpeg,
  *   built only where libjpeg's headers and library are found.

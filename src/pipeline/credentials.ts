@@ -105,16 +105,16 @@ export async function keepCredentials(input: KeepInput): Promise<{ bytes?: Uint8
     });
   } catch (err) {
     if (!(err instanceof UpdateFailed)) throw err;
-    // Valid credentials that cannot be kept are not broken: the file is refused, nothing written.
+    // Valid credentials that cannot be kept (or kept valid) are not broken: the file is refused, nothing written.
     if (err.parentValid) {
       throw new OptmarkError(
         'content_credentials_present',
-        `The image carries valid Content Credentials and no update manifest could be added to them (${err.reason}); nothing was written.`,
+        `The image carries valid Content Credentials and no update manifest that keeps them valid could be added (${err.reason}); nothing was written.`,
       );
     }
     // Nothing valid to keep (a store that cannot be read or no longer validates): marked, and said so.
     return { warning: notUpdatedWarning(err.reason, input.edit), outcome: 'invalidated' };
   }
   checkOutputSize(input.original.length, [updated.bytes], input.maxOutputBytes);
-  return { bytes: updated.bytes, warning: updated.warning, outcome: 'updated' };
+  return { bytes: updated.bytes, warning: updated.warning, outcome: updated.outcome };
 }

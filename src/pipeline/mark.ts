@@ -1,8 +1,9 @@
 /**
  * Marking, as every front end runs it (the API's protect, the dashboard, `optmark mark`): the opt-out
  * field plus the optional layers, with the file's Content Credentials handled as OPTMARK_C2PA says.
- * Order matters: the fingerprint goes first because it re-encodes the pixels; the opt-out field and the
- * provenance tag go last, so the signed digest covers the final pixels and metadata.
+ * Order matters: the fingerprint goes first because it re-encodes the pixels; then the XMP fields (the
+ * opt-out field, TDMRep) and the provenance tag, so the signed digest covers the final pixels and
+ * metadata; a new C2PA manifest last, its hard binding over everything else (src/signals/layers.ts).
  *
  * The input is the bytes, or their structure (src/formats) when the caller walked them already: a
  * file-backed source (batch marking) reads only the metadata and copies the image data file to file.
@@ -16,6 +17,7 @@ import { parseImage, type ParsedImage } from '../formats/index.js';
 import { checkCompressedText } from '../formats/png.js';
 import { protect, type ProtectOptions, type ProtectResult } from '../marking/engine.js';
 import type { SigningKey } from '../provenance/index.js';
+import { addContentCredentials, LAYER_CONTENT_CREDENTIALS, LAYER_TDMREP, type SignalLayers, tdmrepEdit } from '../signals/layers.js';
 import { DEFAULT_TOKEN } from '../xmp/index.js';
 import type { CredentialsPolicy } from './credentials.js';
 
@@ -34,6 +36,8 @@ export interface MarkContext {
 export interface MarkOptions {
   provenance: boolean;
   fingerprint: boolean;
+  /** TDMRep and Content Credentials (src/signals/layers.ts); the latter needs a credentials policy. */
+  signals?: SignalLayers | undefined;
 }
 
 /** The opt-out field alone (protect). */
@@ -44,7 +48,7 @@ export interface Marked {
   bytes: Uint8Array;
   mimeType: string;
   extension: string;
-  /** The layers applied (LAYER_FINGERPRINT, LAYER_PROVENANCE). */
+  /** The layers applied (LAYER_FINGERPRINT, LAYER_TDMREP, LAYER_PROVENANCE, LAYER_CONTENT_CREDENTIALS). */
   layers: string[];
   /** What happened to the input's Content Credentials (only when a policy was given). */
   credentials?: CredentialsOutcome;
@@ -68,7 +72,9 @@ export interface MarkedFile extends Marked {
  * limits). With a credentials `policy` (OPTMARK_C2PA), a file carrying Content Credentials is refused
  * before any work (`refuse`), gets an update manifest over the marked file (`update`), or goes out with
  * a warning (`invalidate`), as src/pipeline/credentials.ts says; without one, as `invalidate` without
- * the warning. `ctx` is asked only for a layer; `limits` bounds the output (the server's upload limit).
+ * the warning. The Content Credentials layer gives a file without a store a new manifest signed with
+ * the policy's identity. `ctx` is asked only for a layer; `limits` bounds the output (the server's
+ * upload limit).
  */
 export async function runMark(
   input: Uint8Array | ParsedImage,
@@ -79,23 +85,47 @@ export async function runMark(
 ): Promise<MarkedFile> {
   const image = input instanceof Uint8Array ? parseImage(input) : input;
   const store = policy !== undefined && image.manifestStore !== undefined;
-  if (!options.fingerprint && !options.provenance) {
+  if (!options.fingerprint && !options.provenance && !options.signals) {
     if (!store) return fromProtect(protect(image, limits), policy ? 'none' : undefined, []);
     // Loaded only now: the signer and its certificate library serve files with credentials alone.
     const { protectWithCredentials } = await import('./credentials.js');
     const r = await protectWithCredentials(image.bytes, limits, policy);
     const credentialsWarnings = r.outcome === 'none' || r.outcome === 'unchanged' ? [] : r.warnings.slice(-1);
-    const fields = { mimeType: r.mimeType, extension: r.extension, layers: [], changed: r.outcome !== 'unchanged', signals: r.signals, answerWarnings: r.warnings };
+    const fields = {
+      mimeType: r.mimeType,
+      extension: r.extension,
+      layers: [],
+      changed: r.outcome !== 'unchanged',
+      signals: r.signals,
+      answerWarnings: r.warnings,
+    };
     return markedFile({ ...fields, credentials: r.outcome, warnings: credentialsWarnings }, r.pieces);
   }
   // The container must be editable before any pixel work: a file protect refuses is refused here too,
   // whatever the decoder would make of it.
   void image.xmp;
   const whole = image.bytes;
-  // A file that would come back as it came (no layer, the field already there) keeps its credentials.
-  if (store && policy.mode === 'refuse') throw (await import('./credentials.js')).credentialsRefused();
+  if (options.signals?.contentCredentials && !policy) throw new Error('the Content Credentials layer needs a credentials policy (its signing identity)');
+  // A file that would come back as it came (no pixel or signed layer, the fields already there) keeps its credentials.
+  const edit = tdmrepEdit(options.signals);
+  if (store && policy.mode === 'refuse' && (options.fingerprint || options.provenance || protect(image, { edit }).changed)) {
+    throw (await import('./credentials.js')).credentialsRefused();
+  }
   const marked = await markLayers(image, options, ctx!);
   if (!policy) return marked;
+  if (!store && options.signals?.contentCredentials) {
+    const bytes = await addContentCredentials({
+      format: image.format.name,
+      original: whole,
+      marked: marked.bytes,
+      token: DEFAULT_TOKEN,
+      edit: options.fingerprint ? 'pixels' : 'metadata',
+      provenance: options.provenance,
+      layers: options.signals,
+      identity: await policy.identity(),
+    });
+    return withFields(marked, { pieces: [bytes], layers: [...marked.layers, LAYER_CONTENT_CREDENTIALS], changed: true, credentials: 'none', warnings: [] });
+  }
   if (!store) return withFields(marked, { credentials: 'none', warnings: [] });
   if (sameBytes(marked.bytes, whole)) return withFields(marked, { changed: false, credentials: 'unchanged', warnings: [] });
   const { keepCredentials } = await import('./credentials.js');
@@ -147,12 +177,17 @@ async function markLayers(image: ParsedImage, options: MarkOptions, ctx: MarkCon
     bytes = await embedFingerprint(bytes, await ctx.fingerprintSecret(), { maxPixels: ctx.maxPixels });
     layers.push(LAYER_FINGERPRINT);
   }
+  const edit = tdmrepEdit(options.signals);
+  if (edit) layers.push(LAYER_TDMREP);
   let result: ProtectResult;
   if (options.provenance) {
+    // protectSigned writes its tag in a pass of its own: the TDMRep fields go in first, and its merge
+    // keeps them (one more XMP rewrite, only with both layers).
+    if (edit) bytes = protect(bytes, { edit }).bytes;
     const { protectSigned } = await import('../provenance/index.js');
     result = await protectSigned(bytes, await ctx.signingKey());
     layers.push(LAYER_PROVENANCE);
-  } else result = protect(bytes === image.bytes ? image : bytes);
+  } else result = protect(bytes === image.bytes ? image : bytes, { edit });
   // A re-encoded file is new: no more the input it was (changed), whatever protect says of its pixels.
   return withFields(fromProtect(result, undefined, layers), { changed: options.fingerprint || result.changed });
 }

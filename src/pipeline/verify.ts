@@ -25,8 +25,10 @@ export const SIGNAL_TDMREP = 'tdmrep.reservation';
 /** Everything verify reports about the bytes, or their structure (also used by the CLI and tests). */
 export async function verifyReport(input: Uint8Array | ParsedImage, layers: Layers): Promise<VerifyReport> {
   const image = input instanceof Uint8Array ? parseImage(input) : input;
-  const [report, sha256] = await Promise.all([reportOf(image, layers), sha256Hex(image.bytes)]);
-  return { ...report, sha256 };
+  const sha256 = sha256Hex(image.bytes);
+  // The answer's fields in their documented order, the hash after the layers'.
+  const { optedOut, signals, provenance, fingerprint, ...others } = await reportOf(image, layers);
+  return { optedOut, signals, provenance, fingerprint, sha256, ...others };
 }
 
 /**
@@ -35,11 +37,14 @@ export async function verifyReport(input: Uint8Array | ParsedImage, layers: Laye
  */
 export async function reportOf(image: ParsedImage, layers: Layers): Promise<Omit<VerifyReport, 'sha256'>> {
   const reading = read(image); // typed errors for unsupported or damaged containers
-  const [provenance, fingerprint, others] = await Promise.all([
+  const [provenance, detected, others] = await Promise.all([
     layers.verifyProvenance(image.bytes),
     layers.detectFingerprint(image.bytes),
     otherDeclarations(reading, image.bytes),
   ]);
+  // A detector that could not look says why among the warnings, its fields those of "not examined".
+  const { warning, ...fingerprint } = detected;
+  if (warning) others.warnings.push(warning);
   return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint, ...others };
 }
 

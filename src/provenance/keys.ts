@@ -12,10 +12,10 @@
  * Private key material is never put into an error message or a log line.
  */
 import { createHash, createPrivateKey, createPublicKey, generateKeyPairSync, type KeyObject } from 'node:crypto';
-import { chmod, link, mkdir, open, readdir, rename, stat, unlink } from 'node:fs/promises';
+import { chmod, mkdir, readdir, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { performance } from 'node:perf_hooks';
-import { isErrno, readSmallFile, writeTemp } from '../datadir.js';
+import { isErrno, PRIVATE_DIR_MODE, PUBLIC_FILE_MODE, readKeyFile as readBounded, writeKeyFile } from '../secrets/files.js';
 import { SigningKeyError } from './errors.js';
 
 export const SIGNING_DIR = 'signing';
@@ -66,7 +66,7 @@ function signingKeyFrom(privateKey: KeyObject): SigningKey {
 
 /** A small file's bytes, undefined when it does not exist; larger than a key file can be is an error. */
 function readKeyFile(path: string): Promise<Buffer | undefined> {
-  return readSmallFile(path, MAX_KEY_FILE_BYTES, (size) => new SigningKeyError('signing_key_invalid', `${path} is ${size} bytes, too large for a PEM key`));
+  return readBounded(path, MAX_KEY_FILE_BYTES, (size) => new SigningKeyError('signing_key_invalid', `${path} is ${size} bytes, too large for a PEM key`));
 }
 
 function parsePrivateKey(pem: Buffer, source: string): SigningKey {
@@ -87,21 +87,12 @@ function parsePrivateKey(pem: Buffer, source: string): SigningKey {
 }
 
 async function ensureStoreDirs(p: StorePaths): Promise<void> {
-  await mkdir(p.publicDir, { recursive: true, mode: 0o700 });
+  await mkdir(p.publicDir, { recursive: true, mode: PRIVATE_DIR_MODE });
   // mkdir's mode applies only to directories it creates (and passes through the umask).
-  await chmod(p.dir, 0o700);
+  await chmod(p.dir, PRIVATE_DIR_MODE);
 }
 
-async function syncDir(dir: string): Promise<void> {
-  const fh = await open(dir, 'r');
-  try {
-    await fh.sync();
-  } finally {
-    await fh.close();
-  }
-}
-
-/** Adds the public key to public/ unless it is there; atomic (rename), so readers never see half a file. */
+/** Adds the public key to public/ unless it is there; atomic, so readers never see half a file. */
 async function recordPublicKey(p: StorePaths, key: SigningKey): Promise<void> {
   const target = join(p.publicDir, `${key.keyId}.pem`);
   try {
@@ -111,9 +102,8 @@ async function recordPublicKey(p: StorePaths, key: SigningKey): Promise<void> {
     if (!isErrno(err, 'ENOENT')) throw err;
   }
   await ensureStoreDirs(p);
-  const tmp = await writeTemp(target, key.publicKey.export({ type: 'spki', format: 'pem' }).toString(), 0o644);
-  await rename(tmp, target);
-  await syncDir(p.publicDir);
+  // A racing process recording the same key is fine: the file is the same.
+  await writeKeyFile(target, key.publicKey.export({ type: 'spki', format: 'pem' }).toString(), { mode: PUBLIC_FILE_MODE });
 }
 
 /**
@@ -122,23 +112,7 @@ async function recordPublicKey(p: StorePaths, key: SigningKey): Promise<void> {
  */
 async function installPrivateKey(p: StorePaths, key: SigningKey, how: 'create' | 'replace'): Promise<boolean> {
   await ensureStoreDirs(p);
-  const pem = key.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString();
-  const tmp = await writeTemp(p.current, pem, 0o600);
-  try {
-    if (how === 'replace') await rename(tmp, p.current);
-    else {
-      try {
-        await link(tmp, p.current);
-      } catch (err) {
-        if (isErrno(err, 'EEXIST')) return false;
-        throw err;
-      }
-    }
-    await syncDir(p.dir);
-    return true;
-  } finally {
-    await unlink(tmp).catch(() => undefined);
-  }
+  return writeKeyFile(p.current, key.privateKey.export({ type: 'pkcs8', format: 'pem' }).toString(), { how });
 }
 
 function generate(): SigningKey {

@@ -48,6 +48,12 @@ export const SITE_FILES = {
   robots: 'robots.txt',
   aiTxt: 'ai.txt',
   tdmrep: '.well-known/tdmrep.json',
+  /**
+   * The same file outside the dot-folder: shell globs (`cp out/* /var/www/`), many upload forms and
+   * file listings skip dot-folders, and a file left behind there is a signal never served. Publish
+   * either one at /.well-known/tdmrep.json.
+   */
+  tdmrepVisible: 'well-known/tdmrep.json',
   nginx: 'headers/nginx.conf',
   caddy: 'headers/Caddyfile',
   apache: 'headers/apache.conf',
@@ -163,6 +169,7 @@ export function siteSignals(policy: string): Record<string, string> {
     [SITE_FILES.robots]: robotsTxt(policy),
     [SITE_FILES.aiTxt]: aiTxt(policy),
     [SITE_FILES.tdmrep]: tdmrepJson(policy),
+    [SITE_FILES.tdmrepVisible]: tdmrepJson(policy),
     [SITE_FILES.nginx]: nginxSnippet(policy),
     [SITE_FILES.caddy]: caddySnippet(policy),
     [SITE_FILES.apache]: apacheSnippet(policy),

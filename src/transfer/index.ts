@@ -209,6 +209,12 @@ export class Lease {
     return { input: { offset: this.#input.offset, length: this.received }, output: this.#output };
   }
 
+  /** The sealed body's bytes on this thread (a view, valid until `answer` or `release`). */
+  body(): Uint8Array {
+    if (!this.#input || this.#dest) throw new Error('lease: body before seal or after answer');
+    return this.#arena.view(this.#input, this.received);
+  }
+
   /**
    * The answer's bytes, from what the worker handed back; valid until release. The body's room goes
    * back now (the worker is done with it).

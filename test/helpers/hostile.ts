@@ -18,10 +18,23 @@ import { deflateSync } from 'node:zlib';
 import fc from 'fast-check';
 import { expect } from 'vitest';
 import { OptmarkError } from '../../src/errors.js';
+import { hasManifestStore } from '../../src/c2pa/detect.js';
 import { requireFormat } from '../../src/formats/index.js';
-import { MAX_INFLATED_XMP_BYTES, MAX_PROTECT_GROWTH_BYTES, MAX_XMP_PACKETS } from '../../src/formats/limits.js';
+import { MAX_CONTAINER_ENTRIES, MAX_INFLATED_XMP_BYTES, MAX_PROTECT_GROWTH_BYTES, MAX_XMP_PACKETS } from '../../src/formats/limits.js';
 import { protect, read } from '../../src/marking/engine.js';
-import { app1Xmp, jpegLayout, jpegSegment, jpegWith, pngChunk, pngChunks, pngWith, type PngPlace } from './containers.js';
+import {
+  app1Xmp,
+  jpegLayout,
+  jpegSegment,
+  jpegWith,
+  pngChunk,
+  pngChunks,
+  pngWith,
+  type PngPlace,
+  webpChunks,
+  webpUnknownChunk,
+  webpWith,
+} from './containers.js';
 import { NS } from './fixtures.js';
 
 const MiB = 1024 * 1024;
@@ -139,6 +152,29 @@ export function floodFile(jpg: Buffer, c: FloodCase): Buffer {
   return jpegWith(jpg, add);
 }
 
+export interface ChunkFloodCase {
+  format: 'png' | 'webp-simple' | 'webp-extended';
+  /** Chunks in the file, as an offset from the container limit. */
+  offset: number;
+}
+
+export const chunkFloodCaseArb: fc.Arbitrary<ChunkFloodCase> = fc.record({
+  format: fc.constantFrom('png' as const, 'webp-simple' as const, 'webp-extended' as const),
+  offset: fc.integer({ min: -3, max: 1 }),
+});
+
+/** A PNG or WebP (`webp`: a simple lossless one) of MAX_CONTAINER_ENTRIES + offset chunks, empty unknown ones added. */
+export function chunkFloodFile(png: Buffer, webp: Buffer, c: ChunkFloodCase): Buffer {
+  const total = MAX_CONTAINER_ENTRIES + c.offset;
+  if (c.format === 'png') return pngWith(png, Array(total - pngChunks(png).chunks.length).fill(pngChunk('zzZz', Buffer.alloc(0))), 'afterIhdr');
+  const empty = webpUnknownChunk('ZZZZ', Buffer.alloc(0));
+  if (c.format === 'webp-extended') return webpWith(webp, Array(total - webpChunks(webpWith(webp, [])).chunks.length).fill(empty));
+  const riff = webp.subarray(0, 8 + webp.readUInt32LE(4));
+  const out = Buffer.concat([riff, ...Array<Buffer>(total - webpChunks(riff).chunks.length).fill(empty)]);
+  out.writeUInt32LE(out.length - 8, 4);
+  return out;
+}
+
 const INPUT_CODES = new Set(['unsupported_format', 'damaged_image', 'limit_exceeded']);
 const PNG_DECODER_CHUNKS = new Set(['IHDR', 'PLTE', 'tRNS', 'gAMA', 'cHRM', 'sRGB', 'cICP', 'sBIT', 'pHYs', 'IDAT', 'IEND', 'iCCP']);
 const JPEG_DROPPED = (m: number): boolean => m === 0xfe || m === 0xe1 || (m >= 0xe3 && m <= 0xed) || m === 0xef;
@@ -171,6 +207,9 @@ export function checkHostile(input: Buffer, maxOutputBytes: number | undefined, 
     expect(out.length - input.length).toBeLessThanOrEqual(MAX_PROTECT_GROWTH_BYTES);
     if (maxOutputBytes !== undefined) expect(out.length).toBeLessThanOrEqual(maxOutputBytes);
     expect(read(out).optedOut).toBe(true);
+    // verify also walks the output for Content Credentials and hands it to the decoder: neither refuses it.
+    expect(outcome(() => hasManifestStore(requireFormat(out).name, out))).not.toHaveProperty('code');
+    expect(outcome(() => requireFormat(out).decoderInput(out))).not.toHaveProperty('code');
     expect(protect(out).changed).toBe(false);
   }
   const d = outcome(() => requireFormat(input).decoderInput(input));

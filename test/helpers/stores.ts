@@ -3,7 +3,7 @@
  * OPTMARK_TEST_DATABASE_URL (default postgres://postgres@127.0.0.1:5432/postgres): each test file gets
  * a freshly created database, dropped at the end, and each store opened in it a schema of its own (the
  * same data directory maps to the same schema, so close-and-reopen tests work as with SQLite files).
- * No PostgreSQL answering is a failure, never a skip: `.ci/run` starts one.
+ * No PostgreSQL answering is a failure, never a skip: test/setup/postgres.ts starts a private cluster first.
  */
 import { randomBytes } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -25,7 +25,7 @@ export async function createTestDatabase(): Promise<{ url: string; drop: () => P
     await admin.connect();
   } catch (err) {
     throw new Error(
-      `no PostgreSQL answers at ${TEST_DATABASE_URL} (${(err as Error).message}); start one or set OPTMARK_TEST_DATABASE_URL (.ci/run starts a private cluster)`,
+      `no PostgreSQL answers at ${TEST_DATABASE_URL} (${(err as Error).message}); start one or set OPTMARK_TEST_DATABASE_URL (the test command starts a private cluster when Debian's postgresql is installed)`,
     );
   }
   await admin.query(`CREATE DATABASE ${name}`);

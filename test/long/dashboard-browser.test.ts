@@ -79,7 +79,7 @@ async function download(page: Page, trigger: () => Promise<void>, dir: string, e
 }
 
 beforeAll(async () => {
-  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (.ci/run does)`);
+  if (!existsSync(CHROMIUM)) throw new Error(`${CHROMIUM} is missing: apt-get install chromium (npm test does, as root)`);
   mkdirSync(SHOTS, { recursive: true });
   work = mkdtempSync(join(tmpdir(), 'optmark-browser-'));
   server = await TestServer.start({ env: { OPTMARK_POOL_SIZE: '2' } });
@@ -185,7 +185,7 @@ describe('the dashboard in Chromium', () => {
     const pdf = await download(page, () => page.getByRole('button', { name: 'PDF receipt' }).click(), dir);
     const pdfBytes = readFileSync(pdf.path);
     expect(pdfBytes.subarray(0, 5).toString('latin1')).toBe('%PDF-');
-    const text = pdfText(pdfBytes);
+    const text = await pdfText(pdfBytes);
     for (const bytes of downloaded.values()) expect(text).toContain(sha256(bytes));
     expect(text).toContain('Layers: fingerprint, provenance');
     expect(text).not.toContain('notes.jpg');

@@ -23,7 +23,7 @@ function haproxyBinary(): string {
   for (const p of ['/usr/sbin/haproxy', '/usr/bin/haproxy', '/usr/local/sbin/haproxy']) if (existsSync(p)) return p;
   const which = spawnSync('sh', ['-c', 'command -v haproxy'], { encoding: 'utf8' }).stdout.trim();
   if (which) return which;
-  throw new Error('HAProxy is not installed (apt-get install -y haproxy; .ci/run installs it)');
+  throw new Error('HAProxy is not installed (apt-get install -y haproxy; npm run test:long installs it as root)');
 }
 
 function freePort(): Promise<number> {

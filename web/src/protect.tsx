@@ -39,6 +39,8 @@ const NOT_AN_IMAGE = 'This file is not a JPEG, PNG or WebP image (judged by its 
 /** What happened to a file's Content Credentials (C2PA), when it had any. */
 const CREDENTIALS: Record<Exclude<CredentialsOutcome, 'none'>, string> = {
   updated: 'Kept: an update manifest signed by this server records the change',
+  'parent-invalid': 'They did not validate when they came; an update manifest records the change (see the warning)',
+  unverified: 'Carried over; their validity depends on checks that need a network (see the warning)',
   unchanged: 'Unchanged (the file was already marked)',
   invalidated: 'No longer valid after marking (see the warning)',
 };
