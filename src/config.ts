@@ -44,6 +44,8 @@ export interface Config {
   fingerprintSecretFile: string | undefined;
   /** Run the fingerprint detector in verify. */
   fingerprintDetect: boolean;
+  /** The fingerprint detector's time limit in verify (a picture past it is reported not examined, with a warning). */
+  fingerprintTimeoutMs: number;
   /** Room one account's bodies still arriving may hold of maxInflightBytes (0: no limit). */
   maxArrivingBytesPerAccount: number;
   /** Room one client address's bodies still arriving may hold of maxInflightBytes (0: no limit). */
@@ -375,6 +377,14 @@ export const SETTINGS: readonly Setting[] = [
     fallback: () => true,
     parse: onOff,
     doc: 'Run the fingerprint detector in verify.',
+  }),
+  setting({
+    variable: 'OPTMARK_FINGERPRINT_TIMEOUT_MS',
+    key: 'fingerprintTimeoutMs',
+    shown: '10000',
+    fallback: () => 10_000,
+    parse: wholeNumber(1, 600_000),
+    doc: 'The fingerprint detector stops past this (the decode abandoned, the cores not started); verify then reports it not examined with the warning fingerprint_timeout.',
   }),
   setting({
     variable: 'OPTMARK_C2PA',

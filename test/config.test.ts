@@ -51,6 +51,7 @@ describe('the configuration table', () => {
       defaultVerifyLimit: 50_000,
       signingKeyFile: undefined,
       fingerprintSecretFile: undefined,
+      fingerprintTimeoutMs: 10_000,
       fingerprintDetect: true,
       c2paMode: 'update',
       c2paCertFile: undefined,

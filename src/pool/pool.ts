@@ -58,6 +58,7 @@ export function workerInitFrom(config: Config, transfer?: TransferShare): Worker
     signingKeyFile: config.signingKeyFile,
     fingerprintSecretFile: config.fingerprintSecretFile,
     fingerprintDetect: config.fingerprintDetect,
+    fingerprintTimeoutMs: config.fingerprintTimeoutMs,
     c2paMode: config.c2paMode,
     c2paCertFile: config.c2paCertFile,
     c2paKeyFile: config.c2paKeyFile,
