@@ -30,6 +30,8 @@ export interface Config {
   /** The first bytes of that budget, which stay resident when idle pages go back to the OS. */
   warmInflightBytes: number;
   taskTimeoutMs: number;
+  /** A worker whose memory after a task passes this is replaced (src/pool/memory.ts). */
+  workerMemoryLimitBytes: number;
   shutdownTimeoutMs: number;
   logLevel: LogLevel;
   allowUwsFallback: boolean;
@@ -42,6 +44,8 @@ export interface Config {
   fingerprintSecretFile: string | undefined;
   /** Run the fingerprint detector in verify. */
   fingerprintDetect: boolean;
+  /** The fingerprint detector's time limit in verify (a picture past it is reported not examined, with a warning). */
+  fingerprintTimeoutMs: number;
   /** Room one account's bodies still arriving may hold of maxInflightBytes (0: no limit). */
   maxArrivingBytesPerAccount: number;
   /** Room one client address's bodies still arriving may hold of maxInflightBytes (0: no limit). */
@@ -291,6 +295,14 @@ export const SETTINGS: readonly Setting[] = [
     doc: 'A task running longer (from its start) is aborted, answered 422, and its worker replaced.',
   }),
   setting({
+    variable: 'OPTMARK_WORKER_MEMORY_LIMIT_BYTES',
+    key: 'workerMemoryLimitBytes',
+    shown: '512 MiB',
+    fallback: () => 512 * MiB,
+    parse: wholeNumber(16 * MiB, 64 * 1024 ** 3),
+    doc: "A worker whose memory after a task (JS heap in use + the C2PA reader's wasm memory, which never shrinks) passes this gets no further task and is replaced once idle (metric optmark_pool_memory_recycles).",
+  }),
+  setting({
     variable: 'OPTMARK_SHUTDOWN_TIMEOUT_MS',
     key: 'shutdownTimeoutMs',
     shown: '10000',
@@ -365,6 +377,14 @@ export const SETTINGS: readonly Setting[] = [
     fallback: () => true,
     parse: onOff,
     doc: 'Run the fingerprint detector in verify.',
+  }),
+  setting({
+    variable: 'OPTMARK_FINGERPRINT_TIMEOUT_MS',
+    key: 'fingerprintTimeoutMs',
+    shown: '10000',
+    fallback: () => 10_000,
+    parse: wholeNumber(1, 600_000),
+    doc: 'The fingerprint detector stops past this (the decode abandoned, the cores not started); verify then reports it not examined with the warning fingerprint_timeout.',
   }),
   setting({
     variable: 'OPTMARK_C2PA',

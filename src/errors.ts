@@ -11,6 +11,7 @@ export const ERROR_CODES = [
   'limit_exceeded',
   'output_too_large',
   'content_credentials_present',
+  'content_credentials_malformed',
   'payload_too_large',
   'upload_too_slow',
   'malformed_multipart',
@@ -19,6 +20,7 @@ export const ERROR_CODES = [
   'unexpected_part',
   'unsupported_media_type',
   'invalid_query',
+  'invalid_text',
   // auth and quota
   'missing_api_key',
   'invalid_api_key',
@@ -51,6 +53,7 @@ const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
   limit_exceeded: 'The image exceeds a processing limit.',
   output_too_large: 'The marked image would exceed a limit optmark sets on its own output.',
   content_credentials_present: 'The image carries Content Credentials (C2PA) that this server does not edit (OPTMARK_C2PA=refuse).',
+  content_credentials_malformed: "The image's C2PA manifest store declares lengths its bytes do not hold; it was not read.",
   payload_too_large: 'The upload is larger than the size limit.',
   upload_too_slow: 'The upload arrived slower than the server accepts; the connection is closed.',
   malformed_multipart: 'The request body is not valid multipart/form-data.',
@@ -58,6 +61,7 @@ const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
   too_many_parts: 'The request must carry exactly one "image" file part.',
   unexpected_part: 'The request may carry only the "image" file part.',
   invalid_query: 'A query parameter has a value this route does not accept.',
+  invalid_text: 'A text value holds a NUL, is not valid UTF-8 (or holds a lone surrogate), or is too long.',
   unsupported_media_type: 'The "image" part must have an image/* content type.',
   missing_api_key: 'An API key is required: send "Authorization: Bearer <key>".',
   invalid_api_key: 'The API key is not valid.',
@@ -124,6 +128,20 @@ export class DamagedImageError extends OptmarkError {
 export class LimitExceededError extends OptmarkError {
   constructor(message?: string) {
     super('limit_exceeded', message);
+  }
+}
+
+/**
+ * A text on its way to a store that neither engine can keep as it is: a NUL (PostgreSQL refuses it), bytes
+ * that are not UTF-8 or a lone surrogate (each engine would store a replacement character instead), or
+ * more characters than the field holds. Raised by src/store/text.ts, answered 400 `invalid_text`.
+ */
+export class InvalidTextError extends OptmarkError {
+  /** The parameter or field, as the client named it. */
+  readonly field: string;
+  constructor(field: string, problem: string) {
+    super('invalid_text', `"${field}" ${problem}.`);
+    this.field = field;
   }
 }
 

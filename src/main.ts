@@ -109,6 +109,7 @@ export async function startService(config: Config, announce: ((text: string) => 
     size: config.poolSize,
     queueLength: config.queueLength,
     taskTimeoutMs: config.taskTimeoutMs,
+    memoryLimitBytes: config.workerMemoryLimitBytes,
     init: workerInitFrom(layers, transfer.share),
   });
 

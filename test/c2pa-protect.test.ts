@@ -144,14 +144,22 @@ describe('OPTMARK_C2PA=refuse and invalidate', () => {
 });
 
 describe('a manifest store that cannot be updated', () => {
-  it('unreadable (garbage in a PNG caBX chunk): marked as by the engine alone, with a warning saying why, not refused', async () => {
-    const input = pngWith(await smallImage('png'), [pngChunk('caBX', Buffer.from('not jumbf'))], 'beforeIdat');
+  it('unreadable (a well-framed store the reader cannot use in a PNG caBX chunk): marked as by the engine alone, with a warning saying why, not refused', async () => {
+    const jumd = Buffer.concat([Buffer.from('6332706100110010800000aa00389b71', 'hex'), Buffer.from([0x03]), Buffer.from('c2pa\0')]);
+    const box = (type: string, body: Buffer): Buffer => Buffer.concat([Buffer.from([0, 0, 0, body.length + 8]), Buffer.from(type, 'latin1'), body]);
+    const store = box('jumb', Buffer.concat([box('jumd', jumd), box('cbor', Buffer.from([0x01]))]));
+    const input = pngWith(await smallImage('png'), [pngChunk('caBX', store)], 'beforeIdat');
     const out = await protectWithCredentials(input, {}, policy('update'));
     expect(out.outcome).toBe('invalidated');
     expect(out.warnings.map((w) => w.code)).toEqual(['content_credentials_invalidated']);
     expect(out.warnings[0]!.message).toContain('could not be updated');
     expect(Buffer.concat(out.pieces).equals(Buffer.from(protect(input).bytes))).toBe(true);
   }, 60_000);
+
+  it('lengths the store does not hold (garbage in a caBX chunk): 422 content_credentials_malformed, nothing written, the reader never asked (issue #37)', async () => {
+    const input = pngWith(await smallImage('png'), [pngChunk('caBX', Buffer.from('not jumbf'))], 'beforeIdat');
+    await expect(protectWithCredentials(input, {}, policy('update'))).rejects.toMatchObject({ code: 'content_credentials_malformed' });
+  });
 });
 
 describe('files without Content Credentials are edited exactly as before', () => {

@@ -126,9 +126,11 @@ describe('manifest-store detection (no wasm for files without one)', () => {
   });
 
   it('PNG caBX and WebP C2PA chunks count; a damaged store is present, not valid, with a warning', async () => {
-    const png = pngWith(await smallImage('png'), [pngChunk('caBX', Buffer.from('not jumbf'))], 'beforeIdat');
+    // Well framed (every length fits), but not a manifest store the reader can read.
+    const store = framedGarbage();
+    const png = pngWith(await smallImage('png'), [pngChunk('caBX', store)], 'beforeIdat');
     expect(hasManifestStore('png', png)).toBe(true);
-    const webp = webpWithChunk(await smallImage('webp'), 'C2PA', Buffer.from('not jumbf'));
+    const webp = webpWithChunk(await smallImage('webp'), 'C2PA', store);
     expect(hasManifestStore('webp', webp)).toBe(true);
     for (const bytes of [png, webp]) {
       const r = await verifyReport(bytes, noLayers);
@@ -137,6 +139,18 @@ describe('manifest-store detection (no wasm for files without one)', () => {
       expect(r.optedOut).toBe(false);
     }
   }, 60_000);
+
+  it('a store whose lengths its bytes do not hold is refused unread: content_credentials_malformed (issue #37)', async () => {
+    // "not jumbf" read as a JUMBF box declares 1,852,797,984 bytes in a 9-byte chunk.
+    const png = pngWith(await smallImage('png'), [pngChunk('caBX', Buffer.from('not jumbf'))], 'beforeIdat');
+    const webp = webpWithChunk(await smallImage('webp'), 'C2PA', Buffer.from('not jumbf'));
+    for (const bytes of [png, webp]) {
+      await expect(verifyReport(bytes, noLayers)).rejects.toMatchObject({
+        code: 'content_credentials_malformed',
+        message: expect.stringContaining('declares 1852797984 bytes, and 9 are left'),
+      });
+    }
+  });
 
   it('walks at most MAX_C2PA_WALK chunks (typed error past it)', async () => {
     const empty = pngChunk('tEXt', Buffer.alloc(0));
@@ -161,3 +175,15 @@ describe('strictest training use', () => {
     expect(strictestTrainingUse(store('c2pa.actions', { 'c2pa.ai_training': { use: 'notAllowed' } }))).toBe(null);
   });
 });
+
+/** A JUMBF superbox with a C2PA description and one CBOR integer: every length fits, nothing a reader can use. */
+function framedGarbage(): Buffer {
+  const box = (type: string, body: Buffer): Buffer => {
+    const h = Buffer.alloc(8);
+    h.writeUInt32BE(body.length + 8, 0);
+    h.write(type, 4, 'latin1');
+    return Buffer.concat([h, body]);
+  };
+  const jumd = box('jumd', Buffer.concat([Buffer.from('6332706100110010800000aa00389b71', 'hex'), Buffer.from([0x03]), Buffer.from('c2pa\0')]));
+  return box('jumb', Buffer.concat([jumd, box('cbor', Buffer.from([0x01]))]));
+}

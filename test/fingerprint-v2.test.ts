@@ -241,7 +241,7 @@ describe('fingerprint v2 decision', () => {
     expect(decideV2({ cells: noise, latticeCells: mid.subarray(0, 256 * V2_LATTICE_LOOKS) }).present).toBe(false);
     // A runner-up at p 0.038 of the budget: within the 0.05 each of the two holds (shares 0.5 / 0.1 / 0.1 /
     // 0.1 / 0.1 / 0.1; on --dense over 3 marking keys the runner-ups that are alone in finding a mark need
-    // 0.03 of the budget at most, both together; docs/fingerprint.md, "Decision"), over half of it.
+    // 0.03 of the budget at most, both together; docs/fingerprint.md, "The false-positive bound"), over half of it.
     const near = Float64Array.from({ length: 256 }, (_, i) => (i < 173 ? 1 : -1) * (1 + (i % 7)));
     expect(t(near)).toBeGreaterThan((FPR_PER_SCHEME * V2_SHARE_RUNNERS) / V2_RUNNERS / 2);
     expect(t(near)).toBeLessThanOrEqual((FPR_PER_SCHEME * V2_SHARE_RUNNERS) / V2_RUNNERS);

@@ -21,6 +21,7 @@ import { withoutFingerprint } from '../src/pipeline/layers.js';
 import { runVerify } from '../src/pipeline/verify.js';
 import { warmUp } from '../src/pipeline/warmup.js';
 import { warmUpProtect } from '../src/transfer/warmup.js';
+import { workerMemoryBytes } from '../src/pool/memory.js';
 import { TaskStarts } from '../src/pool/starts.js';
 import type { Posted, TaskResult, WorkerInit } from '../src/pool/tasks.js';
 import { TransferViews } from '../src/transfer/worker.js';
@@ -77,6 +78,7 @@ export default async function handle(task: Posted): Promise<TaskResult> {
   // The worker's own time on the task (parse, mark, answer build): the event-loop thread tells it
   // apart from the wait for a worker in the answer's Server-Timing.
   result.workMs = performance.now() - started;
+  result.memoryBytes = workerMemoryBytes();
   return moved(result);
 }
 

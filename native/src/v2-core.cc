@@ -137,7 +137,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   const int w = in.width, h = in.height, period = p.period;
   const size_t n = size_t(w) * h;
   // Per-thread planes (their pages are kept from call to call). Every lattice is folded from the picture
-  // prefiltered at its own resolution, however large the period (docs/fingerprint.md, step 5). Version 2
+  // prefiltered at its own resolution, however large the period (bench/RESULTS.md, "Fingerprint", step 5). Version 2
   // reads the high-pass over the local energy (x); version 1's prefilter (over the local RMS) is made in
   // the same pass for it (x1).
   thread_local std::vector<float> y, x, x1;
@@ -293,7 +293,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   out.candidates = tried;
 
   // Other tile phases of the chosen alignment, only when the sync is not at the noise level: part B's next
-  // phaseLooks choices, in its order (src/fingerprint/v2/, step 7 of docs/fingerprint.md).
+  // phaseLooks choices, in its order (src/fingerprint/v2/, step 7 of bench/RESULTS.md, "Fingerprint").
   const int per = kT / p.cell, nCells = per * per;
   out.phaseCells.clear();
   if (best.hit.z >= p.phasesZ) {
@@ -323,7 +323,7 @@ void DetectCore2(const Core2In& in, const Core2Params& p, Core2Out& out) {
   }
 
   // Runner-up alignments, when the search's best sync z is under refineZ, and identity looks, then or when the
-  // chosen symmetry is not the identity (src/fingerprint/v2/, runnerPeaks and step 10 of docs/fingerprint.md).
+  // chosen symmetry is not the identity (src/fingerprint/v2/, runnerPeaks and step 10 of bench/RESULTS.md, "Fingerprint").
   out.runnerCells.clear();
   out.runnerZ.assign(size_t(std::max(p.runners, 0)), 0.0);
   out.identityCells.clear();

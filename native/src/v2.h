@@ -27,7 +27,7 @@ struct Core2Params {
   double sameAsIdentity;                         // spectrum lattices within this fraction of the no-geometry one are not folded
   int runners;                                   // runner-up alignments counted when the search's best sync z is under refineZ
   double runnerZ;                                // sync z from which a runner-up alignment is counted
-  int identityLooks;                             // identity looks counted with the runner-ups (docs/fingerprint.md, step 10)
+  int identityLooks;                             // identity looks counted with the runner-ups (bench/RESULTS.md, "Fingerprint", step 10)
   int latticeLooks;                              // lattice looks counted when the lattice search ran (step 11)
   double latticeLookZ;                           // sync z from which a lattice's best peak is a lattice look
   double sigmaHighpass, sigmaLocal, localFloor;  // prefilter

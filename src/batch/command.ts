@@ -55,6 +55,7 @@ export function laneInit(config: Config): WorkerInit {
     signingKeyFile: config.signingKeyFile,
     fingerprintSecretFile: config.fingerprintSecretFile,
     fingerprintDetect: config.fingerprintDetect,
+    fingerprintTimeoutMs: config.fingerprintTimeoutMs,
     c2paMode: config.c2paMode,
     c2paCertFile: config.c2paCertFile,
     c2paKeyFile: config.c2paKeyFile,

@@ -21,7 +21,6 @@ import { closeSync, readSync } from 'node:fs';
 import { filesAddon, type FilesAddon } from '../native/index.js';
 import { imageDataOffset } from '../formats/jpeg.js';
 import { hasManifestStore } from '../c2pa/detect.js';
-import { sameBytes } from '../formats/bytes.js';
 import {
   errnoText,
   FileError,
@@ -309,15 +308,9 @@ export class Lane {
   /** The marked file as pieces (views of the read buffer and new segments), for a file without Content Credentials. */
   async #produce(input: Buffer): Promise<Produced> {
     const s = this.#setup;
-    if (s.fingerprint || s.signals) {
-      // The pixel and signal layers: the same layer path as the dashboard's (pipeline/mark.ts), which
-      // decodes and re-encodes; its input must own its memory (the read buffer is reused).
-      const [{ runMark }, ctx] = await Promise.all([this.#layered(), this.#markContext()]);
-      const own = Uint8Array.prototype.slice.call(input);
-      const policy = s.signals?.contentCredentials ? await this.#credentialsPolicy() : undefined;
-      const r = await runMark(own, { provenance: s.provenance, fingerprint: s.fingerprint, signals: s.signals }, ctx, policy);
-      return { pieces: [r.bytes], changed: s.fingerprint || !sameBytes(r.bytes, own), warnings: [], credentials: 'none' };
-    }
+    // The pixel and signal layers: the same layer path as the dashboard's (pipeline/mark.ts), whose
+    // input must own its memory (the read buffer is reused).
+    if (s.fingerprint || s.signals) return this.#produceWithCredentials(Buffer.from(input));
     let result: ProtectResult;
     if (s.provenance) {
       const { protectSigned } = await import('../provenance/index.js');
@@ -330,14 +323,23 @@ export class Lane {
 
   /**
    * A file carrying Content Credentials (its whole bytes, its own memory), marked by the code the API
-   * runs: protect's (src/pipeline/credentials.ts), or the layer path's with --provenance or --fingerprint
-   * (src/pipeline/mark.ts). `refuse` throws the API's content_credentials_present.
+   * runs: protect's (src/pipeline/credentials.ts), or the layer path's with --provenance, --fingerprint
+   * or a signal layer (src/pipeline/mark.ts; also files without). `refuse` throws content_credentials_present.
    */
   async #produceWithCredentials(input: Buffer): Promise<Produced> {
     const s = this.#setup;
-    const policy = await this.#credentialsPolicy();
+    const policy = (this.#policy ??= (await import('../pipeline/credentials.js')).credentialsPolicy(s.init.c2paMode, {
+      dataDir: s.init.dataDir,
+      certFile: s.init.c2paCertFile,
+      keyFile: s.init.c2paKeyFile,
+    }));
     if (s.fingerprint || s.provenance || s.signals) {
-      const [{ runMark }, ctx] = await Promise.all([this.#layered(), this.#markContext()]);
+      const [{ runMark }, ctx] = await Promise.all([
+        this.#layered(),
+        s.fingerprint
+          ? this.#live(s.init)
+          : { maxPixels: s.init.maxPixels, signingKey: () => this.#key(), fingerprintSecret: () => Promise.reject(new Error('no fingerprint layer')) },
+      ]);
       const r = await runMark(input, { provenance: s.provenance, fingerprint: s.fingerprint, signals: s.signals }, ctx, policy);
       const credentials = r.credentials ?? 'none';
       return { pieces: [r.bytes], changed: credentials !== 'unchanged', warnings: r.warnings ?? [], credentials };
@@ -345,23 +347,6 @@ export class Lane {
     const { protectWithCredentials } = await import('../pipeline/credentials.js');
     const r = await protectWithCredentials(input, {}, policy);
     return { pieces: r.pieces, changed: r.outcome !== 'unchanged', warnings: r.warnings, credentials: r.outcome };
-  }
-
-  /** OPTMARK_C2PA's policy and the C2PA identity, made on the first file that needs them. */
-  async #credentialsPolicy(): Promise<CredentialsPolicy> {
-    const i = this.#setup.init;
-    return (this.#policy ??= (await import('../pipeline/credentials.js')).credentialsPolicy(i.c2paMode, {
-      dataDir: i.dataDir,
-      certFile: i.c2paCertFile,
-      keyFile: i.c2paKeyFile,
-    }));
-  }
-
-  /** The layer path's context: the live layers with the fingerprint, else the signing key alone. */
-  async #markContext(): Promise<import('../pipeline/mark.js').MarkContext> {
-    const s = this.#setup;
-    if (s.fingerprint) return this.#live(s.init);
-    return { maxPixels: s.init.maxPixels, signingKey: () => this.#key(), fingerprintSecret: () => Promise.reject(new Error('no fingerprint layer')) };
   }
 
   /**

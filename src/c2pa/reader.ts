@@ -8,6 +8,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Warning } from '../formats/complete.js';
 import { type C2paContainer, hasManifestStore } from './detect.js';
+import { checkManifestStore } from './store-check.js';
 
 export type TrainingUse = 'notAllowed' | 'constrained' | 'allowed';
 
@@ -39,16 +40,24 @@ const TRAINING_ENTRY = /(^|\.)(ai_training|ai_generative_training|data_mining)$/
 
 type Wasm = typeof import('@contentauth/c2pa-wasm');
 let wasm: Promise<Wasm> | undefined;
+/** The module's linear memory, once instantiated: it grows as the reader needs and never shrinks. */
+let wasmMemory: { buffer: ArrayBuffer } | undefined;
 
-/** The wasm reader, instantiated once per process on first use. */
+/** The wasm reader, instantiated once per thread on first use. */
 export function loadC2pa(): Promise<Wasm> {
   wasm ??= (async () => {
     const m = await import('@contentauth/c2pa-wasm');
     const require = createRequire(import.meta.url);
-    await m.default({ module_or_path: readFileSync(require.resolve('@contentauth/c2pa-wasm/c2pa.wasm')) });
+    const exports = await m.default({ module_or_path: readFileSync(require.resolve('@contentauth/c2pa-wasm/c2pa.wasm')) });
+    wasmMemory = (exports as unknown as { memory?: { buffer: ArrayBuffer } }).memory;
     return m;
   })();
   return wasm;
+}
+
+/** Bytes of the reader's wasm memory in this thread (0 before the first file with credentials). */
+export function c2paMemoryBytes(): number {
+  return wasmMemory?.buffer.byteLength ?? 0;
 }
 
 /** A training-and-data-mining entry: `use` and whatever else the assertion says about it. */
@@ -170,10 +179,12 @@ function invalidMessage(s: CredentialState): string {
 
 /**
  * What the file's Content Credentials say. Files without a manifest store cost one header walk and
- * never load the wasm reader.
+ * never load the wasm reader; a store whose lengths do not fit throws MalformedStoreError unread.
  */
 export async function readC2pa(format: C2paContainer, bytes: Uint8Array): Promise<C2paReading> {
   if (!hasManifestStore(format, bytes)) return { c2pa: ABSENT, warnings: [] };
+  // Lengths the store cannot hold are refused before the reader reserves memory for them (422).
+  checkManifestStore(bytes);
   let store: StoreJson;
   try {
     store = await readStore(format, bytes);

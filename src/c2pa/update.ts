@@ -22,6 +22,7 @@ import { coseSign1, reserveSizeFor } from './cose.js';
 import type { C2paContainer } from './detect.js';
 import type { SignerIdentity } from './identity.js';
 import type { CredentialsOutcome } from './modes.js';
+import { checkManifestStore } from './store-check.js';
 import {
   activeTrainingEntries,
   type CredentialState,
@@ -196,6 +197,8 @@ export function updateOutcome(before: CredentialState, after: CredentialState, s
 export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
   const m = await loadC2pa();
   const mime = MIME[input.format];
+  // Lengths the store cannot hold are refused (422) before the reader reserves memory for them.
+  checkManifestStore(input.original);
   // A store the reference reader cannot read holds no credentials that could be kept.
   const inputStore = await validated(input.format, input.original, 'the manifest store', false);
   const before = credentialState(inputStore);

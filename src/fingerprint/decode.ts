@@ -34,8 +34,9 @@ export function examinable(width: number, height: number): boolean {
 }
 
 /**
- * A decode that takes longer is abandoned (verify then answers 422 processing_timeout: the detector did
- * not look), so that verify's task deadline (30 s) is never what stops one. Measured here: a noisy 100 MP
+ * The detector's default time limit: a decode that takes longer is abandoned (verify then reports the
+ * fingerprint not examined, with the warning fingerprint_timeout), so that verify's task deadline (30 s)
+ * is never what stops one. Measured here: a noisy 100 MP
  * PNG of 372 MB, far over any upload limit, decodes to the work resolution in 8.6 s.
  */
 export const DECODE_TIMEOUT_SECONDS = 10;
@@ -57,18 +58,18 @@ export interface BasePixels {
  * so a 12 MP JPEG costs about half of a 1024-wide decode; only the first page/frame is read. A JPEG the
  * native scaled decode takes (`decodeJpegScaled`) is only resized by sharp: bitwise the same pixels.
  */
-export async function decodeBase(bytes: Uint8Array, width: number, height: number): Promise<BasePixels> {
+export async function decodeBase(bytes: Uint8Array, width: number, height: number, timeoutSeconds = DECODE_TIMEOUT_SECONDS): Promise<BasePixels> {
   const scaled = decodeJpegScaled(bytes, width, height);
-  if (!scaled) return decodeWithSharp(bytes, width, height);
+  if (!scaled) return decodeWithSharp(bytes, width, height, timeoutSeconds);
   const ws = workSize(width, height);
-  return resizeRaw(scaled, ws.width, ws.height);
+  return resizeRaw(scaled, ws.width, ws.height, timeoutSeconds);
 }
 
 /** decodeBase with sharp alone (what it does for any input the native scaled decode declines). */
-export async function decodeWithSharp(bytes: Uint8Array, width: number, height: number): Promise<BasePixels> {
+export async function decodeWithSharp(bytes: Uint8Array, width: number, height: number, timeoutSeconds = DECODE_TIMEOUT_SECONDS): Promise<BasePixels> {
   const ws = workSize(width, height);
   const { data, info } = await sharp(bytes, { failOn: 'none', limitInputPixels: false })
-    .timeout({ seconds: DECODE_TIMEOUT_SECONDS })
+    .timeout({ seconds: timeoutSeconds })
     .resize(ws.width, ws.height, { fit: 'fill', fastShrinkOnLoad: true })
     .removeAlpha()
     .toColourspace('srgb')
@@ -140,7 +141,7 @@ function giveScratch(s: Uint8Array): void {
 }
 
 /** sharp's resize of decodeBase, from pixels already shrunk on load: the same kernel on the same input. */
-async function resizeRaw(base: BasePixels, width: number, height: number): Promise<BasePixels> {
+async function resizeRaw(base: BasePixels, width: number, height: number, timeoutSeconds: number): Promise<BasePixels> {
   // The very size already (and three channels): the pixels are the answer, and their buffer the caller's.
   if (base.width === width && base.height === height && base.channels === 3) return base;
   try {
@@ -148,7 +149,7 @@ async function resizeRaw(base: BasePixels, width: number, height: number): Promi
       raw: { width: base.width, height: base.height, channels: base.channels as 1 | 3 },
       limitInputPixels: false,
     })
-      .timeout({ seconds: DECODE_TIMEOUT_SECONDS })
+      .timeout({ seconds: timeoutSeconds })
       .resize(width, height, { fit: 'fill' })
       .toColourspace('srgb')
       .raw()

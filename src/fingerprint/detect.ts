@@ -6,7 +6,7 @@
 import { performance } from 'node:perf_hooks';
 import { requireFormat } from '../formats/index.js';
 import { jpeg, jpegFrameSize } from '../formats/jpeg.js';
-import { OptmarkError } from '../errors.js';
+import type { Warning } from '../formats/complete.js';
 import { DECODE_TIMEOUT_SECONDS, decodeBase, examinable, isDecodeTimeout, probe } from './decode.js';
 import { runCore, runCore2, type Engine, fingerprintEngine } from './native.js';
 import { FPR_PER_SCHEME, WORK_SHORT_SIDE } from './params.js';
@@ -25,7 +25,13 @@ export interface FingerprintResult {
   present: boolean;
   confidence: number;
   blocks: number;
+  /** Why the detector did not look where it should have (blocks 0): FINGERPRINT_UNDECODABLE or FINGERPRINT_TIMEOUT. */
+  warning?: Warning;
 }
+
+/** Warning codes of a picture the detector should have examined and could not (never a verdict). */
+export const FINGERPRINT_UNDECODABLE = 'fingerprint_undecodable';
+export const FINGERPRINT_TIMEOUT = 'fingerprint_timeout';
 
 export interface FingerprintDetail extends FingerprintResult {
   /** Which scheme's test is reported: 2 (geometry-robust, new marks), 1 (first version), 0 not examined. */
@@ -45,8 +51,9 @@ export interface FingerprintDetail extends FingerprintResult {
   detectMs: number;
 }
 
-function notExamined(engine: Engine, decodeMs: number): FingerprintDetail {
+function notExamined(engine: Engine, decodeMs: number, warning?: Warning): FingerprintDetail {
   return {
+    ...(warning ? { warning } : {}),
     present: false,
     confidence: 0,
     blocks: 0,
@@ -114,13 +121,18 @@ export function coreInputs(
   };
 }
 
-/** Runs both schemes' cores on decoded base pixels (exported for benchmarks that decode once); `head` is the input's probe. */
+/**
+ * Runs both schemes' cores on decoded base pixels (exported for benchmarks that decode once); `head` is the
+ * input's probe. Undefined when version 2 found nothing and `deadline` (performance.now() time) has passed
+ * before version 1's core would start: the detector did not finish looking.
+ */
 export function detectOnBase(
   base: { pixels: Uint8Array; width: number; height: number; channels: number },
   head: { width: number; height: number; format: string },
   secret: Uint8Array,
   engine: Engine,
-): Omit<FingerprintDetail, 'decodeMs' | 'detectMs'> {
+  deadline = Infinity,
+): Omit<FingerprintDetail, 'decodeMs' | 'detectMs'> | undefined {
   const inputs = coreInputs(base, head, secret, prefilteredPlane(base.width * base.height));
   const r2 = runCore2(inputs.v2, engine);
   const t2 = decideV2(r2.out);
@@ -140,6 +152,7 @@ export function detectOnBase(
     engine: r2.engine,
   };
   if (v2.present) return v2;
+  if (performance.now() > deadline) return undefined;
   const r1 = runCore(inputs.v1, engine);
   const t1 = cellTest(r1.out.cells);
   if (t1.pValue > FPR_PER_SCHEME) return v2;
@@ -161,12 +174,29 @@ export function detectOnBase(
 }
 
 /**
- * Detects the mark in encoded image bytes (JPEG/PNG/WebP). Never throws for undecodable or over-budget
- * input (not examined); throws processing_timeout when the decode ran past DECODE_TIMEOUT_SECONDS.
+ * Detects the mark in encoded image bytes (JPEG/PNG/WebP). Never throws for undecodable, over-budget or
+ * slow input: it is then not examined (blocks 0), and where the detector should have looked and could not
+ * (pixels that do not decode, the time limit passed) the result carries a warning that says why.
+ * `timeoutMs` (default DECODE_TIMEOUT_SECONDS) bounds the decode, and the cores are not started past it.
  */
-export async function detectFingerprint(bytes: Uint8Array, secret: Uint8Array, opts: { maxPixels: number; engine?: Engine }): Promise<FingerprintDetail> {
+export async function detectFingerprint(
+  bytes: Uint8Array,
+  secret: Uint8Array,
+  opts: { maxPixels: number; engine?: Engine; timeoutMs?: number },
+): Promise<FingerprintDetail> {
   const engine = opts.engine ?? fingerprintEngine();
   const t0 = performance.now();
+  const timeoutMs = opts.timeoutMs ?? DECODE_TIMEOUT_SECONDS * 1000;
+  const timedOut = (): FingerprintDetail =>
+    notExamined(engine, performance.now() - t0, {
+      code: FINGERPRINT_TIMEOUT,
+      message: `The fingerprint detector ran past its time limit (${timeoutMs} ms) and was stopped; the fingerprint was not examined.`,
+    });
+  const undecodable = (): FingerprintDetail =>
+    notExamined(engine, performance.now() - t0, {
+      code: FINGERPRINT_UNDECODABLE,
+      message: "The image's pixels could not be decoded; the fingerprint was not examined.",
+    });
   // The decoder gets only what our own parser has bounded: no text chunks, comments or EXIF for
   // libvips to inflate and parse (src/formats decoderInput).
   let frame: { width: number; height: number } | undefined;
@@ -179,24 +209,21 @@ export async function detectFingerprint(bytes: Uint8Array, secret: Uint8Array, o
     return notExamined(engine, performance.now() - t0);
   }
   const head = frame ? { ...frame, format: 'jpeg', pages: 1 } : await probe(bytes);
-  if (!head || head.width * head.height > opts.maxPixels || !examinable(head.width, head.height)) {
-    return notExamined(engine, performance.now() - t0);
-  }
+  if (!head) return undecodable();
+  if (head.width * head.height > opts.maxPixels || !examinable(head.width, head.height)) return notExamined(engine, performance.now() - t0);
   let base;
   try {
-    base = await decodeBase(bytes, head.width, head.height);
+    // libvips counts its time limit in whole seconds (at least 1); the deadline below holds the rest.
+    base = await decodeBase(bytes, head.width, head.height, Math.max(1, Math.ceil(timeoutMs / 1000)));
   } catch (err) {
-    // Pixels that cannot be decoded are a property of the file (not examined); a decode stopped at its
-    // time limit (a busy machine, or a file built to be slow) is not: the detector did not look.
-    if (isDecodeTimeout(err)) {
-      throw new OptmarkError('processing_timeout', `The fingerprint detector's decode took over ${DECODE_TIMEOUT_SECONDS} s and was abandoned.`, {
-        cause: err,
-      });
-    }
-    return notExamined(engine, performance.now() - t0);
+    // A decode stopped at its time limit (a busy machine, or a file built to be slow) says nothing of the
+    // file; pixels that cannot be decoded are the file's. Either way the detector did not look.
+    return isDecodeTimeout(err) ? timedOut() : undecodable();
   }
   const t1 = performance.now();
-  const r = detectOnBase(base, head, secret, engine);
+  if (t1 - t0 > timeoutMs) return timedOut();
+  const r = detectOnBase(base, head, secret, engine, t0 + timeoutMs);
+  if (!r) return timedOut();
   const t2 = performance.now();
   return { ...r, decodeMs: t1 - t0, detectMs: t2 - t1 };
 }

@@ -11,7 +11,16 @@ import { type Assets, chooseEncoding } from '../dashboard/assets.js';
 import { recordsCsv, recordsJson } from '../dashboard/export.js';
 import type { ReceiptMaker } from '../dashboard/receipts.js';
 import { OptmarkError, toErrorShape } from '../errors.js';
-import { MAX_BATCH_SIZE, wwwAuthenticate, type Account, type MarkRecord, type RecordCursor, type RecordMatch, type Store } from '../store/index.js';
+import {
+  MAX_BATCH_SIZE,
+  checkQueryEncoding,
+  wwwAuthenticate,
+  type Account,
+  type MarkRecord,
+  type RecordCursor,
+  type RecordMatch,
+  type Store,
+} from '../store/index.js';
 import { handleApi, type ApiDeps, type ApiExtension } from './api.js';
 import { type Exchange, exchangeOf, getAndHead, type Headers } from './respond.js';
 
@@ -397,9 +406,10 @@ function json(
   const route = method === 'get' ? (handler: (res: HttpResponse, req: HttpRequest) => void) => getAndHead(app, path, handler) : app.post.bind(app, path);
   route((res, req) => {
     const ex = exchangeOf(res, req, path);
+    const rawQuery = req.getQuery() ?? '';
     const request: Request = {
       authorization: req.getHeader('authorization'),
-      query: new URLSearchParams(req.getQuery() ?? ''),
+      query: new URLSearchParams(rawQuery),
       host: req.getHeader('host'),
       param: path.includes(':') ? (req.getParameter(0) ?? '') : '',
     };
@@ -410,6 +420,7 @@ function json(
     const run = async (): Promise<void> => {
       const auth = await deps.store.authenticate(request.authorization || undefined);
       if (!auth.ok) throw new OptmarkError(auth.code, auth.message);
+      checkQueryEncoding(rawQuery); // bytes that are not UTF-8: 400 invalid_text (src/store/text.ts)
       let body: Buffer | undefined;
       if (bodyRead) {
         body = await bodyRead;

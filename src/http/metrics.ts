@@ -59,6 +59,16 @@ export class Metrics {
     stat('optmark_pool_queue_depth', 'Tasks waiting for a worker.', (s) => s.queued);
     stat('optmark_pool_utilization_ratio', 'Share of pool capacity used since start (piscina utilization).', (s) => s.utilization);
     stat('optmark_pool_completed_tasks', 'Tasks completed since start.', (s) => s.completed);
+    stat(
+      'optmark_pool_memory_recycles',
+      'Workers replaced since start because their memory passed OPTMARK_WORKER_MEMORY_LIMIT_BYTES.',
+      (s) => s.memoryRecycles,
+    );
+    stat(
+      'optmark_pool_worker_memory_max_bytes',
+      'Largest memory (JS heap in use + C2PA reader wasm) a live worker reported after its last task.',
+      (s) => s.workerMemoryMaxBytes,
+    );
     const store = (name: string, help: string, pick: (s: CheckpointStats) => number): void => gauge(checkpointStats, name, help, pick);
     store('optmark_store_checkpointer_running', 'The store checkpointer thread runs (1); 0 = the event loop checkpoints itself.', (s) => (s.running ? 1 : 0));
     store('optmark_store_checkpoints', 'Background WAL checkpoints since start.', (s) => s.runs);

@@ -17,6 +17,8 @@ export interface LayerSettings {
   fingerprintSecretFile: string | undefined;
   /** Run the fingerprint detector in verify. */
   fingerprintDetect: boolean;
+  /** The detector's time limit (OPTMARK_FINGERPRINT_TIMEOUT_MS; default src/fingerprint's). */
+  fingerprintTimeoutMs?: number | undefined;
 }
 
 export class LiveLayers implements Layers, MarkContext {
@@ -52,8 +54,8 @@ export class LiveLayers implements Layers, MarkContext {
       // secret is loaded again on the next call).
       throw new OptmarkError('fingerprint_unavailable', undefined, { cause: err });
     }
-    const r = await detectFingerprint(input, secret, { maxPixels: this.maxPixels });
-    return { present: r.present, confidence: r.confidence, blocks: r.blocks };
+    const r = await detectFingerprint(input, secret, { maxPixels: this.maxPixels, timeoutMs: this.#init.fingerprintTimeoutMs });
+    return { present: r.present, confidence: r.confidence, blocks: r.blocks, ...(r.warning ? { warning: r.warning } : {}) };
   }
 
   signingKey(): Promise<SigningKey> {

@@ -3,6 +3,8 @@
  * the fingerprint, plus applying them on the layer path. Until a layer is configured it reports "not
  * found", never an invented value.
  */
+import type { Warning } from '../formats/complete.js';
+
 export interface ProvenanceStatus {
   present: boolean;
   valid: boolean;
@@ -13,6 +15,8 @@ export interface FingerprintStatus {
   present: boolean;
   confidence: number;
   blocks: number;
+  /** Why the detector did not look (blocks 0) where it should have; verify moves it to its `warnings`. */
+  warning?: Warning;
 }
 
 export interface Layers {

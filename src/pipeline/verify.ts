@@ -25,11 +25,14 @@ export const SIGNAL_TDMREP = 'tdmrep.reservation';
 export async function verifyReport(input: Uint8Array, layers: Layers): Promise<VerifyReport> {
   const sha256 = sha256Hex(input);
   const reading = read(input); // typed errors for unsupported or damaged containers
-  const [provenance, fingerprint, others] = await Promise.all([
+  const [provenance, detected, others] = await Promise.all([
     layers.verifyProvenance(input),
     layers.detectFingerprint(input),
     otherDeclarations(reading, input),
   ]);
+  // A detector that could not look says why among the warnings, its fields those of "not examined".
+  const { warning, ...fingerprint } = detected;
+  if (warning) others.warnings.push(warning);
   return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint, sha256, ...others };
 }
 

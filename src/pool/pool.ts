@@ -2,11 +2,17 @@
  * The worker pool (piscina) as the server uses it: a bounded queue, and a time limit per task that
  * counts from when a worker starts it (a task past it is aborted and its worker replaced). A task's
  * promise settles only once no worker can touch its bytes any more: after a timed-out task, once the
- * terminated worker has exited.
+ * terminated worker has exited. A worker whose memory after a task passed `memoryLimitBytes`
+ * (src/pool/memory.ts) gets no further task and is replaced as soon as it is idle, so that memory a
+ * hostile file made a worker take is given back whatever the reader did with it.
  */
 import { fileURLToPath } from 'node:url';
 import type { Worker } from 'node:worker_threads';
 import { Piscina } from 'piscina';
+
+type PiscinaOptions = NonNullable<ConstructorParameters<typeof Piscina>[0]>;
+type Balancer = NonNullable<PiscinaOptions['loadBalancer']>;
+type PiscinaWorker = Parameters<Balancer>[1][number];
 import type { Config } from '../config.js';
 import { OptmarkError } from '../errors.js';
 import type { TransferShare } from '../transfer/index.js';
@@ -17,6 +23,8 @@ export interface PoolOptions {
   size: number;
   queueLength: number;
   taskTimeoutMs: number;
+  /** A worker reporting more memory than this after a task is replaced (undefined: never). */
+  memoryLimitBytes?: number | undefined;
   init: WorkerInit;
 }
 
@@ -50,6 +58,7 @@ export function workerInitFrom(config: Config, transfer?: TransferShare): Worker
     signingKeyFile: config.signingKeyFile,
     fingerprintSecretFile: config.fingerprintSecretFile,
     fingerprintDetect: config.fingerprintDetect,
+    fingerprintTimeoutMs: config.fingerprintTimeoutMs,
     c2paMode: config.c2paMode,
     c2paCertFile: config.c2paCertFile,
     c2paKeyFile: config.c2paKeyFile,
@@ -64,6 +73,10 @@ export interface PoolStats {
   queued: number;
   utilization: number;
   completed: number;
+  /** Workers replaced since start because their memory passed the limit. */
+  memoryRecycles: number;
+  /** The largest memory a live worker reported after its last task (bytes). */
+  workerMemoryMaxBytes: number;
 }
 
 const WORKER = fileURLToPath(new URL('../../workers/image-worker.js', import.meta.url));
@@ -78,6 +91,13 @@ export class ImagePool {
   readonly #starts: TaskStarts;
   /** Each live worker thread's exit, by thread id. */
   readonly #exits = new Map<number, Promise<void>>();
+  /** Each live worker's memory after its last task, by thread id. */
+  readonly #memory = new Map<number, number>();
+  /** Workers past their memory limit: given no task, replaced once idle. */
+  readonly #retiring = new Set<number>();
+  /** piscina's view of each worker (its current usage), as the balancer last saw it. */
+  readonly #views = new Map<number, PiscinaWorker>();
+  #memoryRecycles = 0;
 
   constructor(options: PoolOptions) {
     this.#options = options;
@@ -89,6 +109,7 @@ export class ImagePool {
       // The bound is ours (saturated): piscina's own would only report itself in an error message.
       maxQueue: Number.POSITIVE_INFINITY,
       idleTimeout: 2 ** 31 - 1,
+      loadBalancer: (_task, workers) => this.#pick(workers),
       workerData: { ...options.init, starts: this.#starts.buffer } satisfies WorkerInit,
     });
     this.#piscina.on('workerCreate', (info: { id: number }) => {
@@ -96,9 +117,45 @@ export class ImagePool {
       if (worker)
         this.#exits.set(
           info.id,
-          new Promise<void>((resolve) => worker.once('exit', () => resolve())).then(() => void this.#exits.delete(info.id)),
+          new Promise<void>((resolve) => worker.once('exit', () => resolve())).then(() => {
+            this.#exits.delete(info.id);
+            this.#memory.delete(info.id);
+            this.#views.delete(info.id);
+            this.#retiring.delete(info.id);
+          }),
         );
     });
+  }
+
+  /** piscina's balancer: an idle worker that is not retiring (one task per worker, as piscina's default). */
+  #pick(workers: PiscinaWorker[]): PiscinaWorker | null {
+    let found: PiscinaWorker | null = null;
+    for (const w of workers) {
+      this.#views.set(w.id, w);
+      if (found === null && w.currentUsage === 0 && !this.#retiring.has(w.id)) found = w;
+    }
+    return found;
+  }
+
+  /** Notes a worker's memory after a task; past the limit, it is retired. */
+  #noteMemory(threadId: number, bytes: number): void {
+    this.#memory.set(threadId, bytes);
+    const limit = this.#options.memoryLimitBytes;
+    if (limit !== undefined && bytes > limit && !this.#retiring.has(threadId)) {
+      this.#retiring.add(threadId);
+      this.#memoryRecycles++;
+    }
+  }
+
+  /** Terminates the retiring workers that are idle; piscina starts their replacements. */
+  #replaceRetired(): void {
+    for (const id of this.#retiring) {
+      const view = this.#views.get(id);
+      if (view !== undefined && view.currentUsage > 0) continue;
+      const worker = this.#piscina.threads.find((w) => w.threadId === id);
+      if (worker) void worker.terminate();
+      else this.#retiring.delete(id);
+    }
   }
 
   /** True when a new task would be refused: every worker busy and the queue at its bound. */
@@ -118,6 +175,8 @@ export class ImagePool {
       queued: this.#piscina.queueSize,
       utilization: this.#piscina.utilization,
       completed: this.#piscina.completed,
+      memoryRecycles: this.#memoryRecycles,
+      workerMemoryMaxBytes: Math.max(0, ...this.#memory.values()),
     };
   }
 
@@ -145,7 +204,10 @@ export class ImagePool {
     this.#pending++;
     try {
       const transferList = task.kind === 'mark' ? [task.input.buffer as ArrayBuffer] : [];
-      return await this.#piscina.run({ ...task, token }, { transferList, signal: abort });
+      const result = await this.#piscina.run({ ...task, token }, { transferList, signal: abort });
+      const threadId = this.#starts.started(token)?.threadId;
+      if (threadId !== undefined && result.memoryBytes !== undefined) this.#noteMemory(threadId, result.memoryBytes);
+      return result;
     } catch (err) {
       const aborted = deadline.signal.aborted || signal?.aborted;
       const threadId = this.#starts.started(token)?.threadId;
@@ -156,6 +218,7 @@ export class ImagePool {
     } finally {
       clearTimeout(timer);
       this.#pending--;
+      if (this.#retiring.size > 0) this.#replaceRetired();
     }
   }
 

@@ -94,8 +94,11 @@ export interface WarmupResult {
   threadId: number;
 }
 
-/** Every result carries the worker's own time on the task, for the answer's Server-Timing. */
-export type TaskResult = (AnswerResult | MarkResult | WarmupResult | TaskFailure) & { workMs?: number };
+/**
+ * Every result carries the worker's own time on the task, for the answer's Server-Timing, and its memory
+ * after the task (src/pool/memory.ts), by which the pool replaces a worker past its limit.
+ */
+export type TaskResult = (AnswerResult | MarkResult | WarmupResult | TaskFailure) & { workMs?: number; memoryBytes?: number };
 
 /** What every worker is started with (piscina workerData). */
 export interface WorkerInit extends LayerSettings {

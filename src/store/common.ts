@@ -1,11 +1,8 @@
 /**
- * What both engines share: validation of operator input, the instance's identity and lease (who holds a
- * reservation, and how another instance tells that it died), the bounded authentication cache and the
- * batched last-used writes.
+ * What both engines share: validation of operator input, key lookups by prefix, the state of this
+ * instance's reservations, the bounded authentication cache and the batched last-used writes (the
+ * instance's identity and lease are ./owners.ts).
  */
-import { randomUUID } from 'node:crypto';
-import { readFileSync } from 'node:fs';
-import { hostname } from 'node:os';
 import { defaultMessage } from '../errors.js';
 import type { AuthFailureCode } from './auth.js';
 import { StoreError } from './errors.js';
@@ -25,11 +22,6 @@ export const LAST_USED_FLUSH_MS = 10_000;
 export const AUTH_CACHE_ENTRIES = 10_000;
 /** How long an authentication result may be reused (PostgreSQL): the bound on how late a revocation applies. */
 export const DEFAULT_AUTH_CACHE_MS = 2000;
-/** An instance's lease on the units it holds; renewed every LEASE_RENEW_MS. */
-export const LEASE_MS = 15_000;
-export const LEASE_RENEW_MS = 5000;
-/** How often a server looks for dead instances' holds. */
-export const RECONCILE_INTERVAL_MS = 1000;
 
 export const ACCOUNT_NAME = /^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$/;
 export const BOOTSTRAP_ACCOUNT = 'default';
@@ -152,80 +144,6 @@ export class Reservations {
 /** The reservation's hold was reclaimed (this instance missed its lease): the unit is not counted. */
 export function reservationLost(): StoreError {
   return new StoreError('reservation_lost', 'the reservation was reclaimed by another instance (this one missed its lease); the unit is not counted');
-}
-
-// ── instance identity and liveness ───────────────────────────────────────────────────────────────
-
-/** Who holds units: a fresh id per opened store, with what lets another instance on this host see it die. */
-export interface OwnerIdentity {
-  id: string;
-  /** Host name and kernel boot id: a pid means something only on the same host and boot. */
-  host: string;
-  pid: number;
-  /** The process's start time in clock ticks since boot (/proc/<pid>/stat field 22): tells a reused pid apart. */
-  started: string;
-}
-
-let hostCache: string | undefined;
-
-export function thisHost(): string {
-  if (hostCache === undefined) {
-    let boot = '';
-    try {
-      boot = readFileSync('/proc/sys/kernel/random/boot_id', 'utf8').trim();
-    } catch {
-      // No /proc: liveness is then known from leases only.
-    }
-    hostCache = `${hostname()}/${boot}`;
-  }
-  return hostCache;
-}
-
-/** The start time of a process, or undefined when it does not exist (or /proc cannot tell). */
-export function processStart(pid: number): string | undefined {
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    // The command name (field 2) is in parentheses and may hold spaces: count fields after its ')'.
-    const fields = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return fields[19];
-  } catch {
-    return undefined;
-  }
-}
-
-export function newOwner(): OwnerIdentity {
-  return { id: randomUUID(), host: thisHost(), pid: process.pid, started: processStart(process.pid) ?? '' };
-}
-
-export interface OwnerRow {
-  id: string;
-  host: string;
-  pid: number;
-  started: string;
-  expiresAt: number;
-}
-
-/**
- * Is the owner gone? Its lease ran out, or it ran on this host (same boot) and its process is dead
- * (no such pid, or the pid now belongs to a process started at another time). /proc missing means
- * "cannot tell": the lease decides.
- */
-export function isDead(owner: OwnerRow, me: OwnerIdentity, now: number): boolean {
-  if (owner.id === me.id) return false;
-  if (owner.expiresAt < now) return true;
-  if (owner.host !== me.host || !me.host.includes('/') || me.host.endsWith('/')) return false;
-  if (owner.started === '') return false;
-  const started = processStart(owner.pid);
-  return started === undefined ? !pidExists(owner.pid) : started !== owner.started;
-}
-
-function pidExists(pid: number): boolean {
-  try {
-    process.kill(pid, 0);
-    return true;
-  } catch (err) {
-    return (err as NodeJS.ErrnoException).code === 'EPERM';
-  }
 }
 
 // ── authentication cache and last-used batching ──────────────────────────────────────────────────

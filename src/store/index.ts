@@ -12,6 +12,7 @@ export { parseAuthorization, wwwAuthenticate, type AuthFailureCode } from './aut
 export { KEY_PREFIX, isWellFormedKey } from './keys.js';
 export { monthOf, rateLimitHeaders, OPERATIONS, resetInstantOf, resetTimeOf, utcMinuteText, type Operation, type QuotaState } from './quota.js';
 export { SCHEMA_VERSION } from './db.js';
+export { TEXT_LIMITS, checkQueryEncoding, checkText } from './text.js';
 export { IDEMPOTENCY_TTL_MS, type IdempotentRequest, type PriorRequest } from './idempotency.js';
 export { PG_SCHEMA_VERSION } from './postgres/schema.js';
 export type { CheckpointStats } from './checkpoints.js';
@@ -26,23 +27,10 @@ export {
   type RecordQuery,
   type SlotResult,
 } from './records.js';
-export { MAX_LIMIT, LAST_USED_GRANULARITY_MS, DEFAULT_AUTH_CACHE_MS, LEASE_MS, RECONCILE_INTERVAL_MS, hasApiAccess, isPlan } from './common.js';
+export { MAX_LIMIT, LAST_USED_GRANULARITY_MS, DEFAULT_AUTH_CACHE_MS, hasApiAccess, isPlan } from './common.js';
+export { LEASE_MS, RECONCILE_INTERVAL_MS } from './owners.js';
 export { PLANS } from './types.js';
-export type {
-  Account,
-  AuthResult,
-  BackgroundOptions,
-  KeyInfo,
-  Plan,
-  Reservation,
-  ReserveResult,
-  Store,
-  StoreCounts,
-  StoreSnapshot,
-  StoreStats,
-  StoredPublicKey,
-  Usage,
-} from './types.js';
+export type * from './types.js';
 export { SqliteStore } from './sqlite/engine.js';
 export { parseDatabaseUrl } from './postgres/url.js';
 export type { PostgresStore, PostgresStoreOptions } from './postgres/engine.js';

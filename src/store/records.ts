@@ -92,14 +92,20 @@ export interface DashboardRecords {
 
 const HEX = /^[0-9a-f]{4,64}$/;
 
+/** How the search ignores case: Unicode lower case (the SQLite engine registers it as a function; PostgreSQL's ICU lower() agrees). */
+export function foldCase(text: string): string {
+  return text.toLowerCase();
+}
+
 /** The search's parameters, the same for both engines: a LIKE pattern for names, a range for a SHA-256 prefix. */
 export function searchTerms(query: RecordQuery): { like: string | null; lo: string | null; hi: string | null; limit: number } {
   const q = query.q?.trim() ?? '';
   const hex = q.toLowerCase();
   const isHex = HEX.test(hex);
   return {
-    // A backslash is the ESCAPE character of both engines' LIKE: a '%' or '_' typed is a character, not a wildcard.
-    like: q ? `%${q.replace(/[\\%_]/g, (c) => `\\${c}`)}%` : null,
+    // A backslash is the ESCAPE character of both engines' LIKE: a '%' or '_' typed is a character, not a
+    // wildcard. Lowered here, and each engine lowers the names it compares (every letter, not only ASCII).
+    like: q ? `%${foldCase(q).replace(/[\\%_]/g, (c) => `\\${c}`)}%` : null,
     lo: isHex ? hex : null,
     // '~' sorts after every hex digit: [hex, hex~) is "starts with hex" and uses the index.
     hi: isHex ? `${hex}~` : null,

@@ -30,11 +30,32 @@ export function isToken(value: string): value is DataMiningToken {
 }
 
 /**
+ * ExifTool's display strings for the tokens (Image/ExifTool/PLUS.pm, DataMining's PrintConv), lower
+ * case. Tools that copy ExifTool's printed output into XMP write these instead of the URI.
+ */
+const DISPLAY_STRINGS = new Map<string, DataMiningToken>(
+  Object.entries({
+    'unspecified - no prohibition defined': 'DMI-UNSPECIFIED',
+    allowed: 'DMI-ALLOWED',
+    'prohibited for ai/ml training': 'DMI-PROHIBITED-AIMLTRAINING',
+    'prohibited for generative ai/ml training': 'DMI-PROHIBITED-GENAIMLTRAINING',
+    'prohibited except for search engine indexing': 'DMI-PROHIBITED-EXCEPTSEARCHENGINEINDEXING',
+    prohibited: 'DMI-PROHIBITED',
+    'prohibited, see plus:otherconstraints': 'DMI-PROHIBITED-SEECONSTRAINT',
+    'prohibited, see iptcext:embdencrightsexpr': 'DMI-PROHIBITED-SEEEMBEDDEDRIGHTSEXPR',
+    'prohibited, see iptcext:linkedencrightsexpr': 'DMI-PROHIBITED-SEELINKEDRIGHTSEXPR',
+  } satisfies Record<string, DataMiningToken>),
+);
+
+/**
  * The token a raw value names, tolerating what real files contain: the full URI, `https://` instead
- * of `http://`, surrounding white space, a bare token, and any letter case. Undefined for other values.
+ * of `http://`, surrounding white space, a bare token, ExifTool's display string, and any letter case.
+ * Undefined for other values.
  */
 export function tokenOf(raw: string): DataMiningToken | undefined {
   let v = raw.trim();
+  const shown = DISPLAY_STRINGS.get(v.toLowerCase().replace(/\s+/g, ' '));
+  if (shown !== undefined) return shown;
   const lower = v.toLowerCase();
   for (const scheme of ['http://', 'https://']) {
     const prefix = scheme + VOCAB_PREFIX.slice('http://'.length);

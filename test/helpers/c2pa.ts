@@ -36,12 +36,12 @@ export async function read(format: C2paContainer, bytes: Uint8Array, anchor?: st
   }
 }
 
-/** `bytes` given Content Credentials by another signer (a "camera"), as the tests' PNG, WebP and JPEG cases. */
-export async function withCredentials(format: C2paContainer, bytes: Uint8Array): Promise<Uint8Array> {
+/** `bytes` given Content Credentials by another signer (a "camera"), as the tests' PNG, WebP and JPEG cases, with `assertions` of its own. */
+export async function withCredentials(format: C2paContainer, bytes: Uint8Array, assertions: { label: string; data: unknown }[] = []): Promise<Uint8Array> {
   const pem = (await generateIdentity()).identity;
   const camera = parseIdentity(pem, pem, 'camera', true);
   const m = await loadC2pa();
-  const b = m.WasmBuilder.fromJson(JSON.stringify({ claim_generator_info: [{ name: 'test camera', version: '1' }], assertions: [] }));
+  const b = m.WasmBuilder.fromJson(JSON.stringify({ claim_generator_info: [{ name: 'test camera', version: '1' }], assertions }));
   try {
     b.setIntent({ create: 'http://cv.iptc.org/newscodes/digitalsourcetype/digitalCapture' });
     const size = reserveSizeFor(camera);

@@ -30,7 +30,7 @@ export interface TestPool {
  * The image pool the server runs (from dist/, so its worker is the built one): one worker, 8 MiB of
  * request memory, no signing key or fingerprint secret, on the given data directory.
  */
-export async function testPool(dataDir: string, options: { taskTimeoutMs?: number } = {}): Promise<TestPool> {
+export async function testPool(dataDir: string, options: { taskTimeoutMs?: number; memoryLimitBytes?: number } = {}): Promise<TestPool> {
   requireBuild();
   const dist = (...p: string[]): string => pathToFileURL(join(ROOT, 'dist', 'src', ...p)).href;
   const { ImagePool, workerInitFrom } = (await import(dist('pool', 'pool.js'))) as typeof import('../../src/pool/pool.js');
@@ -48,6 +48,7 @@ export async function testPool(dataDir: string, options: { taskTimeoutMs?: numbe
     size: 1,
     queueLength: 4,
     taskTimeoutMs: options.taskTimeoutMs ?? 60_000,
+    memoryLimitBytes: options.memoryLimitBytes,
     init: { ...workerInitFrom(config, transfer.share), maxUploadBytes: 4 * 1024 * 1024 },
   });
   return {

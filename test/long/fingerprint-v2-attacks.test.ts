@@ -97,7 +97,7 @@ describe.skipIf(!existsSync(NATURAL))('fingerprint v2 on ../shared/natural', () 
   it('finds rotations by 9 and 10 degrees of a busy photograph cropped to the inner rectangle (rotation plane)', async () => {
     // kodim05 with the bench's key (--sweep): the grid ranked wrong lattices first on its smoothed plane
     // (comb 1.7-1.9 against 1.5 at the true one), so the true lattice was never folded (T -0.4 and 0.5);
-    // on the fine plane it scores 2.6-2.7 and, folded, gives sync z 8.8-9.5 (docs/fingerprint.md, step 4).
+    // on the fine plane it scores 2.6-2.7 and, folded, gives sync z 8.8-9.5 (bench/RESULTS.md, "Fingerprint", step 4).
     const key = new Uint8Array(32).fill(7);
     const orig = readFileSync(`${NATURAL}/kodim05.png`);
     const marked = Buffer.from(await embedFingerprint(orig, key, { maxPixels: MAX_PIXELS }));
@@ -114,7 +114,7 @@ describe.skipIf(!existsSync(NATURAL))('fingerprint v2 on ../shared/natural', () 
   it('finds quarter crops of a busy photograph through a runner-up alignment or the unrefined lattice', async () => {
     // kodim05 with the bench's key: at these positions the chosen alignment misses (a noise peak beat the
     // true one by a little, or the refinement drifted) while the 2nd peak or the unrefined lattice holds the
-    // mark (docs/fingerprint.md, steps 8 and 9).
+    // mark (bench/RESULTS.md, "Fingerprint", steps 8 and 9).
     await expectQuarterCropsFound('kodim05', [
       [0.5, 1],
       [0.75, 1],
@@ -140,7 +140,7 @@ describe.skipIf(!existsSync(NATURAL))('fingerprint v2 on ../shared/natural', () 
   it("finds quarter crops of a busy photograph whose lattice only the crop line's fine plane gives", async () => {
     // kodim05 with the bench's key: the crop line scored on the box-smoothed plane put its maximum 1.5-3%
     // off the true scale (period 64), and the free pattern search left the line, so no candidate lattice
-    // was within reach of the fold and these were missed (T -1.3 to 0.8; docs/fingerprint.md, step 4).
+    // was within reach of the fold and these were missed (T -1.3 to 0.8; bench/RESULTS.md, "Fingerprint", step 4).
     const found = await expectQuarterCropsFound('kodim05', [
       [0.5, 0],
       [0.75, 0],
@@ -158,7 +158,7 @@ describe.skipIf(!existsSync(NATURAL))('fingerprint v2 on ../shared/natural', () 
     // kodim13 with the bench's key: the lattice was right (period 64) but wrong symmetries, which the
     // template partly matches, ranked above the true alignment (at 0.5,1 the 4th symmetry by sync z, at 1,1
     // the identity's 2nd peak, about 20th overall); T 6.8 and 7.2 there, found by the identity looks
-    // (docs/fingerprint.md, step 10). Before: T -1.4 and 1.3.
+    // (bench/RESULTS.md, "Fingerprint", step 10). Before: T -1.4 and 1.3.
     const found = await expectQuarterCropsFound('kodim13', [
       [0.5, 1],
       [1, 1],
@@ -227,7 +227,7 @@ describe.skipIf(!existsSync(NATURAL))('fingerprint v2 on ../shared/natural', () 
   it("folds the crop line's lattice when a grid hypothesis 3% off and tilted stood in for it", async () => {
     // kodim05 with the bench's key, the quarter crop at (134, 54) that --dense's random crop drew: a grid
     // hypothesis (61.9 x 65.0, tilted 1.7 degrees) was within nearChosen's 2.5 angle steps and 5%, so the
-    // crop line's (64 x 64) was not folded (sync z 3.8 against 6.1; docs/fingerprint.md, step 4). Since
+    // crop line's (64 x 64) was not folded (sync z 3.8 against 6.1; bench/RESULTS.md, "Fingerprint", step 4). Since
     // version 2 divides by the local energy (step 2) the chosen lattice is 63.2 x 64.1, tilted 0.2 degrees.
     const { orig, marked } = await benchMarked('kodim05');
     const d = await expectFoundAfter(crop(0.25, { x: 134 / 384, y: 54 / 256 }), marked, orig, BENCH_KEY, MAX_PIXELS, rng);

@@ -65,7 +65,7 @@ export function blur(src: Float32Array, w: number, h: number, taps: Float32Array
 /**
  * High-pass (minus a Gaussian) then local contrast normalisation: whitens the host, keeps the key band.
  * `energy`, when given, has its plane receive the same high-pass divided by the local energy (the RMS
- * squared) plus its own floor instead: version 2's plane (docs/fingerprint.md, Detect step 2), same pass.
+ * squared) plus its own floor instead: version 2's plane (docs/fingerprint.md, "Design: version 2", step 2), same pass.
  */
 export function prefilter(y: Float32Array, w: number, h: number, p: PrefilterParams, energy?: { plane: Float32Array; floor: number }): Float32Array {
   const low = blur(y, w, h, gaussianTaps(p.sigmaHighpass));

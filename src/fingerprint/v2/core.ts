@@ -128,7 +128,7 @@ export function detectCore2(input: Core2Input): Core2Output {
 
   // Other tile phases of the chosen alignment (part B picks one of 16 and is weak on small crops), only
   // when the sync is not at the noise level: part B's next p.phaseLooks choices, in its order (where another
-  // phase held the mark it was always B's 2nd or 3rd; docs/fingerprint.md, step 7).
+  // phase held the mark it was always B's 2nd or 3rd; bench/RESULTS.md, "Fingerprint", step 7).
   let phaseCells: Float64Array = new Float64Array(0);
   if (best.hit.z >= p.phasesZ) {
     const per = TILE / p.cell;
@@ -164,7 +164,7 @@ export function detectCore2(input: Core2Input): Core2Output {
   // chosen alignment, not a runner-up), each at its own best tile phase; the decision pays for
   // p.identityLooks tests whether or not they run. Crops, borders, resizes and small rotations keep the
   // picture's symmetry, and on a weak quarter crop the template, which every symmetry partly matches, can
-  // put several wrong symmetries above the true one (docs/fingerprint.md, step 10).
+  // put several wrong symmetries above the true one (bench/RESULTS.md, "Fingerprint", step 10).
   const identityZ = new Float64Array(p.identityLooks);
   /** Counts each alignment of `list` into `slots` blocks of cells (zeros where none; empty for none), its sync z into `zs`. */
   const countEach = (list: Alignment[], slots: number, zs: Float64Array): Float64Array => {
@@ -201,7 +201,7 @@ export function detectCore2(input: Core2Input): Core2Output {
   // Lattice looks: the best peak of each of the next p.latticeLooks lattices the search folded (other than
   // the chosen one), by that peak's sync z, from p.latticeLookZ, whatever the chosen alignment's sync z; the
   // decision pays for p.latticeLooks tests whether or not they run. A wrong lattice that folds several of
-  // the template's peaks coherently can out-sync the true one on a weak quarter crop (docs/fingerprint.md, step 11).
+  // the template's peaks coherently can out-sync the true one on a weak quarter crop (bench/RESULTS.md, "Fingerprint", step 11).
   const latticeZ = new Float64Array(p.latticeLooks);
   let latticeCells: Float64Array = new Float64Array(0);
   if (tier === 2 && p.latticeLooks > 0) {

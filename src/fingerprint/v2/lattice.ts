@@ -261,7 +261,7 @@ export function latticeCandidates(
   // Crops alone change only the scale: the best hypothesis on that line (theta 0, same scale both ways)
   // competes with far fewer hypotheses than the whole grid, so a weaker lattice still stands out there.
   // Scored on the fine plane, as the aspect lines are: on the grid's box-smoothed plane a quarter crop's
-  // maximum could land 1.5-3% off the true scale, too far for the fold (docs/fingerprint.md, step 4).
+  // maximum could land 1.5-3% off the true scale, too far for the fold (bench/RESULTS.md, "Fingerprint", step 4).
   let crop: Hypo = { theta: 0, sx: 1, sy: 1, score: -Infinity };
   for (let a = Math.log(Math.max(sMin, cropMin)); a <= Math.log(sMax) + 1e-9; a += CROP_STEP) {
     const sc = Math.exp(a);
@@ -271,7 +271,7 @@ export function latticeCandidates(
   // The crop line's hypothesis is folded unless one already chosen is the same lattice to within the
   // grid's own resolution (half an angle step, 1% of each scale): the 5% of nearChosen would let a grid
   // hypothesis 3% off and tilted by 1.7 degrees stand in for it (kodim05's random quarter crop in --dense:
-  // that one folds to sync z 3.8, the crop line's to 6.1; docs/fingerprint.md, step 4).
+  // that one folds to sync z 3.8, the crop line's to 6.1; bench/RESULTS.md, "Fingerprint", step 4).
   if (crop.score > -Infinity && !nearChosen(crop, 0.5, 0.01)) {
     chosen.push(crop);
   }

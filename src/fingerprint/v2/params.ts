@@ -6,7 +6,7 @@
 import { CELL, LOCAL_FLOOR, SIGMA_HIGHPASS, SIGMA_LOCAL } from '../params.js';
 
 /*
- * Version 2 (docs/fingerprint.md, "Version 2"): the same work resolution and 128 tile, but the tile is
+ * Version 2 (docs/fingerprint.md, "Design: version 2"): the same work resolution and 128 tile, but the tile is
  * built from three independent parts so that the detector can find the geometry on its own:
  * - lattice/sync part A, periodic with V2_PERIOD (so the whole mark shows a lattice of autocorrelation
  *   peaks at multiples of V2_PERIOD work pixels), used to estimate the affine map and the shift mod V2_PERIOD;
@@ -22,14 +22,14 @@ export const V2_SHARE_B = 0.08;
 export const V2_SHARE_C = 0.47;
 /**
  * Version 2's texture mask divides the local standard deviation by this (version 1 divided by 6; same clip
- * MASK_MIN..MASK_MAX): the mask reaches its top at a local std of 6.4 instead of 9.6 (docs/fingerprint.md, "Embed").
+ * MASK_MIN..MASK_MAX): the mask reaches its top at a local std of 6.4 instead of 9.6 (docs/fingerprint.md, "Embedding").
  */
 export const V2_MASK_DIV = 4;
 /** Embedding strength of version 2 (the per-image PSNR clamp still applies). */
 export const V2_ALPHA = 3.4;
 /**
  * Version 2 lowers its strength per image so that the marked pixels keep PSNR >= this against the decoded
- * input (RGB, measured exactly on the 8-bit result before it is encoded; docs/fingerprint.md, "Embed").
+ * input (RGB, measured exactly on the 8-bit result before it is encoded; docs/fingerprint.md, "Embedding").
  */
 export const V2_MIN_PSNR_DB = 40.1;
 /** Sync z of the no-geometry hypothesis above which the lattice search is skipped. */
@@ -50,7 +50,7 @@ export const V2_CANDIDATES = 3;
 export const V2_GATE = 2.6;
 /**
  * Detector only: power of part A's amplitude in the sync correlation (its phase kept; 0 is phase only, 1
- * the matched filter). docs/fingerprint.md, step 3, says why.
+ * the matched filter). bench/RESULTS.md, "Fingerprint", step 3, says why.
  */
 export const V2_SYNC_POWER = 0.5;
 /** Detector only: spectrum lattices within this fraction of the no-geometry one are not folded again. */
@@ -66,7 +66,7 @@ export const V2_PHASES_Z = 4.75;
 /**
  * Detector only: how many of part B's next choices of tile phase are counted (its 2nd and 3rd): on --dense
  * over three marking keys, every tile phase other than B's choice that held the mark (T over 4.5, 13 of
- * 4,860 marked trials) was its 2nd or 3rd (docs/fingerprint.md, step 7).
+ * 4,860 marked trials) was its 2nd or 3rd (bench/RESULTS.md, "Fingerprint", step 7).
  */
 export const V2_PHASE_LOOKS = 2;
 /**
@@ -78,32 +78,32 @@ export const V2_SECOND_T = 2.5;
 /**
  * Detector only: the aspect lines (theta 0, one axis at the no-geometry scale, the other within 1.36x of
  * it) are scored on the fine spectrum plane, and their best hypothesis is folded when its comb score
- * reaches this (docs/fingerprint.md, step 4).
+ * reaches this (bench/RESULTS.md, "Fingerprint", step 4).
  */
 export const V2_ASPECT_GATE = 2.5;
 /**
  * Detector only: the rotation plane (the grid's angles and scales, the same scale both ways) is scored on
  * the fine spectrum plane, and its best hypothesis, refined, is folded when its comb score reaches this
- * (docs/fingerprint.md, step 4).
+ * (bench/RESULTS.md, "Fingerprint", step 4).
  */
 export const V2_ROTATION_GATE = 2.3;
 /**
  * Detector only: when the search's best sync z is under V2_REFINE_Z (the alignment is uncertain), the next
  * V2_RUNNERS distinct peaks of its sync surfaces (lattice, symmetry, shift) are counted too, those from
- * sync z V2_RUNNER_Z (docs/fingerprint.md, step 9). The decision pays for V2_RUNNERS tests always.
+ * sync z V2_RUNNER_Z (bench/RESULTS.md, "Fingerprint", step 9). The decision pays for V2_RUNNERS tests always.
  */
 export const V2_RUNNERS = 2;
 export const V2_RUNNER_Z = 4.5;
 /**
  * Detector only: with the runner-ups (same condition), the V2_IDENTITY_LOOKS best peaks of the identity
  * symmetry's sync surface on the chosen lattice, other than the chosen alignment and the runner-ups, are
- * counted too, whatever their sync z (docs/fingerprint.md, step 10). The decision pays for them always.
+ * counted too, whatever their sync z (bench/RESULTS.md, "Fingerprint", step 10). The decision pays for them always.
  */
 export const V2_IDENTITY_LOOKS = 2;
 /**
  * Detector only: whenever the lattice search ran, the best peak of each of the next V2_LATTICE_LOOKS
  * lattices it folded (other than the chosen one, by that peak's sync z, from V2_LATTICE_LOOK_Z) is counted
- * too (docs/fingerprint.md, step 11). The decision pays for them always.
+ * too (bench/RESULTS.md, "Fingerprint", step 11). The decision pays for them always.
  */
 export const V2_LATTICE_LOOKS = 2;
 export const V2_LATTICE_LOOK_Z = 5;
@@ -124,7 +124,7 @@ export const V2_SHARE_LATTICE = 0.1;
 /**
  * Version 2 divides the high-pass by the local energy (the local RMS squared) plus this floor, not by the
  * local RMS as version 1 does: the matched weighting for a mark whose amplitude stops growing with the
- * texture (docs/fingerprint.md, Detect step 2). The floor (a local RMS of 4) keeps flat places, where a
+ * texture (docs/fingerprint.md, "Design: version 2", step 2). The floor (a local RMS of 4) keeps flat places, where a
  * coarse JPEG leaves only its block edges, from outweighing the rest.
  */
 export const V2_ENERGY_FLOOR = 16;

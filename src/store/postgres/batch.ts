@@ -205,19 +205,32 @@ interface Pending<M, R> {
  */
 export class Batcher<M, R> {
   readonly #run: (members: M[]) => Promise<(R | Error | typeof DEFER)[]>;
+  readonly #gather: boolean;
   #queue: Pending<M, R>[] = [];
   #busy = false;
   #scheduled = false;
 
-  constructor(run: (members: M[]) => Promise<(R | Error | typeof DEFER)[]>) {
+  /** `gather` false: each call is sent at once, alone and concurrently with the others (the plain path, for comparison). */
+  constructor(run: (members: M[]) => Promise<(R | Error | typeof DEFER)[]>, gather = true) {
     this.#run = run;
+    this.#gather = gather;
   }
 
   add(member: M): Promise<R> {
+    if (!this.#gather) return this.#alone(member);
     return new Promise<R>((resolve, reject) => {
       this.#queue.push({ member, resolve, reject });
       this.#kick();
     });
+  }
+
+  async #alone(member: M): Promise<R> {
+    for (;;) {
+      const [r] = await this.#run([member]);
+      if (r === DEFER) continue;
+      if (r instanceof Error) throw r;
+      return r as R;
+    }
   }
 
   /** Calls waiting or on their way. */

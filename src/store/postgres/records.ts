@@ -6,18 +6,28 @@
  * instances can put a 26th image in a batch.
  */
 import { randomUUID } from 'node:crypto';
-import type pg from 'pg';
+import type { Query } from './connection.js';
 import { BATCH_COLUMNS, BATCH_LIFETIME_MS, RECORD_COLUMNS, checkBatchSize, searchTerms, toBatch, recordValues, toRecord } from '../records.js';
 import type { BatchRow, RecordRow, Batch, BatchSpec, DashboardRecords, MarkRecord, RecordQuery, SlotResult } from '../records.js';
 
-/** The engine's query function (its errors already mapped to store_unavailable). */
-export type Query = <R extends pg.QueryResultRow>(text: string, values?: unknown[], name?: string) => Promise<pg.QueryResult<R>>;
-
 export class PgDashboardRecords implements DashboardRecords {
   readonly #q: Query;
+  /** `fold(x)`: SQL that lowers text x as foldCase does (../records.ts). */
+  readonly #fold: (x: string) => string;
 
-  constructor(query: Query) {
+  /** `collation`: the one searchFold found. */
+  constructor(query: Query, collation: string) {
     this.#q = query;
+    this.#fold = (x) => `lower(${x} COLLATE "${collation}")`;
+  }
+
+  /**
+   * The collation whose lower() lowers every letter as JavaScript does: ICU's root locale where the server
+   * has ICU (every packaged PostgreSQL does), else the database's default (under "C" that is ASCII only).
+   */
+  static async searchFold(query: Query): Promise<string> {
+    const r = await query<{ ok: boolean }>(`SELECT EXISTS (SELECT 1 FROM pg_collation WHERE collname = 'und-x-icu') AS ok`);
+    return r.rows[0]?.ok ? 'und-x-icu' : 'default';
   }
 
   async keyPrefix(keyId: number): Promise<string> {
@@ -77,7 +87,7 @@ export class PgDashboardRecords implements DashboardRecords {
     const r = await this.#q<RecordRow>(
       `SELECT ${RECORD_COLUMNS} FROM dashboard_records
         WHERE account_id = $1 AND marked_at < $2 AND (marked_at, id COLLATE "C") < ($7::text, $8::text COLLATE "C")
-          AND ($3::text IS NULL OR original_name ILIKE $3 ESCAPE '\\' OR produced_name ILIKE $3 ESCAPE '\\'
+          AND ($3::text IS NULL OR ${this.#fold('original_name')} LIKE $3 ESCAPE '\\' OR ${this.#fold('produced_name')} LIKE $3 ESCAPE '\\'
                OR ($4::text IS NOT NULL AND sha256 >= $4 AND sha256 < $5))
         ORDER BY marked_at DESC, id COLLATE "C" DESC LIMIT $6`,
       [accountId, query.before ?? '9999', t.like, t.lo, t.hi, t.limit, query.after?.markedAt ?? '9999', query.after?.id ?? ''],
@@ -88,7 +98,7 @@ export class PgDashboardRecords implements DashboardRecords {
 
   async batchRecords(accountId: number, batchId: string): Promise<MarkRecord[]> {
     const r = await this.#q<RecordRow>(
-      `SELECT ${RECORD_COLUMNS} FROM dashboard_records WHERE batch_id = $1 AND account_id = $2 ORDER BY marked_at, id`,
+      `SELECT ${RECORD_COLUMNS} FROM dashboard_records WHERE batch_id = $1 AND account_id = $2 ORDER BY marked_at, id COLLATE "C"`,
       [batchId, accountId],
       'dash_batch_records',
     );
@@ -97,7 +107,7 @@ export class PgDashboardRecords implements DashboardRecords {
 
   async recordBySha256(accountId: number, sha256: string): Promise<MarkRecord | undefined> {
     const r = await this.#q<RecordRow>(
-      `SELECT ${RECORD_COLUMNS} FROM dashboard_records WHERE sha256 = $1 AND account_id = $2 ORDER BY marked_at DESC LIMIT 1`,
+      `SELECT ${RECORD_COLUMNS} FROM dashboard_records WHERE sha256 = $1 AND account_id = $2 ORDER BY marked_at DESC, id COLLATE "C" DESC LIMIT 1`,
       [sha256, accountId],
       'dash_record_by_sha',
     );

@@ -9,55 +9,32 @@
  * row goes and the counter shrinks). Processes on the same file see each other's units at once.
  */
 import { join } from 'node:path';
+import { toAccount, unknownAccountId, type AccountRow } from '../accounts.js';
+import { BackgroundTimers } from '../background.js';
 import { BackgroundCheckpoints } from '../checkpoints.js';
+import { LAST_USED_FLUSH_MS, LastUsed, Reservations, authFailure, checkDefaults, isEmptyCounts, keyHashOf, planFailure, reservationLost } from '../common.js';
 import { openDatabase, type Db } from '../db.js';
-import { StoreError } from '../errors.js';
-import { displayPrefix, generateKey, hashKey } from '../keys.js';
-import { monthOf, parseMonth, quotaStateOf, type Operation, type QuotaState } from '../quota.js';
-import {
-  BOOTSTRAP_ACCOUNT,
-  LAST_USED_FLUSH_MS,
-  LEASE_MS,
-  LEASE_RENEW_MS,
-  LastUsed,
-  RECONCILE_INTERVAL_MS,
-  Reservations,
-  authFailure,
-  checkAccountName,
-  checkDefaults,
-  checkLimits,
-  checkPlan,
-  isDead,
-  isEmptyCounts,
-  keyHashOf,
-  keyLookup,
-  newOwner,
-  pickByPrefix,
-  planFailure,
-  reservationLost,
-  unknownAccount,
-  type OwnerIdentity,
-  type OwnerRow,
-} from '../common.js';
-import type {
-  Account,
-  AuthResult,
-  BackgroundOptions,
-  KeyInfo,
-  Plan,
-  Reservation,
-  ReserveResult,
-  Store,
-  StoreCounts,
-  StoreSnapshot,
-  StoreStats,
-  StoredPublicKey,
-  Usage,
-} from '../types.js';
-import { RECORD_COLUMNS, recordValues, toBatch, toRecord, type BatchRow, type DashboardRecords, type RecordRow } from '../records.js';
-import { SqliteDashboardRecords } from './records.js';
-import { SqliteIdempotency } from './idempotency.js';
 import { IDEMPOTENCY_PRUNE_MS, priorOf, uploadDigest, type IdempotentRequest } from '../idempotency.js';
+import {
+  LEASE_RENEW_MS,
+  RECONCILE_INTERVAL_MS,
+  SELECT_OWNERS,
+  deadOwners,
+  newOwner,
+  registration,
+  LEASE_MS,
+  type OwnerDbRow,
+  type OwnerIdentity,
+} from '../owners.js';
+import { monthOf, quotaStateOf, type Operation, type QuotaState } from '../quota.js';
+import type { DashboardRecords } from '../records.js';
+import { OperatorSide } from '../operator.js';
+import { CheckedDashboardRecords, checkIdempotency } from '../text.js';
+import type * as T from '../types.js';
+import { SqliteAccounts } from './accounts.js';
+import { SqliteIdempotency } from './idempotency.js';
+import { sqliteCounts, sqliteRestore, sqliteSnapshot } from './migration.js';
+import { SqliteDashboardRecords } from './records.js';
 
 export interface SqliteStoreOptions {
   dataDir: string;
@@ -69,28 +46,10 @@ export interface SqliteStoreOptions {
   busyTimeoutMs?: number;
 }
 
-interface AccountRow {
-  id: number;
-  name: string;
-  plan: Plan;
-  protect_limit: number | null;
-  verify_limit: number | null;
-  created_at: string;
-}
-
 interface AuthRow extends AccountRow {
   key_id: number;
   last_used_at: string | null;
   revoked_at: string | null;
-}
-
-interface KeyRow {
-  id: number;
-  prefix: string;
-  created_at: string;
-  last_used_at: string | null;
-  revoked_at: string | null;
-  account: string;
 }
 
 interface CounterParams {
@@ -111,9 +70,8 @@ interface HoldParams {
 
 // The effective limit of :op for account row `a`: its override, else the default passed in by this process.
 const LIMIT_OF_A = `coalesce(CASE :op WHEN 'protect' THEN a.protect_limit ELSE a.verify_limit END, :fallback)`;
-const ACCOUNT_COLUMNS = 'a.id, a.name, a.plan, a.protect_limit, a.verify_limit, a.created_at';
 
-export class SqliteStore implements Store {
+export class SqliteStore extends OperatorSide implements T.Store {
   readonly engine = 'sqlite' as const;
   readonly sharesSecrets = false;
   readonly file: string;
@@ -127,8 +85,9 @@ export class SqliteStore implements Store {
   #registered = false;
   #checkpoints: BackgroundCheckpoints | undefined;
   readonly dashboard: DashboardRecords;
-  #timers: NodeJS.Timeout[] = [];
+  #timers: BackgroundTimers | undefined;
   #reconciled = 0;
+  protected readonly book: SqliteAccounts;
 
   readonly #authByHash;
   readonly #touchKey;
@@ -139,34 +98,24 @@ export class SqliteStore implements Store {
   readonly #commitRelease;
   readonly #uncount;
   readonly #counter;
-  readonly #accountByName;
-  readonly #allAccounts;
-  readonly #insertAccount;
-  readonly #setPlan;
-  readonly #setLimits;
-  readonly #countAccounts;
-  readonly #insertKey;
-  readonly #keysOfAccount;
-  readonly #keyByHash;
-  readonly #keysByPrefix;
-  readonly #revokeKey;
   readonly #registerOwner;
   readonly #renewOwner;
   readonly #owners;
   readonly #orphanOwners;
   readonly #releaseOwnerTx;
-  readonly #heldOf;
   readonly #keys: SqliteIdempotency;
   readonly #reserveKeyedTx;
 
   private constructor(db: Db, file: string, defaults: Record<Operation, number>) {
+    super();
     this.#db = db;
     this.file = file;
     this.#defaults = defaults;
-    this.dashboard = new SqliteDashboardRecords(db);
+    this.dashboard = new CheckedDashboardRecords(new SqliteDashboardRecords(db));
     this.#keys = new SqliteIdempotency(db);
+    this.book = new SqliteAccounts(db, defaults, (id, op, month, now) => this.#state(id, op, month, now));
     this.#authByHash = db.prepare<[Buffer], AuthRow>(
-      `SELECT ${ACCOUNT_COLUMNS}, k.id AS key_id, k.last_used_at, k.revoked_at
+      `SELECT a.id, a.name, a.plan, a.protect_limit, a.verify_limit, a.created_at, k.id AS key_id, k.last_used_at, k.revoked_at
          FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?`,
     );
     this.#touchKey = db.prepare<[string, number, string]>('UPDATE api_keys SET last_used_at = ? WHERE id = ? AND (last_used_at IS NULL OR last_used_at < ?)');
@@ -218,37 +167,11 @@ export class SqliteStore implements Store {
                          WHERE u.account_id = a.id AND u.month = :month AND u.operation = :op), 0) AS used
          FROM accounts a WHERE a.id = :account`,
     );
-    this.#accountByName = db.prepare<[string], AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a WHERE a.name = ?`);
-    this.#allAccounts = db.prepare<[], AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a ORDER BY a.name`);
-    this.#insertAccount = db.prepare<[string, Plan, string], AccountRow>(
-      `INSERT INTO accounts (name, plan, created_at) VALUES (?, ?, ?)
-       RETURNING id, name, plan, protect_limit, verify_limit, created_at`,
-    );
-    this.#setPlan = db.prepare<[Plan, number]>('UPDATE accounts SET plan = ? WHERE id = ?');
-    this.#setLimits = db.prepare<[number | null, number | null, number]>('UPDATE accounts SET protect_limit = ?, verify_limit = ? WHERE id = ?');
-    this.#countAccounts = db.prepare<[], { n: number }>('SELECT count(*) AS n FROM accounts');
-    this.#insertKey = db.prepare<[number, Buffer, string, string], { id: number }>(
-      'INSERT INTO api_keys (account_id, hash, prefix, created_at) VALUES (?, ?, ?, ?) RETURNING id',
-    );
-    const keyColumns = 'k.id, k.prefix, k.created_at, k.last_used_at, k.revoked_at, a.name AS account';
-    this.#keysOfAccount = db.prepare<[number], KeyRow>(
-      `SELECT ${keyColumns} FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.account_id = ? ORDER BY k.id`,
-    );
-    this.#keyByHash = db.prepare<[Buffer], KeyRow>(`SELECT ${keyColumns} FROM api_keys k JOIN accounts a ON a.id = k.account_id WHERE k.hash = ?`);
-    // A range instead of LIKE: '_' in the fixed prefix is a LIKE wildcard, and '~' sorts after every
-    // base62 character, so [p, p + '~') is exactly "starts with p" and uses the prefix index.
-    this.#keysByPrefix = db.prepare<[string, string], KeyRow>(
-      `SELECT ${keyColumns} FROM api_keys k JOIN accounts a ON a.id = k.account_id
-        WHERE k.prefix >= ? AND k.prefix < ? ORDER BY k.id`,
-    );
-    this.#revokeKey = db.prepare<[string, number]>('UPDATE api_keys SET revoked_at = ? WHERE id = ? AND revoked_at IS NULL');
     this.#registerOwner = db.prepare<[string, string, number, string, number]>(
       'INSERT INTO owners (id, host, pid, started, expires_at) VALUES (?, ?, ?, ?, ?) ON CONFLICT (id) DO UPDATE SET expires_at = excluded.expires_at',
     );
     this.#renewOwner = db.prepare<[number, string]>('UPDATE owners SET expires_at = ? WHERE id = ?');
-    this.#owners = db.prepare<[], { id: string; host: string; pid: number; started: string; expires_at: number }>(
-      'SELECT id, host, pid, started, expires_at FROM owners',
-    );
+    this.#owners = db.prepare<[], OwnerDbRow>(SELECT_OWNERS);
     this.#orphanOwners = db.prepare<[], { owner: string }>(
       'SELECT owner FROM reservations WHERE owner NOT IN (SELECT id FROM owners) UNION SELECT owner FROM holds WHERE owner NOT IN (SELECT id FROM owners)',
     );
@@ -278,12 +201,6 @@ export class SqliteStore implements Store {
       dropOwner.run(owner);
       return units;
     });
-    this.#heldOf = db.prepare<[{ account: number; month: string }], { operation: Operation; n: number }>(
-      `SELECT operation, sum(n) AS n FROM (
-         SELECT operation, n FROM holds WHERE account_id = :account AND month = :month
-         UNION ALL SELECT operation, 1 FROM reservations WHERE account_id = :account AND month = :month
-       ) GROUP BY operation`,
-    );
   }
 
   /** Opens or creates `${dataDir}/optmark.db` (WAL), migrating its schema. */
@@ -308,11 +225,11 @@ export class SqliteStore implements Store {
 
   // ── request path ──────────────────────────────────────────────────────────────────────────────
 
-  async authenticate(authorization: string | undefined, now: Date = new Date()): Promise<AuthResult> {
+  async authenticate(authorization: string | undefined, now: Date = new Date()): Promise<T.AuthResult> {
     return this.authenticateSync(authorization, now);
   }
 
-  authenticateSync(authorization: string | undefined, now: Date = new Date()): AuthResult {
+  authenticateSync(authorization: string | undefined, now: Date = new Date()): T.AuthResult {
     const key = keyHashOf(authorization);
     if ('failure' in key) return key.failure;
     const row = this.#authByHash.get(key.hash);
@@ -324,11 +241,12 @@ export class SqliteStore implements Store {
     return { ok: true, account: this.#toAccount(row), keyId: row.key_id };
   }
 
-  async reserve(accountId: number, op: Operation, now: Date = new Date(), idempotency?: IdempotentRequest): Promise<ReserveResult> {
+  async reserve(accountId: number, op: Operation, now: Date = new Date(), idempotency?: IdempotentRequest): Promise<T.ReserveResult> {
     return this.reserveSync(accountId, op, now, idempotency);
   }
 
-  reserveSync(accountId: number, op: Operation, now: Date = new Date(), idempotency?: IdempotentRequest): ReserveResult {
+  reserveSync(accountId: number, op: Operation, now: Date = new Date(), idempotency?: IdempotentRequest): T.ReserveResult {
+    checkIdempotency(idempotency);
     if (!this.#registered) this.#register(now.getTime());
     const month = monthOf(now);
     const p = { account: accountId, month, op, fallback: this.#defaults[op], owner: this.#owner.id, hold: this.#nextHold++ };
@@ -348,14 +266,14 @@ export class SqliteStore implements Store {
     };
   }
 
-  async commit(r: Reservation, now: Date = new Date(), onSent?: () => void): Promise<QuotaState | undefined> {
+  async commit(r: T.Reservation, now: Date = new Date(), onSent?: () => void): Promise<QuotaState | undefined> {
     if (onSent && this.#reservations.state(r) === undefined) throw reservationLost(); // refunded or reclaimed: no answer
     const state = this.commitSync(r, now);
     onSent?.();
     return state;
   }
 
-  commitSync(r: Reservation, now: Date = new Date()): QuotaState | undefined {
+  commitSync(r: T.Reservation, now: Date = new Date()): QuotaState | undefined {
     if (this.#reservations.state(r) !== 'held') return undefined;
     const month = monthOf(now);
     const owner = this.#owner.id;
@@ -391,11 +309,11 @@ export class SqliteStore implements Store {
     return quotaStateOf(r.operation, row.lim, row.used, month, now);
   }
 
-  async refund(r: Reservation, now: Date = new Date()): Promise<QuotaState | undefined> {
+  async refund(r: T.Reservation, now: Date = new Date()): Promise<QuotaState | undefined> {
     return this.refundSync(r, now);
   }
 
-  refundSync(r: Reservation, now: Date = new Date()): QuotaState | undefined {
+  refundSync(r: T.Reservation, now: Date = new Date()): QuotaState | undefined {
     const state = this.#reservations.state(r);
     if (state === undefined) return undefined;
     this.#db
@@ -421,12 +339,7 @@ export class SqliteStore implements Store {
   }
 
   reconcileSync(now: Date = new Date()): number {
-    const t = now.getTime();
-    const dead: string[] = [];
-    for (const o of this.#owners.all()) {
-      const row: OwnerRow = { id: o.id, host: o.host, pid: o.pid, started: o.started, expiresAt: o.expires_at };
-      if (isDead(row, this.#owner, t)) dead.push(o.id);
-    }
+    const dead = deadOwners(this.#owners.all(), this.#owner, now.getTime());
     for (const { owner } of this.#orphanOwners.all()) if (owner !== this.#owner.id) dead.push(owner);
     let units = 0;
     for (const id of dead) units += this.#releaseOwnerTx.immediate(id);
@@ -438,106 +351,13 @@ export class SqliteStore implements Store {
     return this.#keys.prune(now.getTime());
   }
 
-  // ── operator side ─────────────────────────────────────────────────────────────────────────────
-
-  async bootstrapIfEmpty(): Promise<{ account: Account; key: string } | undefined> {
-    // IMMEDIATE: two servers starting on one empty directory must not both create an account.
-    return this.#db
-      .transaction(() => {
-        if (this.#countAccounts.get()!.n > 0) return undefined;
-        const account = this.#createAccount(BOOTSTRAP_ACCOUNT, 'pro', new Date());
-        const { key } = this.#issueKey(account.name, new Date());
-        return { account, key };
-      })
-      .immediate();
-  }
-
-  async createAccount(name: string, plan: Plan, now: Date = new Date()): Promise<Account> {
-    return this.#createAccount(name, plan, now);
-  }
-
-  #createAccount(name: string, plan: Plan, now: Date): Account {
-    checkAccountName(name);
-    checkPlan(plan);
-    try {
-      return this.#toAccount(this.#insertAccount.all(name, plan, now.toISOString())[0]!);
-    } catch (err) {
-      if ((err as { code?: unknown }).code === 'SQLITE_CONSTRAINT_UNIQUE') {
-        throw new StoreError('duplicate_account', `an account named "${name}" already exists (names ignore case)`);
-      }
-      throw err;
-    }
-  }
-
-  async listAccounts(): Promise<Account[]> {
-    return this.#allAccounts.all().map((row) => this.#toAccount(row));
-  }
-
-  async getAccount(name: string): Promise<Account> {
-    return this.#toAccount(this.#row(name));
-  }
-
-  async setPlan(name: string, plan: Plan): Promise<Account> {
-    checkPlan(plan);
-    const row = this.#row(name);
-    this.#setPlan.run(plan, row.id);
-    return this.#toAccount({ ...row, plan });
-  }
-
-  async setLimits(name: string, limits: { protect?: number | null; verify?: number | null }): Promise<Account> {
-    checkLimits(limits);
-    return this.#db
-      .transaction(() => {
-        const row = this.#row(name);
-        const next = {
-          ...row,
-          protect_limit: limits.protect === undefined ? row.protect_limit : limits.protect,
-          verify_limit: limits.verify === undefined ? row.verify_limit : limits.verify,
-        };
-        this.#setLimits.run(next.protect_limit, next.verify_limit, row.id);
-        return this.#toAccount(next);
-      })
-      .immediate(); // write lock before the read: a deferred read-then-write could fail SQLITE_BUSY_SNAPSHOT
-  }
-
-  async issueKey(accountName: string, now: Date = new Date()): Promise<{ key: string; prefix: string; id: number }> {
-    return this.#issueKey(accountName, now);
-  }
-
-  #issueKey(accountName: string, now: Date): { key: string; prefix: string; id: number } {
-    const row = this.#row(accountName);
-    const key = generateKey();
-    const prefix = displayPrefix(key);
-    const { id } = this.#insertKey.all(row.id, hashKey(key), prefix, now.toISOString())[0]!;
-    return { key, prefix, id };
-  }
-
-  async listKeys(accountName: string): Promise<KeyInfo[]> {
-    this.#flushLastUsed();
-    return this.#keysOfAccount.all(this.#row(accountName).id).map(toKeyInfo);
-  }
-
-  async revokeKey(prefix: string, now: Date = new Date()): Promise<{ prefix: string; account: string; alreadyRevoked: boolean }> {
-    const key = this.#findKey(prefix.trim());
-    const changed = this.#revokeKey.run(now.toISOString(), key.id).changes === 1;
-    return { prefix: key.prefix, account: key.account, alreadyRevoked: !changed };
-  }
-
-  async usage(accountName: string, month?: string, now: Date = new Date()): Promise<Usage> {
-    const m = month === undefined ? monthOf(now) : parseMonth(month);
-    const { id } = this.#row(accountName);
-    const held = { protect: 0, verify: 0 };
-    for (const h of this.#heldOf.all({ account: id, month: m })) held[h.operation] = h.n;
-    return { month: m, protect: this.#state(id, 'protect', m, now), verify: this.#state(id, 'verify', m, now), held };
-  }
-
   // ── shared secrets: the data directory's files hold them for SQLite ───────────────────────────
 
   async recordPublicKey(): Promise<boolean> {
     return false;
   }
 
-  async listPublicKeys(): Promise<StoredPublicKey[]> {
+  async listPublicKeys(): Promise<T.StoredPublicKey[]> {
     return [];
   }
 
@@ -551,91 +371,20 @@ export class SqliteStore implements Store {
 
   // ── migration ─────────────────────────────────────────────────────────────────────────────────
 
-  async counts(): Promise<StoreCounts> {
-    const row = this.#db
-      .prepare<[], Omit<StoreCounts, 'publicKeys' | 'secrets'>>(
-        `SELECT (SELECT count(*) FROM accounts) AS accounts, (SELECT count(*) FROM api_keys) AS keys,
-                (SELECT count(*) FROM usage_counters) AS counters, (SELECT count(*) FROM dashboard_batches) AS batches,
-                (SELECT count(*) FROM dashboard_records) AS records`,
-      )
-      .get()!;
-    // Public keys and secrets are the data directory's files.
-    return { ...row, publicKeys: 0, secrets: 0 };
+  async counts(): Promise<T.StoreCounts> {
+    return sqliteCounts(this.#db);
   }
 
   async isEmpty(): Promise<boolean> {
     return isEmptyCounts(await this.counts());
   }
 
-  async snapshot(months?: string[]): Promise<StoreSnapshot> {
-    const db = this.#db;
-    return db
-      .transaction((): StoreSnapshot => {
-        const accounts = db
-          .prepare<[], AccountRow>(`SELECT ${ACCOUNT_COLUMNS} FROM accounts a ORDER BY a.id`)
-          .all()
-          .map((a) => ({ name: a.name, plan: a.plan, protectLimit: a.protect_limit, verifyLimit: a.verify_limit, createdAt: a.created_at }));
-        const keys = db
-          .prepare<[], { account: string; hash: Buffer; prefix: string; created_at: string; last_used_at: string | null; revoked_at: string | null }>(
-            'SELECT a.name AS account, k.hash, k.prefix, k.created_at, k.last_used_at, k.revoked_at FROM api_keys k JOIN accounts a ON a.id = k.account_id ORDER BY k.id',
-          )
-          .all()
-          .map((k) => ({ account: k.account, hash: k.hash, prefix: k.prefix, createdAt: k.created_at, lastUsedAt: k.last_used_at, revokedAt: k.revoked_at }));
-        const wanted = months && new Set(months);
-        const counters = db
-          .prepare<[], { account: string; month: string; operation: Operation; used: number; held: number }>(
-            `SELECT a.name AS account, u.month, u.operation, u.used,
-                    coalesce((SELECT sum(n) FROM holds h WHERE h.account_id = u.account_id AND h.month = u.month AND h.operation = u.operation), 0)
-                    + (SELECT count(*) FROM reservations r WHERE r.account_id = u.account_id AND r.month = u.month AND r.operation = u.operation) AS held
-               FROM usage_counters u JOIN accounts a ON a.id = u.account_id ORDER BY a.id, u.month, u.operation`,
-          )
-          .all()
-          .filter((c) => !wanted || wanted.has(c.month))
-          .map((c) => ({ account: c.account, month: c.month, operation: c.operation, used: Math.max(0, c.used - c.held) }));
-        const batches = db
-          .prepare<[], BatchRow & { account: string }>(
-            'SELECT b.*, a.name AS account FROM dashboard_batches b JOIN accounts a ON a.id = b.account_id ORDER BY b.created_at, b.id',
-          )
-          .all()
-          .map((r) => ({ ...toBatch(r), account: r.account }));
-        const records = db
-          .prepare<[], RecordRow & { account: string }>(
-            'SELECT d.*, a.name AS account FROM dashboard_records d JOIN accounts a ON a.id = d.account_id ORDER BY d.marked_at, d.id',
-          )
-          .all()
-          .map((r) => ({ ...toRecord(r), account: r.account }));
-        return { accounts, keys, counters, batches, records, publicKeys: [], secrets: [] };
-      })
-      .deferred();
+  async snapshot(months?: string[]): Promise<T.StoreSnapshot> {
+    return sqliteSnapshot(this.#db, months);
   }
 
-  async restore(s: StoreSnapshot): Promise<void> {
-    const db = this.#db;
-    db.transaction(() => {
-      db.exec(
-        'DELETE FROM dashboard_records; DELETE FROM dashboard_batches; DELETE FROM reservations; DELETE FROM holds; DELETE FROM usage_counters; DELETE FROM api_keys; DELETE FROM accounts;',
-      );
-      const ids = new Map<string, number>();
-      const idOf = (name: string): number => {
-        const id = ids.get(name.toLowerCase());
-        if (id === undefined) throw unknownAccount(name);
-        return id;
-      };
-      const insA = db.prepare<[string, Plan, number | null, number | null, string], { id: number }>(
-        'INSERT INTO accounts (name, plan, protect_limit, verify_limit, created_at) VALUES (?, ?, ?, ?, ?) RETURNING id',
-      );
-      for (const a of s.accounts) ids.set(a.name.toLowerCase(), insA.all(a.name, a.plan, a.protectLimit, a.verifyLimit, a.createdAt)[0]!.id);
-      const insK = db.prepare('INSERT INTO api_keys (account_id, hash, prefix, created_at, last_used_at, revoked_at) VALUES (?, ?, ?, ?, ?, ?)');
-      for (const k of s.keys) insK.run(idOf(k.account), k.hash, k.prefix, k.createdAt, k.lastUsedAt, k.revokedAt);
-      const insC = db.prepare('INSERT INTO usage_counters (account_id, month, operation, used) VALUES (?, ?, ?, ?)');
-      for (const c of s.counters) insC.run(idOf(c.account), c.month, c.operation, c.used);
-      const insB = db.prepare(
-        'INSERT INTO dashboard_batches (id, account_id, key_prefix, size, provenance, fingerprint, used, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
-      );
-      for (const b of s.batches) insB.run(b.id, idOf(b.account), b.keyPrefix, b.size, b.provenance ? 1 : 0, b.fingerprint ? 1 : 0, b.used, b.createdAt);
-      const insR = db.prepare(`INSERT INTO dashboard_records (id, account_id, ${RECORD_COLUMNS.slice(4)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
-      for (const r of s.records) insR.run(...recordValues(idOf(r.account), r));
-    }).immediate();
+  async restore(s: T.StoreSnapshot): Promise<void> {
+    sqliteRestore(this.#db, s);
   }
 
   // ── lifecycle ─────────────────────────────────────────────────────────────────────────────────
@@ -645,51 +394,24 @@ export class SqliteStore implements Store {
    * the lease heartbeat, a reconciliation now (units held by a process that was killed are given back
    * before the first request) and every second, and the batched last-used writes.
    */
-  async startBackground(options: BackgroundOptions = {}): Promise<void> {
-    if (this.#timers.length > 0) return;
-    const report = (what: string) => (err: unknown) => options.onError?.(err instanceof Error ? err : new Error(String(err)), what);
-    this.startBackgroundCheckpoints({ intervalMs: options.checkpointIntervalMs, onError: report('checkpoints') });
+  async startBackground(options: T.BackgroundOptions = {}): Promise<void> {
+    if (this.#timers?.running) return;
+    const timers = (this.#timers = new BackgroundTimers(options));
+    this.startBackgroundCheckpoints({ intervalMs: options.checkpointIntervalMs, onError: (err) => timers.report('checkpoints', err) });
     this.#register(Date.now());
     const reconcile = () => {
-      try {
-        const units = this.reconcileSync();
-        if (units > 0) options.onReconciled?.(units);
-      } catch (err) {
-        report('reconcile')(err);
-      }
+      const units = this.reconcileSync();
+      if (units > 0) options.onReconciled?.(units);
     };
-    reconcile();
-    const every = (ms: number, fn: () => void) => {
-      const t = setInterval(fn, ms);
-      t.unref();
-      this.#timers.push(t);
-    };
-    every(RECONCILE_INTERVAL_MS, reconcile);
-    every(LEASE_RENEW_MS, () => {
-      try {
-        this.#renew(Date.now());
-      } catch (err) {
-        report('lease')(err);
-      }
-    });
-    every(LAST_USED_FLUSH_MS, () => {
-      try {
-        this.#flushLastUsed();
-      } catch (err) {
-        report('last-used')(err);
-      }
-    });
-    every(IDEMPOTENCY_PRUNE_MS, () => {
-      try {
-        this.#keys.prune(Date.now());
-      } catch (err) {
-        report('idempotency keys')(err);
-      }
-    });
+    await timers.run('reconcile', reconcile);
+    timers.every(RECONCILE_INTERVAL_MS, 'reconcile', reconcile);
+    timers.every(LEASE_RENEW_MS, 'lease', () => this.#renew(Date.now()));
+    timers.every(LAST_USED_FLUSH_MS, 'last-used', () => this.flushLastUsed());
+    timers.every(IDEMPOTENCY_PRUNE_MS, 'idempotency keys', () => this.#keys.prune(Date.now()));
   }
 
   async stopBackground(): Promise<void> {
-    for (const t of this.#timers.splice(0)) clearInterval(t);
+    this.#timers?.stop();
     await this.stopBackgroundCheckpoints();
   }
 
@@ -707,7 +429,7 @@ export class SqliteStore implements Store {
     await this.#checkpoints?.stop();
   }
 
-  get stats(): StoreStats {
+  get stats(): T.StoreStats {
     return { engine: 'sqlite', checkpoints: this.#checkpoints?.stats, reconciledUnits: this.#reconciled };
   }
 
@@ -721,10 +443,10 @@ export class SqliteStore implements Store {
   }
 
   closeSync(): void {
-    for (const t of this.#timers.splice(0)) clearInterval(t);
+    this.#timers?.stop();
     if (!this.#db.open) return;
     try {
-      this.#flushLastUsed();
+      this.flushLastUsed();
       // Whatever this instance still holds was never answered: give it back now rather than at expiry.
       if (this.#registered) this.#releaseOwnerTx.immediate(this.#owner.id);
     } finally {
@@ -736,7 +458,7 @@ export class SqliteStore implements Store {
 
   #register(now: number): void {
     const o = this.#owner;
-    this.#registerOwner.run(o.id, o.host, o.pid, o.started, now + LEASE_MS);
+    this.#registerOwner.run(...registration(o, now));
     this.#registered = true;
   }
 
@@ -746,7 +468,7 @@ export class SqliteStore implements Store {
     if (this.#renewOwner.run(now + LEASE_MS, this.#owner.id).changes === 0) this.#register(now);
   }
 
-  #flushLastUsed(): void {
+  protected flushLastUsed(): void {
     if (this.#lastUsed.size === 0) return;
     const rows = this.#lastUsed.take();
     this.#db.transaction(() => {
@@ -754,41 +476,13 @@ export class SqliteStore implements Store {
     })();
   }
 
-  #row(name: string): AccountRow {
-    const row = this.#accountByName.get(name);
-    if (!row) throw unknownAccount(name);
-    return row;
-  }
-
   #state(accountId: number, op: Operation, month: string, now: Date): QuotaState {
     const row = this.#counter.get({ account: accountId, month, op, fallback: this.#defaults[op] });
-    if (!row) throw new StoreError('unknown_account', `no account with id ${accountId}`);
+    if (!row) throw unknownAccountId(accountId);
     return quotaStateOf(op, row.lim, row.used, month, now);
   }
 
-  #toAccount(row: AccountRow): Account {
-    return {
-      id: row.id,
-      name: row.name,
-      plan: row.plan,
-      protectLimit: row.protect_limit ?? this.#defaults.protect,
-      verifyLimit: row.verify_limit ?? this.#defaults.verify,
-      createdAt: row.created_at,
-    };
+  #toAccount(row: AccountRow): T.Account {
+    return toAccount(row, this.#defaults);
   }
-
-  #findKey(arg: string): KeyRow {
-    const lookup = keyLookup(arg);
-    if (lookup.kind === 'whole') {
-      const row = this.#keyByHash.get(hashKey(lookup.key));
-      if (!row) throw new StoreError('unknown_key', 'no key matches that key');
-      return row;
-    }
-    const rows = this.#keysByPrefix.all(lookup.prefix, `${lookup.prefix}~`).map((r) => ({ ...r, revoked: r.revoked_at !== null }));
-    return pickByPrefix(rows, lookup.shown);
-  }
-}
-
-function toKeyInfo(row: KeyRow): KeyInfo {
-  return { id: row.id, prefix: row.prefix, createdAt: row.created_at, lastUsedAt: row.last_used_at, revokedAt: row.revoked_at };
 }

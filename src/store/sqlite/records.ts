@@ -4,7 +4,7 @@
  */
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../db.js';
-import { BATCH_COLUMNS, BATCH_LIFETIME_MS, RECORD_COLUMNS, checkBatchSize, searchTerms, toBatch, recordValues, toRecord } from '../records.js';
+import { BATCH_COLUMNS, BATCH_LIFETIME_MS, RECORD_COLUMNS, checkBatchSize, foldCase, searchTerms, toBatch, recordValues, toRecord } from '../records.js';
 import type { BatchRow, RecordRow, Batch, BatchSpec, DashboardRecords, MarkRecord, RecordQuery, SlotResult } from '../records.js';
 
 export class SqliteDashboardRecords implements DashboardRecords {
@@ -20,6 +20,8 @@ export class SqliteDashboardRecords implements DashboardRecords {
   readonly #bySha;
 
   constructor(db: Db) {
+    // SQLite's LIKE ignores the case of ASCII letters only: names are lowered as the search term is.
+    db.function('optmark_fold', { deterministic: true }, (s: unknown) => (typeof s === 'string' ? foldCase(s) : s));
     this.#keyPrefix = db.prepare<[number], { prefix: string }>('SELECT prefix FROM api_keys WHERE id = ?');
     this.#insertBatch = db.prepare<[string, number, string, number, number, number, string]>(
       'INSERT INTO dashboard_batches (id, account_id, key_prefix, size, provenance, fingerprint, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
@@ -45,7 +47,7 @@ export class SqliteDashboardRecords implements DashboardRecords {
       // records of one millisecond are split across pages by id, never skipped or repeated.
       `SELECT ${RECORD_COLUMNS} FROM dashboard_records
         WHERE account_id = :account AND marked_at < :before AND (marked_at, id) < (:at, :id)
-          AND (:like IS NULL OR original_name LIKE :like ESCAPE '\\' OR produced_name LIKE :like ESCAPE '\\'
+          AND (:like IS NULL OR optmark_fold(original_name) LIKE :like ESCAPE '\\' OR optmark_fold(produced_name) LIKE :like ESCAPE '\\'
                OR (:lo IS NOT NULL AND sha256 >= :lo AND sha256 < :hi))
         ORDER BY marked_at DESC, id DESC LIMIT :limit`,
     );
@@ -53,7 +55,7 @@ export class SqliteDashboardRecords implements DashboardRecords {
       `SELECT ${RECORD_COLUMNS} FROM dashboard_records WHERE batch_id = ? AND account_id = ? ORDER BY marked_at, id`,
     );
     this.#bySha = db.prepare<[string, number], RecordRow>(
-      `SELECT ${RECORD_COLUMNS} FROM dashboard_records WHERE sha256 = ? AND account_id = ? ORDER BY marked_at DESC LIMIT 1`,
+      `SELECT ${RECORD_COLUMNS} FROM dashboard_records WHERE sha256 = ? AND account_id = ? ORDER BY marked_at DESC, id DESC LIMIT 1`,
     );
   }
 
