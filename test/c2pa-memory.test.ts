@@ -15,7 +15,8 @@ import { hasManifestStore } from '../src/c2pa/detect.js';
 import { loadC2paIdentity } from '../src/c2pa/identity.js';
 import { readC2pa } from '../src/c2pa/reader.js';
 import { checkManifestStore, checkStoreBytes } from '../src/c2pa/store-check.js';
-import { manifestStore } from '../src/formats/manifest-store.js';
+import { parseImage } from '../src/formats/index.js';
+import { manifestStoreBytes } from '../src/formats/manifest-store.js';
 import { protectWithCredentials } from '../src/pipeline/credentials.js';
 import { expectError } from './helpers/assert.js';
 import { withCredentials } from './helpers/c2pa.js';
@@ -61,16 +62,19 @@ describe('lengths inside the store, checked before the reader sees it', () => {
   it.runIf(haveRepro)(
     'the corpus files and update manifests optmark writes pass; the store is what the container holds',
     async () => {
+      // The store as the repro folder's own extractor (jumbf.mjs) sees it, and it passes the check.
+      const { getStore } = await import(join(REPRO, 'jumbf.mjs'));
+      const same = (format: string, file: Uint8Array) =>
+        expect(Buffer.from(manifestStoreBytes(parseImage(file))!).equals(getStore(format, Buffer.from(file)))).toBe(true);
       for (const name of ['c2pa_CA.jpg', 'c2pa_C_with_CAWG_data.jpg']) {
         const file = new Uint8Array(readFileSync(join(SHARED, 'corpus', name)));
-        const { getStore } = await import(join(REPRO, 'jumbf.mjs'));
-        expect(Buffer.from(manifestStore('jpeg', file)!).equals(getStore('jpeg', Buffer.from(file)))).toBe(true);
-        expect(() => checkManifestStore('jpeg', file)).not.toThrow();
+        same('jpeg', file);
+        expect(() => checkManifestStore(file)).not.toThrow();
       }
       for (const format of ['png', 'webp', 'jpeg'] as const) {
         const signed = await withCredentials(format, await smallImage(format));
-        expect(manifestStore(format, signed)).toBeDefined();
-        expect(() => checkManifestStore(format, signed)).not.toThrow();
+        same(format, signed);
+        expect(() => checkManifestStore(signed)).not.toThrow();
       }
     },
     60_000,

@@ -184,7 +184,7 @@ function invalidMessage(s: CredentialState): string {
 export async function readC2pa(format: C2paContainer, bytes: Uint8Array): Promise<C2paReading> {
   if (!hasManifestStore(format, bytes)) return { c2pa: ABSENT, warnings: [] };
   // Lengths the store cannot hold are refused before the reader reserves memory for them (422).
-  checkManifestStore(format, bytes);
+  checkManifestStore(bytes);
   let store: StoreJson;
   try {
     store = await readStore(format, bytes);

@@ -11,8 +11,8 @@
  */
 import { OptmarkError } from '../errors.js';
 import { u32be } from '../formats/bytes.js';
-import { manifestStore } from '../formats/manifest-store.js';
-import type { C2paContainer } from './detect.js';
+import { parseImage } from '../formats/index.js';
+import { manifestStoreBytes } from '../formats/manifest-store.js';
 
 /** Nesting the check follows at most (JUMBF superboxes, CBOR items, DER elements); deeper is refused. */
 export const MAX_STORE_DEPTH = 64;
@@ -210,8 +210,12 @@ export function checkStoreBytes(store: Uint8Array): void {
   checkBoxes(store, 0, store.length, 0);
 }
 
-/** Checks the file's manifest store, if it has one, before any reader sees the file. */
-export function checkManifestStore(format: C2paContainer, bytes: Uint8Array): void {
-  const store = manifestStore(format, bytes);
+/**
+ * Checks the file's manifest store, if it has one, before any reader sees the file. It walks the
+ * container's headers once more (only files with a store get here, and they pay the reader's
+ * milliseconds next).
+ */
+export function checkManifestStore(bytes: Uint8Array): void {
+  const store = manifestStoreBytes(parseImage(bytes));
   if (store !== undefined) checkStoreBytes(store);
 }

@@ -198,7 +198,7 @@ export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
   const m = await loadC2pa();
   const mime = MIME[input.format];
   // Lengths the store cannot hold are refused (422) before the reader reserves memory for them.
-  checkManifestStore(input.format, input.original);
+  checkManifestStore(input.original);
   // A store the reference reader cannot read holds no credentials that could be kept.
   const inputStore = await validated(input.format, input.original, 'the manifest store', false);
   const before = credentialState(inputStore);

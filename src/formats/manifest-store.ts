@@ -1,103 +1,62 @@
 /**
- * The bytes of a file's C2PA manifest store, as the reader reassembles them: the JUMBF superbox of a
- * JPEG's APP11 segments (JPEG XT: CI `JP`, box instance En, sequence Z, then the box; every segment after
- * the first repeats the box's LBox and TBox, which are dropped), a PNG `caBX` chunk's data, a WebP `C2PA`
- * chunk's data. src/c2pa/store-check.ts checks the lengths inside it before the reader sees the file.
- * Walks segment and chunk headers only; at most MAX_STORE_WALK of them.
+ * The bytes of a file's C2PA manifest store as the reader reassembles them, from the ranges the one walk
+ * found (ParsedImage.manifestStore): the JUMBF superbox of a JPEG's APP11 segments (JPEG XT: CI `JP`, box
+ * instance En, sequence Z, then the box; every segment after the first repeats the box's LBox and TBox,
+ * which are dropped), the data of a PNG's `caBX` chunks or a WebP's `C2PA` chunks. The C2PA code checks
+ * the lengths inside it before the reader sees the file (src/c2pa/store-check.ts). Reads only within the
+ * ranges; a header cut short ends what is collected.
  */
-import { LimitExceededError } from '../errors.js';
-import { ascii, startsWith, u16be, u32be, u32le } from './bytes.js';
+import { u32be, u32le } from './bytes.js';
+import type { ParsedImage } from './types.js';
 
-/** Segments or chunks walked at most while looking for the store. */
-export const MAX_STORE_WALK = 100_000;
-
-const JP = ascii('JP');
-const JUMB = ascii('jumb');
-const JUMD = ascii('jumd');
-const C2PA = ascii('c2pa');
-
-function tooMany(container: string): never {
-  throw new LimitExceededError(`${container}: more segments or chunks than the processing limit (${MAX_STORE_WALK}) while reading Content Credentials`);
-}
-
-interface Piece {
-  z: number;
-  data: Uint8Array;
-}
-
-/** The APP11 JPEG XT segments' payloads, by box instance (En), in file order. */
-function jpegBoxes(b: Uint8Array): Map<number, Piece[]> {
-  const out = new Map<number, Piece[]>();
-  let pos = 2;
-  for (let n = 0; pos + 4 <= b.length; n++) {
-    if (n > MAX_STORE_WALK) tooMany('JPEG');
-    if (b[pos] !== 0xff) break;
-    while (pos < b.length && b[pos] === 0xff) pos++;
-    const marker = b[pos];
-    if (marker === undefined || marker === 0xda || marker === 0xd9) break;
-    pos++;
-    if (marker === 0x01 || (marker >= 0xd0 && marker <= 0xd7)) continue;
-    if (pos + 2 > b.length) break;
-    const len = u16be(b, pos);
-    if (len < 2 || pos + len > b.length) break;
-    const payload = b.subarray(pos + 2, pos + len);
-    if (marker === 0xeb && payload.length >= 16 && startsWith(payload, JP)) {
-      const en = u16be(payload, 2);
-      const pieces = out.get(en) ?? [];
-      pieces.push({ z: u32be(payload, 4), data: payload.subarray(8) });
-      out.set(en, pieces);
-    }
-    pos += len;
+/** The bytes of the store's pieces, joined. */
+function joined(parts: Uint8Array[]): Uint8Array {
+  const out = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
+  let at = 0;
+  for (const p of parts) {
+    out.set(p, at);
+    at += p.length;
   }
   return out;
 }
 
-/** The JPEG's C2PA superbox: the box instance whose first box is a `jumb` with a C2PA description. */
-function jpegStore(b: Uint8Array): Uint8Array | undefined {
-  for (const pieces of jpegBoxes(b).values()) {
-    pieces.sort((x, y) => x.z - y.z);
-    const first = pieces[0]!.data;
-    const header = u32be(first, 0) === 1 ? 16 : 8;
-    if (!startsWith(first, JUMB, 4) || !startsWith(first, JUMD, header + 4) || !startsWith(first, C2PA, header + 8)) continue;
-    const parts = [first, ...pieces.slice(1).map((p) => p.data.subarray(Math.min(header, p.data.length)))];
-    const store = new Uint8Array(parts.reduce((n, p) => n + p.length, 0));
-    let at = 0;
-    for (const p of parts) {
-      store.set(p, at);
-      at += p.length;
+/** JPEG: each range is one APP11 segment (fill bytes, marker, length, payload). */
+function jpegStore(b: Uint8Array, ranges: readonly { start: number; end: number }[]): Uint8Array {
+  const pieces: { z: number; box: Uint8Array }[] = [];
+  for (const r of ranges) {
+    let p = r.start;
+    while (p < r.end && b[p] === 0xff) p++;
+    const payload = p + 3; // the marker, then the 2-byte length
+    if (payload + 8 > r.end) continue;
+    pieces.push({ z: u32be(b, payload + 4), box: b.subarray(payload + 8, r.end) });
+  }
+  pieces.sort((x, y) => x.z - y.z);
+  const first = pieces[0]?.box;
+  if (!first) return new Uint8Array(0);
+  // The box header every continuation repeats: LBox and TBox, and XLBox when LBox is 1.
+  const header = first.length >= 4 && u32be(first, 0) === 1 ? 16 : 8;
+  return joined([first, ...pieces.slice(1).map((x) => x.box.subarray(Math.min(header, x.box.length)))]);
+}
+
+/** PNG and WebP: the data of each chunk in the ranges (a range may hold several adjacent chunks). */
+function chunkStore(b: Uint8Array, ranges: readonly { start: number; end: number }[], png: boolean): Uint8Array {
+  const parts: Uint8Array[] = [];
+  for (const r of ranges) {
+    for (let p = r.start; p + 8 <= r.end; ) {
+      const size = png ? u32be(b, p) : u32le(b, p + 4);
+      const data = p + 8;
+      parts.push(b.subarray(data, Math.min(r.end, data + size)));
+      p = data + size + (png ? 4 : size & 1);
     }
-    return store;
   }
-  return undefined;
+  return joined(parts);
 }
 
-function pngStore(b: Uint8Array): Uint8Array | undefined {
-  const type = ascii('caBX');
-  let pos = 8;
-  for (let n = 0; pos + 8 <= b.length; n++) {
-    if (n > MAX_STORE_WALK) tooMany('PNG');
-    const len = u32be(b, pos);
-    if (startsWith(b, type, pos + 4)) return b.subarray(pos + 8, Math.min(b.length, pos + 8 + len));
-    pos += 12 + len;
-  }
-  return undefined;
-}
-
-function webpStore(b: Uint8Array): Uint8Array | undefined {
-  const type = ascii('C2PA');
-  let pos = 12;
-  for (let n = 0; pos + 8 <= b.length; n++) {
-    if (n > MAX_STORE_WALK) tooMany('WebP');
-    const len = u32le(b, pos + 4);
-    if (startsWith(b, type, pos)) return b.subarray(pos + 8, Math.min(b.length, pos + 8 + len));
-    pos += 8 + len + (len & 1);
-  }
-  return undefined;
-}
-
-/** The manifest store's bytes (a view, or a copy for a JPEG's segments), or undefined when there is none. */
-export function manifestStore(format: 'jpeg' | 'png' | 'webp', bytes: Uint8Array): Uint8Array | undefined {
-  if (format === 'jpeg') return jpegStore(bytes);
-  if (format === 'png') return pngStore(bytes);
-  return webpStore(bytes);
+/** The manifest store's bytes, or undefined when the file carries none. */
+export function manifestStoreBytes(image: ParsedImage): Uint8Array | undefined {
+  const store = image.manifestStore;
+  if (!store) return undefined;
+  const name = image.format.name;
+  if (name === 'jpeg') return jpegStore(image.bytes, store.ranges);
+  return chunkStore(image.bytes, store.ranges, name === 'png');
 }

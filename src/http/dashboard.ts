@@ -22,6 +22,8 @@ import {
   type Store,
 } from '../store/index.js';
 import { handleApi, type ApiDeps, type ApiExtension } from './api.js';
+import { remoteAddress } from './head.js';
+import { type BodyRules, Intake } from './intake.js';
 import { type Exchange, exchangeOf, getAndHead, type Headers } from './respond.js';
 
 export interface DashboardDeps extends ApiDeps {
@@ -391,10 +393,18 @@ function observe(deps: ApiDeps, ex: Exchange, received = 0): void {
   deps.metrics.observe(ex.route, ex.status, Number(process.hrtime.bigint() - ex.started) / 1e9, received, ex.sent);
 }
 
+/** A dashboard JSON body: small, and read by the same intake as an upload (the same 413, 408 and 503). */
+const JSON_RULES: BodyRules = {
+  maxBytes: MAX_JSON_BODY,
+  tooLarge: () => new OptmarkError('payload_too_large', `A dashboard request body may be at most ${MAX_JSON_BODY} bytes.`),
+  malformed: 'invalid_request',
+  nonEmpty: false,
+};
+
 /**
  * A dashboard JSON route: authenticates with the bearer key (the API's refusals: 401 with
- * WWW-Authenticate, 403 for plans without API access), reads a small JSON body for POST, and answers
- * what `handler` returns, or its error as `{error, code}`.
+ * WWW-Authenticate, 403 for plans without API access), reads a small JSON body for POST through the
+ * API's intake (./intake.ts), and answers what `handler` returns, or its error as `{error, code}`.
  */
 function json(
   app: TemplatedApp,
@@ -413,17 +423,21 @@ function json(
       host: req.getHeader('host'),
       param: path.includes(':') ? (req.getParameter(0) ?? '') : '',
     };
-    let received = 0;
+    const contentLength = req.getHeader('content-length');
+    const address = remoteAddress(res);
     // uWS hands the body only to a reader attached before this handler returns.
-    const bodyRead = method === 'post' ? readBody(res, ex, MAX_JSON_BODY) : undefined;
-    bodyRead?.catch(() => {}); // an early refusal (bad key) leaves it unread
+    const intake = method === 'post' ? new Intake(ex, deps, JSON_RULES) : undefined;
+    let received = 0;
     const run = async (): Promise<void> => {
       const auth = await deps.store.authenticate(request.authorization || undefined);
       if (!auth.ok) throw new OptmarkError(auth.code, auth.message);
       checkQueryEncoding(rawQuery); // bytes that are not UTF-8: 400 invalid_text (src/store/text.ts)
       let body: Buffer | undefined;
-      if (bodyRead) {
-        body = await bodyRead;
+      if (intake) {
+        intake.declare(contentLength);
+        intake.admit(false, { account: auth.account.id, address });
+        await intake.receive();
+        body = intake.bytes();
         received = body.length;
       }
       const answer = await handler({ account: auth.account, keyId: auth.keyId }, request, body);
@@ -432,33 +446,17 @@ function json(
     };
     run()
       .catch((err: unknown) => {
+        if (ex.aborted) return;
         const shape = toErrorShape(err);
         if (shape.code === 'internal_error') deps.log.error({ reqId: ex.id, err }, 'dashboard route failed');
         const headers: Headers = {};
         if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
-        return ex.error(shape.code, shape.message, headers);
+        return ex.error(shape.code, shape.message, headers, { closeConnection: intake?.closeConnection() ?? false });
       })
-      .finally(() => observe(deps, ex, received));
-  });
-}
-
-/** Reads a whole small body (copying each chunk: uWS reuses them); refuses one over `max` bytes. */
-function readBody(res: HttpResponse, ex: Exchange, max: number): Promise<Buffer> {
-  return new Promise((resolve, reject) => {
-    const chunks: Buffer[] = [];
-    let size = 0;
-    let refused = false;
-    ex.onAbort(() => reject(new OptmarkError('invalid_request', 'client went away')));
-    res.onData((chunk, isLast) => {
-      if (refused) return;
-      size += chunk.byteLength;
-      if (size > max) {
-        refused = true;
-        reject(new OptmarkError('payload_too_large', `A dashboard request body may be at most ${max} bytes.`));
-        return;
-      }
-      chunks.push(Buffer.from(chunk.slice(0)));
-      if (isLast) resolve(Buffer.concat(chunks));
-    });
+      .finally(() => {
+        received ||= intake?.received ?? 0;
+        intake?.release();
+        observe(deps, ex, received);
+      });
   });
 }

@@ -60,7 +60,7 @@ function queryParam(req: HttpRequest, key: string): string {
 }
 
 /** The client's address as text; the uWS JS fallback has no address (it throws "Not implemented"), so all its clients share one. */
-function remoteAddress(res: HttpResponse): string {
+export function remoteAddress(res: HttpResponse): string {
   try {
     return Buffer.from(res.getRemoteAddressAsText()).toString('latin1');
   } catch {

@@ -13,6 +13,7 @@ import { Assets } from '../dashboard/assets.js';
 import { ReceiptMaker } from '../dashboard/receipts.js';
 import { handleApi, type ApiDeps, type InFlight } from './api.js';
 import { registerDashboard, verifyWithRecords } from './dashboard.js';
+import { withFraming } from './framing.js';
 import { Metrics } from './metrics.js';
 import { LISTEN_DEFAULT, LISTEN_EXCLUSIVE_PORT, listenFailure } from './port.js';
 import { type Exchange, exchangeOf, getAndHead } from './respond.js';
@@ -105,7 +106,17 @@ export class HttpServer {
       inflight: this.#inflight,
       uploads: this.#uploads,
     };
-    const app = options.uws.App();
+    // Every route checks the request's framing first (./framing.ts); the 400 goes out after the handler
+    // returned, so that uWS never dispatches what follows the refused request. The JS fallback runs on
+    // node:http, whose parser refuses such requests itself (and has no req.forEach).
+    const uwsApp = options.uws.App();
+    const app =
+      options.transport === 'uws-native'
+        ? withFraming(uwsApp, (res, req, fault) => {
+            const ex = exchangeOf(res, req, 'other');
+            setImmediate(() => this.#observed(ex, ex.error('invalid_request', fault, {}, { closeConnection: true })));
+          })
+        : uwsApp;
     app.post('/api/v1/protect', (res, req) => handleApi(deps, 'protect', res, req));
     const verify = verifyWithRecords(options.store);
     app.post('/api/v1/verify', (res, req) => handleApi(deps, 'verify', res, req, verify));
@@ -140,8 +151,13 @@ export class HttpServer {
   /** Answers a request that needs no body; counts it in the metrics. */
   #simple(res: HttpResponse, req: HttpRequest, route: string, answer: (ex: Exchange) => Promise<boolean>): void {
     const ex = exchangeOf(res, req, route);
-    void answer(ex).then(() => {
-      this.metrics.observe(route, ex.status, Number(process.hrtime.bigint() - ex.started) / 1e9, 0, ex.sent);
+    this.#observed(ex, answer(ex));
+  }
+
+  /** Counts an answered exchange in the metrics once its answer is written. */
+  #observed(ex: Exchange, sent: Promise<boolean>): void {
+    void sent.then(() => {
+      this.metrics.observe(ex.route, ex.status, Number(process.hrtime.bigint() - ex.started) / 1e9, 0, ex.sent);
     });
   }
 
