@@ -72,14 +72,14 @@ describe('a file-backed parse', () => {
       expect(marked.warnings, name).toEqual(memory.warnings);
       expect(assembleFromFile(marked.pieces, sparse, file, image.copyRanges).equals(Buffer.from(memory.bytes)), name).toBe(true);
       // Of a copy range, each read takes only its first bytes (a chunk header and a bitstream's header, a
-      // JPEG's end marker) when the file is whole: the bitstreams themselves are never read. (A JPEG with
-      // bytes after its end marker is searched for it.)
+      // JPEG's end marker and the last 64 bytes where trailers end) when the file is whole: the
+      // bitstreams themselves are never read. (A JPEG with bytes after its end marker is searched for it.)
       const endsWithEoi = image.format.name !== 'jpeg' || file.readUInt16BE(file.length - 2) === 0xffd9;
       if (memory.warnings.length === 0 && endsWithEoi) {
         for (const r of asked) {
           let inCopy = 0;
           for (let at = r.start; at < r.end; at++) if (inRanges(at, image.copyRanges)) inCopy++;
-          expect(inCopy, `${name}: read [${r.start}, ${r.end})`).toBeLessThanOrEqual(40);
+          expect(inCopy, `${name}: read [${r.start}, ${r.end})`).toBeLessThanOrEqual(64);
         }
       }
       checked++;

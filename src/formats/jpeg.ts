@@ -9,8 +9,9 @@
  */
 import { createRequire } from 'node:module';
 import { DamagedImageError, LimitExceededError } from '../errors.js';
-import { Pieces, assemble, ascii, copyRange, startsWith, u16be, u32be, writeU32be } from './bytes.js';
+import { Pieces, addRange, assemble, ascii, copyRange, startsWith, u16be, u32be, writeU32be } from './bytes.js';
 import { checkOutputEntries, countEntry, countPacket } from './limits.js';
+import { type AbsoluteOffset, absoluteOffsets, shiftedCopy } from './jpeg-trailers.js';
 import type { ByteRange, ContainerFormat, ManifestStore, Need, ParsedImage, QuantTable, XmpPayload, XmpToWrite } from './types.js';
 
 let cryptoModule: typeof import('node:crypto') | undefined;
@@ -69,6 +70,8 @@ interface Layout {
   scan: number;
   /** One past the first SOS marker byte. */
   scanData: number;
+  /** Absolute file offsets in trailers after the image data (jpeg-trailers.ts), in file order; filled by JpegImage. */
+  offsets: AbsoluteOffset[];
 }
 
 function classify(bytes: Uint8Array, marker: number, payload: number): Kind {
@@ -123,7 +126,7 @@ function parse(bytes: Uint8Array, need: Need | undefined): Layout {
     if (pos >= size) break;
     const marker = bytes[pos]!;
     pos++;
-    if (marker === MARKER_SOS) return { pieces, scan: start, scanData: pos };
+    if (marker === MARKER_SOS) return { pieces, scan: start, scanData: pos, offsets: [] };
     if (marker === MARKER_EOI) throw new DamagedImageError('JPEG: end of image before any image data');
     if (marker === MARKER_SOI || marker === MARKER_TEM || (marker >= MARKER_RST0 && marker <= MARKER_RST7)) {
       record({ kind: 'standalone', start, end: pos, payload: pos });
@@ -297,7 +300,7 @@ function patchMpf(bytes: Uint8Array, p: Piece, delta: number): Uint8Array {
   return seg;
 }
 
-function writeXmp(bytes: Uint8Array, { pieces, scan }: Layout, xmp: XmpToWrite): Uint8Array[] {
+function writeXmp(bytes: Uint8Array, { pieces, scan, offsets }: Layout, xmp: XmpToWrite): Uint8Array[] {
   const fresh = xmpSegments(xmp);
   const firstMain = pieces.findIndex((p) => p.kind === 'xmp');
   let insertAt = firstMain >= 0 ? firstMain : leadingInsertIndex(pieces);
@@ -327,7 +330,20 @@ function writeXmp(bytes: Uint8Array, { pieces, scan }: Layout, xmp: XmpToWrite):
     if (i === mpf && delta !== 0) out.add(patchMpf(bytes, p, delta));
     else out.keep(p.start, p.end);
   }
-  out.keep(scan, bytes.length);
+  // The image data and what follows move by what the segments before it grew or shrank: trailers that
+  // address the file absolutely (AFCP, Samsung) get their offsets moved with them, as ExifTool does.
+  let shift = 0;
+  for (const s of fresh) shift += s.length;
+  for (const p of pieces) if (p.kind === 'xmp' || p.kind === 'ext') shift -= p.end - p.start;
+  let at = scan;
+  if (shift !== 0) {
+    for (const o of offsets) {
+      out.keep(at, o.at);
+      out.add(shiftedCopy(bytes, o.at, o.at + 4, [o], shift));
+      at = o.at + 4;
+    }
+  }
+  out.keep(at, bytes.length);
   return out.done();
 }
 
@@ -436,9 +452,18 @@ class JpegImage implements ParsedImage {
     this.bytes = bytes;
     this.#need = need;
     this.#layout = parse(bytes, need);
+    this.#layout.offsets = absoluteOffsets(bytes, this.#layout.scanData, need);
     this.manifestStore = manifestStore(bytes, this.#layout);
-    // From the first scan on, the file is kept as it is (scans, later segments, EOI, trailers).
-    this.copyRanges = [{ start: this.#layout.scan, end: bytes.length }];
+    // From the first scan on, the file is kept as it is (scans, later segments, EOI, trailers), but for
+    // the trailers' absolute offsets, which a rewrite moves.
+    const copy: ByteRange[] = [];
+    let at = this.#layout.scan;
+    for (const o of this.#layout.offsets) {
+      addRange(copy, at, o.at);
+      at = o.at + 4;
+    }
+    addRange(copy, at, bytes.length);
+    this.copyRanges = copy;
   }
 
   get format(): ContainerFormat {

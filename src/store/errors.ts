@@ -22,6 +22,7 @@ export const STORE_ERROR_CODES = [
   'reservation_lost',
   'invalid_database_url',
   'target_not_empty',
+  'invalid_text',
 ] as const;
 
 export type StoreErrorCode = (typeof STORE_ERROR_CODES)[number];

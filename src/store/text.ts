@@ -11,6 +11,7 @@
  */
 import { isUtf8 } from 'node:buffer';
 import { InvalidTextError } from '../errors.js';
+import { StoreError } from './errors.js';
 import type { Batch, BatchSpec, DashboardRecords, MarkRecord, RecordQuery, SlotResult } from './records.js';
 
 /** Characters at most, per kind of field. */
@@ -167,7 +168,11 @@ export function checkIdempotency<T extends { key: string } | undefined>(idempote
   return idempotency;
 }
 
-/** An account name or key prefix an operator typed, checked before it is looked up. */
+/** An account name or key prefix an operator typed, checked before it is looked up (StoreError `invalid_text`: a command's one-line refusal). */
 export function checkName(field: string, value: string): string {
-  return checkText(field, value, TEXT_LIMITS.name);
+  try {
+    return checkText(field, value, TEXT_LIMITS.name);
+  } catch (err) {
+    throw new StoreError('invalid_text', (err as Error).message);
+  }
 }
