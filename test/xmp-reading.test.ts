@@ -1,6 +1,6 @@
 /**
- * readPayload: the opt-out and TDMRep reading of a file's packets. Every answer must be the one a fresh
- * parse gives (openPayload, then readOptOut and readTdmRep), whatever was read before: well-formed or not,
+ * readPayload: the opt-out and TDMRep reading of a file's packets, known without a parse for optmark's
+ * own fresh packet. Every answer must be the one a fresh parse gives (openPayload, then readOptOut and readTdmRep), whatever was read before: well-formed or not,
  * DTDs and entities, UTF-16, duplicates, Extended XMP, packets one byte apart.
  */
 import { describe, expect, it } from 'vitest';
