@@ -95,28 +95,10 @@ export interface XmpReading {
   tdmrep: TdmRepReading;
 }
 
-/** readOptOut and readTdmRep over the file's packets (viewOfPayload). */
+/** readOptOut and readTdmRep over openPayload(payload). */
 export function readPayload(payload: XmpPayload): XmpReading {
-  const view = viewOfPayload(payload);
+  const view = openPayload(payload);
   return { optOut: readOptOut(view), tdmrep: readTdmRep(view) };
-}
-
-/**
- * openPayload for a reader that never changes the documents (verify's read, the provenance check): a
- * file carrying exactly optmark's fresh packet (what it writes into every file that had no XMP, so most
- * of what it is asked to verify) gets that packet's documents parsed once per process; any other
- * payload is parsed. The documents handed out are shared: protect, which changes them, opens its own.
- */
-export function viewOfPayload(payload: XmpPayload): XmpView {
-  const only = payload.packets.length === 1 && payload.extended.size === 0 ? payload.packets[0]! : undefined;
-  if (only) {
-    for (const fresh of freshPackets().values()) {
-      if (only.length === fresh.bytes.length && Buffer.from(only.buffer, only.byteOffset, only.length).equals(fresh.bytes)) {
-        return (fresh.view ??= openPayload(payload));
-      }
-    }
-  }
-  return openPayload(payload);
 }
 
 function allDocs(view: XmpView): Document[] {
@@ -204,20 +186,19 @@ function hasXmpRoot(doc: Document): boolean {
 
 const encoder = new TextEncoder();
 
-/** A fresh packet: its bytes, its markup count (checkOutputMarkup) and, once read, its documents. */
+/** A fresh packet: its bytes and its markup count (checkOutputMarkup). */
 interface FreshPacket {
   bytes: Uint8Array;
   markup: number;
-  view?: XmpView;
 }
 
 let fresh: Map<DataMiningToken, FreshPacket> | undefined;
 
 /**
  * The fresh packet of every token, built once per process: an empty document with the field set,
- * serialised. Kept because files without XMP are the common case: building the packet and parsing it
- * again when verified took about 20-45% of the server's CPU per protect and per verify?fingerprint=skip
- * of a small file (bench/side-by-side.bench.ts; bench/RESULTS.md).
+ * serialised. Kept because files without XMP are the common case: building the packet for each took
+ * 12-37% more of the server's CPU per protect of a small file (medians of rounds; bench/side-by-side.bench.ts,
+ * bench/RESULTS.md). Verify parses every packet, this one too.
  */
 function freshPackets(): Map<DataMiningToken, FreshPacket> {
   if (!fresh) {
