@@ -110,8 +110,11 @@ async function perform(task: Posted): Promise<TaskResult> {
         // verify hashes the upload for its answer: the Idempotency-Key's digest is that same SHA-256.
         return { ok: true, kind: 'answer', answer: { bytes: verified.body }, ...(task.digest ? { uploadSha256: verified.sha256 } : {}) };
       }
-      case 'mark':
-        return { ok: true, kind: 'marked', ...(await runMark(task.input, task, layers)) };
+      case 'mark': {
+        // The posted answer: the joined bytes, not the pieces (views of the input) a structured clone would copy too.
+        const { bytes, mimeType, extension, layers: applied } = await runMark(task.input, task, layers);
+        return { ok: true, kind: 'marked', bytes, mimeType, extension, layers: applied };
+      }
       case 'dashboard-mark': {
         const { body, mark, headers } = await runDashboardMark(memory.view(task.input), task, layers, init.maxUploadBytes, credentials);
         return { ok: true, kind: 'answer', answer: { bytes: body }, mark, extraHeaders: headers };

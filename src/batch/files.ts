@@ -1,10 +1,8 @@
 /**
  * The file side of a batch: reads into one reused buffer, atomic writes from pieces with writev, and
- * the up-to-date test of --skip-existing. The small calls (open, fstat, a read of a file's first bytes,
- * writev of the new metadata, rename) are synchronous on purpose: a synchronous call costs one system
- * call where the promise API costs a thread-pool round trip and a wake-up per call. The bulk of a file
- * (a JPEG's image data) goes from the input to the output inside the kernel (copy_file_range, the
- * native `files` addon) on libuv's thread pool, several files at once (measured: docs/batch.md).
+ * the up-to-date test of --skip-existing. The calls (open, fstat, pread, writev, rename) are synchronous
+ * on purpose: a synchronous call costs one system call where the promise API costs a thread-pool round
+ * trip and a wake-up per call; lanes on worker threads do files side by side.
  */
 import { createRequire } from 'node:module';
 import {
@@ -24,7 +22,6 @@ import {
 } from 'node:fs';
 import { basename, dirname, join } from 'node:path';
 import { makeDirs } from '../datadir.js';
-import type { FilesAddon } from '../native/index.js';
 
 let cryptoModule: typeof import('node:crypto') | undefined;
 /** node:crypto, loaded on first use (only --report and --skip-existing=hash hash outputs). */
@@ -230,39 +227,9 @@ function openTemp(target: string, mode: number): { fd: number; tmp: string } {
 
 /**
  * Writes `pieces` to a new temporary file beside `target` and renames it over the target: a reader, a
- * crash or an interrupt sees the old file or the whole new one, never half of one. (Written before the
- * promise is returned: there is nothing to copy.)
+ * crash or an interrupt sees the old file or the whole new one, never half of one.
  */
-export function writeAtomically(target: string, pieces: readonly Uint8Array[], options: WriteOptions = {}): Promise<void> {
-  return writeAtomicallyCopying(target, pieces, -1, undefined, options);
-}
-
-/**
- * A stretch of the input file that goes to the output as it is: `length` bytes from offset `from`. With
- * `toEnd`, it is the input's last stretch, and the input must end exactly there (a file that grew or
- * shrank since it was opened fails with changed_while_read).
- */
-export interface FileRange {
-  from: number;
-  length: number;
-  toEnd: boolean;
-}
-
-/** One piece of an output: bytes in memory, or a stretch of the input copied inside the kernel. */
-export type OutputPart = Uint8Array | FileRange;
-
-/**
- * writeAtomically with parts of the input copied file to file (copy_file_range) on libuv's thread pool.
- * The bytes in memory are written before the first await, so the caller's buffer may be reused as soon
- * as this returns its promise; `source` must stay open until the promise settles.
- */
-export async function writeAtomicallyCopying(
-  target: string,
-  parts: readonly OutputPart[],
-  source: number,
-  copier: FilesAddon | undefined,
-  options: WriteOptions = {},
-): Promise<void> {
+export function writeAtomically(target: string, pieces: readonly Uint8Array[], options: WriteOptions = {}): void {
   ensureDir(dirname(target));
   // O_EXCL: never follows or reuses something already there.
   const { fd, tmp } = openTemp(target, options.mode ?? 0o666);
@@ -270,26 +237,7 @@ export async function writeAtomicallyCopying(
   let renamed = false;
   try {
     try {
-      const copies: Promise<void>[] = [];
-      let run: Uint8Array[] = [];
-      let runAt = 0;
-      let at = 0;
-      for (const part of parts) {
-        if (part instanceof Uint8Array) {
-          if (run.length === 0) runAt = at;
-          run.push(part);
-        } else {
-          if (run.length > 0) writeAll(fd, run, runAt);
-          run = [];
-          if (!copier) throw new Error('a stretch of the input to copy, and no copier');
-          copies.push(copyRange(copier, source, fd, part, at));
-        }
-        at += part.length;
-      }
-      if (run.length > 0) writeAll(fd, run, runAt);
-      // Every copy ends before the descriptors close, even when one failed.
-      const settled = await Promise.allSettled(copies);
-      for (const r of settled) if (r.status === 'rejected') throw r.reason;
+      writeAll(fd, pieces);
       if (options.mode !== undefined) fchmodSync(fd, options.mode); // exactly the input's mode, not masked by the umask
       if (options.mtimeMs !== undefined) futimesSync(fd, options.mtimeMs / 1000, options.mtimeMs / 1000);
       if (options.fsync) fsyncSync(fd);
@@ -310,25 +258,13 @@ export async function writeAtomicallyCopying(
   }
 }
 
-function copyRange(copier: FilesAddon, source: number, fd: number, range: FileRange, at: number): Promise<void> {
-  return new Promise<void>((resolve, reject) => {
-    // One byte more than expected for the last stretch: a file that grew shows it.
-    copier.copyRangeAsync(source, fd, range.from, at, range.toEnd ? range.length + 1 : range.length, (err, copied) => {
-      if (err) reject(err);
-      else if (copied !== range.length) reject(copied! > range.length ? grew() : new FileError('changed_while_read', 'the file shrank while it was read'));
-      else resolve();
-    });
-  });
-}
-
-/** writev until every byte is out (a large writev may return short); at `position` when given. */
-function writeAll(fd: number, pieces: readonly Uint8Array[], position?: number): void {
+/** writev until every byte is out (a large writev may return short). */
+function writeAll(fd: number, pieces: readonly Uint8Array[]): void {
   let list = pieces.filter((p) => p.length > 0);
   while (list.length > 0) {
     // Linux takes at most IOV_MAX (1024) buffers per call.
     const batch = list.length > 1024 ? list.slice(0, 1024) : list;
-    let written = position === undefined ? writevSync(fd, batch as Uint8Array[]) : writevSync(fd, batch as Uint8Array[], position);
-    if (position !== undefined) position += written;
+    let written = writevSync(fd, batch as Uint8Array[]);
     let i = 0;
     while (i < batch.length && written >= batch[i]!.length) written -= batch[i++]!.length;
     const rest = list.slice(i);

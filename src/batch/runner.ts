@@ -24,17 +24,10 @@ const WORKER_AHEAD = 3;
 const SPAWN_AFTER_FILES = 24;
 /**
  * The same for a verify of the metadata alone (--skip-fingerprint without --sha256): a file then costs
- * a few hundred microseconds (its first bytes and its last two; one parse per distinct packet), so a
- * thread's start-up is won back only after about a thousand files.
+ * a few hundred microseconds (its metadata and its last two bytes), so a thread's start-up is won back
+ * only after about a thousand files.
  */
 const SPAWN_AFTER_FILES_METADATA = 1000;
-/**
- * Files in flight by default when the main thread copies in the kernel (Lane.concurrent): the work per
- * file is then mostly the copy, which waits on memory or the disk, on libuv's thread pool (sized to
- * match unless UV_THREADPOOL_SIZE says otherwise); a deeper queue keeps a disk busy and, on a shared
- * machine, the copies on more cores (measured: docs/batch.md).
- */
-export const COPY_JOBS = 8;
 /** The main thread's lane lets the event loop turn at least this often (ms). */
 const YIELD_EVERY_MS = 1;
 
@@ -66,23 +59,19 @@ interface Slot {
   close(): Promise<void>;
 }
 
-/**
- * The main thread as a lane, each file started after a turn of the event loop: one file at a time, or
- * `capacity` at once when the lane copies in the kernel (Lane.concurrent).
- */
+/** The main thread as a lane, one file at a time, each started after a turn of the event loop. */
 class MainSlot implements Slot {
   inflight = 0;
-  readonly capacity: number;
+  readonly capacity = 1;
   readonly #lane: Lane;
   #turnAt = 0;
-  constructor(lane: Lane, capacity: number) {
+  constructor(lane: Lane) {
     this.#lane = lane;
-    this.capacity = capacity;
   }
   async run(job: FileJob): Promise<FileOutcome> {
     this.inflight++;
     try {
-      // Worker answers, copies done and signals are handled between two files: a turn of the event loop
+      // Worker answers and signals are handled between two files: a turn of the event loop
       // when the last one is more than a millisecond ago (one per file cost more than a small file).
       const now = performance.now();
       if (now - this.#turnAt >= YIELD_EVERY_MS) {
@@ -164,12 +153,9 @@ export function defaultJobs(): number {
 /** Runs every entry through the lanes; resolves when all started files are finished. */
 export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, jobsAsked: number | undefined, hooks: BatchHooks): Promise<BatchResult> {
   const main = new Lane(setup);
-  const jobs = jobsAsked ?? (main.concurrent ? COPY_JOBS : defaultJobs());
-  // libuv reads this when its pool first starts (the folder walk or the first copy, both after this).
-  if (main.concurrent && process.env.UV_THREADPOOL_SIZE === undefined) process.env.UV_THREADPOOL_SIZE = String(Math.max(4, Math.min(jobs, 64)));
+  const jobs = jobsAsked ?? defaultJobs();
   await main.prepare(); // a bad key or secret fails here, once, before any file
-  // Copying in the kernel, the main thread takes `jobs` files at once and no worker thread is started.
-  const slots: Slot[] = [new MainSlot(main, main.concurrent ? jobs : 1)];
+  const slots: Slot[] = [new MainSlot(main)];
   let spawned = false;
   let started = 0;
   let stopping = false;
@@ -279,7 +265,7 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
         continue;
       }
       // Pixel work (fingerprint, detector) takes long per file: threads start at once.
-      if (!spawned && jobs > 1 && !main.concurrent && (heavy || started >= spawnAfter)) spawning = spawn();
+      if (!spawned && jobs > 1 && (heavy || started >= spawnAfter)) spawning = spawn();
       const slot = await acquire();
       if (!slot) break;
       const p: Promise<void> = dispatch(slot, planned).finally(() => {

@@ -229,7 +229,7 @@ export function register(program: Command): void {
     .option('-0, --null', 'the --files-from list is NUL-separated (find -print0)')
     .option(
       '-j, --jobs <n>',
-      `files worked on at once (default: 8 for the opt-out field alone, copied file to file on a thread pool; with --provenance or --fingerprint one thread per CPU, here ${availableParallelism()})`,
+      `files worked on at once: the main thread and worker threads (default: one per CPU, here ${availableParallelism()})`,
       positiveWholeNumber,
     )
     .addOption(

@@ -2,7 +2,8 @@
 import { createHash } from 'node:crypto';
 import { CREDENTIALS_HEADER } from '../c2pa/modes.js';
 import { protectBody } from './body.js';
-import { type CredentialsPolicy, protectWithCredentials } from './credentials.js';
+import type { CredentialsPolicy } from './credentials.js';
+import { NO_LAYERS, runMark } from './mark.js';
 
 /** A JSON protect answer: its body and the header saying what happened to Content Credentials. */
 export interface ProtectAnswer {
@@ -23,13 +24,13 @@ export async function runProtect(
   into?: Uint8Array,
   maxOutputBytes?: number,
 ): Promise<ProtectAnswer> {
-  const result = await protectWithCredentials(image, maxOutputBytes === undefined ? {} : { maxOutputBytes }, policy);
+  const result = await runMark(image, NO_LAYERS, undefined, policy, maxOutputBytes === undefined ? {} : { maxOutputBytes });
   const body = protectBody(
     result.pieces,
-    { mimeType: result.mimeType, filename: `${basename}.${result.extension}`, signals: result.signals, warnings: result.warnings },
+    { mimeType: result.mimeType, filename: `${basename}.${result.extension}`, signals: result.signals, warnings: result.answerWarnings },
     into,
   );
-  return { body, headers: { [CREDENTIALS_HEADER]: result.outcome } };
+  return { body, headers: { [CREDENTIALS_HEADER]: result.credentials! } };
 }
 
 /** A raw protect answer: the marked image's bytes and the headers that describe them. */
@@ -59,7 +60,7 @@ export async function runProtectRaw(
   into?: Uint8Array,
   maxOutputBytes?: number,
 ): Promise<RawProtectAnswer> {
-  const result = await protectWithCredentials(image, maxOutputBytes === undefined ? {} : { maxOutputBytes }, policy);
+  const result = await runMark(image, NO_LAYERS, undefined, policy, maxOutputBytes === undefined ? {} : { maxOutputBytes });
   let size = 0;
   for (const p of result.pieces) size += p.length;
   const body = into && into.length >= size ? into.subarray(0, size) : Buffer.allocUnsafeSlow(size);
@@ -75,8 +76,8 @@ export async function runProtectRaw(
     'Content-Disposition': contentDisposition(`${basename}.${result.extension}`),
     'Repr-Digest': `sha-256=:${hash.digest('base64')}:`,
     'Optmark-Signals': result.signals.join(', '),
-    [CREDENTIALS_HEADER]: result.outcome,
+    [CREDENTIALS_HEADER]: result.credentials!,
   };
-  if (result.warnings.length > 0) headers['Optmark-Warnings'] = result.warnings.map((w) => w.code).join(', ');
+  if (result.answerWarnings.length > 0) headers['Optmark-Warnings'] = result.answerWarnings.map((w) => w.code).join(', ');
   return { body, headers };
 }

@@ -45,23 +45,26 @@ function acceptablePartType(mimeType: string): boolean {
 }
 
 /**
- * Parses a whole multipart body held in `body` and returns the image part as a
- * view of the same memory, never a copy.
+ * Parses a whole multipart body held in `body` and returns the image part as a view of the same memory,
+ * never a copy. Two paths, and which runs when:
  *
- * The common form (the body opens with its boundary and the first part is the image) takes a short cut:
- * a native search (the addon's AVX2 `indexOf`, about 20 GB/s here, else `Buffer#indexOf`) finds where
- * the first part's data ends, and busboy parses the form with that data replaced by a one-byte marker,
- * so its boundary scan (JavaScript, about 0.25 ms per MB) runs over a few hundred bytes instead of the
- * image. busboy finds its delimiters as the leftmost matches, as indexOf does, so the form it sees
- * parses as the whole body would; the short cut is kept only when the marker comes back as the image
- * part's data, and anything else (an error, a preamble, a delimiter inside the part headers) is
- * parsed again the plain way.
+ * - the short cut, when the body opens with its boundary and the first part is the image (the form
+ *   every client sends): a native search (the addon's AVX2 `indexOf`, about 20 GB/s, else
+ *   `Buffer#indexOf`) finds where the first part's data ends, and busboy parses the form with that data
+ *   replaced by a one-byte marker, so its boundary scan (JavaScript, about 0.25 ms per MB) runs over a
+ *   few hundred bytes instead of the image. busboy finds its delimiters as the leftmost matches, as
+ *   indexOf does, so the form it sees parses as the whole body would; the result is kept only when the
+ *   marker comes back as the image part's data;
+ * - busboy over the whole body, for anything else (an error on the short cut, a preamble, another part
+ *   first, a delimiter inside the part headers).
+ *
+ * The short cut saves 17-19% of the server's CPU per protect of a 12 MP JPEG (busboy alone costs
+ * 1.21-1.24x, bench/protect-cpu.ts; bench/RESULTS.md). A reader of the common form without busboy at all
+ * saved 0-15% more (median 5-10%, under the 15% a shadow path must pay) and was removed.
  */
 export async function parseUpload(body: Uint8Array, contentType: string, maxImageBytes: number): Promise<ReceivedImage> {
   const first = locateFirstPart(body, contentType);
   if (first) {
-    const plain = plainForm(body, first, maxImageBytes);
-    if (plain) return plain;
     const split = splitAt(body, first);
     const rx = new MultipartReceiver({ contentType, destination: body, maxImageBytes, elided: split });
     rx.push(split.form, true);
@@ -141,12 +144,6 @@ export function splitFirstPart(body: Uint8Array, contentType: string): FirstPart
   return first && splitAt(body, first);
 }
 
-// The one form most clients send (curl, browsers, HTTP libraries, each header on one line, written as
-// below), read without busboy. Anything else (other headers, parameters, spacing, case of the
-// disposition's words, a quote or backslash or path or non-ASCII byte in the file name, a second part,
-// an epilogue) is left to busboy.
-const DISPOSITION = /^form-data; name="image"; filename="([\x20\x21\x23-\x2e\x30-\x5b\x5d-\x7e]+)"$/;
-
 /**
  * The file name as the client's file had it. Browsers (the WHATWG HTML form-data encoding) and curl
  * (7.81 and later) escape three characters of a file name as `%22` ("), `%0D` and `%0A` and leave every
@@ -156,51 +153,6 @@ const DISPOSITION = /^form-data; name="image"; filename="([\x20\x21\x23-\x2e\x30
 export function formFileName(sent: string): string {
   return sent.includes('%') ? sent.replace(/%(?:22|0D|0A)/g, (e) => (e === '%22' ? '"' : e === '%0D' ? '\r' : '\n')) : sent;
 }
-const PART_TYPE = /^[!#$%&'*+.^_`|~0-9A-Za-z-]+\/[!#$%&'*+.^_`|~0-9A-Za-z-]+$/;
-
-/**
- * The image of a plain form (one "image" file part with a file name and an image type, then the close
- * delimiter `--boundary--`, CRLF or nothing after it), read as busboy reads it but without its stream
- * machinery (a few hundred microseconds of JavaScript per upload, and its garbage); undefined for any
- * other form, and for those whose answer is a refusal (an empty or oversized image, a type that is not
- * an image's), which busboy's path words.
- */
-export function plainUpload(body: Uint8Array, contentType: string, maxImageBytes: number): ReceivedImage | undefined {
-  const first = locateFirstPart(body, contentType);
-  return first && plainForm(body, first, maxImageBytes);
-}
-
-function plainForm(body: Uint8Array, first: FirstPart, maxImageBytes: number): ReceivedImage | undefined {
-  const { headerStart, dataStart, next, delimiter } = first;
-  const length = next - dataStart;
-  if (length === 0 || length > maxImageBytes || body.length > maxImageBytes + MULTIPART_SLACK_BYTES) return undefined;
-  const after = body.length - (next + delimiter);
-  const end = next + delimiter;
-  if (!(after === 2 || after === 4) || body[end] !== 0x2d || body[end + 1] !== 0x2d) return undefined;
-  if ((after === 4 && (body[end + 2] !== 13 || body[end + 3] !== 10)) || dataStart - 4 < headerStart) return undefined;
-  const lines = Buffer.from(body.buffer, body.byteOffset + headerStart, dataStart - 4 - headerStart)
-    .toString('latin1')
-    .split('\r\n');
-  if (lines.length !== 2) return undefined;
-  let filename: string | undefined;
-  let mimeType: string | undefined;
-  for (const line of lines) {
-    const colon = line.indexOf(': ');
-    if (colon < 0) return undefined;
-    const name = line.slice(0, colon).toLowerCase();
-    const value = line.slice(colon + 2);
-    if (name === 'content-disposition' && filename === undefined) {
-      const d = DISPOSITION.exec(value);
-      if (!d) return undefined;
-      filename = formFileName(d[1]!);
-    } else if (name === 'content-type' && mimeType === undefined && PART_TYPE.test(value)) {
-      mimeType = value.toLowerCase();
-    } else return undefined;
-  }
-  if (filename === undefined || mimeType === undefined || filename === '.' || filename === '..' || !acceptablePartType(mimeType)) return undefined;
-  return { bytes: body.subarray(dataStart, next), filename, mimeType };
-}
-
 /** The leftmost `needle` at or after `from`: the one scan of the whole upload the short cut makes. */
 function findDelimiter(body: Buffer, needle: Buffer, from: number): number {
   const native = bytesAddon();

@@ -1,6 +1,7 @@
 /** The verify pipeline: the opt-out field, the provenance tag and the fingerprint detector, as one JSON body. */
 import type { Warning } from '../formats/complete.js';
 import { type C2paReport, readC2pa, SIGNAL_C2PA_TRAINING } from '../c2pa/reader.js';
+import { parseImage, type ParsedImage } from '../formats/index.js';
 import { type ReadResult, read } from '../marking/engine.js';
 import { jsonBody, sha256Hex } from './body.js';
 import type { Layers } from './layers.js';
@@ -21,19 +22,30 @@ export interface VerifyReport {
 
 export const SIGNAL_TDMREP = 'tdmrep.reservation';
 
-/** Everything verify reports about the bytes (also used by the CLI and tests). */
-export async function verifyReport(input: Uint8Array, layers: Layers): Promise<VerifyReport> {
-  const sha256 = sha256Hex(input);
-  const reading = read(input); // typed errors for unsupported or damaged containers
+/** Everything verify reports about the bytes, or their structure (also used by the CLI and tests). */
+export async function verifyReport(input: Uint8Array | ParsedImage, layers: Layers): Promise<VerifyReport> {
+  const image = input instanceof Uint8Array ? parseImage(input) : input;
+  const sha256 = sha256Hex(image.bytes);
+  // The answer's fields in their documented order, the hash after the layers'.
+  const { optedOut, signals, provenance, fingerprint, ...others } = await reportOf(image, layers);
+  return { optedOut, signals, provenance, fingerprint, sha256, ...others };
+}
+
+/**
+ * verifyReport without the file's SHA-256: what a batch verify of the metadata alone answers, from a
+ * file-backed structure whose image data was never read (the detector then is off: `layers` says so).
+ */
+export async function reportOf(image: ParsedImage, layers: Layers): Promise<Omit<VerifyReport, 'sha256'>> {
+  const reading = read(image); // typed errors for unsupported or damaged containers
   const [provenance, detected, others] = await Promise.all([
-    layers.verifyProvenance(input),
-    layers.detectFingerprint(input),
-    otherDeclarations(reading, input),
+    layers.verifyProvenance(image.bytes),
+    layers.detectFingerprint(image.bytes),
+    otherDeclarations(reading, image.bytes),
   ]);
   // A detector that could not look says why among the warnings, its fields those of "not examined".
   const { warning, ...fingerprint } = detected;
   if (warning) others.warnings.push(warning);
-  return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint, sha256, ...others };
+  return { optedOut: reading.optedOut, signals: reading.signals, provenance, fingerprint, ...others };
 }
 
 /**

@@ -89,109 +89,16 @@ export function openPayload(payload: XmpPayload): XmpView {
   return { main, extended, extendedGuid, others, unreadable };
 }
 
-/**
- * What a file's packets say, as read() and verify ask it: the opt-out and TDMRep. A pure function of the
- * packets' bytes (and the Extended XMP the container reassembled), so a reading is reused for the same
- * bytes without parsing them again (readPayload).
- */
+/** What a file's packets say, as read() and verify ask it: the opt-out and TDMRep. */
 export interface XmpReading {
   optOut: OptOutReading;
   tdmrep: TdmRepReading;
 }
 
-/**
- * Readings already made, keyed by the exact bytes of every packet (payloadKey): a folder of files that
- * carry the same packet (optmark's own, written into files that had none, or one pipeline's template)
- * pays for one parse. Bounded in entries and in the bytes a key may hold; errors are never kept (a
- * payload that throws throws again, the same way).
- */
-const readings = new Map<string, XmpReading>();
-const READINGS_MAX = 128;
-/** Packets (all of one file's together) larger than this are parsed every time, not kept. */
-const READING_KEY_MAX_BYTES = 64 * 1024;
-/** The fresh packets' readings, known without parsing them (a test holds them equal to the parsed ones). */
-let freshReadings: Map<string, XmpReading> | undefined;
-
-/** The exact bytes of a payload as one string (length-prefixed, so two payloads never share one), or undefined when too large. */
-function payloadKey(payload: XmpPayload): string | undefined {
-  let size = 0;
-  for (const p of payload.packets) size += p.length;
-  for (const [guid, data] of payload.extended) size += guid.length + data.length;
-  if (size > READING_KEY_MAX_BYTES) return undefined;
-  let key = `${payload.packets.length}`;
-  for (const p of payload.packets) key += `|${p.length}|${latin1(p)}`;
-  for (const [guid, data] of payload.extended) key += `#${guid.length}|${guid}${data.length}|${latin1(data)}`;
-  return key;
-}
-
-const latin1 = (b: Uint8Array): string => Buffer.from(b.buffer, b.byteOffset, b.byteLength).toString('latin1');
-
-function readingOf(view: XmpView): XmpReading {
-  return { optOut: readOptOut(view), tdmrep: readTdmRep(view) };
-}
-
-/** A copy a caller may change without touching the kept reading. */
-function copyReading(r: XmpReading): XmpReading {
-  return { optOut: { ...r.optOut, values: [...r.optOut.values] }, tdmrep: { ...r.tdmrep } };
-}
-
-function freshReading(key: string): XmpReading | undefined {
-  if (!freshReadings) {
-    freshReadings = new Map();
-    for (const token of Object.keys(DATA_MINING_TOKENS) as DataMiningToken[]) {
-      const uri = tokenUri(token);
-      const k = payloadKey({ packets: [freshPacket(token)], extended: new Map(), canonical: true, keptOnRewrite: 0 })!;
-      freshReadings.set(k, { optOut: { optedOut: isOptOut(uri), values: [uri], token: tokenOf(uri) }, tdmrep: { reserved: false, policy: undefined } });
-    }
-  }
-  return freshReadings.get(key);
-}
-
-/**
- * The last view parsed for a reading, with its key: verify reads a file (readPayload) and then checks
- * its provenance tag (viewOfPayload) over the same packets, which are then parsed once. Only for
- * callers that never change the documents (protect opens its own with openPayload).
- */
-let lastView: { key: string; view: XmpView } | undefined;
-
-/**
- * The last file's one packet and its reading: a folder's files in a row mostly carry the same packet,
- * which a byte comparison finds before any key is built.
- */
-let lastSingle: { packet: Buffer; reading: XmpReading } | undefined;
-
-/** readOptOut and readTdmRep over openPayload(payload), parsing only packets not read before (see `readings`). */
+/** readOptOut and readTdmRep over openPayload(payload). */
 export function readPayload(payload: XmpPayload): XmpReading {
-  const single = payload.packets.length === 1 && payload.extended.size === 0 ? payload.packets[0]! : undefined;
-  if (single && lastSingle?.packet.equals(single)) return copyReading(lastSingle.reading);
-  const reading = readPayloadKeyed(payload);
-  if (single && single.length <= READING_KEY_MAX_BYTES) lastSingle = { packet: Buffer.from(single), reading: copyReading(reading) };
-  return reading;
-}
-
-function readPayloadKeyed(payload: XmpPayload): XmpReading {
-  const key = payloadKey(payload);
-  if (key === undefined) return readingOf(openPayload(payload));
-  const known = readings.get(key) ?? freshReading(key);
-  if (known) return copyReading(known);
   const view = openPayload(payload);
-  lastView = { key, view };
-  const reading = readingOf(view);
-  if (readings.size >= READINGS_MAX) readings.delete(readings.keys().next().value!);
-  readings.set(key, copyReading(reading));
-  return reading;
-}
-
-/**
- * openPayload for a reader that never changes the documents: the view readPayload parsed last when it is
- * of the same bytes, else a fresh parse.
- */
-export function viewOfPayload(payload: XmpPayload): XmpView {
-  const key = payloadKey(payload);
-  if (key !== undefined && lastView?.key === key) return lastView.view;
-  const view = openPayload(payload);
-  if (key !== undefined) lastView = { key, view };
-  return view;
+  return { optOut: readOptOut(view), tdmrep: readTdmRep(view) };
 }
 
 function allDocs(view: XmpView): Document[] {
@@ -278,42 +185,37 @@ function hasXmpRoot(doc: Document): boolean {
 }
 
 const encoder = new TextEncoder();
-const freshPackets = new Map<DataMiningToken, Uint8Array>();
+
+/** A fresh packet: its bytes and its markup count (checkOutputMarkup). */
+interface FreshPacket {
+  bytes: Uint8Array;
+  markup: number;
+}
+
+let fresh: Map<DataMiningToken, FreshPacket> | undefined;
 
 /**
- * The packet protect writes into a file that has no XMP at all: always the same bytes for a token, so
- * it is made once and reused. Files without XMP are the common case in bulk ingestion, and this spares
- * each of them an XML parse and serialisation, and a batch of them the loading of the XML library.
- * It is the text the DOM path builds (freshPacketFromDom), character for character: a test holds them
- * equal for every token.
+ * The fresh packet of every token, built once per process: an empty document with the field set,
+ * serialised. Kept because files without XMP are the common case: building the packet for each took
+ * 12-37% more of the server's CPU per protect of a small file (medians of rounds; bench/side-by-side.bench.ts,
+ * bench/RESULTS.md). Verify parses every packet, this one too.
  */
-export function freshPacket(token: DataMiningToken): Uint8Array {
-  let packet = freshPackets.get(token);
-  if (!packet) {
-    packet = encoder.encode(freshPacketText(token));
-    freshPackets.set(token, packet);
-    freshMarkup.set(packet, markupOf(packet));
+function freshPackets(): Map<DataMiningToken, FreshPacket> {
+  if (!fresh) {
+    fresh = new Map();
+    for (const token of Object.keys(DATA_MINING_TOKENS) as DataMiningToken[]) {
+      const doc = emptyPacket();
+      setDataMining(doc, token);
+      const bytes = encoder.encode(serializePacket(doc));
+      fresh.set(token, { bytes, markup: markupOf(bytes) });
+    }
   }
-  return packet;
+  return fresh;
 }
 
-/** The markup of each fresh packet, counted once (checkOutputMarkup asks for every file). */
-const freshMarkup = new Map<Uint8Array, number>();
-
-/** The fresh packet's text, written out. */
-export function freshPacketText(token: DataMiningToken): string {
-  return (
-    `<?xpacket begin="\uFEFF" id="W5M0MpCehiHzreSzNTczkc9d"?>\n<x:xmpmeta xmlns:x="${NS_X}">\n <rdf:RDF xmlns:rdf="${NS_RDF}">\n` +
-    `  <rdf:Description rdf:about="" xmlns:plus="${NS_PLUS}">\n   <plus:DataMining>${tokenUri(token)}</plus:DataMining>\n </rdf:Description>\n` +
-    ` </rdf:RDF>\n</x:xmpmeta>\n<?xpacket end="w"?>`
-  );
-}
-
-/** The fresh packet built the way every other packet is: an empty document, the field set, serialised. */
-export function freshPacketFromDom(token: DataMiningToken): string {
-  const doc = emptyPacket();
-  setDataMining(doc, token);
-  return serializePacket(doc);
+/** The packet protect writes into a file that has no XMP at all (the same bytes for a token, built once). */
+export function freshPacket(token: DataMiningToken): Uint8Array {
+  return freshPackets().get(token)!.bytes;
 }
 
 /** Sets plus:DataMining to the token's URI, replacing every existing value (also an allowing one). */
@@ -374,8 +276,14 @@ function serializedSize(ref: PropertyRef): number {
  * verify would refuse that file.
  */
 export function checkOutputMarkup(xmp: XmpToWrite, kept: readonly Uint8Array[]): void {
-  let total = (freshMarkup.get(xmp.main) ?? markupOf(xmp.main)) + (xmp.extended ? markupOf(xmp.extended.data) : 0);
+  let total = markupOfMain(xmp.main) + (xmp.extended ? markupOf(xmp.extended.data) : 0);
   for (const p of kept) total += markupOf(p);
   if (total > MAX_MARKUP_PER_FILE)
     throw new OutputTooLargeError(`The image's XMP would hold more markup than a file may (${MAX_MARKUP_PER_FILE} nodes) once rewritten.`);
+}
+
+/** The markup of a main packet to write: counted once for a fresh packet (protect asks for every file). */
+function markupOfMain(main: Uint8Array): number {
+  for (const f of freshPackets().values()) if (f.bytes === main) return f.markup;
+  return markupOf(main);
 }

@@ -1,20 +1,18 @@
 /**
- * Batch marking's quick way (src/batch/work.ts, files.ts, native/src/files.cc): a JPEG is marked from its
- * first bytes and the rest is copied file to file in the kernel (copy_file_range), other files are read
- * whole and their long stretches copied the same way. The outputs must be byte for byte what protect()
- * makes of the whole file, for every file of the corpus and for JPEGs whose metadata runs past the first
- * bytes read; an input that grows or shrinks while it is copied fails without leaving anything behind.
+ * Batch marking's outputs (src/batch/work.ts, files.ts, image-file.ts): byte for byte what protect()
+ * makes of the whole file, for every file of the corpus, JPEGs whose metadata runs past 64 KiB, cut files
+ * and trailers, at one lane and at several; and the read buffer refuses a file that changed after it was
+ * opened.
  */
-import { closeSync, existsSync, mkdirSync, openSync, readdirSync, readFileSync, truncateSync, writeFileSync, appendFileSync } from 'node:fs';
+import { closeSync, existsSync, readdirSync, readFileSync, truncateSync, writeFileSync, appendFileSync } from 'node:fs';
 import { basename, join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
-import { FileError, openSource, ReadBuffer, writeAtomicallyCopying } from '../src/batch/files.js';
+import { FileError, openSource, ReadBuffer } from '../src/batch/files.js';
 import { hasManifestStore } from '../src/c2pa/detect.js';
 import { INVALIDATED_WARNING } from '../src/c2pa/update.js';
 import { protect } from '../src/marking/engine.js';
-import { filesAddon } from '../src/native/index.js';
 import { runBinary, TempDirs } from './helpers/files.js';
 
 const CORPUS = process.env.OPTMARK_TEST_CORPUS ?? fileURLToPath(new URL('../../shared/corpus', import.meta.url));
@@ -68,30 +66,23 @@ beforeAll(async () => {
 
 afterAll(() => temp.removeAll());
 
-describe('batch marking copies file to file', () => {
-  it('the native copy is built (npm install builds native/)', () => {
-    expect(filesAddon()?.simd()).toBe('copy_file_range');
-  });
-
+describe('batch marking outputs', () => {
   it('every corpus file, and JPEGs whose metadata runs past the first 64 KiB: each output is what protect() makes of the whole file', async () => {
     const input = tempDir('optmark-in-');
     const names = existsSync(CORPUS) ? readdirSync(CORPUS).filter((n) => /\.(jpe?g|png|webp)$/i.test(n)) : [];
     expect(names.length, `${CORPUS} holds the corpus`).toBeGreaterThan(20);
     for (const n of names) writeFileSync(join(input, n), readFileSync(join(CORPUS, n)));
-    writeFileSync(join(input, 'big.jpg'), big); // larger than the first read: the rest is copied
-    writeFileSync(join(input, 'long-metadata.jpg'), withLongMetadata(big, 2)); // SOS past 64 KiB: read whole
+    writeFileSync(join(input, 'big.jpg'), big);
+    writeFileSync(join(input, 'long-metadata.jpg'), withLongMetadata(big, 2)); // SOS past 64 KiB
     writeFileSync(join(input, 'empty.jpg'), Buffer.alloc(0)); // not an image: skipped
     const marked = protect(big).bytes;
-    writeFileSync(join(input, 'already.jpg'), marked); // carries the field exactly: copied as it is
-    writeFileSync(join(input, 'cut.jpg'), big.subarray(0, big.length - 5000)); // marked from its head, cut off: warned
+    writeFileSync(join(input, 'already.jpg'), marked); // carries the field exactly: written as it is
+    writeFileSync(join(input, 'cut.jpg'), big.subarray(0, big.length - 5000)); // cut off: warned
     writeFileSync(join(input, 'trailer.jpg'), Buffer.concat([big, Buffer.alloc(70_000, 9)])); // EOI not in its last bytes
-    // WebPs whose bitstream is copied file to file, never read; their chunk headers are
     for (const [n, b] of Object.entries(webps)) {
       expect(b.length, n).toBeGreaterThan(70_000);
       writeFileSync(join(input, `${n}.webp`), b);
     }
-    // --report hashes each output, so it reads every input whole; without it a JPEG is read from its first
-    // bytes and a WebP without its bitstream, which are copied file to file.
     for (const [jobs, withReport] of [
       ['1', true],
       ['8', true],
@@ -135,32 +126,6 @@ describe('batch marking copies file to file', () => {
     }
   });
 
-  it('an input that grows or shrinks after it was opened fails (changed_while_read), leaving neither output nor temporary file', async () => {
-    const copier = filesAddon()!;
-    for (const change of ['grow', 'shrink'] as const) {
-      const dir = tempDir();
-      const src = join(dir, 'in.jpg');
-      writeFileSync(src, big);
-      const source = openSource(src, 1 << 30);
-      try {
-        if (change === 'grow') appendFileSync(src, Buffer.alloc(1000, 7));
-        else truncateSync(src, big.length - 1000);
-        const head = big.subarray(0, 1000);
-        const target = join(dir, 'out', 'o.jpg');
-        mkdirSync(join(dir, 'out'));
-        const err = await writeAtomicallyCopying(target, [head, { from: 1000, length: big.length - 1000, toEnd: true }], source.fd, copier).then(
-          () => undefined,
-          (e: unknown) => e,
-        );
-        expect(err).toBeInstanceOf(FileError);
-        expect((err as FileError).code).toBe('changed_while_read');
-        expect(readdirSync(join(dir, 'out'))).toEqual([]);
-      } finally {
-        closeSync(source.fd);
-      }
-    }
-  });
-
   it('a file read whole or in pieces that grew or shrank after it was opened is refused (changed_while_read)', () => {
     const codeOf = (f: () => unknown): string | undefined => {
       try {
@@ -185,7 +150,7 @@ describe('batch marking copies file to file', () => {
           codeOf(() => buffer.readAll(source)),
           change,
         ).toBe(change === 'grow' ? want : undefined);
-        // In pieces (a WebP's quick read): the pieces, then the end.
+        // In pieces (verify's read of the metadata alone): the pieces, then the end.
         buffer.reserve(size);
         expect(
           codeOf(() => buffer.readAt(source.fd, size - 1000, size)),
@@ -205,26 +170,6 @@ describe('batch marking copies file to file', () => {
       } finally {
         closeSync(source.fd);
       }
-    }
-  });
-
-  it('pieces in memory and stretches of the input land at their offsets, whatever their order', async () => {
-    const copier = filesAddon()!;
-    const dir = tempDir();
-    const src = join(dir, 'in.bin');
-    const data = Buffer.alloc(300_000);
-    for (let i = 0; i < data.length; i++) data[i] = (i * 7) & 0xff;
-    writeFileSync(src, data);
-    const fd = openSync(src, 'r');
-    try {
-      const target = join(dir, 'o.bin');
-      const a = Buffer.from('first piece');
-      const b = Buffer.from('between the stretches');
-      await writeAtomicallyCopying(target, [a, { from: 200_000, length: 100_000, toEnd: true }, b, { from: 0, length: 150_000, toEnd: false }], fd, copier);
-      // (toEnd on a stretch that is not last is the caller's promise, checked only by its length.)
-      expect(readFileSync(target).equals(Buffer.concat([a, data.subarray(200_000), b, data.subarray(0, 150_000)]))).toBe(true);
-    } finally {
-      closeSync(fd);
     }
   });
 });
