@@ -532,19 +532,6 @@ export const jpeg: ContainerFormat = {
   decoderInput: (bytes) => new JpegImage(bytes, undefined).decoderInput(),
 };
 
-/**
- * Where the image data begins (the offset of the first SOS marker) when `bytes`, a file's first bytes or
- * all of it, reach it with every segment before it whole; undefined otherwise. Marking needs the bytes
- * up to there only: the rest is kept as it is (batch marking copies it file to file).
- */
-export function imageDataOffset(bytes: Uint8Array): number | undefined {
-  try {
-    return parse(bytes, undefined).scan;
-  } catch {
-    return undefined;
-  }
-}
-
 /** MD5 of the full Extended XMP serialisation, as the GUID the XMP spec asks for. */
 export function extendedXmpGuid(data: Uint8Array): string {
   return nodeCrypto().createHash('md5').update(data).digest('hex').toUpperCase();

@@ -14,8 +14,9 @@
  * - `writeXmp`, `contentOutsideXmp`, `decoderInput`: the rewrites, from the same walk.
  *
  * What is not always asked (inflating compressed XMP, searching a JPEG's scan for its end marker, its
- * trailers, the store's and copy ranges, quantisation tables) is computed on first use and kept in the structure, never in a
- * module-level cache: a structure describes the bytes it was parsed from, which must not change under it.
+ * trailers, the store's and copy ranges, quantisation tables) is computed on first use and kept in the
+ * structure, never in a module-level cache: a structure describes the bytes it was parsed from, which
+ * must not change under it.
  *
  * Every walk obeys one set of named limits (src/formats/limits.ts), and every rewrite checks that its
  * output stays within them, so protect never produces a file that verify or protect refuses.
