@@ -15,7 +15,7 @@ import { nativeState, setNativeLog } from './native/index.js';
 import { ImagePool, workerInitFrom } from './pool/pool.js';
 import { PublicKeySync } from './provenance/shared.js';
 import { writeKeyFile } from './secrets/files.js';
-import { withSharedSecrets } from './shared-secrets.js';
+import { withSharedSecrets } from './secrets/shared.js';
 import { openStore } from './store/index.js';
 import { Transfer } from './transfer/index.js';
 

@@ -78,14 +78,14 @@ async function batchFilesProblem(config: Config, needs: { fingerprint: boolean; 
 
 /**
  * For `optmark mark` and `optmark verify` on a PostgreSQL store (OPTMARK_DATABASE_URL): the configuration
- * with the fingerprint key the instances share (src/shared-secrets.ts), and this data directory's public
+ * with the fingerprint key the instances share (src/secrets/shared.ts), and this data directory's public
  * keys exchanged with the store's, so that the command embeds and detects, signs and verifies as the
  * servers do. A message when the store cannot be used.
  */
 async function shareWithInstances(config: Config): Promise<Config | string> {
   const [{ openStore, StoreError }, { withSharedSecrets }, { syncPublicKeys }] = await Promise.all([
     import('./store/index.js'),
-    import('./shared-secrets.js'),
+    import('./secrets/shared.js'),
     import('./provenance/shared.js'),
   ]);
   let store;

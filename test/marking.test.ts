@@ -7,7 +7,7 @@ import { afterAll, describe, expect, it } from 'vitest';
 import { ERROR_CODES, OptmarkError } from '../src/errors.js';
 import { FORMATS as FORMAT_REGISTRY, requireFormat } from '../src/formats/index.js';
 import { protect, read } from '../src/marking/engine.js';
-import { DATA_MINING_TOKENS, type DataMiningToken, freshPacket } from '../src/xmp/index.js';
+import { DATA_MINING_TOKENS, type DataMiningToken, freshPacket, freshPacketFromDom, freshPacketText } from '../src/xmp/index.js';
 import { MAX_MARKUP_PER_FILE } from '../src/xmp/packet.js';
 import {
   app1Ext,
@@ -87,6 +87,13 @@ describe.each([...FIXTURES.values()])('$name', (f) => {
 });
 
 describe('protect options', () => {
+  it('the fresh packet, written out as text, is the one the DOM path builds, for every token', () => {
+    for (const token of Object.keys(DATA_MINING_TOKENS) as DataMiningToken[]) {
+      expect(freshPacketText(token)).toBe(freshPacketFromDom(token));
+      expect(Buffer.from(freshPacket(token)).toString('utf8')).toBe(freshPacketFromDom(token));
+    }
+  });
+
   it('a file without XMP gets the packet the rewrite path builds (the fresh packet, made once), for every token', async () => {
     const bare = await fx.bytes('base.jpg');
     expect(readXmpOf(bare).packets).toEqual([]);

@@ -38,7 +38,7 @@ async function migrate(opts: { to: string; force?: boolean }): Promise<number> {
   const [{ openStore, postgresEngine, StoreError, parseDatabaseUrl }, { localPublicKeys }, { FINGERPRINT_SECRET, localFingerprintKey }] = await Promise.all([
     import('../store/index.js'),
     import('../provenance/keys.js'),
-    import('../shared-secrets.js'),
+    import('../secrets/shared.js'),
   ]);
   const say = (line: string) => process.stderr.write(`optmark store migrate: ${line}\n`);
   let target;

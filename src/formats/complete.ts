@@ -8,8 +8,7 @@
  * refused by the parser); this module turns it into the `truncated_image_data` warning of protect's and
  * verify's answers. It reads no pixels.
  */
-import { requireFormat } from './index.js';
-import type { ContainerFormat, ParsedImage } from './types.js';
+import type { ParsedImage } from './types.js';
 
 /** A warning of a protect or verify answer (the shared `warnings` array: docs/openapi.json). */
 export interface Warning {
@@ -23,11 +22,4 @@ export const TRUNCATED_IMAGE_DATA = 'truncated_image_data';
 export function truncationWarnings(image: ParsedImage): Warning[] {
   const message = image.truncated;
   return message ? [{ code: TRUNCATED_IMAGE_DATA, message: `${message} It was marked anyway: the container up to the image data is intact.` }] : [];
-}
-
-/** The warnings about the image data of a file (empty when whole); parses it, so throws as the parser does. */
-export function imageDataWarnings(format: ContainerFormat['name'], bytes: Uint8Array): Warning[] {
-  const container = requireFormat(bytes);
-  if (container.name !== format) throw new Error(`imageDataWarnings: the bytes are ${container.name}, not ${format}`);
-  return truncationWarnings(container.parse(bytes));
 }

@@ -17,7 +17,7 @@
  * an AFCP trailer before one of those is not found here and is kept as it is (ExifTool reads such a file
  * with its own fix, "Adjusted AFCP offsets", as it reads any file whose AFCP offsets are stale).
  */
-import { u32be, u32le } from './bytes.js';
+import { ascii, startsWith, u32be, u32le } from './bytes.js';
 import type { Need } from './types.js';
 
 /** A 4-byte field holding an absolute file offset, and its byte order. */
@@ -33,6 +33,13 @@ const MAX_SAMSUNG_BLOCKS = 64;
 const FOTOSTATION_SIGNATURE = 0xa1b2c3d4;
 
 const latin1 = (b: Uint8Array, at: number, n: number): string => String.fromCharCode(...b.subarray(at, at + n));
+/** Byte signatures, compared in place: the walk runs on every JPEG, most of which have no trailer. */
+const AXS = ascii('AXS');
+const CBIPCBBL = ascii('cbipcbbl');
+const CANON_VRD_SIG = ascii('CANON OPTIONAL DATA\0');
+const QDIOBS = ascii('QDIOBS');
+const SEFT_END = ascii('\0\0SEFT');
+const SEFH = ascii('SEFH');
 const read32 = (b: Uint8Array, at: number, le: boolean): number => (le ? u32le(b, at) : u32be(b, at));
 
 /**
@@ -83,7 +90,7 @@ type Get = (start: number, end: number) => boolean;
  * image, as ExifTool does; its offsets then stay as stale as they were, by the same amount.
  */
 function afcp(b: Uint8Array, end: number, get: Get, found: AbsoluteOffset[], trailerStart: () => number | undefined): number | undefined {
-  if (!get(end - 12, end) || latin1(b, end - 12, 3) !== 'AXS') return undefined;
+  if (!get(end - 12, end) || !startsWith(b, AXS, end - 12)) return undefined;
   const order = b[end - 9];
   if (order !== 0x21 && order !== 0x2a) return undefined; // '!' big-endian, '*' little-endian
   const le = order === 0x2a;
@@ -115,19 +122,18 @@ function fotoStation(b: Uint8Array, end: number, get: Get): number | undefined {
 
 /** PhotoMechanic: a footer of size (4, big-endian) and `cbipcbbl`, after `size` bytes of IPTC. */
 function photoMechanic(b: Uint8Array, end: number, get: Get): number | undefined {
-  if (!get(end - 12, end) || latin1(b, end - 8, 8) !== 'cbipcbbl') return undefined;
+  if (!get(end - 12, end) || !startsWith(b, CBIPCBBL, end - 8)) return undefined;
   const size = read32(b, end - 12, false);
   return size < 0x80000000 && end - 12 - size >= 0 ? end - 12 - size : undefined;
 }
 
 /** Canon VRD: its last 0x40 bytes open with the signature and the data length (big-endian); header and footer add 0x5c. */
 function canonVrd(b: Uint8Array, end: number, get: Get): number | undefined {
-  if (!get(end - 0x40, end) || latin1(b, end - 0x40, CANON_VRD.length) !== CANON_VRD) return undefined;
-  const length = read32(b, end - 0x40 + CANON_VRD.length, false) + 0x5c;
+  if (!get(end - 0x40, end) || !startsWith(b, CANON_VRD_SIG, end - 0x40)) return undefined;
+  const length = read32(b, end - 0x40 + CANON_VRD_SIG.length, false) + 0x5c;
   const start = end - length;
-  return length < 0x80000000 && get(start, start + CANON_VRD.length) && latin1(b, start, CANON_VRD.length) === CANON_VRD ? start : undefined;
+  return length < 0x80000000 && get(start, start + CANON_VRD_SIG.length) && startsWith(b, CANON_VRD_SIG, start) ? start : undefined;
 }
-const CANON_VRD = 'CANON OPTIONAL DATA\0';
 
 /** MIE groups, each ending in a 10-byte trailer element whose length (4 bytes) counts the group. */
 function mie(b: Uint8Array, end: number, get: Get): number | undefined {
@@ -162,9 +168,9 @@ const EOI = Buffer.from([0xff, 0xd9]);
 /** Samsung blocks ending at `end` (little-endian): records a QDIO block's audio offsets, returns where the trailer starts. */
 function samsung(b: Uint8Array, end: number, get: Get, found: AbsoluteOffset[]): number | undefined {
   if (!get(end - 6, end)) return undefined;
-  const last = latin1(b, end - 6, 6);
-  if (last !== 'QDIOBS' && last !== '\0\0SEFT') return undefined;
-  let blockEnd = last === 'QDIOBS' ? end - 2 : end;
+  const qdioLast = startsWith(b, QDIOBS, end - 6);
+  if (!qdioLast && !startsWith(b, SEFT_END, end - 6)) return undefined;
+  let blockEnd = qdioLast ? end - 2 : end;
   const qdio: AbsoluteOffset[] = [];
   for (let n = 0; n < MAX_SAMSUNG_BLOCKS && get(blockEnd - 8, blockEnd); n++) {
     const len = read32(b, blockEnd - 8, true);
@@ -175,7 +181,7 @@ function samsung(b: Uint8Array, end: number, get: Get, found: AbsoluteOffset[]):
     blockEnd = data;
     if (type === 'QDIO' && len === 20) qdio.push({ at: data + 12, littleEndian: true }, { at: data + 16, littleEndian: true });
     if (type !== 'SEFT') continue;
-    if (latin1(b, data, 4) !== 'SEFH' || len < 12) return undefined;
+    if (!startsWith(b, SEFH, data) || len < 12) return undefined;
     const count = read32(b, data + 8, true);
     if (12 + 12 * count > len) return undefined;
     let first = 0;

@@ -10,7 +10,7 @@
 import { createRequire } from 'node:module';
 import { DamagedImageError, LimitExceededError } from '../errors.js';
 import { Pieces, addRange, assemble, ascii, copyRange, startsWith, u16be, u32be, writeU32be } from './bytes.js';
-import { checkOutputEntries, countEntry, countPacket } from './limits.js';
+import { MAX_CONTAINER_ENTRIES, checkOutputEntries, countEntry, countPacket } from './limits.js';
 import { type AbsoluteOffset, absoluteOffsets, shiftedCopy } from './jpeg-trailers.js';
 import type { ByteRange, ContainerFormat, ManifestStore, Need, ParsedImage, QuantTable, XmpPayload, XmpToWrite } from './types.js';
 
@@ -90,6 +90,12 @@ function classify(bytes: Uint8Array, marker: number, payload: number): Kind {
   return 'other';
 }
 
+/** Adds a piece, within MAX_CONTAINER_ENTRIES. */
+function record(pieces: Piece[], piece: Piece): void {
+  if (pieces.length >= MAX_CONTAINER_ENTRIES) countEntry(pieces.length, 'JPEG: before the image data');
+  pieces.push(piece);
+}
+
 function parse(bytes: Uint8Array, need: Need | undefined): Layout {
   const size = bytes.length;
   // The segments before the scan are read in order: `reached` is how far `need` has been asked.
@@ -100,45 +106,43 @@ function parse(bytes: Uint8Array, need: Need | undefined): Layout {
       reached = end;
     }
   };
-  /** The byte at `at`, read first when file-backed (with the segment header that may follow it). */
-  const byteAt = (at: number): number | undefined => {
-    reach(at + 4);
-    return bytes[at];
-  };
   reach(4);
   if (size < 4 || bytes[0] !== 0xff || bytes[1] !== MARKER_SOI) throw new DamagedImageError('JPEG: no SOI marker');
   const pieces: Piece[] = [];
-  const record = (piece: Piece): void => {
-    countEntry(pieces.length, 'JPEG: before the image data');
-    pieces.push(piece);
-  };
   let pos = 2;
   while (pos < size) {
     const start = pos;
-    reach(pos + 4);
+    if (need) reach(pos + 4);
     if (bytes[pos] !== 0xff) {
       // Junk between segments (seen in the wild): kept as it is, never interpreted.
-      while (pos < size && byteAt(pos) !== 0xff) pos++;
-      record({ kind: 'junk', start, end: pos, payload: pos });
+      for (; pos < size; pos++) {
+        if (need) reach(pos + 4);
+        if (bytes[pos] === 0xff) break;
+      }
+      record(pieces, { kind: 'junk', start, end: pos, payload: pos });
       continue;
     }
-    while (pos < size && byteAt(pos) === 0xff) pos++; // fill bytes belong to the marker
+    // Fill bytes belong to the marker.
+    for (; pos < size; pos++) {
+      if (need) reach(pos + 4);
+      if (bytes[pos] !== 0xff) break;
+    }
     if (pos >= size) break;
     const marker = bytes[pos]!;
     pos++;
     if (marker === MARKER_SOS) return { pieces, scan: start, scanData: pos, offsets: [] };
     if (marker === MARKER_EOI) throw new DamagedImageError('JPEG: end of image before any image data');
     if (marker === MARKER_SOI || marker === MARKER_TEM || (marker >= MARKER_RST0 && marker <= MARKER_RST7)) {
-      record({ kind: 'standalone', start, end: pos, payload: pos });
+      record(pieces, { kind: 'standalone', start, end: pos, payload: pos });
       continue;
     }
     const length = u16be(bytes, pos);
     if (length < 2) throw new DamagedImageError(`JPEG: segment ff${marker.toString(16)} has length ${length}`);
     const end = pos + length;
     if (end > size) throw new DamagedImageError(`JPEG: segment ff${marker.toString(16)} runs past the end of the file`);
-    reach(end);
+    if (need) reach(end);
     const payload = pos + 2;
-    record({ kind: classify(bytes, marker, payload), start, end, payload });
+    record(pieces, { kind: classify(bytes, marker, payload), start, end, payload });
     pos = end; // advances by at least 2: the loop cannot stall
   }
   throw new DamagedImageError('JPEG: no image data (SOS) found');
@@ -439,31 +443,48 @@ function quantTables(bytes: Uint8Array, { pieces }: Layout): QuantTable[] {
 /** One walk of a JPEG (src/formats/types.ts). */
 class JpegImage implements ParsedImage {
   readonly bytes: Uint8Array;
-  readonly manifestStore: ManifestStore | undefined;
-  readonly copyRanges: readonly ByteRange[];
   readonly lossless = false;
   readonly #layout: Layout;
   readonly #need: Need | undefined;
   #xmp: XmpPayload | undefined;
   #cut: { message: string | undefined } | undefined;
   #quant: QuantTable[] | undefined;
+  #store: { store: ManifestStore | undefined } | undefined;
+  #copy: ByteRange[] | undefined;
+  #trailersRead = false;
 
   constructor(bytes: Uint8Array, need: Need | undefined) {
     this.bytes = bytes;
     this.#need = need;
     this.#layout = parse(bytes, need);
-    this.#layout.offsets = absoluteOffsets(bytes, this.#layout.scanData, need);
-    this.manifestStore = manifestStore(bytes, this.#layout);
-    // From the first scan on, the file is kept as it is (scans, later segments, EOI, trailers), but for
-    // the trailers' absolute offsets, which a rewrite moves.
-    const copy: ByteRange[] = [];
-    let at = this.#layout.scan;
-    for (const o of this.#layout.offsets) {
-      addRange(copy, at, o.at);
-      at = o.at + 4;
+  }
+
+  get manifestStore(): ManifestStore | undefined {
+    return (this.#store ??= { store: manifestStore(this.bytes, this.#layout) }).store;
+  }
+
+  /** From the first scan on, the file is kept as it is (scans, later segments, EOI, trailers), but for the trailers' absolute offsets. */
+  get copyRanges(): readonly ByteRange[] {
+    if (!this.#copy) {
+      const copy: ByteRange[] = [];
+      let at = this.#layout.scan;
+      for (const o of this.#trailers().offsets) {
+        addRange(copy, at, o.at);
+        at = o.at + 4;
+      }
+      addRange(copy, at, this.bytes.length);
+      this.#copy = copy;
     }
-    addRange(copy, at, bytes.length);
-    this.copyRanges = copy;
+    return this.#copy;
+  }
+
+  /** The layout with the trailers' absolute offsets found (read from the file's end on first use). */
+  #trailers(): Layout {
+    if (!this.#trailersRead) {
+      this.#layout.offsets = absoluteOffsets(this.bytes, this.#layout.scanData, this.#need);
+      this.#trailersRead = true;
+    }
+    return this.#layout;
   }
 
   get format(): ContainerFormat {
@@ -483,7 +504,7 @@ class JpegImage implements ParsedImage {
   }
 
   writeXmp(xmp: XmpToWrite): Uint8Array[] {
-    return writeXmp(this.bytes, this.#layout, xmp);
+    return writeXmp(this.bytes, this.#trailers(), xmp);
   }
 
   contentOutsideXmp(): Uint8Array[] {
@@ -510,19 +531,6 @@ export const jpeg: ContainerFormat = {
   contentOutsideXmp: (bytes) => new JpegImage(bytes, undefined).contentOutsideXmp(),
   decoderInput: (bytes) => new JpegImage(bytes, undefined).decoderInput(),
 };
-
-/**
- * Where the image data begins (the offset of the first SOS marker) when `bytes`, a file's first bytes or
- * all of it, reach it with every segment before it whole; undefined otherwise. Marking needs the bytes
- * up to there only: the rest is kept as it is (batch marking copies it file to file).
- */
-export function imageDataOffset(bytes: Uint8Array): number | undefined {
-  try {
-    return parse(bytes, undefined).scan;
-  } catch {
-    return undefined;
-  }
-}
 
 /** MD5 of the full Extended XMP serialisation, as the GUID the XMP spec asks for. */
 export function extendedXmpGuid(data: Uint8Array): string {

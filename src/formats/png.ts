@@ -11,7 +11,7 @@
 import { crc32, inflateSync } from 'node:zlib';
 import { DamagedImageError, LimitExceededError } from '../errors.js';
 import { Pieces, addRange, assemble, ascii, startsWith, u32be, writeU32be } from './bytes.js';
-import { InflateBudget, MAX_XMP_PACKETS, OutputTooLargeError, checkOutputEntries, countEntry, countPacket } from './limits.js';
+import { InflateBudget, MAX_CONTAINER_ENTRIES, MAX_XMP_PACKETS, OutputTooLargeError, checkOutputEntries, countEntry, countPacket } from './limits.js';
 import type { ByteRange, ContainerFormat, ManifestStore, Need, ParsedImage, XmpPayload, XmpToWrite } from './types.js';
 
 const SIGNATURE = Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a);
@@ -86,10 +86,11 @@ function parse(bytes: Uint8Array, need: Need | undefined): Layout {
       if (firstIdat >= 0 || type === 'IDAT') return { chunks, firstIdat: firstIdat >= 0 ? firstIdat : chunks.length, tail: pos };
       throw new DamagedImageError(`PNG: chunk at byte ${pos} is cut short or garbled before the image data`);
     }
-    countEntry(chunks.length, 'PNG');
+    if (chunks.length >= MAX_CONTAINER_ENTRIES) countEntry(chunks.length, 'PNG');
     // Image data is never read here: a file-backed caller copies it (copyRanges).
     if (type !== 'IDAT') need?.(pos + 8, end);
-    const keyword = TEXT_TYPES.has(type) && startsWith(bytes, XMP_KEYWORD, pos + 8);
+    // The keyword first: it rules out most chunks at their first byte (an unread IDAT's bytes are never taken for text).
+    const keyword = startsWith(bytes, XMP_KEYWORD, pos + 8) && TEXT_TYPES.has(type);
     const xmp = keyword && type === 'iTXt';
     const textXmp = keyword && (type === 'zTXt' || type === 'tEXt');
     chunks.push({ type, start: pos, data: pos + 8, length, end, xmp, textXmp });
@@ -308,25 +309,36 @@ function rangesOf(chunks: readonly Chunk[], type: string): ByteRange[] {
 /** One walk of a PNG (src/formats/types.ts). */
 class PngImage implements ParsedImage {
   readonly bytes: Uint8Array;
-  readonly manifestStore: ManifestStore | undefined;
-  readonly copyRanges: readonly ByteRange[];
   readonly quantTables = [];
   readonly lossless = true;
   readonly #layout: Layout;
   readonly #need: Need | undefined;
   #xmp: XmpPayload | undefined;
   #cut: { message: string | undefined } | undefined;
+  #store: { store: ManifestStore | undefined } | undefined;
+  #copy: ByteRange[] | undefined;
 
   constructor(bytes: Uint8Array, need: Need | undefined) {
     this.bytes = bytes;
     this.#need = need;
     this.#layout = parse(bytes, need);
-    const store = rangesOf(this.#layout.chunks, C2PA_CHUNK);
-    this.manifestStore = store.length > 0 ? { ranges: store } : undefined;
-    // The image data, and whatever follows the last whole chunk (after IEND, or a stretch cut or garbled).
-    const copy = rangesOf(this.#layout.chunks, 'IDAT');
-    addRange(copy, this.#layout.tail, bytes.length);
-    this.copyRanges = copy;
+  }
+
+  get manifestStore(): ManifestStore | undefined {
+    if (!this.#store) {
+      const ranges = rangesOf(this.#layout.chunks, C2PA_CHUNK);
+      this.#store = { store: ranges.length > 0 ? { ranges } : undefined };
+    }
+    return this.#store.store;
+  }
+
+  /** The image data, and whatever follows the last whole chunk (after IEND, or a stretch cut or garbled). */
+  get copyRanges(): readonly ByteRange[] {
+    if (!this.#copy) {
+      this.#copy = rangesOf(this.#layout.chunks, 'IDAT');
+      addRange(this.#copy, this.#layout.tail, this.bytes.length);
+    }
+    return this.#copy;
   }
 
   get format(): ContainerFormat {

@@ -13,18 +13,21 @@
  * - `quantTables`: a JPEG's quantisation tables; `lossless`: whether the image data is coded losslessly;
  * - `writeXmp`, `contentOutsideXmp`, `decoderInput`: the rewrites, from the same walk.
  *
- * What is costly and not always asked (inflating compressed XMP, searching a JPEG's scan for its end
- * marker, decoding quantisation tables) is computed on first use and kept in the structure, never in a
- * module-level cache: a structure describes the bytes it was parsed from, which must not change under it.
+ * What is not always asked (inflating compressed XMP, searching a JPEG's scan for its end marker, its
+ * trailers, the store's and copy ranges, quantisation tables) is computed on first use and kept in the
+ * structure, never in a module-level cache: a structure describes the bytes it was parsed from, which
+ * must not change under it.
  *
  * Every walk obeys one set of named limits (src/formats/limits.ts), and every rewrite checks that its
  * output stays within them, so protect never produces a file that verify or protect refuses.
  *
  * A file-backed caller (batch marking) passes `need`: the parse calls it for every range it reads before
  * it reads it (segment and chunk headers, metadata payloads, the first bytes of a bitstream, a JPEG's end
- * marker), and never for the rest of a copy range. `bytes` then has the file's full length, holding what
- * `need` read; the pieces writeXmp returns are views of it, and those within a copy range are copied
- * from the file rather than from memory.
+ * marker and trailers), and never for the rest of a copy range. `bytes` then has the file's full length,
+ * holding what `need` read; the pieces writeXmp returns are views of it, and those within a copy range
+ * are copied from the file rather than from memory. What is read on first use (`truncated`,
+ * `copyRanges`, `manifestStore`, writeXmp's trailer offsets) calls `need` then: keep the file open while
+ * the structure is in use.
  */
 
 /** A byte range [start, end) of the file. */

@@ -7,7 +7,7 @@
  */
 import { DamagedImageError } from '../errors.js';
 import { Pieces, addRange, ascii, copyRange, startsWith, u32le, writeU32le } from './bytes.js';
-import { OutputTooLargeError, checkOutputEntries, countEntry, countPacket } from './limits.js';
+import { MAX_CONTAINER_ENTRIES, OutputTooLargeError, checkOutputEntries, countEntry, countPacket } from './limits.js';
 import type { ByteRange, ContainerFormat, ManifestStore, Need, ParsedImage, XmpPayload, XmpToWrite } from './types.js';
 
 const RIFF = ascii('RIFF');
@@ -51,7 +51,7 @@ function parse(bytes: Uint8Array, need: Need | undefined): Layout {
   const chunks: Chunk[] = [];
   let pos = 12;
   while (pos < riffEnd) {
-    countEntry(chunks.length, 'WebP');
+    if (chunks.length >= MAX_CONTAINER_ENTRIES) countEntry(chunks.length, 'WebP');
     if (pos + 8 > riffEnd) throw new DamagedImageError(`WebP: chunk header at byte ${pos} is cut short`);
     need?.(pos, pos + 8);
     const size = u32le(bytes, pos + 4);
@@ -193,25 +193,38 @@ function rangesOf(chunks: readonly Chunk[], fourccs: ReadonlySet<string>): ByteR
 /** One walk of a WebP (src/formats/types.ts). */
 class WebpImage implements ParsedImage {
   readonly bytes: Uint8Array;
-  readonly manifestStore: ManifestStore | undefined;
-  readonly copyRanges: readonly ByteRange[];
   readonly quantTables = [];
   /** The parser refuses a file shorter than its RIFF size, the one cut a container walk can see. */
   readonly truncated = undefined;
-  readonly lossless: boolean;
   readonly #layout: Layout;
   #xmp: XmpPayload | undefined;
+  #store: { store: ManifestStore | undefined } | undefined;
+  #copy: ByteRange[] | undefined;
 
   constructor(bytes: Uint8Array, need: Need | undefined) {
     this.bytes = bytes;
     this.#layout = parse(bytes, need);
-    const store = rangesOf(this.#layout.chunks, C2PA_CHUNKS);
-    this.manifestStore = store.length > 0 ? { ranges: store } : undefined;
-    // The bitstreams, and whatever follows the RIFF payload.
-    const copy = rangesOf(this.#layout.chunks, BITSTREAMS);
-    addRange(copy, this.#layout.riffEnd, bytes.length);
-    this.copyRanges = copy;
-    this.lossless = this.#layout.chunks.find((c) => c.fourcc === 'VP8L' || c.fourcc === 'VP8 ')?.fourcc === 'VP8L';
+  }
+
+  get manifestStore(): ManifestStore | undefined {
+    if (!this.#store) {
+      const ranges = rangesOf(this.#layout.chunks, C2PA_CHUNKS);
+      this.#store = { store: ranges.length > 0 ? { ranges } : undefined };
+    }
+    return this.#store.store;
+  }
+
+  /** The bitstreams, and whatever follows the RIFF payload. */
+  get copyRanges(): readonly ByteRange[] {
+    if (!this.#copy) {
+      this.#copy = rangesOf(this.#layout.chunks, BITSTREAMS);
+      addRange(this.#copy, this.#layout.riffEnd, this.bytes.length);
+    }
+    return this.#copy;
+  }
+
+  get lossless(): boolean {
+    return this.#layout.chunks.find((c) => c.fourcc === 'VP8L' || c.fourcc === 'VP8 ')?.fourcc === 'VP8L';
   }
 
   get format(): ContainerFormat {

@@ -4,7 +4,7 @@
  * file with one is updated with a signed manifest, refused, or marked with a warning, as OPTMARK_C2PA
  * says. The answer says which (`outcome`, sent as the Optmark-Content-Credentials header, and a warning).
  */
-import { hasManifestStore, type C2paContainer } from '../c2pa/detect.js';
+import type { C2paContainer } from '../c2pa/detect.js';
 import { type IdentityLocation, loadC2paIdentity, type SignerIdentity } from '../c2pa/identity.js';
 import type { C2paMode, CredentialsOutcome } from '../c2pa/modes.js';
 import { addUpdateManifest, type EditKind, INVALIDATED_WARNING, notUpdatedWarning, REMOVED_WARNING, UpdateFailed } from '../c2pa/update.js';
@@ -56,7 +56,8 @@ export function credentialsRefused(): OptmarkError {
 export async function protectWithCredentials(image: Uint8Array, options: ProtectOptions, policy: CredentialsPolicy): Promise<Protected> {
   const result = protect(image, options);
   const base = { mimeType: result.mimeType, extension: result.extension, signals: result.signals };
-  if (!hasManifestStore(result.format, image)) return { ...base, pieces: result.pieces, warnings: result.warnings, outcome: 'none' };
+  // The store from protect's own walk of the input (src/formats/types.ts): no second walk.
+  if (result.image.manifestStore === undefined) return { ...base, pieces: result.pieces, warnings: result.warnings, outcome: 'none' };
   // Already marked this way: the file comes back as it came, its credentials untouched.
   if (!result.changed) return { ...base, pieces: result.pieces, warnings: result.warnings, outcome: 'unchanged' };
   if (policy.mode === 'refuse') throw credentialsRefused();

@@ -7,7 +7,7 @@
 import type { KeyObject } from 'node:crypto';
 import { hasManifestStore } from '../c2pa/detect.js';
 import { type ContainerFormat, detectFormat, type XmpPayload } from '../formats/index.js';
-import { dataMiningValues, isOptOut, readOptOut, tokenOf, viewOfPayload, type XmpView } from '../xmp/index.js';
+import { dataMiningValues, isOptOut, readOptOut, tokenOf, openPayload, type XmpView } from '../xmp/index.js';
 import { contentDigest } from './digest.js';
 import { NS_PROVENANCE, readTag, signatureHolds } from './tag.js';
 
@@ -66,7 +66,7 @@ export async function verifyProvenance(bytes: Uint8Array, keys: PublicKeys): Pro
   try {
     const payload = format.readXmp(bytes);
     if (!mayCarryTag(payload)) return ABSENT;
-    view = viewOfPayload(payload);
+    view = openPayload(payload);
   } catch {
     // A container or packet verify cannot read has no tag it could report on (read() reports the error).
     return ABSENT;

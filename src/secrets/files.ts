@@ -1,7 +1,7 @@
 /**
  * Every key and secret file optmark reads or writes goes through here: the provenance signing keys
  * (src/provenance/keys.ts), the fingerprint secret (src/fingerprint/secret.ts), the C2PA identity
- * (src/c2pa/identity.ts), the secret the instances share (src/shared-secrets.ts) and the start-up key
+ * (src/c2pa/identity.ts), the secret the instances share (src/secrets/shared.ts) and the start-up key
  * (src/main.ts). One writer: a fresh temporary file beside the target (exclusive create, mode 0600 unless
  * the file is public, fsynced), then linked into place (create: never replaces, the first of racing
  * processes wins) or renamed over it (replace), then the directory fsynced. A reader never sees half a

@@ -95,28 +95,26 @@ export interface XmpReading {
   tdmrep: TdmRepReading;
 }
 
-/** readOptOut and readTdmRep over the file's packets (viewOfPayload). */
+/**
+ * readOptOut and readTdmRep over openPayload(payload). A file carrying exactly optmark's fresh packet
+ * (what protect writes into every file that had no XMP, so most of what it is asked to verify) is read
+ * without a parse, and without loading the XML library at all (see freshPackets).
+ */
 export function readPayload(payload: XmpPayload): XmpReading {
-  const view = viewOfPayload(payload);
+  const only = payload.packets.length === 1 && payload.extended.size === 0 ? payload.packets[0]! : undefined;
+  if (only) {
+    for (const [token, f] of freshPackets()) {
+      if (only.length === f.bytes.length && Buffer.from(only.buffer, only.byteOffset, only.length).equals(f.bytes)) return freshReading(token);
+    }
+  }
+  const view = openPayload(payload);
   return { optOut: readOptOut(view), tdmrep: readTdmRep(view) };
 }
 
-/**
- * openPayload for a reader that never changes the documents (verify's read, the provenance check): a
- * file carrying exactly optmark's fresh packet (what it writes into every file that had no XMP, so most
- * of what it is asked to verify) gets that packet's documents parsed once per process; any other
- * payload is parsed. The documents handed out are shared: protect, which changes them, opens its own.
- */
-export function viewOfPayload(payload: XmpPayload): XmpView {
-  const only = payload.packets.length === 1 && payload.extended.size === 0 ? payload.packets[0]! : undefined;
-  if (only) {
-    for (const fresh of freshPackets().values()) {
-      if (only.length === fresh.bytes.length && Buffer.from(only.buffer, only.byteOffset, only.length).equals(fresh.bytes)) {
-        return (fresh.view ??= openPayload(payload));
-      }
-    }
-  }
-  return openPayload(payload);
+/** What a parse of the fresh packet of `token` reads (a test holds them equal). */
+function freshReading(token: DataMiningToken): XmpReading {
+  const uri = tokenUri(token);
+  return { optOut: { optedOut: isOptOut(uri), values: [uri], token: tokenOf(uri) }, tdmrep: { reserved: false, policy: undefined } };
 }
 
 function allDocs(view: XmpView): Document[] {
@@ -204,37 +202,53 @@ function hasXmpRoot(doc: Document): boolean {
 
 const encoder = new TextEncoder();
 
-/** A fresh packet: its bytes, its markup count (checkOutputMarkup) and, once read, its documents. */
+/** A fresh packet: its bytes and its markup count (checkOutputMarkup). */
 interface FreshPacket {
   bytes: Uint8Array;
   markup: number;
-  view?: XmpView;
 }
 
 let fresh: Map<DataMiningToken, FreshPacket> | undefined;
 
 /**
- * The fresh packet of every token, built once per process: an empty document with the field set,
- * serialised. Kept because files without XMP are the common case: building the packet and parsing it
- * again when verified took about 20-45% of the server's CPU per protect and per verify?fingerprint=skip
- * of a small file (bench/side-by-side.bench.ts; bench/RESULTS.md).
+ * The fresh packet of every token, made once per process from its text (freshPacketText; a test holds it
+ * equal to what the DOM path builds, freshPacketFromDom). Which path runs when: protect writes this packet
+ * into a file that has no XMP at all and rewrites every other file through the DOM; readPayload reads a
+ * file carrying exactly this packet without a parse. Kept because files without XMP are the common case:
+ * without it, protect took 12-37% more server CPU per request on small files, and `optmark verify
+ * --skip-fingerprint` on a folder of marked JPEGs 2.3x the CPU (it parsed every file's packet with the XML
+ * library, which it then had to load); bench/RESULTS.md.
  */
 function freshPackets(): Map<DataMiningToken, FreshPacket> {
   if (!fresh) {
     fresh = new Map();
     for (const token of Object.keys(DATA_MINING_TOKENS) as DataMiningToken[]) {
-      const doc = emptyPacket();
-      setDataMining(doc, token);
-      const bytes = encoder.encode(serializePacket(doc));
+      const bytes = encoder.encode(freshPacketText(token));
       fresh.set(token, { bytes, markup: markupOf(bytes) });
     }
   }
   return fresh;
 }
 
-/** The packet protect writes into a file that has no XMP at all (the same bytes for a token, built once). */
+/** The packet protect writes into a file that has no XMP at all (the same bytes for a token, made once). */
 export function freshPacket(token: DataMiningToken): Uint8Array {
   return freshPackets().get(token)!.bytes;
+}
+
+/** The fresh packet's text, written out. */
+export function freshPacketText(token: DataMiningToken): string {
+  return (
+    `<?xpacket begin="\uFEFF" id="W5M0MpCehiHzreSzNTczkc9d"?>\n<x:xmpmeta xmlns:x="${NS_X}">\n <rdf:RDF xmlns:rdf="${NS_RDF}">\n` +
+    `  <rdf:Description rdf:about="" xmlns:plus="${NS_PLUS}">\n   <plus:DataMining>${tokenUri(token)}</plus:DataMining>\n </rdf:Description>\n` +
+    ` </rdf:RDF>\n</x:xmpmeta>\n<?xpacket end="w"?>`
+  );
+}
+
+/** The fresh packet built the way every other packet is: an empty document, the field set, serialised. */
+export function freshPacketFromDom(token: DataMiningToken): string {
+  const doc = emptyPacket();
+  setDataMining(doc, token);
+  return serializePacket(doc);
 }
 
 /** Sets plus:DataMining to the token's URI, replacing every existing value (also an allowing one). */

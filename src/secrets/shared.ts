@@ -12,10 +12,10 @@
  */
 import { randomBytes } from 'node:crypto';
 import { join } from 'node:path';
-import type { Config } from './config.js';
-import { SECRET_BYTES, SECRET_FILE_NAME } from './fingerprint/secret.js';
-import { readKeyFile, writeKeyFile } from './secrets/files.js';
-import type { Store } from './store/index.js';
+import type { Config } from '../config.js';
+import { SECRET_BYTES, SECRET_FILE_NAME } from '../fingerprint/secret.js';
+import { readKeyFile, writeKeyFile } from './files.js';
+import type { Store } from '../store/index.js';
 
 export const SHARED_FINGERPRINT_FILE = 'fingerprint-shared.key';
 /** The fingerprint key's name among the store's secrets. */
