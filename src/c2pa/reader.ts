@@ -8,7 +8,7 @@ import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Warning } from '../formats/complete.js';
 import { type C2paContainer, hasManifestStore } from './detect.js';
-import { checkManifestStore } from './store-check.js';
+import { checkManifestStore, MalformedStoreError } from './store-check.js';
 
 export type TrainingUse = 'notAllowed' | 'constrained' | 'allowed';
 
@@ -179,12 +179,19 @@ function invalidMessage(s: CredentialState): string {
 
 /**
  * What the file's Content Credentials say. Files without a manifest store cost one header walk and
- * never load the wasm reader; a store whose lengths do not fit throws MalformedStoreError unread.
+ * never load the wasm reader; a store whose lengths do not fit is reported (content_credentials_malformed) unread.
  */
 export async function readC2pa(format: C2paContainer, bytes: Uint8Array): Promise<C2paReading> {
   if (!hasManifestStore(format, bytes)) return { c2pa: ABSENT, warnings: [] };
-  // Lengths the store cannot hold are refused before the reader reserves memory for them (422).
-  checkManifestStore(bytes);
+  // Lengths the store cannot hold never reach the reader (it reserves memory for a declared length before
+  // it finds the bytes missing). Verify reports such a store as a finding, beside the opt-out it still
+  // reads; protect refuses it (422 content_credentials_malformed, src/c2pa/update.ts), as it cannot update it.
+  try {
+    checkManifestStore(bytes);
+  } catch (err) {
+    if (!(err instanceof MalformedStoreError)) throw err;
+    return { c2pa: { present: true, valid: false, trainingMining: null }, warnings: [{ code: err.code, message: err.message }] };
+  }
   let store: StoreJson;
   try {
     store = await readStore(format, bytes);

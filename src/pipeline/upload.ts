@@ -92,14 +92,10 @@ export interface FirstPartSplit {
 
 /** Where the first part of a form lies (offsets into the body). */
 interface FirstPart {
-  /** Start of the part's header block (after `--boundary` CRLF). */
-  headerStart: number;
   /** Start of the part's data (after the header block's CRLF CRLF). */
   dataStart: number;
   /** Where the delimiter after the data (CRLF `--boundary`) starts. */
   next: number;
-  /** Length of that delimiter. */
-  delimiter: number;
 }
 
 /**
@@ -121,7 +117,7 @@ function locateFirstPart(body: Uint8Array, contentType: string): FirstPart | und
   const dataStart = headerEnd + 4;
   const next = findDelimiter(b, needle, headers);
   if (next < dataStart) return undefined; // none, or one inside (or overlapping the end of) the header block
-  return { headerStart: headers, dataStart, next, delimiter: needle.length };
+  return { dataStart, next };
 }
 
 /** The form busboy is handed on the short cut: the first part's data replaced by one marker byte. */
