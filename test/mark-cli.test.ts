@@ -147,6 +147,25 @@ describe('optmark mark', () => {
     expect(mixed.stdout).toMatch(/^done 1, skipped 0, failed 1/m);
   });
 
+  it('regression: two inputs of one name from different arguments (files or folders) never write over each other', async () => {
+    const a = folder({ 'x.jpg': images.get('jpg')!, 'sub/y.png': images.get('png')! });
+    const b = folder({ 'x.jpg': images.get('png')!, 'sub/y.png': images.get('png')! });
+    // Two file arguments: the first keeps out/x.jpg, the second fails and is not written.
+    const out = tempDir();
+    const files = await optmark(tempDir(), ['mark', join(a, 'x.jpg'), join(b, 'x.jpg'), '--out', out]);
+    expect(files.status).toBe(1);
+    expect(files.stdout).toMatch(/^done 1, skipped 0, failed 1/m);
+    expect(files.stdout).toMatch(/x\.jpg: output \S*x\.jpg would also be written for \S*x\.jpg/);
+    expect(tree(out)).toEqual(['x.jpg']);
+    expect(read(readFileSync(join(out, 'x.jpg'))).format).toBe('jpeg');
+    // Two folders holding the same names: the second folder's files fail, the first's are kept.
+    const both = tempDir();
+    const folders = await optmark(tempDir(), ['mark', a, b, '--out', both]);
+    expect(folders.status).toBe(1);
+    expect(folders.stdout).toMatch(/^done 2, skipped 0, failed 2/m);
+    expect(read(readFileSync(join(both, 'x.jpg'))).format).toBe('jpeg');
+  });
+
   it('a missing input is a failure with a reason', async () => {
     const r = await optmark(tempDir(), ['mark', join(tempDir(), 'nope'), '--out', tempDir()]);
     expect(r.status).toBe(1);

@@ -61,7 +61,11 @@ export function skipExistingMode(raw: string): 'time' | 'hash' {
 /** Runs `optmark mark` with checked options; returns the exit status. */
 export async function runMark(opts: MarkOptions): Promise<number> {
   // Loaded here, not at the top: `optmark mark --help` and the other commands do not pay for them.
-  const [{ laneInit, runCommand }, { errnoText }] = await Promise.all([import('../batch/command.js'), import('../batch/files.js')]);
+  const [{ laneInit, runCommand }, { errnoText }, { argumentClaims }] = await Promise.all([
+    import('../batch/command.js'),
+    import('../batch/files.js'),
+    import('../batch/sources.js'),
+  ]);
   let config = loadConfig();
   const applied = ['opt-out field'];
   if (opts.fingerprint) applied.unshift('fingerprint');
@@ -94,6 +98,12 @@ export async function runMark(opts: MarkOptions): Promise<number> {
     return 1;
   }
   config = ready;
+  // Two arguments can name files that land on one name below --out (a/x.jpg and b/x.jpg, or two folders
+  // holding sub/x.jpg): the file an earlier-found argument claims keeps the name, every other is refused,
+  // never written over it. Asked of the file system (a stat per folder argument), so nothing grows with
+  // the run; one argument cannot collide with itself.
+  const claimant =
+    outDir !== undefined && opts.filesFrom === undefined && opts.inputs.length > 1 ? argumentClaims(opts.inputs, { skipDir: outDir }) : undefined;
   const plan = (found: Found): FileJob | FileOutcome => {
     if (opts.inPlace) {
       let real = found.real;
@@ -117,6 +127,18 @@ export async function runMark(opts: MarkOptions): Promise<number> {
         status: 'failed',
         code: 'output_is_input',
         message: `output ${natural} is an input; use another --out folder or --in-place`,
+      };
+    }
+    const other = claimant?.(found.rel);
+    if (other !== undefined && realOf(other) !== (found.real || realOf(found.source))) {
+      return {
+        input: found.input,
+        output: natural,
+        format: null,
+        bytes: null,
+        status: 'failed',
+        code: 'output_collision',
+        message: `output ${natural} would also be written for ${other}`,
       };
     }
     return { input: found.input, source: found.source, outDir, rel: found.rel };
@@ -276,4 +298,13 @@ function credentialCounts(c: Record<Exclude<CredentialsOutcome, 'none'>, number>
     c.unverified > 0 ? `${c.unverified} unverified offline` : '',
   ].filter(Boolean);
   return [`${c.updated} updated`, ...rare, `${c.invalidated} invalidated`, `${c.unchanged} unchanged`].join(', ');
+}
+
+/** The real path of a file, or the path itself when it cannot be resolved (then it names no other file). */
+function realOf(path: string): string {
+  try {
+    return realpathSync.native(path);
+  } catch {
+    return path;
+  }
 }
