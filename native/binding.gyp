@@ -81,34 +81,6 @@
         "-O3",
         "-std=c++17"
       ]
-    },
-    {
-      "target_name": "optmark_files",
-      "sources": [
-        "src/files.cc"
-      ],
-      "include_dirs": [
-        "<!(node -p \"require('node-addon-api').include_dir\")"
-      ],
-      "defines": [
-        "NAPI_VERSION=8",
-        "NAPI_DISABLE_CPP_EXCEPTIONS",
-        "NODE_ADDON_API_DISABLE_DEPRECATED"
-      ],
-      "cflags!": [
-        "-fno-exceptions",
-        "-O2",
-        "-O0"
-      ],
-      "cflags_cc!": [
-        "-fno-exceptions",
-        "-O2",
-        "-O0"
-      ],
-      "cflags_cc": [
-        "-O2",
-        "-std=c++17"
-      ]
     }
   ],
   "conditions": [

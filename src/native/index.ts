@@ -4,7 +4,6 @@
  * - `bytes` (native/src/bytes.cc): base64 straight into a buffer, the multipart delimiter search, idle
  *   page release (madvise) and malloc_trim;
  * - `fingerprint` (native/src/addon.cc, prefilter.cc, v1-core.cc, v2-*.cc): the fingerprint detector's cores;
- * - `files` (native/src/files.cc): batch marking's in-kernel file copy (copy_file_range);
  * - `jpeg` (native/src/jpeg.cc): the fingerprint detector's scaled JPEG decode on the system's libjpeg,
  *   built only where libjpeg's headers and library are found.
  *
@@ -15,7 +14,7 @@
 import { createRequire } from 'node:module';
 import { fileURLToPath } from 'node:url';
 
-export type AddonName = 'bytes' | 'fingerprint' | 'files' | 'jpeg';
+export type AddonName = 'bytes' | 'fingerprint' | 'jpeg';
 
 export interface AddonState {
   loaded: boolean;
@@ -38,11 +37,6 @@ const FILES: Record<AddonName, { file: string; exports: string[]; without: strin
     file: 'optmark_fingerprint.node',
     exports: ['detectCore', 'simd'],
     without: 'the TypeScript fingerprint detector serves instead (same results, several times slower)',
-  },
-  files: {
-    file: 'optmark_files.node',
-    exports: ['copyRange', 'copyRangeAsync', 'simd'],
-    without: 'batch marking reads each file whole and writes it from memory instead (same outputs, slower)',
   },
   jpeg: {
     file: 'optmark_jpeg.node',
@@ -122,21 +116,6 @@ export interface BytesAddon {
 /** The byte helpers, or undefined when the addon is not built for this Node.js. */
 export function bytesAddon(): BytesAddon | undefined {
   return addon<BytesAddon>('bytes');
-}
-
-/** Batch marking's file copy (native/src/files.cc). Offsets and lengths in bytes; errors carry `code` (errno name). */
-export interface FilesAddon {
-  /** Copies the input from `inOffset` to its end, at most `maxLength` bytes, to the output at `outOffset`; returns the bytes copied. */
-  copyRange(inFd: number, outFd: number, inOffset: number, outOffset: number, maxLength: number): number;
-  /** The same on libuv's thread pool. */
-  copyRangeAsync(inFd: number, outFd: number, inOffset: number, outOffset: number, maxLength: number, done: (err: Error | null, copied?: number) => void): void;
-  /** 'copy_file_range' or 'loop'. */
-  simd(): string;
-}
-
-/** The file copy, or undefined when the addon is not built for this Node.js. */
-export function filesAddon(): FilesAddon | undefined {
-  return addon<FilesAddon>('files');
 }
 
 /** The scaled JPEG decode (native/src/jpeg.cc). */
