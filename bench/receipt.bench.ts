@@ -23,7 +23,17 @@ function input(): ReceiptInput {
   const batchId = '6f9c2a51-0d2e-4a43-9d4e-3c1b2a0f9e11';
   const now = new Date();
   return {
-    batch: { id: batchId, size: 25, provenance: true, fingerprint: true, used: 25, keyPrefix: 'om_live_ABCDEFGH', createdAt: now.toISOString() },
+    batch: {
+      id: batchId,
+      size: 25,
+      provenance: true,
+      fingerprint: true,
+      tdmrep: false,
+      contentCredentials: false,
+      used: 25,
+      keyPrefix: 'om_live_ABCDEFGH',
+      createdAt: now.toISOString(),
+    },
     records: Array.from({ length: 25 }, (_, i) => {
       const name = `${NAMES[i % NAMES.length]} ${i}.jpg`;
       return {

@@ -79,7 +79,13 @@ describe('optmark store migrate', () => {
     const acme = await sqlite.getAccount('acme');
     await take(sqlite, acme.id, 3);
     await take(sqlite, acme.id, 1, new Date('2026-01-15T12:00:00Z'));
-    const batch = await sqlite.dashboard.openBatch(acme.id, key.slice(0, 16), { size: 2, provenance: true, fingerprint: false });
+    const batch = await sqlite.dashboard.openBatch(acme.id, key.slice(0, 16), {
+      size: 2,
+      provenance: true,
+      fingerprint: false,
+      tdmrep: true,
+      contentCredentials: false,
+    });
     expect((await sqlite.dashboard.takeSlot(acme.id, batch.id)).ok).toBe(true);
     const record = {
       id: randomUUID(),

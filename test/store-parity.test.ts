@@ -2,11 +2,12 @@
  * One behaviour table, run on both engines: the places where the SQLite and PostgreSQL engines were
  * written twice and could answer differently (snapshot counters of chosen months with held, committed and
  * refunded units; usage's held units; a restore naming an account it does not hold; the dashboard's
- * search, its ties and its orders). Each row states the one answer both engines must give.
+ * search, its ties and its orders; a batch's four layers through open, read, snapshot and restore, and
+ * a batch of a store from before the signal layers). Each row states the one answer both engines must give.
  */
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
-import type { MarkRecord, Store, StoreSnapshot } from '../src/store/index.js';
+import { PG_SCHEMA_VERSION, SCHEMA_VERSION, type BatchSpec, type MarkRecord, type Store, type StoreSnapshot } from '../src/store/index.js';
 import { ENGINES, suiteStoreHarness } from './helpers/stores.js';
 
 const JAN = new Date('2026-01-15T10:00:00.000Z');
@@ -130,5 +131,71 @@ describe.each(ENGINES)('the same answers on %s', (engine) => {
     // Two records of the same bytes and the same millisecond: the newest is the one with the larger id.
     const newest = [rows[0]!, rows[1]!].sort((a, b) => (a.id < b.id ? 1 : -1))[0]!;
     expect((await store.dashboard.recordBySha256(id, sha))?.id).toBe(newest.id);
+  });
+
+  it('a batch keeps each of its four layers (provenance, fingerprint, tdmrep, contentCredentials) through open, read, snapshot and restore', async () => {
+    const store = await h.open();
+    const { id } = await store.createAccount('acme', 'pro');
+    const flags = ['provenance', 'fingerprint', 'tdmrep', 'contentCredentials'] as const;
+    // Every combination of the four, and a spec that leaves out the signal layers (off).
+    const specs: BatchSpec[] = Array.from(
+      { length: 16 },
+      (_, n) => ({ size: 1, ...Object.fromEntries(flags.map((f, i) => [f, (n & (1 << i)) !== 0])) }) as BatchSpec,
+    );
+    specs.push({ size: 2, provenance: true, fingerprint: true });
+    const opened = [];
+    for (const [i, spec] of specs.entries()) opened.push(await store.dashboard.openBatch(id, 'om_live_abcd', spec, new Date(JAN.getTime() + i * 1000)));
+    const layersOf = (b: Record<(typeof flags)[number], boolean> | undefined) => b && flags.map((f) => (b[f] ? 1 : 0)).join('');
+    const wanted = specs.map((s) => flags.map((f) => (s[f] ? 1 : 0)).join(''));
+    expect(opened.map(layersOf)).toEqual(wanted);
+    const read = await Promise.all(opened.map((b) => store.dashboard.batch(id, b.id)));
+    expect(read.map(layersOf)).toEqual(wanted);
+    const snapshot = await store.snapshot();
+    expect(snapshot.batches.map(layersOf)).toEqual(wanted);
+    const copy = await h.open();
+    await copy.restore(snapshot);
+    const acme = await copy.getAccount('acme');
+    expect((await Promise.all(opened.map((b) => copy.dashboard.batch(acme.id, b.id)))).map(layersOf)).toEqual(wanted);
+    // A snapshot written before the signal layers has neither field: its batches come back with them off.
+    const old = { ...snapshot, batches: snapshot.batches.map(({ tdmrep: _t, contentCredentials: _c, ...b }) => b) } as StoreSnapshot;
+    await copy.restore(old);
+    expect(await copy.dashboard.batch(acme.id, opened[15]!.id)).toMatchObject({
+      provenance: true,
+      fingerprint: true,
+      tdmrep: false,
+      contentCredentials: false,
+    });
+  });
+
+  it('a store from before the signal layers opens migrated: its batches have them off, new batches keep them', async () => {
+    const dir = h.tempDir();
+    const first = await h.open(dir);
+    const { id } = await first.createAccount('acme', 'pro');
+    await first.close();
+    // The schema as the version before left it (migrations only ever add), and a batch it opened.
+    for (const column of ['tdmrep', 'content_credentials']) await h.raw(first, `ALTER TABLE dashboard_batches DROP COLUMN ${column}`);
+    await h.raw(
+      first,
+      engine === 'sqlite' ? `PRAGMA user_version = ${SCHEMA_VERSION - 1}` : `DELETE FROM optmark_schema WHERE version >= ${PG_SCHEMA_VERSION}`,
+    );
+    const oldId = randomUUID();
+    await h.raw(
+      first,
+      'INSERT INTO dashboard_batches (id, account_id, key_prefix, size, provenance, fingerprint, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
+      [oldId, id, 'om_live_abcd', 3, engine === 'sqlite' ? 1 : true, engine === 'sqlite' ? 0 : false, JAN.toISOString()],
+    );
+    const store = await h.open(dir);
+    const version = engine === 'sqlite' ? 'PRAGMA user_version' : 'SELECT max(version) AS user_version FROM optmark_schema';
+    const [row] = (await h.raw(store, version)) as Array<{ user_version: number | string }>;
+    expect(Number(row!.user_version)).toBe(engine === 'sqlite' ? SCHEMA_VERSION : PG_SCHEMA_VERSION);
+    expect(await store.dashboard.batch(id, oldId)).toMatchObject({ size: 3, provenance: true, fingerprint: false, tdmrep: false, contentCredentials: false });
+    const fresh = await store.dashboard.openBatch(id, 'om_live_abcd', {
+      size: 1,
+      provenance: false,
+      fingerprint: false,
+      tdmrep: true,
+      contentCredentials: true,
+    });
+    expect(await store.dashboard.batch(id, fresh.id)).toMatchObject({ tdmrep: true, contentCredentials: true });
   });
 });

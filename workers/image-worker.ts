@@ -25,6 +25,7 @@ import { workerMemoryBytes } from '../src/pool/memory.js';
 import { TaskStarts } from '../src/pool/starts.js';
 import type { Posted, TaskResult, WorkerInit } from '../src/pool/tasks.js';
 import { TransferViews } from '../src/transfer/worker.js';
+import { NOT_ALLOWED } from '../src/signals/training.js';
 import { loadXml } from '../src/xmp/packet.js';
 
 // xmldom loads on first use elsewhere (batch marking of files without XMP never needs it); a worker
@@ -42,6 +43,7 @@ const memory = new TransferViews(init.transfer);
 const starts = init.starts && new TaskStarts(init.starts);
 // Keys and secrets load once per worker, on first use or at warm-up, never per request.
 const layers = new LiveLayers(init);
+const signalSettings = { tdmPolicy: init.tdmPolicy, training: init.c2paTrainingMining ?? NOT_ALLOWED };
 // The C2PA signing identity, read (the server created it at start) on the first file with credentials.
 const credentials = credentialsPolicy(init.c2paMode, { dataDir: init.dataDir, certFile: init.c2paCertFile, keyFile: init.c2paKeyFile });
 
@@ -116,7 +118,7 @@ async function perform(task: Posted): Promise<TaskResult> {
         return { ok: true, kind: 'marked', bytes, mimeType, extension, layers: applied };
       }
       case 'dashboard-mark': {
-        const { body, mark, headers } = await runDashboardMark(memory.view(task.input), task, layers, init.maxUploadBytes, credentials);
+        const { body, mark, headers } = await runDashboardMark(memory.view(task.input), task, layers, init.maxUploadBytes, credentials, signalSettings);
         return { ok: true, kind: 'answer', answer: { bytes: body }, mark, extraHeaders: headers };
       }
       case 'warmup':

@@ -79,7 +79,13 @@ export function buildReceipt(input: ReceiptInput): Promise<Buffer> {
   doc.registerFont('bold', bold.bytes);
   const text = (t: string) => printable(t, regular);
   const strong = (t: string) => printable(t, bold);
-  const layers = [batch.fingerprint ? 'fingerprint' : '', batch.provenance ? 'provenance' : ''].filter(Boolean);
+  // In the order the layer path applies them (src/signals/layers.ts).
+  const layers = [
+    batch.fingerprint ? 'fingerprint' : '',
+    batch.tdmrep ? 'tdmrep' : '',
+    batch.provenance ? 'provenance' : '',
+    batch.contentCredentials ? 'content-credentials' : '',
+  ].filter(Boolean);
   const keyIds = [...new Set(records.map((r) => r.provenanceKeyId).filter((k): k is string => !!k))];
 
   doc.font('bold').fontSize(18).text('optmark receipt');

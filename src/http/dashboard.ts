@@ -16,6 +16,8 @@ import {
   checkQueryEncoding,
   wwwAuthenticate,
   type Account,
+  type Batch,
+  type BatchSpec,
   type MarkRecord,
   type RecordCursor,
   type RecordMatch,
@@ -229,6 +231,8 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
             contentType,
             provenance: batch.provenance,
             fingerprint: batch.fingerprint,
+            tdmrep: batch.tdmrep,
+            contentCredentials: batch.contentCredentials,
             batchId,
             recordId,
           }),
@@ -354,39 +358,43 @@ function ok(value: unknown): Answer {
   return { status: 200, body: JSON.stringify(value) };
 }
 
-function batchView(batch: { id: string; size: number; provenance: boolean; fingerprint: boolean; used: number; createdAt: string }, recs: MarkRecord[]) {
+function batchView(batch: Omit<Batch, 'keyPrefix'>, recs: MarkRecord[]) {
   return {
     id: batch.id,
     size: batch.size,
-    layers: { provenance: batch.provenance, fingerprint: batch.fingerprint },
+    layers: { provenance: batch.provenance, fingerprint: batch.fingerprint, tdmrep: batch.tdmrep, contentCredentials: batch.contentCredentials },
     used: batch.used,
     createdAt: batch.createdAt,
     records: recs,
   };
 }
 
-/** `{"size": 1..25, "provenance": bool, "fingerprint": bool}` */
-function parseBatchSpec(body: Buffer | undefined): { size: number; provenance: boolean; fingerprint: boolean } {
+const BATCH_SHAPE = '{"size": 1-25, "provenance", "fingerprint", "tdmrep", "contentCredentials": true|false}';
+const LAYER_FIELDS = ['provenance', 'fingerprint', 'tdmrep', 'contentCredentials'] as const;
+
+/** `{"size": 1..25, "provenance": bool, "fingerprint": bool, "tdmrep": bool, "contentCredentials": bool}` (layers absent: off) */
+function parseBatchSpec(body: Buffer | undefined): Required<BatchSpec> {
   let value: unknown;
   try {
     value = JSON.parse(body?.toString('utf8') || 'null');
   } catch {
-    throw new OptmarkError('invalid_request', 'The body must be JSON: {"size": 1-25, "provenance": true|false, "fingerprint": true|false}.');
+    throw new OptmarkError('invalid_request', `The body must be JSON: ${BATCH_SHAPE}.`);
   }
   if (typeof value !== 'object' || value === null || Array.isArray(value)) {
-    throw new OptmarkError('invalid_request', 'The body must be a JSON object: {"size": 1-25, "provenance": true|false, "fingerprint": true|false}.');
+    throw new OptmarkError('invalid_request', `The body must be a JSON object: ${BATCH_SHAPE}.`);
   }
   const v = value as Record<string, unknown>;
   for (const key of Object.keys(v)) {
-    if (!['size', 'provenance', 'fingerprint'].includes(key)) throw new OptmarkError('invalid_request', `Unknown field "${key}".`);
+    if (key !== 'size' && !(LAYER_FIELDS as readonly string[]).includes(key)) throw new OptmarkError('invalid_request', `Unknown field "${key}".`);
   }
-  const { size, provenance = false, fingerprint = false } = v;
+  const { size } = v;
   if (typeof size !== 'number' || !Number.isInteger(size) || size < 1)
     throw new OptmarkError('invalid_request', '"size" must be a whole number of images from 1 to 25.');
   if (size > MAX_BATCH_SIZE) throw new OptmarkError('batch_too_large', `A batch holds at most ${MAX_BATCH_SIZE} images; this one asked for ${size}.`);
-  if (typeof provenance !== 'boolean' || typeof fingerprint !== 'boolean')
-    throw new OptmarkError('invalid_request', '"provenance" and "fingerprint" must be true or false.');
-  return { size, provenance, fingerprint };
+  const [provenance, fingerprint, tdmrep, contentCredentials] = LAYER_FIELDS.map((k) => v[k] ?? false);
+  if (![provenance, fingerprint, tdmrep, contentCredentials].every((f) => typeof f === 'boolean'))
+    throw new OptmarkError('invalid_request', '"provenance", "fingerprint", "tdmrep" and "contentCredentials" must be true or false.');
+  return { size, provenance, fingerprint, tdmrep, contentCredentials } as Required<BatchSpec>;
 }
 
 function observe(deps: ApiDeps, ex: Exchange, received = 0): void {

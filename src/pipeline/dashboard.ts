@@ -11,6 +11,7 @@ import { base64Into, base64Length } from './base64.js';
 import type { CredentialsPolicy } from './credentials.js';
 import type { LiveLayers } from './layers-live.js';
 import { LAYER_PROVENANCE, runMark, type MarkOptions } from './mark.js';
+import type { SignalLayers } from '../signals/layers.js';
 import { safeBasename, parseUpload } from './upload.js';
 import { verifyReport } from './verify.js';
 
@@ -21,11 +22,17 @@ const CONTROL_CHARACTERS = /[\u0000-\u001f\u007f-\u009f]/g;
 const MAX_ORIGINAL_NAME = 255;
 
 /** The batch's layers, the form's Content-Type, and the ids the record will carry. */
-export interface DashboardMarkOptions extends MarkOptions {
+export interface DashboardMarkOptions extends Omit<MarkOptions, 'signals'> {
+  /** The signal layers (their settings come from the worker's configuration: SignalSettings). */
+  tdmrep: boolean;
+  contentCredentials: boolean;
   contentType: string;
   batchId: string;
   recordId: string;
 }
+
+/** The signal layers' settings, from the configuration (OPTMARK_TDM_POLICY, OPTMARK_C2PA_TRAINING_MINING). */
+export type SignalSettings = Pick<SignalLayers, 'tdmPolicy' | 'training'>;
 
 /** What the event-loop thread needs to record a dashboard mark (the answer carries the same). */
 export interface MarkedImage {
@@ -46,11 +53,14 @@ export async function runDashboardMark(
   layers: LiveLayers,
   maxUploadBytes: number,
   policy: CredentialsPolicy,
+  settings: SignalSettings,
 ): Promise<{ body: Uint8Array; mark: MarkedImage; headers: Record<string, string> }> {
   const upload = await parseUpload(body, task.contentType, maxUploadBytes);
   const input = upload.bytes;
+  const { tdmrep, contentCredentials } = task;
+  const signals: SignalLayers | undefined = tdmrep || contentCredentials ? { tdmrep, contentCredentials, ...settings } : undefined;
   // Marked first: a refusal (OPTMARK_C2PA=refuse, limits) costs no verify.
-  const marked = await runMark(input, { provenance: task.provenance, fingerprint: task.fingerprint }, layers, policy);
+  const marked = await runMark(input, { provenance: task.provenance, fingerprint: task.fingerprint, signals }, layers, policy);
   // Never a file optmark would refuse as an upload (the fingerprint's re-encode and an update manifest grow it).
   checkWithinUploadLimit(marked.bytes.length, maxUploadBytes);
   const before = await verifyReport(input, layers);

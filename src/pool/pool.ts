@@ -62,6 +62,8 @@ export function workerInitFrom(config: Config, transfer?: TransferShare): Worker
     c2paMode: config.c2paMode,
     c2paCertFile: config.c2paCertFile,
     c2paKeyFile: config.c2paKeyFile,
+    tdmPolicy: config.tdmPolicy,
+    c2paTrainingMining: config.c2paTrainingMining,
     logLevel: config.logLevel,
     transfer,
   };

@@ -8,6 +8,7 @@ import type { ErrorShape } from '../errors.js';
 import type { LayerSettings } from '../pipeline/layers-live.js';
 import type { DashboardMarkOptions, MarkedImage } from '../pipeline/dashboard.js';
 import type { MarkOptions, Marked } from '../pipeline/mark.js';
+import type { TrainingMining } from '../signals/training.js';
 import type { AnswerRef, BytesRef, TransferShare } from '../transfer/index.js';
 
 export interface ProtectTask {
@@ -111,6 +112,9 @@ export interface WorkerInit extends LayerSettings {
   /** The configured C2PA signing chain and key (else the data directory's own identity). */
   c2paCertFile?: string | undefined;
   c2paKeyFile?: string | undefined;
+  /** The dashboard's signal layers' settings (OPTMARK_TDM_POLICY, OPTMARK_C2PA_TRAINING_MINING; default all notAllowed). */
+  tdmPolicy?: string | undefined;
+  c2paTrainingMining?: TrainingMining | undefined;
   /** The request memory, shared (not copied) with every worker once, at start. */
   transfer?: TransferShare | undefined;
   /** Where the worker stamps the tasks it starts (the pool's TaskStarts). */

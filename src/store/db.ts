@@ -138,6 +138,12 @@ const MIGRATIONS: readonly string[] = [
     PRIMARY KEY (owner, id)
   ) STRICT, WITHOUT ROWID;
   `,
+  // 6: the dashboard's signal layers (docs/signals.md) beside provenance and fingerprint; a batch opened
+  // before them had neither, which is what the defaults say.
+  `
+  ALTER TABLE dashboard_batches ADD COLUMN tdmrep INTEGER NOT NULL DEFAULT 0 CHECK (tdmrep IN (0, 1));
+  ALTER TABLE dashboard_batches ADD COLUMN content_credentials INTEGER NOT NULL DEFAULT 0 CHECK (content_credentials IN (0, 1));
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

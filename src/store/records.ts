@@ -18,6 +18,8 @@ export interface Batch {
   size: number;
   provenance: boolean;
   fingerprint: boolean;
+  tdmrep: boolean;
+  contentCredentials: boolean;
   /** Slots taken: images marked plus images in progress. */
   used: number;
   keyPrefix: string;
@@ -66,6 +68,9 @@ export interface BatchSpec {
   size: number;
   provenance: boolean;
   fingerprint: boolean;
+  /** The signal layers (docs/signals.md); absent: off. */
+  tdmrep?: boolean;
+  contentCredentials?: boolean;
 }
 
 export interface DashboardRecords {
@@ -124,6 +129,9 @@ export interface BatchRow {
   size: number;
   provenance: number | boolean;
   fingerprint: number | boolean;
+  /** Absent in a snapshot of a store from before the signal layers. */
+  tdmrep?: number | boolean;
+  content_credentials?: number | boolean;
   used: number;
   key_prefix: string;
   created_at: string;
@@ -144,7 +152,7 @@ export interface RecordRow {
 }
 
 export const RECORD_COLUMNS = 'id, batch_id, sha256, original_name, produced_name, mime_type, bytes, layers, key_prefix, provenance_key_id, marked_at';
-export const BATCH_COLUMNS = 'id, size, provenance, fingerprint, used, key_prefix, created_at';
+export const BATCH_COLUMNS = 'id, size, provenance, fingerprint, tdmrep, content_credentials, used, key_prefix, created_at';
 
 export function toBatch(row: BatchRow): Batch {
   return {
@@ -152,6 +160,8 @@ export function toBatch(row: BatchRow): Batch {
     size: Number(row.size),
     provenance: Boolean(row.provenance),
     fingerprint: Boolean(row.fingerprint),
+    tdmrep: Boolean(row.tdmrep),
+    contentCredentials: Boolean(row.content_credentials),
     used: Number(row.used),
     keyPrefix: row.key_prefix,
     createdAt: row.created_at,

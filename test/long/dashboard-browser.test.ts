@@ -1,8 +1,8 @@
 // The dashboard in Debian's Chromium (playwright-core; never a downloaded browser): sign in, a batch of
 // 25 files with one non-image and both layers on, every good file downloaded and read back with
 // ExifTool and the API's verify, the ZIP and the PDF receipt opened and checked, history, inspect and
-// usage, the 26-file refusal, a keyboard-only pass, the 360 px layout and text contrast. Screenshots go
-// to test-artifacts/dashboard/ (gitignored) for people to look at.
+// usage, the 26-file refusal, a keyboard-only pass, the 360 px layout and text contrast, the TDMRep and
+// Content Credentials boxes. Screenshots go to test-artifacts/dashboard/ (gitignored) for people to look at.
 import { execFileSync } from 'node:child_process';
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
@@ -13,6 +13,7 @@ import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { sha256 } from '../helpers/assert.js';
 import { exiftoolDataMining } from '../helpers/oracle.js';
+import { read } from '../helpers/c2pa.js';
 import { pdfText } from '../helpers/pdf.js';
 import { ROOT, TestServer, api, imageForm } from '../helpers/server.js';
 
@@ -357,6 +358,58 @@ describe('the dashboard in Chromium', () => {
     const v = await api(server, 'verify', key, imageForm(readFileSync(saved.path), saved.name));
     expect(v.json).toMatchObject({ optedOut: true, c2pa: { present: true, valid: true, trainingMining: 'notAllowed' }, provenance: { valid: true } });
     await shot(page, '09-content-credentials');
+    await context.close();
+    expect(consoleErrors).toEqual([]);
+  }, 300_000);
+
+  it('the TDMRep and Content Credentials boxes: the file gets both, the reference reader validates it, the record names them', async () => {
+    const context = await browser.newContext({ viewport: { width: 1280, height: 900 } });
+    const page = await newPage(context);
+    await signIn(page);
+    const file = good.find((p) => p.endsWith('.png')) ?? good[0]!;
+    const name = file.split('/').pop()!;
+    await page.locator('input[type=file]').first().setInputFiles(file);
+    // Off until ticked; provenance stays on (its default), the fingerprint off.
+    expect(await page.getByLabel('TDMRep').isChecked()).toBe(false);
+    expect(await page.getByLabel('Content Credentials').isChecked()).toBe(false);
+    await page.getByLabel('TDMRep').check();
+    await page.getByLabel('Content Credentials').check();
+    await page.getByLabel('Fingerprint').uncheck();
+    await page.getByRole('button', { name: 'Protect', exact: true }).click();
+    const row = page.locator('li.file.done');
+    await row.waitFor({ timeout: 120_000 });
+    const panel = (what: string) =>
+      row
+        .locator('table.before-after tr', { has: page.locator('th', { hasText: what }) })
+        .locator('td')
+        .allTextContents();
+    expect(await panel('TDMRep')).toEqual(['None', 'Reserved']);
+    expect(await panel('Content Credentials')).toEqual(['None', 'Valid, AI training: notAllowed']);
+    const saved = await download(page, () => row.getByRole('link', { name: /^Download / }).click(), work);
+    const bytes = readFileSync(saved.path);
+    expect(await exiftoolDataMining(et, saved.path)).toBe(PROHIBITED);
+    const v = await api(server, 'verify', key, imageForm(bytes, saved.name));
+    expect(v.json).toMatchObject({
+      optedOut: true,
+      otherSignals: ['c2pa.trainingMining', 'tdmrep.reservation'],
+      c2pa: { present: true, valid: true, trainingMining: 'notAllowed' },
+      provenance: { valid: true },
+    });
+    const format = (await sharp(bytes).metadata()).format as 'jpeg' | 'png' | 'webp';
+    const report = await read(format, bytes);
+    expect(report.validation_state).toBe('Valid');
+    expect(report.manifests[report.active_manifest]!.assertions.find((a) => a.label === 'cawg.training-mining')?.data.entries).toMatchObject({
+      'cawg.ai_training': { use: 'notAllowed' },
+      'cawg.ai_generative_training': { use: 'notAllowed' },
+    });
+    // The dashboard's record of it names the layers in the order they were applied.
+    const records = await page.evaluate(
+      async (k) => (await (await fetch('/api/v1/dashboard/records', { headers: { Authorization: `Bearer ${k}` } })).json()).records,
+      key,
+    );
+    const record = records.find((r: { sha256: string }) => r.sha256 === sha256(bytes));
+    expect(record).toMatchObject({ originalName: name, layers: ['tdmrep', 'provenance', 'content-credentials'] });
+    await shot(page, '10-signals');
     await context.close();
     expect(consoleErrors).toEqual([]);
   }, 300_000);

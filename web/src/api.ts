@@ -39,7 +39,7 @@ export interface VerifyReport {
 export interface Batch {
   id: string;
   size: number;
-  layers: { provenance: boolean; fingerprint: boolean };
+  layers: { provenance: boolean; fingerprint: boolean; tdmrep: boolean; contentCredentials: boolean };
 }
 
 export interface MarkAnswer {

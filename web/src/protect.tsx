@@ -58,6 +58,9 @@ export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: A
   const [items, setItems] = useState<Item[]>([]);
   const [provenance, setProvenance] = useState(true);
   const [fingerprint, setFingerprint] = useState(true);
+  // Off by default: each is a signal beyond the IPTC field that not every user wants written (docs/signals.md).
+  const [tdmrep, setTdmrep] = useState(false);
+  const [contentCredentials, setContentCredentials] = useState(false);
   const [notice, setNotice] = useState<string>('');
   const [running, setRunning] = useState(false);
   const [batch, setBatch] = useState<Batch | undefined>();
@@ -104,7 +107,7 @@ export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: A
       let b = into;
       if (!b) {
         try {
-          b = await postJson<Batch>(apiKey, '/api/v1/dashboard/batches', { size: todo.length, provenance, fingerprint });
+          b = await postJson<Batch>(apiKey, '/api/v1/dashboard/batches', { size: todo.length, provenance, fingerprint, tdmrep, contentCredentials });
         } catch (err) {
           setNotice(err instanceof ApiError ? err.message : String(err));
           return;
@@ -232,6 +235,21 @@ export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: A
             <input type="checkbox" id="layer-fingerprint" checked={fingerprint} onChange={(e) => setFingerprint(e.currentTarget.checked)} />
             <label for="layer-fingerprint">Fingerprint</label>
             <span class="hint">an experimental mark in the pixels (re-encodes them)</span>
+          </div>
+          <div class="check">
+            <input type="checkbox" id="layer-tdmrep" checked={tdmrep} onChange={(e) => setTdmrep(e.currentTarget.checked)} />
+            <label for="layer-tdmrep">TDMRep</label>
+            <span class="hint">the W3C TDM reservation (tdm:reservation 1) in the XMP, beside the opt-out field</span>
+          </div>
+          <div class="check">
+            <input
+              type="checkbox"
+              id="layer-content-credentials"
+              checked={contentCredentials}
+              onChange={(e) => setContentCredentials(e.currentTarget.checked)}
+            />
+            <label for="layer-content-credentials">Content Credentials</label>
+            <span class="hint">a C2PA manifest signed by this server: AI training and mining not allowed</span>
           </div>
         </fieldset>
         <div class="row">

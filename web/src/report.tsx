@@ -25,6 +25,11 @@ function credentials(r: VerifyReport): string {
   return `${c.valid ? 'Valid' : 'Not valid'}${use}`;
 }
 
+/** The W3C TDMRep reservation (tdm:reservation 1) is in the XMP. */
+function tdmrep(r: VerifyReport): boolean {
+  return r.otherSignals?.includes('tdmrep.reservation') ?? false;
+}
+
 /** What verify said before and after marking, side by side. */
 export function BeforeAfter({ before, after }: { before: VerifyReport; after: VerifyReport }) {
   const rows: Array<[string, string, string]> = [
@@ -32,6 +37,7 @@ export function BeforeAfter({ before, after }: { before: VerifyReport; after: Ve
     ['Provenance', provenance(before), provenance(after)],
     ['Fingerprint', fingerprint(before), fingerprint(after)],
   ];
+  if (tdmrep(before) || tdmrep(after)) rows.push(['TDMRep', tdmrep(before) ? 'Reserved' : 'None', tdmrep(after) ? 'Reserved' : 'None']);
   if (before.c2pa?.present || after.c2pa?.present) rows.push(['Content Credentials', credentials(before), credentials(after)]);
   return (
     <table class="before-after">

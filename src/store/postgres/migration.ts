@@ -83,9 +83,10 @@ export async function pgRestore(conn: PgConnection, s: StoreSnapshot): Promise<v
     );
     await insertRows(
       c,
-      `INSERT INTO dashboard_batches (id, account_id, key_prefix, size, provenance, fingerprint, used, created_at)
-         SELECT x.id, a.id, x."keyPrefix", x.size, x.provenance, x.fingerprint, x.used, x."createdAt"
-           FROM json_to_recordset($1::json) AS x(account text, id text, "keyPrefix" text, size int, provenance boolean, fingerprint boolean, used int, "createdAt" text)
+      `INSERT INTO dashboard_batches (id, account_id, key_prefix, size, provenance, fingerprint, tdmrep, content_credentials, used, created_at)
+         SELECT x.id, a.id, x."keyPrefix", x.size, x.provenance, x.fingerprint, coalesce(x.tdmrep, false), coalesce(x."contentCredentials", false), x.used, x."createdAt"
+           FROM json_to_recordset($1::json) AS x(account text, id text, "keyPrefix" text, size int, provenance boolean, fingerprint boolean,
+                tdmrep boolean, "contentCredentials" boolean, used int, "createdAt" text)
            ${byName}`,
       s.batches,
     );

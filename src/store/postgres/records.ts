@@ -39,12 +39,13 @@ export class PgDashboardRecords implements DashboardRecords {
     checkBatchSize(spec.size);
     const id = randomUUID();
     const createdAt = now.toISOString();
+    const { tdmrep = false, contentCredentials = false } = spec;
     await this.#q(
-      'INSERT INTO dashboard_batches (id, account_id, key_prefix, size, provenance, fingerprint, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7)',
-      [id, accountId, keyPrefix, spec.size, spec.provenance, spec.fingerprint, createdAt],
+      'INSERT INTO dashboard_batches (id, account_id, key_prefix, size, provenance, fingerprint, tdmrep, content_credentials, created_at) VALUES ($1, $2, $3, $4, $5, $6, $7, $8, $9)',
+      [id, accountId, keyPrefix, spec.size, spec.provenance, spec.fingerprint, tdmrep, contentCredentials, createdAt],
       'dash_open_batch',
     );
-    return { id, size: spec.size, provenance: spec.provenance, fingerprint: spec.fingerprint, used: 0, keyPrefix, createdAt };
+    return { id, size: spec.size, provenance: spec.provenance, fingerprint: spec.fingerprint, tdmrep, contentCredentials, used: 0, keyPrefix, createdAt };
   }
 
   async batch(accountId: number, id: string): Promise<Batch | undefined> {

@@ -152,6 +152,13 @@ export const PG_MIGRATIONS: readonly string[] = [
   `
   CREATE INDEX reservations_owner ON reservations (owner);
   `,
+  // 6: the dashboard's signal layers (docs/signals.md) beside provenance and fingerprint; a batch opened
+  // before them had neither, which is what the defaults say (a constant default: no table rewrite).
+  `
+  ALTER TABLE dashboard_batches
+    ADD COLUMN tdmrep boolean NOT NULL DEFAULT false,
+    ADD COLUMN content_credentials boolean NOT NULL DEFAULT false;
+  `,
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

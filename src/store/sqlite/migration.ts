@@ -64,9 +64,13 @@ export function sqliteRestore(db: Db, s: StoreSnapshot): void {
     const insC = db.prepare('INSERT INTO usage_counters (account_id, month, operation, used) VALUES (?, ?, ?, ?)');
     for (const c of s.counters) insC.run(idOf(c.account), c.month, c.operation, c.used);
     const insB = db.prepare(
-      'INSERT INTO dashboard_batches (id, account_id, key_prefix, size, provenance, fingerprint, used, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?)',
+      'INSERT INTO dashboard_batches (id, account_id, key_prefix, size, provenance, fingerprint, tdmrep, content_credentials, used, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)',
     );
-    for (const b of s.batches) insB.run(b.id, idOf(b.account), b.keyPrefix, b.size, b.provenance ? 1 : 0, b.fingerprint ? 1 : 0, b.used, b.createdAt);
+    // A snapshot from before the signal layers has no tdmrep or contentCredentials: off, as the schema's defaults.
+    for (const b of s.batches) {
+      const flags = [b.provenance, b.fingerprint, b.tdmrep, b.contentCredentials].map((f) => (f ? 1 : 0));
+      insB.run(b.id, idOf(b.account), b.keyPrefix, b.size, ...flags, b.used, b.createdAt);
+    }
     const insR = db.prepare(`INSERT INTO dashboard_records (id, account_id, ${RECORD_COLUMNS.slice(4)}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)`);
     for (const r of s.records) insR.run(...recordValues(idOf(r.account), r));
   }).immediate();

@@ -32,8 +32,8 @@ export class SqliteDashboardRecords implements DashboardRecords {
     // SQLite's LIKE ignores the case of ASCII letters only: names are lowered as the search term is.
     db.function('optmark_fold', { deterministic: true }, (s: unknown) => (typeof s === 'string' ? foldCase(s) : s));
     this.#keyPrefix = db.prepare<[number], { prefix: string }>('SELECT prefix FROM api_keys WHERE id = ?');
-    this.#insertBatch = db.prepare<[string, number, string, number, number, number, string]>(
-      'INSERT INTO dashboard_batches (id, account_id, key_prefix, size, provenance, fingerprint, created_at) VALUES (?, ?, ?, ?, ?, ?, ?)',
+    this.#insertBatch = db.prepare<[string, number, string, number, number, number, number, number, string]>(
+      'INSERT INTO dashboard_batches (id, account_id, key_prefix, size, provenance, fingerprint, tdmrep, content_credentials, created_at) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)',
     );
     this.#batch = db.prepare<[string, number], BatchRow>(`SELECT ${BATCH_COLUMNS} FROM dashboard_batches WHERE id = ? AND account_id = ?`);
     // One statement: the slot is taken only while the batch has room and is young enough, so no number
@@ -78,8 +78,19 @@ export class SqliteDashboardRecords implements DashboardRecords {
     checkBatchSize(spec.size);
     const id = randomUUID();
     const createdAt = now.toISOString();
-    this.#insertBatch.run(id, accountId, keyPrefix, spec.size, spec.provenance ? 1 : 0, spec.fingerprint ? 1 : 0, createdAt);
-    return { id, size: spec.size, provenance: spec.provenance, fingerprint: spec.fingerprint, used: 0, keyPrefix, createdAt };
+    const { tdmrep = false, contentCredentials = false } = spec;
+    this.#insertBatch.run(
+      id,
+      accountId,
+      keyPrefix,
+      spec.size,
+      spec.provenance ? 1 : 0,
+      spec.fingerprint ? 1 : 0,
+      tdmrep ? 1 : 0,
+      contentCredentials ? 1 : 0,
+      createdAt,
+    );
+    return { id, size: spec.size, provenance: spec.provenance, fingerprint: spec.fingerprint, tdmrep, contentCredentials, used: 0, keyPrefix, createdAt };
   }
 
   /** One of the account's batches, or undefined. */
