@@ -10,7 +10,7 @@ import { extname, join, parse } from 'node:path';
 import type { CredentialsOutcome } from '../c2pa/modes.js';
 import { SKIP_FINGERPRINT_HINT, toErrorShape } from '../errors.js';
 import type { Warning } from '../formats/complete.js';
-import type { ContainerFormat } from '../formats/index.js';
+import type { ContainerFormat, ParsedImage } from '../formats/index.js';
 import type { CredentialsPolicy } from '../pipeline/credentials.js';
 import type { Layers } from '../pipeline/layers.js';
 import type { MarkContext, MarkedFile } from '../pipeline/mark.js';
@@ -306,7 +306,7 @@ export class Lane {
       const [{ Keyring, verifyProvenance }, { NOT_FOUND_FINGERPRINT }] = await Promise.all([import('../provenance/index.js'), import('../pipeline/layers.js')]);
       const keyring = await Keyring.open({ dataDir: init.dataDir, file: init.signingKeyFile });
       return {
-        async verifyProvenance(input: Uint8Array) {
+        async verifyProvenance(input: Uint8Array | ParsedImage) {
           const r = await verifyProvenance(input, keyring);
           return { present: r.present, valid: r.valid, verifiable: r.verifiable };
         },

@@ -7,7 +7,8 @@
 import { readFileSync } from 'node:fs';
 import { createRequire } from 'node:module';
 import type { Warning } from '../formats/complete.js';
-import { type C2paContainer, hasManifestStore } from './detect.js';
+import { FORMATS, type ParsedImage } from '../formats/index.js';
+import type { C2paContainer } from './detect.js';
 import { checkManifestStore, MalformedStoreError } from './store-check.js';
 
 export type TrainingUse = 'notAllowed' | 'constrained' | 'allowed';
@@ -178,23 +179,25 @@ function invalidMessage(s: CredentialState): string {
 }
 
 /**
- * What the file's Content Credentials say. Files without a manifest store cost one header walk and
- * never load the wasm reader; a store whose lengths do not fit is reported (content_credentials_malformed) unread.
+ * What the file's Content Credentials say. Files without a manifest store never load the wasm reader and
+ * cost no walk when the caller hands their structure (one header walk given bytes); a store whose
+ * lengths do not fit is reported (content_credentials_malformed) unread.
  */
-export async function readC2pa(format: C2paContainer, bytes: Uint8Array): Promise<C2paReading> {
-  if (!hasManifestStore(format, bytes)) return { c2pa: ABSENT, warnings: [] };
+export async function readC2pa(format: C2paContainer, input: Uint8Array | ParsedImage): Promise<C2paReading> {
+  const image = input instanceof Uint8Array ? FORMATS.get(format)!.parse(input) : input;
+  if (image.manifestStore === undefined) return { c2pa: ABSENT, warnings: [] };
   // Lengths the store cannot hold never reach the reader (it reserves memory for a declared length before
   // it finds the bytes missing). Verify reports such a store as a finding, beside the opt-out it still
   // reads; protect refuses it (422 content_credentials_malformed, src/c2pa/update.ts), as it cannot update it.
   try {
-    checkManifestStore(bytes);
+    checkManifestStore(image);
   } catch (err) {
     if (!(err instanceof MalformedStoreError)) throw err;
     return { c2pa: { present: true, valid: false, trainingMining: null }, warnings: [{ code: err.code, message: err.message }] };
   }
   let store: StoreJson;
   try {
-    store = await readStore(format, bytes);
+    store = await readStore(format, image.bytes);
   } catch (err) {
     const why = String((err as Error)?.message ?? err).slice(0, 200);
     return {

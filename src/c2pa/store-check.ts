@@ -11,7 +11,7 @@
  */
 import { OptmarkError } from '../errors.js';
 import { u32be } from '../formats/bytes.js';
-import { parseImage } from '../formats/index.js';
+import { parseImage, type ParsedImage } from '../formats/index.js';
 import { manifestStoreBytes } from '../formats/manifest-store.js';
 
 /** Nesting the check follows at most (JUMBF superboxes, CBOR items, DER elements); deeper is refused. */
@@ -211,11 +211,10 @@ export function checkStoreBytes(store: Uint8Array): void {
 }
 
 /**
- * Checks the file's manifest store, if it has one, before any reader sees the file. It walks the
- * container's headers once more (only files with a store get here, and they pay the reader's
- * milliseconds next).
+ * Checks the file's manifest store, if it has one, before any reader sees the file. From the file's
+ * structure when the caller holds it; given bytes, it walks the container's headers.
  */
-export function checkManifestStore(bytes: Uint8Array): void {
-  const store = manifestStoreBytes(parseImage(bytes));
+export function checkManifestStore(input: Uint8Array | ParsedImage): void {
+  const store = manifestStoreBytes(input instanceof Uint8Array ? parseImage(input) : input);
   if (store !== undefined) checkStoreBytes(store);
 }

@@ -17,6 +17,7 @@
  * (@contentauth/c2pa-wasm); they run only in the image workers.
  */
 import type { Warning } from '../formats/complete.js';
+import type { ParsedImage } from '../formats/index.js';
 import type { DataMiningToken } from '../xmp/index.js';
 import { coseSign1, reserveSizeFor } from './cose.js';
 import type { C2paContainer } from './detect.js';
@@ -103,6 +104,8 @@ export interface UpdateInput {
   format: C2paContainer;
   /** The file as it came, with its manifest store (the parent ingredient). */
   original: Uint8Array;
+  /** The structure of `original` when the caller holds it: its store is checked from it, without a walk. */
+  originalImage?: ParsedImage | undefined;
   /** The file with the XMP written (its old store still in it: the builder replaces it). */
   marked: Uint8Array;
   token: DataMiningToken;
@@ -198,7 +201,7 @@ export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
   const m = await loadC2pa();
   const mime = MIME[input.format];
   // Lengths the store cannot hold are refused (422) before the reader reserves memory for them.
-  checkManifestStore(input.original);
+  checkManifestStore(input.originalImage ?? input.original);
   // A store the reference reader cannot read holds no credentials that could be kept.
   const inputStore = await validated(input.format, input.original, 'the manifest store', false);
   const before = credentialState(inputStore);

@@ -4,7 +4,7 @@
  * FPR / 2, so testing both keeps the false-positive bound at FPR (union bound).
  */
 import { performance } from 'node:perf_hooks';
-import { requireFormat } from '../formats/index.js';
+import { parseImage, type ParsedImage } from '../formats/index.js';
 import { jpeg, jpegFrameSize } from '../formats/jpeg.js';
 import type { Warning } from '../formats/complete.js';
 import { DECODE_TIMEOUT_SECONDS, decodeBase, examinable, isDecodeTimeout, probe } from './decode.js';
@@ -180,7 +180,7 @@ export function detectOnBase(
  * `timeoutMs` (default DECODE_TIMEOUT_SECONDS) bounds the decode, and the cores are not started past it.
  */
 export async function detectFingerprint(
-  bytes: Uint8Array,
+  input: Uint8Array | ParsedImage,
   secret: Uint8Array,
   opts: { maxPixels: number; engine?: Engine; timeoutMs?: number },
 ): Promise<FingerprintDetail> {
@@ -200,11 +200,12 @@ export async function detectFingerprint(
   // The decoder gets only what our own parser has bounded: no text chunks, comments or EXIF for
   // libvips to inflate and parse (src/formats decoderInput).
   let frame: { width: number; height: number } | undefined;
+  let bytes: Uint8Array;
   try {
-    const format = requireFormat(bytes);
-    bytes = format.decoderInput(bytes);
-    // A JPEG's size is in its frame header, which our own parser walks to: no decoder header read for it.
-    frame = format === jpeg ? jpegFrameSize(bytes) : undefined;
+    const image = input instanceof Uint8Array ? parseImage(input) : input;
+    bytes = image.decoderInput();
+    // A JPEG's size is in its frame header, which our own parser walked to: no decoder header read for it.
+    frame = image.format === jpeg ? jpegFrameSize(image) : undefined;
   } catch {
     return notExamined(engine, performance.now() - t0);
   }

@@ -13,6 +13,7 @@ import { Pieces, addRange, assemble, ascii, copyRange, startsWith, u16be, u32be,
 import { MAX_CONTAINER_ENTRIES, checkOutputEntries, countEntry, countPacket } from './limits.js';
 import { type AbsoluteOffset, absoluteOffsets, shiftedCopy } from './jpeg-trailers.js';
 import type { ByteRange, ContainerFormat, ManifestStore, Need, ParsedImage, QuantTable, XmpPayload, XmpToWrite } from './types.js';
+import { walked } from './walks.js';
 
 let cryptoModule: typeof import('node:crypto') | undefined;
 /** node:crypto, loaded on first use (a batch of files without Extended XMP never needs it). */
@@ -97,6 +98,7 @@ function record(pieces: Piece[], piece: Piece): void {
 }
 
 function parse(bytes: Uint8Array, need: Need | undefined): Layout {
+  walked(bytes);
   const size = bytes.length;
   // The segments before the scan are read in order: `reached` is how far `need` has been asked.
   let reached = 0;
@@ -385,8 +387,13 @@ const isFrameHeader = (marker: number): boolean => marker >= 0xc0 && marker <= 0
  * decoder's header read gives them (before any EXIF orientation). Undefined when there is no frame header
  * before the scan or it leaves the height to a DNL marker (height 0). Throws like readXmp on a broken structure.
  */
-export function jpegFrameSize(bytes: Uint8Array): { width: number; height: number } | undefined {
-  for (const p of parse(bytes, undefined).pieces) {
+export function jpegFrameSize(input: Uint8Array | ParsedImage): { width: number; height: number } | undefined {
+  if (input instanceof JpegImage) return input.frameSize;
+  return frameSize(input as Uint8Array, parse(input as Uint8Array, undefined));
+}
+
+function frameSize(bytes: Uint8Array, { pieces }: Layout): { width: number; height: number } | undefined {
+  for (const p of pieces) {
     // A segment's marker is the byte before its length field.
     if (p.kind !== 'other' || !isFrameHeader(bytes[p.payload - 3]!) || p.payload + 5 > p.end) continue;
     const height = u16be(bytes, p.payload + 1);
@@ -457,6 +464,11 @@ class JpegImage implements ParsedImage {
     this.bytes = bytes;
     this.#need = need;
     this.#layout = parse(bytes, need);
+  }
+
+  /** jpegFrameSize from this walk. */
+  get frameSize(): { width: number; height: number } | undefined {
+    return frameSize(this.bytes, this.#layout);
   }
 
   get manifestStore(): ManifestStore | undefined {

@@ -13,6 +13,7 @@ import { DamagedImageError, LimitExceededError } from '../errors.js';
 import { Pieces, addRange, assemble, ascii, startsWith, u32be, writeU32be } from './bytes.js';
 import { InflateBudget, MAX_CONTAINER_ENTRIES, MAX_XMP_PACKETS, OutputTooLargeError, checkOutputEntries, countEntry, countPacket } from './limits.js';
 import type { ByteRange, ContainerFormat, ManifestStore, Need, ParsedImage, XmpPayload, XmpToWrite } from './types.js';
+import { walked } from './walks.js';
 
 const SIGNATURE = Uint8Array.of(0x89, 0x50, 0x4e, 0x47, 0x0d, 0x0a, 0x1a, 0x0a);
 const XMP_KEYWORD = ascii('XML:com.adobe.xmp\0');
@@ -67,6 +68,7 @@ function chunkType(bytes: Uint8Array, at: number): string {
 }
 
 function parse(bytes: Uint8Array, need: Need | undefined): Layout {
+  walked(bytes);
   const size = bytes.length;
   need?.(0, Math.min(size, SIGNATURE.length));
   if (!startsWith(bytes, SIGNATURE)) throw new DamagedImageError('PNG: bad signature');

@@ -9,6 +9,7 @@ import { DamagedImageError } from '../errors.js';
 import { Pieces, addRange, ascii, copyRange, startsWith, u32le, writeU32le } from './bytes.js';
 import { MAX_CONTAINER_ENTRIES, OutputTooLargeError, checkOutputEntries, countEntry, countPacket } from './limits.js';
 import type { ByteRange, ContainerFormat, ManifestStore, Need, ParsedImage, XmpPayload, XmpToWrite } from './types.js';
+import { walked } from './walks.js';
 
 const RIFF = ascii('RIFF');
 const WEBP = ascii('WEBP');
@@ -44,6 +45,7 @@ interface Layout {
 }
 
 function parse(bytes: Uint8Array, need: Need | undefined): Layout {
+  walked(bytes);
   need?.(0, Math.min(bytes.length, 12));
   if (!startsWith(bytes, RIFF) || !startsWith(bytes, WEBP, 8)) throw new DamagedImageError('WebP: bad RIFF header');
   const riffEnd = 8 + u32le(bytes, 4);

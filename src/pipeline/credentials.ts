@@ -10,6 +10,7 @@ import type { C2paMode, CredentialsOutcome } from '../c2pa/modes.js';
 import { addUpdateManifest, type EditKind, INVALIDATED_WARNING, notUpdatedWarning, REMOVED_WARNING, UpdateFailed } from '../c2pa/update.js';
 import { OptmarkError } from '../errors.js';
 import type { Warning } from '../formats/complete.js';
+import type { ParsedImage } from '../formats/index.js';
 import { checkOutputSize, protect, type ProtectOptions } from '../marking/engine.js';
 import { DEFAULT_TOKEN, type DataMiningToken } from '../xmp/index.js';
 
@@ -53,7 +54,7 @@ export function credentialsRefused(): OptmarkError {
   );
 }
 
-export async function protectWithCredentials(image: Uint8Array, options: ProtectOptions, policy: CredentialsPolicy): Promise<Protected> {
+export async function protectWithCredentials(image: Uint8Array | ParsedImage, options: ProtectOptions, policy: CredentialsPolicy): Promise<Protected> {
   const result = protect(image, options);
   const base = { mimeType: result.mimeType, extension: result.extension, signals: result.signals };
   // The store from protect's own walk of the input (src/formats/types.ts): no second walk.
@@ -63,7 +64,8 @@ export async function protectWithCredentials(image: Uint8Array, options: Protect
   if (policy.mode === 'refuse') throw credentialsRefused();
   const kept = await keepCredentials({
     format: result.format,
-    original: image,
+    original: result.image.bytes,
+    originalImage: result.image,
     marked: () => result.bytes,
     token: options.token ?? DEFAULT_TOKEN,
     edit: 'metadata',
@@ -77,6 +79,8 @@ export interface KeepInput {
   format: C2paContainer;
   /** The file as it came, with its manifest store. */
   original: Uint8Array;
+  /** The structure of `original` when the caller holds it (no second walk of it). */
+  originalImage?: ParsedImage | undefined;
   /** The marked file (read only when an update manifest is built). */
   marked: () => Uint8Array;
   token: DataMiningToken;
@@ -99,6 +103,7 @@ export async function keepCredentials(input: KeepInput): Promise<{ bytes?: Uint8
     updated = await addUpdateManifest({
       format: input.format,
       original: input.original,
+      originalImage: input.originalImage,
       marked: input.marked(),
       token: input.token,
       edit: input.edit,

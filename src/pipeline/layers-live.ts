@@ -5,6 +5,7 @@
  */
 import { OptmarkError } from '../errors.js';
 import { detectFingerprint, loadFingerprintSecret } from '../fingerprint/index.js';
+import type { ParsedImage } from '../formats/index.js';
 import { Keyring, SigningKeySource, verifyProvenance, type SigningKey } from '../provenance/index.js';
 import { NOT_FOUND_FINGERPRINT, type FingerprintStatus, type Layers, type ProvenanceStatus } from './layers.js';
 import type { MarkContext } from './mark.js';
@@ -39,12 +40,12 @@ export class LiveLayers implements Layers, MarkContext {
     await Promise.allSettled([this.#keys(), this.#init.fingerprintDetect ? this.fingerprintSecret() : undefined]);
   }
 
-  async verifyProvenance(input: Uint8Array): Promise<ProvenanceStatus> {
+  async verifyProvenance(input: Uint8Array | ParsedImage): Promise<ProvenanceStatus> {
     const r = await verifyProvenance(input, await this.#keys());
     return { present: r.present, valid: r.valid, verifiable: r.verifiable };
   }
 
-  async detectFingerprint(input: Uint8Array): Promise<FingerprintStatus> {
+  async detectFingerprint(input: Uint8Array | ParsedImage): Promise<FingerprintStatus> {
     if (!this.#init.fingerprintDetect) return { ...NOT_FOUND_FINGERPRINT };
     let secret: Uint8Array;
     try {

@@ -4,6 +4,7 @@
  * found", never an invented value.
  */
 import type { Warning } from '../formats/complete.js';
+import type { ParsedImage } from '../formats/index.js';
 
 export interface ProvenanceStatus {
   present: boolean;
@@ -19,9 +20,10 @@ export interface FingerprintStatus {
   warning?: Warning;
 }
 
+/** Each takes the file's structure when verify holds it, so that no layer walks the file again. */
 export interface Layers {
-  verifyProvenance(input: Uint8Array): Promise<ProvenanceStatus>;
-  detectFingerprint(input: Uint8Array): Promise<FingerprintStatus>;
+  verifyProvenance(input: Uint8Array | ParsedImage): Promise<ProvenanceStatus>;
+  detectFingerprint(input: Uint8Array | ParsedImage): Promise<FingerprintStatus>;
 }
 
 export const NOT_FOUND_PROVENANCE: ProvenanceStatus = Object.freeze({ present: false, valid: false, verifiable: false });

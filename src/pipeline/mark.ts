@@ -89,7 +89,7 @@ export async function runMark(
     if (!store) return fromProtect(protect(image, limits), policy ? 'none' : undefined, []);
     // Loaded only now: the signer and its certificate library serve files with credentials alone.
     const { protectWithCredentials } = await import('./credentials.js');
-    const r = await protectWithCredentials(image.bytes, limits, policy);
+    const r = await protectWithCredentials(image, limits, policy);
     const credentialsWarnings = r.outcome === 'none' || r.outcome === 'unchanged' ? [] : r.warnings.slice(-1);
     const fields = {
       mimeType: r.mimeType,
@@ -132,6 +132,7 @@ export async function runMark(
   const kept = await keepCredentials({
     format: image.format.name,
     original: whole,
+    originalImage: image,
     marked: () => marked.bytes,
     token: DEFAULT_TOKEN,
     edit: options.fingerprint ? 'pixels' : 'metadata',
@@ -183,9 +184,9 @@ async function markLayers(image: ParsedImage, options: MarkOptions, ctx: MarkCon
   if (options.provenance) {
     // protectSigned writes its tag in a pass of its own: the TDMRep fields go in first, and its merge
     // keeps them (one more XMP rewrite, only with both layers).
-    if (edit) bytes = protect(bytes, { edit }).bytes;
+    if (edit) bytes = protect(bytes === image.bytes ? image : bytes, { edit }).bytes;
     const { protectSigned } = await import('../provenance/index.js');
-    result = await protectSigned(bytes, await ctx.signingKey());
+    result = await protectSigned(bytes === image.bytes ? image : bytes, await ctx.signingKey());
     layers.push(LAYER_PROVENANCE);
   } else result = protect(bytes === image.bytes ? image : bytes, { edit });
   // A re-encoded file is new: no more the input it was (changed), whatever protect says of its pixels.

@@ -38,9 +38,9 @@ export async function verifyReport(input: Uint8Array | ParsedImage, layers: Laye
 export async function reportOf(image: ParsedImage, layers: Layers): Promise<Omit<VerifyReport, 'sha256'>> {
   const reading = read(image); // typed errors for unsupported or damaged containers
   const [provenance, detected, others] = await Promise.all([
-    layers.verifyProvenance(image.bytes),
-    layers.detectFingerprint(image.bytes),
-    otherDeclarations(reading, image.bytes),
+    layers.verifyProvenance(image),
+    layers.detectFingerprint(image),
+    otherDeclarations(reading, image),
   ]);
   // A detector that could not look says why among the warnings, its fields those of "not examined".
   const { warning, ...fingerprint } = detected;
@@ -52,7 +52,10 @@ export async function reportOf(image: ParsedImage, layers: Layers): Promise<Omit
  * The declarations besides the IPTC field (Content Credentials, TDMRep) and the warnings of the read:
  * verify's `c2pa`, `otherSignals` and `warnings`. The C2PA reader runs only when a manifest store is present.
  */
-export async function otherDeclarations(reading: ReadResult, input: Uint8Array): Promise<Pick<VerifyReport, 'c2pa' | 'otherSignals' | 'warnings'>> {
+export async function otherDeclarations(
+  reading: ReadResult,
+  input: Uint8Array | ParsedImage,
+): Promise<Pick<VerifyReport, 'c2pa' | 'otherSignals' | 'warnings'>> {
   const credentials = await readC2pa(reading.format, input);
   const { c2pa } = credentials;
   const otherSignals: string[] = [];

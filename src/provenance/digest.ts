@@ -12,16 +12,16 @@
  */
 import { createHash } from 'node:crypto';
 import { isManifestStoreSlice } from '../c2pa/detect.js';
-import type { ContainerFormat } from '../formats/index.js';
+import type { ContainerFormat, ParsedImage } from '../formats/index.js';
 
 const DIGEST_DOMAIN = 'optmark content outside xmp v1';
 
-/** `sha256:<hex>` of the content outside the XMP of `bytes`; throws DamagedImageError like the container does. */
-export function contentDigest(format: ContainerFormat, bytes: Uint8Array, options: { withManifestStore?: boolean } = {}): string {
+/** `sha256:<hex>` of the content outside the XMP of the file (its structure when the caller holds it); throws DamagedImageError like the container does. */
+export function contentDigest(format: ContainerFormat, input: Uint8Array | ParsedImage, options: { withManifestStore?: boolean } = {}): string {
   const hash = createHash('sha256');
   hash.update(`${DIGEST_DOMAIN} ${format.name}\n`);
   const length = Buffer.alloc(8);
-  for (const slice of format.contentOutsideXmp(bytes)) {
+  for (const slice of input instanceof Uint8Array ? format.contentOutsideXmp(input) : input.contentOutsideXmp()) {
     if (!options.withManifestStore && isManifestStoreSlice(format.name, slice)) continue;
     length.writeBigUInt64BE(BigInt(slice.length));
     hash.update(length);

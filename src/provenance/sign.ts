@@ -3,7 +3,7 @@
  * (same merge and container rules as protect), then a check that the produced file verifies.
  */
 import { OptmarkError } from '../errors.js';
-import { requireFormat } from '../formats/index.js';
+import { parseImage, type ParsedImage } from '../formats/index.js';
 import { protect, type ProtectResult } from '../marking/engine.js';
 import { DEFAULT_TOKEN, tokenUri, type DataMiningToken } from '../xmp/index.js';
 import { contentDigest } from './digest.js';
@@ -28,16 +28,19 @@ export function signingTime(now: Date): string {
  * outside the XMP protect keeps byte for byte; the produced file is verified before it is returned, and
  * should a container ever re-slice that content, the tag is re-signed once over the produced slices.
  */
-export async function protectSigned(input: Uint8Array, key: SigningKey, options: SignOptions = {}): Promise<ProtectResult> {
-  const format = requireFormat(input);
+export async function protectSigned(input: Uint8Array | ParsedImage, key: SigningKey, options: SignOptions = {}): Promise<ProtectResult> {
+  // One walk of the input serves the digest and the rewrite.
+  const image = input instanceof Uint8Array ? parseImage(input) : input;
+  const { format } = image;
   const token = options.token ?? DEFAULT_TOKEN;
   const signedAt = signingTime(options.now ?? new Date());
   const keys = { find: async (id: string) => (id === key.keyId ? key.publicKey : undefined) };
-  let digest = contentDigest(format, input);
+  let digest = contentDigest(format, image);
   for (let attempt = 0; attempt < 2; attempt++) {
     const tag = signFields({ keyId: key.keyId, signedAt, dataMining: tokenUri(token), contentDigest: digest }, key.privateKey);
-    const result = protect(input, { token, edit: (doc) => writeTag(doc, tag) });
-    const check = await verifyProvenance(result.bytes, keys);
+    const result = protect(image, { token, edit: (doc) => writeTag(doc, tag) });
+    // A file that comes back as it came (tagged the same way, the same second) is checked from its walk.
+    const check = await verifyProvenance(result.changed ? result.bytes : image, keys);
     if (check.valid) return result;
     if (check.reason !== 'digest_mismatch') {
       throw new OptmarkError('internal_error', `The provenance tag did not verify after writing (${check.reason}).`);

@@ -5,8 +5,7 @@
  * last, so a garbage or foreign tag never costs a pass over the file. Never throws.
  */
 import type { KeyObject } from 'node:crypto';
-import { hasManifestStore } from '../c2pa/detect.js';
-import { type ContainerFormat, detectFormat, type XmpPayload } from '../formats/index.js';
+import { detectFormat, type ParsedImage, type XmpPayload } from '../formats/index.js';
 import { dataMiningValues, isOptOut, readOptOut, tokenOf, openPayload, type XmpView } from '../xmp/index.js';
 import { contentDigest } from './digest.js';
 import { NS_PROVENANCE, readTag, signatureHolds } from './tag.js';
@@ -58,13 +57,20 @@ function report(present: boolean, verifiable: boolean, reason: ProvenanceReason,
   return { present, valid: reason === 'valid', verifiable, reason, ...(keyId !== undefined ? { keyId } : {}) };
 }
 
-/** Checks the tag in an image: present, verifiable (key known), valid (signature, value and digest hold). */
-export async function verifyProvenance(bytes: Uint8Array, keys: PublicKeys): Promise<ProvenanceReport> {
-  const format = detectFormat(bytes);
-  if (!format) return ABSENT;
+/**
+ * Checks the tag in an image: present, verifiable (key known), valid (signature, value and digest hold).
+ * Given the file's structure, every check reads it and none walks the file again.
+ */
+export async function verifyProvenance(input: Uint8Array | ParsedImage, keys: PublicKeys): Promise<ProvenanceReport> {
+  let image: ParsedImage;
   let view: XmpView;
   try {
-    const payload = format.readXmp(bytes);
+    if (input instanceof Uint8Array) {
+      const format = detectFormat(input);
+      if (!format) return ABSENT;
+      image = format.parse(input);
+    } else image = input;
+    const payload = image.xmp;
     if (!mayCarryTag(payload)) return ABSENT;
     view = openPayload(payload);
   } catch {
@@ -82,14 +88,14 @@ export async function verifyProvenance(bytes: Uint8Array, keys: PublicKeys): Pro
   if (!key) return report(true, false, 'unknown_key', tag.keyId);
   if (!signatureHolds(tag, key)) return report(true, true, 'bad_signature', tag.keyId);
   if (!vouchedValueHolds(view, tag.dataMining)) return report(true, true, 'value_mismatch', tag.keyId);
-  return report(true, true, digestHolds(format, bytes, tag.contentDigest) ? 'valid' : 'digest_mismatch', tag.keyId);
+  return report(true, true, digestHolds(image, tag.contentDigest) ? 'valid' : 'digest_mismatch', tag.keyId);
 }
 
 /** The content digest (C2PA manifest store left out), or for a tag signed before that rule, with the store. */
-function digestHolds(format: ContainerFormat, bytes: Uint8Array, signed: string): boolean {
+function digestHolds(image: ParsedImage, signed: string): boolean {
   try {
-    if (contentDigest(format, bytes) === signed) return true;
-    return hasManifestStore(format.name, bytes) && contentDigest(format, bytes, { withManifestStore: true }) === signed;
+    if (contentDigest(image.format, image) === signed) return true;
+    return image.manifestStore !== undefined && contentDigest(image.format, image, { withManifestStore: true }) === signed;
   } catch {
     return false; // structure past the XMP is damaged: it is not the content that was signed
   }
