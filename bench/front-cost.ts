@@ -6,20 +6,14 @@
  * straight. `npm run build && node dist/bench/front-cost.js [seconds per round] [rounds]`.
  */
 import { type ChildProcess, execFileSync, spawn, spawnSync } from 'node:child_process';
-import { existsSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import sharp from 'sharp';
+import { cpuMs } from './lib/proc.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
 const CLI = join(ROOT, 'dist', 'src', 'cli.js');
-const TICK = 100; // USER_HZ on Linux
-
-/** CPU (user + system) of a process and all its threads, in ms. */
-function cpuMs(pid: number): number {
-  const f = readFileSync(`/proc/${pid}/stat`, 'utf8').split(') ')[1]!.split(' ');
-  return ((Number(f[11]) + Number(f[12])) * 1000) / TICK;
-}
 
 async function ready(url: string): Promise<void> {
   for (let i = 0; ; i++) {

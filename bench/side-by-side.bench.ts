@@ -13,30 +13,14 @@
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { request } from 'node:http';
-import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import { join, resolve } from 'node:path';
 import sharp from 'sharp';
+import { cpuMs, freePort } from './lib/proc.js';
 
 const [cliA, cliB] = [process.argv[2], process.argv[3]].map((p) => resolve(p ?? ''));
 const ROUNDS = Number(process.argv[4] ?? 6);
 const PER_BATCH = Number(process.argv[5] ?? 100);
-const TICK_MS = 10; // USER_HZ 100 on Linux
-
-const freePort = (): Promise<number> =>
-  new Promise((ok) => {
-    const s = createServer().listen(0, '127.0.0.1', () => {
-      const { port } = s.address() as { port: number };
-      s.close(() => ok(port));
-    });
-  });
-
-/** User + system CPU of a process (all threads), in ms. */
-function cpuMs(pid: number): number {
-  const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-  const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-  return (Number(f[11]) + Number(f[12])) * TICK_MS;
-}
 
 interface Server {
   name: string;

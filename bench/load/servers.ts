@@ -8,12 +8,15 @@
  */
 import { spawn, type ChildProcess } from 'node:child_process';
 import { closeSync, mkdirSync, openSync, readFileSync } from 'node:fs';
-import { connect, createServer } from 'node:net';
+import { connect } from 'node:net';
 import { join } from 'node:path';
 import { fileURLToPath } from 'node:url';
 import { MAX_LIMIT, StoreError, openStore } from '../../src/store/index.js';
 import type { Target } from './client.js';
 import { removeScratch, scratchDir, trackChild } from './scratch.js';
+import { freePort } from '../lib/proc.js';
+
+export { freePort };
 
 const CLI = fileURLToPath(new URL('../../src/cli.js', import.meta.url));
 const NAIVE = fileURLToPath(new URL('./naive.js', import.meta.url));
@@ -28,18 +31,6 @@ export interface Running {
   /** The OPTMARK_* variables it was started with (besides host, port and data directory). */
   env: Record<string, string>;
   stop(): Promise<void>;
-}
-
-export function freePort(): Promise<number> {
-  return new Promise((resolve, reject) => {
-    const s = createServer();
-    s.on('error', reject);
-    s.listen(0, '127.0.0.1', () => {
-      const addr = s.address();
-      const port = typeof addr === 'object' && addr ? addr.port : 0;
-      s.close(() => resolve(port));
-    });
-  });
 }
 
 function canConnect(port: number): Promise<boolean> {
