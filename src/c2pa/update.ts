@@ -198,7 +198,7 @@ export function updateOutcome(before: CredentialState, after: CredentialState, s
  * UpdateFailed when the builder cannot make one, or makes one that fails where the input did not.
  */
 export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
-  const m = await loadC2pa();
+  const _m = await loadC2pa();
   const mime = MIME[input.format];
   // Lengths the store cannot hold are refused (422) before the reader reserves memory for them.
   checkManifestStore(input.originalImage ?? input.original);
@@ -212,32 +212,11 @@ export async function addUpdateManifest(input: UpdateInput): Promise<Updated> {
     assertions: [{ label: 'cawg.training-mining', data: { entries: mergedEntries(activeTrainingEntries(inputStore), input.token) } }],
   };
   const { identity } = input;
-  const reserveSize = reserveSizeFor(identity);
   let signed: Uint8Array;
-  let builder: import('@contentauth/c2pa-wasm').WasmBuilder | undefined;
   try {
-    builder = m.WasmBuilder.fromJson(JSON.stringify(definition), readerSettings());
-    builder.setIntent('edit');
-    await builder.addIngredientFromBlob(JSON.stringify({ relationship: 'parentOf', title: 'input' }), mime, blobOf(input.original));
-    builder.addAction(
-      input.edit === 'pixels'
-        ? {
-            action: 'c2pa.edited',
-            softwareAgent: CLAIM_GENERATOR,
-            description: `Pixels: an invisible fingerprint added (the image re-encoded); XMP: IPTC PLUS DataMining set to ${input.token}`,
-          }
-        : { action: 'c2pa.edited.metadata', softwareAgent: CLAIM_GENERATOR, description: `XMP: IPTC PLUS DataMining set to ${input.token}` },
-    );
-    const signer = {
-      alg: identity.alg,
-      reserveSize,
-      sign: async (claim: Uint8Array) => new Uint8Array(coseSign1(identity, claim, reserveSize)),
-    };
-    signed = await builder.sign(signer as Parameters<typeof builder.sign>[0], [], mime, blobOf(input.marked));
+    signed = await signEdit(definition, input.format, input, `XMP: IPTC PLUS DataMining set to ${input.token}`, identity);
   } catch (err) {
     throw new UpdateFailed(why(err), parentValid);
-  } finally {
-    builder?.free();
   }
   // The output is read as verify reads it: the outcome says what a reader finds, not what was meant.
   const after = credentialState(await validated(input.format, signed, 'the updated manifest store', parentValid));
@@ -265,3 +244,36 @@ export const INVALIDATED_WARNING: Warning = {
   message:
     'The image carried Content Credentials; the metadata edit breaks their hard binding (readers report assertion.dataHash.mismatch) and no update manifest was added (OPTMARK_C2PA=invalidate).',
 };
+
+/**
+ * The manifest `definition` built and signed by `identity` over `marked`, as an edit of `original` (its
+ * parent ingredient) with the action the edit was: new manifests (create.ts) and update manifests alike.
+ * `written` says what the XMP edit wrote; throws what the builder throws.
+ */
+export async function signEdit(
+  definition: object,
+  format: C2paContainer,
+  input: { original: Uint8Array; marked: Uint8Array; edit?: EditKind | undefined },
+  written: string,
+  identity: SignerIdentity,
+): Promise<Uint8Array> {
+  const m = await loadC2pa();
+  const mime = MIME[format];
+  const reserveSize = reserveSizeFor(identity);
+  const builder = m.WasmBuilder.fromJson(JSON.stringify(definition), readerSettings());
+  try {
+    // 'edit': the builder records c2pa.opened of the parent ingredient first, as C2PA 2 requires of a
+    // manifest that does not create the asset; optmark did not create the image, it edited it.
+    builder.setIntent('edit');
+    await builder.addIngredientFromBlob(JSON.stringify({ relationship: 'parentOf', title: 'input' }), mime, blobOf(input.original));
+    builder.addAction(
+      input.edit === 'pixels'
+        ? { action: 'c2pa.edited', softwareAgent: CLAIM_GENERATOR, description: `Pixels: an invisible fingerprint added (the image re-encoded); ${written}` }
+        : { action: 'c2pa.edited.metadata', softwareAgent: CLAIM_GENERATOR, description: written },
+    );
+    const signer = { alg: identity.alg, reserveSize, sign: async (claim: Uint8Array) => new Uint8Array(coseSign1(identity, claim, reserveSize)) };
+    return await builder.sign(signer as Parameters<typeof builder.sign>[0], [], mime, blobOf(input.marked));
+  } finally {
+    builder.free();
+  }
+}
