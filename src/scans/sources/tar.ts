@@ -49,13 +49,13 @@ async function* members(
   const onAbort = (): void => void input.destroy(new ScanError('timeout', 'the scan was stopped'));
   ctx.signal.addEventListener('abort', onAbort, { once: true });
   try {
-    const extract = tar.extract();
-    const decompressed = await unpacked(input, ctx.limits.maxBytes);
-    // Errors of the input, the gunzip or the budget reach the extractor and end its iteration.
-    decompressed.on('error', (err) => extract.destroy(err));
-    decompressed.pipe(extract);
     let index = -1;
     try {
+      const extract = tar.extract();
+      const decompressed = await unpacked(input, ctx.limits.maxBytes);
+      // Errors of the input, the gunzip or the budget reach the extractor and end its iteration.
+      decompressed.on('error', (err) => extract.destroy(err));
+      decompressed.pipe(extract);
       for await (const entry of extract) {
         const { header } = entry;
         if (header.type === 'directory') {
@@ -101,10 +101,18 @@ async function* members(
 /** The archive's bytes: gunzipped when they start with gzip's magic, failing `budget_exceeded` past `maxBytes`. */
 async function unpacked(input: Readable, maxBytes: number): Promise<Readable> {
   const it = input[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-  const first = await it.next();
+  // The first two bytes tell gzip, however the stream is cut.
+  const first: Buffer[] = [];
+  let ended = false;
+  while (!ended && Buffer.concat(first).length < 2) {
+    const r = await it.next();
+    if (r.done) ended = true;
+    else first.push(Buffer.from(r.value));
+  }
+  const head = Buffer.concat(first);
   const chunks = (async function* (): AsyncGenerator<Buffer> {
-    if (first.done) return;
-    yield first.value;
+    if (head.length) yield head;
+    if (ended) return;
     for (;;) {
       const r = await it.next();
       if (r.done) return;
@@ -112,7 +120,6 @@ async function unpacked(input: Readable, maxBytes: number): Promise<Readable> {
     }
   })();
   const raw = ReadableStream.from(chunks, { objectMode: false });
-  const head = first.done ? Buffer.alloc(0) : Buffer.from(first.value);
   const gzipped = head.length >= 2 && head[0] === GZIP_ID1 && head[1] === GZIP_ID2;
   let source: Readable = raw;
   if (gzipped) {
