@@ -15,6 +15,7 @@ import { Readable as ReadableStream } from 'node:stream';
 import { createGunzip } from 'node:zlib';
 import tar from 'tar-stream';
 import { detectFormat } from '../../formats/index.js';
+import { peek } from './peek.js';
 import { type Candidate, type OpenedSource, type ScanContext, ScanError } from '../types.js';
 
 /** gzip's magic number (RFC 1952 §2.3.1: ID1 ID2). */
@@ -100,26 +101,7 @@ async function* members(
 
 /** The archive's bytes: gunzipped when they start with gzip's magic, failing `budget_exceeded` past `maxBytes`. */
 async function unpacked(input: Readable, maxBytes: number): Promise<Readable> {
-  const it = input[Symbol.asyncIterator]() as AsyncIterator<Buffer>;
-  // The first two bytes tell gzip, however the stream is cut.
-  const first: Buffer[] = [];
-  let ended = false;
-  while (!ended && Buffer.concat(first).length < 2) {
-    const r = await it.next();
-    if (r.done) ended = true;
-    else first.push(Buffer.from(r.value));
-  }
-  const head = Buffer.concat(first);
-  const chunks = (async function* (): AsyncGenerator<Buffer> {
-    if (head.length) yield head;
-    if (ended) return;
-    for (;;) {
-      const r = await it.next();
-      if (r.done) return;
-      yield r.value;
-    }
-  })();
-  const raw = ReadableStream.from(chunks, { objectMode: false });
+  const { head, stream: raw } = await peek(input, 2);
   const gzipped = head.length >= 2 && head[0] === GZIP_ID1 && head[1] === GZIP_ID2;
   let source: Readable = raw;
   if (gzipped) {
