@@ -80,6 +80,8 @@ export class ScanLanes {
   #mainBusy = false;
   #verified = 0;
   #spawned = false;
+  #spawning: Promise<void> | undefined;
+  #closed = false;
   readonly #idle: (() => void)[] = [];
 
   constructor(setup: LaneSetup, jobs: number) {
@@ -103,13 +105,15 @@ export class ScanLanes {
   #spawn(): void {
     if (this.#spawned || this.#jobs < 2) return;
     this.#spawned = true;
-    void import('node:worker_threads').then(({ Worker: WorkerClass }) => {
+    this.#spawning = import('node:worker_threads').then(({ Worker: WorkerClass }) => {
+      // A scan that ended meanwhile (a source refused at once) starts no thread that would keep the process up.
+      if (this.#closed) return;
       for (let i = 1; i < this.#jobs; i++) {
         const w = new WorkerLane(WorkerClass, this.#setup, () => this.#wake());
         this.#starting.push(w);
         void w.ready.then((ok) => {
           this.#starting.splice(this.#starting.indexOf(w), 1);
-          if (ok) {
+          if (ok && !this.#closed) {
             this.#workers.push(w);
             this.#wake();
           } else void w.close();
@@ -144,6 +148,8 @@ export class ScanLanes {
   }
 
   async close(): Promise<void> {
-    await Promise.all([...this.#workers, ...this.#starting].map((w) => w.close()));
+    this.#closed = true;
+    await this.#spawning;
+    await Promise.all([...this.#workers.splice(0), ...this.#starting].map((w) => w.close()));
   }
 }
