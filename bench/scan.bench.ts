@@ -165,7 +165,11 @@ async function main(): Promise<void> {
       `\nscan of a ${URLS.toLocaleString('en')}-URL list: peak RSS ${(big.rssKiB / 1024).toFixed(0)} MB (target <= 300 MB)${big.status !== 0 ? `; failed: ${big.stderr.trim().split('\n').slice(-2).join(' ')}` : ''}`,
     );
   } finally {
-    process.kill(-daemon.pid!, 'SIGKILL');
+    try {
+      process.kill(-daemon.pid!, 'SIGKILL');
+    } catch {
+      // already gone
+    }
     server.close();
   }
 }
