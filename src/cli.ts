@@ -24,6 +24,7 @@ const COMMANDS: Record<string, () => Promise<{ register: Register }>> = {
   usage: () => import('./commands/usage.js'),
   mark: () => import('./commands/mark.js'),
   verify: () => import('./commands/verify.js'),
+  scan: () => import('./commands/scan.js'),
   'site-signals': () => import('./commands/site-signals.js'),
   'signing-key': () => import('./commands/signing-key.js'),
   store: () => import('./commands/store.js'),

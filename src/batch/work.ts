@@ -254,6 +254,15 @@ export class Lane {
     }
   }
 
+  /**
+   * What verify reports for bytes already in memory (a scan's image from a clone, an archive or a
+   * fetch): the same verifyReport over the same layers as a file's. Throws the pipeline's coded errors.
+   */
+  async verifyBytes(bytes: Uint8Array): Promise<VerifyReport> {
+    const [verify, layers] = await Promise.all([this.#verifier(), this.#verifyLayers()]);
+    return verify.verifyReport(bytes, layers);
+  }
+
   /** The credentials policy (OPTMARK_C2PA); its signer and certificate library are loaded on the first file that carries credentials. */
   #credentials(): CredentialsPolicy {
     if (this.#policy) return this.#policy;

@@ -10,6 +10,7 @@
  * any index (`candidates(from)`): the ones before are passed over without being loaded.
  */
 import type { Readable } from 'node:stream';
+import type { AddressPolicy } from './net/address.js';
 
 /** Codes a scan or an item fails with (stable strings; docs/scans.md lists them). */
 export type ScanErrorCode =
@@ -27,7 +28,11 @@ export type ScanErrorCode =
   | 'lfs_pointer'
   | 'unreadable'
   | 'git_failed'
-  | 'archive_invalid';
+  | 'archive_invalid'
+  /** A symbolic or hard link (git, tar, a local folder): never followed. */
+  | 'link_not_followed'
+  /** A git submodule entry: never cloned. */
+  | 'submodule';
 
 export class ScanError extends Error {
   readonly code: ScanErrorCode;
@@ -98,6 +103,11 @@ export interface ScanContext {
   /** Follow same-origin links from a page (up to limits.maxPages / maxDepth). */
   followLinks: boolean;
   signal: AbortSignal;
+  /**
+   * The address rule for connections a source makes itself (git: the host is resolved and checked, then
+   * git is pinned to that address). Absent: the default policy, which admits no private network.
+   */
+  policy?: AddressPolicy;
   /** Told of what was passed over and why (robots.txt, not an image, an LFS pointer...). */
   skipped(location: string, code: ScanErrorCode, message: string): void;
 }
