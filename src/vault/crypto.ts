@@ -93,8 +93,9 @@ export function storedRange(plainBytes: number, start: number, end: number): { f
 
 /**
  * Opens segments `first..` of an object: `header` is its first HEADER_BYTES, `sealed` the stored bytes
- * from segment `first` on (as storedRange gives them), `segments` the object's segment count. Yields the
- * plaintext of each segment; throws VaultCryptoError on any mismatch.
+ * from segment `first` to `last` (as storedRange gives them), `segments` the object's segment count.
+ * Yields the plaintext of each segment; throws VaultCryptoError on any mismatch, or when the stored bytes
+ * end before segment `last`.
  */
 export async function* open(
   key: Uint8Array,
@@ -102,6 +103,7 @@ export async function* open(
   header: Uint8Array,
   sealed: AsyncIterable<Uint8Array>,
   first: number,
+  last: number,
   segments: number,
 ): AsyncGenerator<Buffer> {
   const h = Buffer.from(header);
@@ -131,6 +133,7 @@ export async function* open(
     }
   }
   if (pending.length > 0) yield openOne(pending);
+  if (index <= last) throw new VaultCryptoError(`the stored object ends before segment ${index}`);
 }
 
 /** The number of segments of a plaintext of `n` bytes. */

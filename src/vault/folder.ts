@@ -4,6 +4,7 @@
  * a crash; leftover temporary files (a process killed mid-write) are removed by the reconciler's list.
  */
 import { createReadStream } from 'node:fs';
+import { once } from 'node:events';
 import { mkdir, open, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isErrno } from '../secrets/files.js';
@@ -60,11 +61,15 @@ export class FolderStorage implements VaultStorage {
   async get(key: string, from = 0, to = Number.MAX_SAFE_INTEGER): Promise<AsyncIterable<Uint8Array>> {
     const path = this.#path(key);
     // Opened before answering, so that a missing object is an error here, not mid-stream.
-    const fh = await open(path, 'r').catch((err: unknown) => {
+    const stream = createReadStream(path, { start: from, end: to, highWaterMark: 256 * 1024 });
+    try {
+      await once(stream, 'ready');
+    } catch (err) {
+      stream.destroy();
       if (isErrno(err, 'ENOENT')) throw new VaultMissingError(`vault object ${key} is missing from storage`);
       throw err;
-    });
-    return createReadStream('', { fd: fh.fd, start: from, end: to, highWaterMark: 256 * 1024, autoClose: true });
+    }
+    return stream;
   }
 
   async stat(key: string): Promise<StoredObject | undefined> {

@@ -156,7 +156,7 @@ export class Vault {
     const span = storedRange(object.bytes, start, end);
     const sealed = await this.#o.storage.get(object.storageKey, span.from, span.to);
     const segments = segmentCount(object.bytes);
-    const plain = open(key, object.storageKey, header, sealed, span.first, segments);
+    const plain = open(key, object.storageKey, header, sealed, span.first, span.last, segments);
     async function* cut(): AsyncGenerator<Uint8Array> {
       let at = span.first * SEGMENT_BYTES;
       for await (const seg of plain) {
