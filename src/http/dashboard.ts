@@ -10,23 +10,11 @@ import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { type Assets, chooseEncoding } from '../dashboard/assets.js';
 import { recordsCsv, recordsJson } from '../dashboard/export.js';
 import type { ReceiptMaker } from '../dashboard/receipts.js';
-import { OptmarkError, toErrorShape } from '../errors.js';
-import {
-  MAX_BATCH_SIZE,
-  checkQueryEncoding,
-  wwwAuthenticate,
-  type Account,
-  type Batch,
-  type BatchSpec,
-  type MarkRecord,
-  type RecordCursor,
-  type RecordMatch,
-  type Store,
-} from '../store/index.js';
+import { OptmarkError } from '../errors.js';
+import { MAX_BATCH_SIZE, type Batch, type BatchSpec, type MarkRecord, type RecordCursor, type RecordMatch, type Store } from '../store/index.js';
 import { handleApi, type ApiDeps, type ApiExtension } from './api.js';
-import { remoteAddress } from './head.js';
-import { type BodyRules, Intake } from './intake.js';
-import { type Exchange, exchangeOf, getAndHead, type Headers } from './respond.js';
+import { type Answer, type Caller, json, observe } from './json-route.js';
+import { exchangeOf, getAndHead, type Headers } from './respond.js';
 
 export interface DashboardDeps extends ApiDeps {
   assets: Assets;
@@ -62,27 +50,11 @@ const PAGE_HEADERS: Headers = {
   'Cross-Origin-Resource-Policy': 'same-origin',
 };
 
-/** Largest JSON body a dashboard route reads (a batch request is a few dozen bytes). */
-const MAX_JSON_BODY = 4096;
 /** Most records one export holds. */
 const MAX_EXPORT = 100_000;
 /** Uploads the page runs at once at most, whatever the pool size. */
 const MAX_PAGE_CONCURRENCY = 8;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
-interface Caller {
-  account: Account;
-  keyId: number;
-}
-
-interface Request {
-  authorization: string;
-  query: URLSearchParams;
-  host: string;
-  param: string;
-}
-
-type Answer = { status: number; body: string | Uint8Array; headers?: Headers };
 
 /** Adds the dashboard's routes to the app (before its catch-all route). */
 export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void {
@@ -395,76 +367,4 @@ function parseBatchSpec(body: Buffer | undefined): Required<BatchSpec> {
   if (![provenance, fingerprint, tdmrep, contentCredentials].every((f) => typeof f === 'boolean'))
     throw new OptmarkError('invalid_request', '"provenance", "fingerprint", "tdmrep" and "contentCredentials" must be true or false.');
   return { size, provenance, fingerprint, tdmrep, contentCredentials } as Required<BatchSpec>;
-}
-
-function observe(deps: ApiDeps, ex: Exchange, received = 0): void {
-  deps.metrics.observe(ex.route, ex.status, Number(process.hrtime.bigint() - ex.started) / 1e9, received, ex.sent);
-}
-
-/** A dashboard JSON body: small, and read by the same intake as an upload (the same 413, 408 and 503). */
-const JSON_RULES: BodyRules = {
-  maxBytes: MAX_JSON_BODY,
-  tooLarge: () => new OptmarkError('payload_too_large', `A dashboard request body may be at most ${MAX_JSON_BODY} bytes.`),
-  malformed: 'invalid_request',
-  nonEmpty: false,
-};
-
-/**
- * A dashboard JSON route: authenticates with the bearer key (the API's refusals: 401 with
- * WWW-Authenticate, 403 for plans without API access), reads a small JSON body for POST through the
- * API's intake (./intake.ts), and answers what `handler` returns, or its error as `{error, code}`.
- */
-function json(
-  app: TemplatedApp,
-  deps: ApiDeps,
-  method: 'get' | 'post',
-  path: string,
-  handler: (caller: Caller, req: Request, body: Buffer | undefined) => Promise<Answer>,
-): void {
-  const route = method === 'get' ? (handler: (res: HttpResponse, req: HttpRequest) => void) => getAndHead(app, path, handler) : app.post.bind(app, path);
-  route((res, req) => {
-    const ex = exchangeOf(res, req, path);
-    const rawQuery = req.getQuery() ?? '';
-    const request: Request = {
-      authorization: req.getHeader('authorization'),
-      query: new URLSearchParams(rawQuery),
-      host: req.getHeader('host'),
-      param: path.includes(':') ? (req.getParameter(0) ?? '') : '',
-    };
-    const contentLength = req.getHeader('content-length');
-    const address = remoteAddress(res);
-    // uWS hands the body only to a reader attached before this handler returns.
-    const intake = method === 'post' ? new Intake(ex, deps, JSON_RULES) : undefined;
-    let received = 0;
-    const run = async (): Promise<void> => {
-      const auth = await deps.store.authenticate(request.authorization || undefined);
-      if (!auth.ok) throw new OptmarkError(auth.code, auth.message);
-      checkQueryEncoding(rawQuery); // bytes that are not UTF-8: 400 invalid_text (src/store/text.ts)
-      let body: Buffer | undefined;
-      if (intake) {
-        intake.declare(contentLength);
-        intake.admit(false, { account: auth.account.id, address });
-        await intake.receive();
-        body = intake.bytes();
-        received = body.length;
-      }
-      const answer = await handler({ account: auth.account, keyId: auth.keyId }, request, body);
-      const type: Headers = typeof answer.body === 'string' ? { 'Content-Type': 'application/json' } : {};
-      await ex.send(answer.status, { 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff', ...type, ...answer.headers }, answer.body);
-    };
-    run()
-      .catch((err: unknown) => {
-        if (ex.aborted) return;
-        const shape = toErrorShape(err);
-        if (shape.code === 'internal_error') deps.log.error({ reqId: ex.id, err }, 'dashboard route failed');
-        const headers: Headers = {};
-        if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
-        return ex.error(shape.code, shape.message, headers, { closeConnection: intake?.closeConnection() ?? false });
-      })
-      .finally(() => {
-        received ||= intake?.received ?? 0;
-        intake?.release();
-        observe(deps, ex, received);
-      });
-  });
 }

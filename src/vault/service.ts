@@ -14,7 +14,7 @@
 import { createHash, randomUUID } from 'node:crypto';
 import { OptmarkError } from '../errors.js';
 import { HEADER_BYTES, newWrappedKey, open, SEGMENT_BYTES, seal, segmentCount, storedRange, unwrapKey } from './crypto.js';
-import type { VaultKind, VaultObjectRow, VaultRows, VaultState } from './rows.js';
+import type { VaultKind, VaultObjectRow, VaultQuery, VaultRows, VaultState } from './rows.js';
 import { newObjectKey, type VaultStorage } from './storage.js';
 
 /** A reservation outlives any write by far; one of a process killed mid-write runs out after this. */
@@ -145,6 +145,10 @@ export class Vault {
 
   get(accountId: number, id: string): Promise<VaultObjectRow | undefined> {
     return this.#o.rows.get(accountId, id);
+  }
+
+  list(accountId: number, q: VaultQuery): Promise<VaultObjectRow[]> {
+    return this.#o.rows.list(accountId, q);
   }
 
   /** The object's plaintext bytes [start, end] (inclusive; the whole object without a range). */
