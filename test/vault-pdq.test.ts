@@ -134,7 +134,10 @@ describe('recognition on photographs', () => {
   });
 
   it('stripping metadata leaves the hash as it was', async () => {
-    const withMeta = await sharp(photo('kodim08.png')).jpeg({ quality: 90 }).withMetadata({ exif: { IFD0: { Copyright: 'x' } } }).toBuffer();
+    const withMeta = await sharp(photo('kodim08.png'))
+      .jpeg({ quality: 90 })
+      .withMetadata({ exif: { IFD0: { Copyright: 'x' } } })
+      .toBuffer();
     const stripped = stripJpegMetadata(withMeta);
     expect(stripped.length).toBeLessThan(withMeta.length);
     expect(await hashOf(stripped)).toBe(await hashOf(withMeta));
