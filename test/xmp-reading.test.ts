@@ -1,11 +1,11 @@
 /**
  * readPayload: the opt-out and TDMRep reading of a file's packets, known without a parse for optmark's
- * own fresh packet. Every answer must be the one a fresh parse gives (openPayload, then readOptOut and readTdmRep), whatever was read before: well-formed or not,
+ * own fresh packet. Every answer must be the one a fresh parse gives (openPayload, then readView), whatever was read before: well-formed or not,
  * DTDs and entities, UTF-16, duplicates, Extended XMP, packets one byte apart.
  */
 import { describe, expect, it } from 'vitest';
 import type { XmpPayload } from '../src/formats/types.js';
-import { DATA_MINING_TOKENS, type DataMiningToken, freshPacket, openPayload, readOptOut, readPayload, readTdmRep, type XmpReading } from '../src/xmp/index.js';
+import { DATA_MINING_TOKENS, type DataMiningToken, freshPacket, openPayload, readPayload, readView, type XmpReading } from '../src/xmp/index.js';
 import { NS, packet, VARIANTS, vocab } from './helpers/fixtures.js';
 
 const utf8 = (s: string): Buffer => Buffer.from(s, 'utf8');
@@ -18,7 +18,7 @@ const payload = (packets: Uint8Array[], extended: Array<[string, Uint8Array]> = 
 /** What a fresh parse says (the reading before any cache existed). */
 const parsed = (p: XmpPayload): XmpReading => {
   const view = openPayload(p);
-  return { optOut: readOptOut(view), tdmrep: readTdmRep(view) };
+  return readView(view);
 };
 const TOKENS = Object.keys(DATA_MINING_TOKENS) as DataMiningToken[];
 

@@ -19,6 +19,7 @@ import {
   openPayload,
   readPayload,
   setDataMining,
+  type RslReading,
   type TdmRepReading,
   type XmpView,
 } from '../xmp/index.js';
@@ -54,6 +55,8 @@ export interface ReadResult {
   warnings: Warning[];
   /** W3C TDMRep in the XMP (tdm:reservation, tdm:policy): reported beside the IPTC field, never in `optedOut`. */
   tdmrep: TdmRepReading;
+  /** An RSL licence in the XMP (src/xmp/rsl.ts): reported beside the IPTC field, never in `optedOut`. */
+  rsl: RslReading;
 }
 
 export interface ProtectOptions {
@@ -154,7 +157,7 @@ function holdsAlready(payload: XmpPayload, xmp: XmpToWrite): boolean {
 export function read(source: Uint8Array | ParsedImage): ReadResult {
   const image = source instanceof Uint8Array ? parseImage(source) : source;
   const { format } = image;
-  const { optOut: reading, tdmrep } = readPayload(image.xmp);
+  const { optOut: reading, tdmrep, rsl } = readPayload(image.xmp);
   return {
     format: format.name,
     mimeType: format.mimeType,
@@ -164,5 +167,6 @@ export function read(source: Uint8Array | ParsedImage): ReadResult {
     token: reading.token,
     warnings: truncationWarnings(image),
     tdmrep,
+    rsl,
   };
 }

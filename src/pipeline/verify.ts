@@ -16,11 +16,12 @@ export interface VerifyReport {
   warnings: Warning[];
   /** Content Credentials (C2PA manifest store): additive, never part of `optedOut`. */
   c2pa: C2paReport;
-  /** Reservations found besides the IPTC field: `c2pa.trainingMining`, `tdmrep.reservation`. */
+  /** Reservations found besides the IPTC field: `c2pa.trainingMining`, `tdmrep.reservation`, `rsl.prohibitsTraining`. */
   otherSignals: string[];
 }
 
 export const SIGNAL_TDMREP = 'tdmrep.reservation';
+export const SIGNAL_RSL = 'rsl.prohibitsTraining';
 
 /** Everything verify reports about the bytes, or their structure (also used by the CLI and tests). */
 export async function verifyReport(input: Uint8Array | ParsedImage, layers: Layers): Promise<VerifyReport> {
@@ -61,6 +62,7 @@ export async function otherDeclarations(
   const otherSignals: string[] = [];
   if (c2pa.trainingMining === 'notAllowed' || c2pa.trainingMining === 'constrained') otherSignals.push(SIGNAL_C2PA_TRAINING);
   if (reading.tdmrep.reserved) otherSignals.push(SIGNAL_TDMREP);
+  if (reading.rsl.prohibitsTraining) otherSignals.push(SIGNAL_RSL);
   return { c2pa, otherSignals, warnings: [...reading.warnings, ...credentials.warnings] };
 }
 

@@ -32,7 +32,10 @@ import {
   simpleValueOf,
   valuesOf,
 } from './properties.js';
+import { type RslReading, readRsl } from './rsl.js';
 import { DATA_MINING_TOKENS, type DataMiningToken, isOptOut, tokenOf, tokenUri } from './vocab.js';
+
+export type { RslReading };
 
 let cryptoModule: typeof import('node:crypto') | undefined;
 /** node:crypto, loaded on first use (a batch of files without Extended XMP never needs it). */
@@ -89,10 +92,11 @@ export function openPayload(payload: XmpPayload): XmpView {
   return { main, extended, extendedGuid, others, unreadable };
 }
 
-/** What a file's packets say, as read() and verify ask it: the opt-out and TDMRep. */
+/** What a file's packets say, as read() and verify ask it: the opt-out, TDMRep and an RSL licence. */
 export interface XmpReading {
   optOut: OptOutReading;
   tdmrep: TdmRepReading;
+  rsl: RslReading;
 }
 
 /**
@@ -107,14 +111,22 @@ export function readPayload(payload: XmpPayload): XmpReading {
       if (only.length === f.bytes.length && Buffer.from(only.buffer, only.byteOffset, only.length).equals(f.bytes)) return freshReading(token);
     }
   }
-  const view = openPayload(payload);
-  return { optOut: readOptOut(view), tdmrep: readTdmRep(view) };
+  return readView(openPayload(payload));
+}
+
+/** What a parse of the packets says: the opt-out, TDMRep and an RSL licence. */
+export function readView(view: XmpView): XmpReading {
+  return { optOut: readOptOut(view), tdmrep: readTdmRep(view), rsl: readRsl(allDocs(view)) };
 }
 
 /** What a parse of the fresh packet of `token` reads (a test holds them equal). */
 function freshReading(token: DataMiningToken): XmpReading {
   const uri = tokenUri(token);
-  return { optOut: { optedOut: isOptOut(uri), values: [uri], token: tokenOf(uri) }, tdmrep: { reserved: false, policy: undefined } };
+  return {
+    optOut: { optedOut: isOptOut(uri), values: [uri], token: tokenOf(uri) },
+    tdmrep: { reserved: false, policy: undefined },
+    rsl: { prohibitsTraining: false },
+  };
 }
 
 function allDocs(view: XmpView): Document[] {

@@ -10,3 +10,5 @@ export const NS_PLUS_HTTPS = 'https://ns.useplus.org/ldf/xmp/1.0/';
 export const NS_XMP_NOTE = 'http://ns.adobe.com/xmp/note/';
 /** W3C TDMRep (Text and Data Mining Reservation Protocol): tdm:reservation, tdm:policy. */
 export const NS_TDMREP = 'http://www.w3.org/ns/tdmrep/';
+/** RSL (Really Simple Licensing) 1.0: an `rsl` licence in XMP (rslstandard.org/guide/file-embedding). */
+export const NS_RSL = 'https://rslstandard.org/rsl';
