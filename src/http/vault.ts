@@ -22,7 +22,8 @@ import { MAX_VAULT_PAGE, type VaultObject, type VaultObjectRow } from '../vault/
 import type { Vault } from '../vault/service.js';
 import type { ApiDeps } from './api.js';
 import type { BodyRules } from './intake.js';
-import { type Answer, json } from './json-route.js';
+import { type Answer, json, observe } from './json-route.js';
+import { exchangeOf } from './respond.js';
 
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
@@ -180,4 +181,17 @@ export function registerVault(app: TemplatedApp, deps: ApiDeps, vault: Vault): v
       throw new OptmarkError('not_found', 'No vault object with that id for this account.');
     return { status: 204, body: '' };
   });
+
+  // A known route with another method is 405 with Allow, not "No route".
+  for (const [path, allow] of [
+    ['/api/v1/vault', 'GET, HEAD, PUT'],
+    ['/api/v1/vault/objects', 'GET, HEAD, POST'],
+    ['/api/v1/vault/objects/:id', 'GET, HEAD, DELETE'],
+    ['/api/v1/vault/objects/:id/content', 'GET, HEAD'],
+  ] as const) {
+    app.any(path, (res, req) => {
+      const ex = exchangeOf(res, req, path);
+      void ex.error('method_not_allowed', `${path} accepts ${allow} only.`, { Allow: allow }).then(() => observe(deps, ex));
+    });
+  }
 }
