@@ -170,6 +170,10 @@ export class PgVaultRows implements VaultRows {
     });
   }
 
+  async objectCount(): Promise<number> {
+    return Number((await this.#conn.q<{ n: string }>('SELECT count(*) AS n FROM vault_objects')).rows[0]!.n);
+  }
+
   async storageKeys(): Promise<Set<string>> {
     return new Set((await this.#conn.q<{ storage_key: string }>('SELECT storage_key FROM vault_objects')).rows.map((r) => r.storage_key));
   }

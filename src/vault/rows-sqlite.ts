@@ -199,6 +199,10 @@ export class SqliteVaultRows implements VaultRows {
       .immediate();
   }
 
+  async objectCount(): Promise<number> {
+    return this.#db.prepare<[], { n: number }>('SELECT count(*) AS n FROM vault_objects').get()!.n;
+  }
+
   async storageKeys(): Promise<Set<string>> {
     return new Set(
       this.#db

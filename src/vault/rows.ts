@@ -80,6 +80,8 @@ export interface VaultRows {
   remove(accountId: number, id: string): Promise<VaultObjectRow | undefined>;
   /** Removes rows by storage key whatever their account (the reconciler: bytes missing from storage). */
   removeByStorageKey(keys: string[]): Promise<number>;
+  /** Objects kept, all accounts together. */
+  objectCount(): Promise<number>;
   /** Every storage key a row names (the reconciler). */
   storageKeys(): Promise<Set<string>>;
   /** Drops reservations that expired by `now`; how many. */
