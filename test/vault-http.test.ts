@@ -46,7 +46,7 @@ beforeAll(async () => {
   ({ key } = await server.account());
   ({ key: otherKey } = await server.account());
 }, 60_000);
-afterAll(() => server?.stop());
+afterAll(() => server?.dispose());
 
 describe('the Private Vault over HTTP', () => {
   it('is off by default; uploads are refused vault_disabled and nothing is stored', async () => {

@@ -13,6 +13,7 @@ import type { ReceiptMaker } from '../dashboard/receipts.js';
 import { OptmarkError } from '../errors.js';
 import { MAX_BATCH_SIZE, type Batch, type BatchSpec, type MarkRecord, type RecordCursor, type RecordMatch, type Store } from '../store/index.js';
 import { handleApi, type ApiDeps, type ApiExtension } from './api.js';
+import type { Vault } from '../vault/service.js';
 import { type Answer, type Caller, json, observe } from './json-route.js';
 import { exchangeOf, getAndHead, type Headers } from './respond.js';
 
@@ -22,6 +23,8 @@ export interface DashboardDeps extends ApiDeps {
   receipts: ReceiptMaker;
   /** Worker threads: the page runs a few more uploads than this at once, so no worker waits for bytes. */
   poolSize: number;
+  /** The Private Vault, for images marked with `?vault=keep` (docs/vault.md). */
+  vault?: Vault;
 }
 
 /**
@@ -180,10 +183,18 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
   // stored before the answer goes out (and removed again when the answer never reaches the client).
   app.post('/api/v1/dashboard/batches/:id/images', (res, req) => {
     const batchId = req.getParameter(0) ?? '';
+    // ?vault=keep: the original and the marked file go to the account's Private Vault, linked to the record.
+    const vaultQuery = new URLSearchParams(req.getQuery() ?? '').get('vault');
     const extension: ApiExtension = {
       route: '/api/v1/dashboard/batches/:id/images',
       admit: async ({ account, keyId }) => {
         if (!UUID.test(batchId)) throw new OptmarkError('not_found', 'No open batch with that id.');
+        if (vaultQuery !== null && vaultQuery !== 'keep')
+          throw new OptmarkError('invalid_query', '"vault" takes one value, keep: the original and the marked file are kept in the Private Vault.');
+        const keep = vaultQuery === 'keep';
+        const vault = deps.vault;
+        if (keep && (!vault || !(await vault.state(account.id)).enabled))
+          throw new OptmarkError('vault_disabled', "?vault=keep needs the account's Private Vault on (Settings, or PUT /api/v1/vault).");
         const slot = await records.takeSlot(account.id, batchId);
         if (!slot.ok) {
           if (slot.reason === 'full')
@@ -196,6 +207,8 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
         const batch = slot.batch;
         const recordId = randomUUID();
         let recorded = false;
+        // Vault objects this mark created (never ones kept before): removed again when the answer is not delivered.
+        const keptHere: string[] = [];
         return {
           task: (input, contentType) => ({
             kind: 'dashboard-mark',
@@ -207,10 +220,21 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
             contentCredentials: batch.contentCredentials,
             batchId,
             recordId,
+            keep,
           }),
           answered: async (result, body) => {
             const m = result.mark;
             if (!m) throw new Error('the dashboard mark came back without its record');
+            if (keep && vault && m.kept) {
+              const kinds = [
+                { bytes: m.kept.original, name: m.originalName, kind: 'original' as const },
+                { bytes: m.kept.marked, name: m.filename, kind: 'marked' as const },
+              ];
+              for (const k of kinds) {
+                const put = await vault.put(account.id, { ...k, mimeType: m.kept.originalMime, record: recordId });
+                if (put.created) keptHere.push(put.object.id);
+              }
+            }
             await records.addRecord(account.id, {
               id: recordId,
               batchId,
@@ -229,6 +253,7 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
           },
           settle: async (delivered) => {
             if (delivered) return;
+            for (const id of keptHere) await vault?.delete(account.id, id);
             if (recorded) await records.removeRecord(recordId);
             await records.giveSlot(batchId);
           },

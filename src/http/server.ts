@@ -137,7 +137,13 @@ export class HttpServer {
       );
     });
     if (options.vault) registerVault(app, deps, options.vault);
-    registerDashboard(app, { ...deps, assets: Assets.load(), receipts: this.#receipts, poolSize: options.poolSize ?? options.pool.stats.threads });
+    registerDashboard(app, {
+      ...deps,
+      assets: Assets.load(),
+      receipts: this.#receipts,
+      poolSize: options.poolSize ?? options.pool.stats.threads,
+      vault: options.vault,
+    });
     getAndHead(app, '/api/v1/openapi.json', (res, req) =>
       this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })),
     );
