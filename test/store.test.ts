@@ -1276,4 +1276,3 @@ describe('database file (SQLite)', () => {
     expect(await storeErrorCode(() => openStore(dir))).toBe('schema_too_new');
   });
 });
-

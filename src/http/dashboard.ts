@@ -230,10 +230,11 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
                 { bytes: m.kept.original, name: m.originalName, kind: 'original' as const },
                 { bytes: m.kept.marked, name: m.filename, kind: 'marked' as const },
               ];
-              for (const k of kinds) {
-                const put = await vault.put(account.id, { ...k, mimeType: m.kept.originalMime, record: recordId });
-                if (put.created) keptHere.push(put.object.id);
-              }
+              const kept = m.kept;
+              const puts = await Promise.allSettled(kinds.map((k) => vault.put(account.id, { ...k, mimeType: kept.originalMime, record: recordId })));
+              for (const p of puts) if (p.status === 'fulfilled' && p.value.created) keptHere.push(p.value.object.id);
+              const failed = puts.find((p) => p.status === 'rejected');
+              if (failed) throw (failed as PromiseRejectedResult).reason;
             }
             await records.addRecord(account.id, {
               id: recordId,

@@ -60,26 +60,43 @@ export function plainSize(stored: number): number {
  */
 export async function* seal(key: Uint8Array, objectKey: string, chunks: AsyncIterable<Uint8Array>): AsyncGenerator<Uint8Array> {
   const prefix = randomBytes(8);
-  yield Buffer.concat([MAGIC, prefix]);
   let index = 0;
-  let pending = Buffer.alloc(0);
-  const sealOne = (plain: Buffer, last: boolean): Buffer => {
+  // Sealed segments are handed on a few hundred KiB at a time (fewer, larger writes).
+  let out: Buffer[] = [Buffer.concat([MAGIC, prefix])];
+  let outBytes = HEADER_BYTES;
+  const sealOne = (plain: Uint8Array, last: boolean): void => {
     const c = createCipheriv('aes-256-gcm', key, nonce(prefix, index));
     c.setAAD(aad(objectKey, index, last));
-    const out = Buffer.concat([c.update(plain), c.final(), c.getAuthTag()]);
+    out.push(c.update(plain), c.final(), c.getAuthTag());
+    outBytes += plain.length + TAG_BYTES;
     index++;
-    return out;
   };
+  let pending: Uint8Array = new Uint8Array(0);
   for await (const chunk of chunks) {
-    pending = pending.length === 0 ? Buffer.from(chunk) : Buffer.concat([pending, chunk]);
+    // The input is a view, never copied whole; only a partial segment left over is joined to the next chunk.
+    pending = pending.length === 0 ? chunk : Buffer.concat([pending, chunk]);
+    let at = 0;
     // Keep at least one byte back: the last segment is sealed as last only when the input has ended.
-    while (pending.length > SEGMENT_BYTES) {
-      yield sealOne(pending.subarray(0, SEGMENT_BYTES), false);
-      pending = pending.subarray(SEGMENT_BYTES);
+    while (pending.length - at > SEGMENT_BYTES) {
+      sealOne(pending.subarray(at, at + SEGMENT_BYTES), false);
+      at += SEGMENT_BYTES;
+      if (outBytes >= FLUSH_BYTES) {
+        yield Buffer.concat(out, outBytes);
+        out = [];
+        outBytes = 0;
+      }
     }
+    pending = pending.subarray(at);
   }
-  yield sealOne(pending, true);
+  sealOne(pending, true);
+  yield Buffer.concat(out, outBytes);
 }
+
+/** Sealed bytes gathered before they are handed to the storage. */
+const FLUSH_BYTES = 1024 * 1024;
+
+/** A read size that keeps segments whole: a read from a segment's start returns whole segments. */
+export const SEGMENT_READ_BYTES = 16 * (SEGMENT_BYTES + TAG_BYTES);
 
 /** The stored byte range holding plaintext bytes [start, end] (inclusive), and the segments it covers. */
 export function storedRange(plainBytes: number, start: number, end: number): { from: number; to: number; first: number; last: number } {
@@ -111,14 +128,16 @@ export async function* open(
   const prefix = h.subarray(4, 12);
   const full = SEGMENT_BYTES + TAG_BYTES;
   let index = first;
-  let pending = Buffer.alloc(0);
+  let pending: Buffer = Buffer.alloc(0);
   const openOne = (part: Buffer): Buffer => {
     if (index >= segments) throw new VaultCryptoError('more segments than the object has');
     const d = createDecipheriv('aes-256-gcm', key, nonce(prefix, index));
     d.setAAD(aad(objectKey, index, index === segments - 1));
     d.setAuthTag(part.subarray(part.length - TAG_BYTES));
     try {
-      const out = Buffer.concat([d.update(part.subarray(0, part.length - TAG_BYTES)), d.final()]);
+      // GCM's final() only checks the tag (it returns no bytes): update's output is the segment.
+      const out = d.update(part.subarray(0, part.length - TAG_BYTES));
+      d.final();
       index++;
       return out;
     } catch {
@@ -126,11 +145,14 @@ export async function* open(
     }
   };
   for await (const chunk of sealed) {
-    pending = pending.length === 0 ? Buffer.from(chunk) : Buffer.concat([pending, chunk]);
-    while (pending.length >= full && !(pending.length === full && index === segments - 1)) {
-      yield openOne(pending.subarray(0, full));
-      pending = pending.subarray(full);
+    const c = Buffer.isBuffer(chunk) ? chunk : Buffer.from(chunk.buffer, chunk.byteOffset, chunk.byteLength);
+    pending = pending.length === 0 ? c : Buffer.concat([pending, c]);
+    let at = 0;
+    while (pending.length - at >= full && !(pending.length - at === full && index === segments - 1)) {
+      yield openOne(pending.subarray(at, at + full));
+      at += full;
     }
+    pending = pending.subarray(at);
   }
   if (pending.length > 0) yield openOne(pending);
   if (index <= last) throw new VaultCryptoError(`the stored object ends before segment ${index}`);

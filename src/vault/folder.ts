@@ -8,6 +8,7 @@ import { once } from 'node:events';
 import { mkdir, open, readdir, rename, rm, stat, unlink } from 'node:fs/promises';
 import { join } from 'node:path';
 import { isErrno } from '../secrets/files.js';
+import { SEGMENT_READ_BYTES } from './crypto.js';
 import { isObjectKey, type StoredObject, VaultMissingError, type VaultStorage } from './storage.js';
 
 const TMP = /\.tmp-[0-9a-f]+$/;
@@ -61,7 +62,7 @@ export class FolderStorage implements VaultStorage {
   async get(key: string, from = 0, to = Number.MAX_SAFE_INTEGER): Promise<AsyncIterable<Uint8Array>> {
     const path = this.#path(key);
     // Opened before answering, so that a missing object is an error here, not mid-stream.
-    const stream = createReadStream(path, { start: from, end: to, highWaterMark: 256 * 1024 });
+    const stream = createReadStream(path, { start: from, end: to, highWaterMark: SEGMENT_READ_BYTES });
     try {
       await once(stream, 'ready');
     } catch (err) {

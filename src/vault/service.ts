@@ -117,10 +117,12 @@ export class Vault {
     const storageKey = newObjectKey();
     let written = false;
     try {
-      const phash = req.kind === 'original' && this.#o.hashOf ? await this.#o.hashOf(req.bytes).catch(() => null) : null;
+      // The perceptual hash (an image worker's decode) runs while the bytes are sealed and written.
+      const hashing = req.kind === 'original' && this.#o.hashOf ? this.#o.hashOf(req.bytes).catch(() => null) : Promise.resolve(null);
       const key = await this.#dataKey(accountId);
       await this.#o.storage.put(storageKey, seal(key, storageKey, once(req.bytes)));
       written = true;
+      const phash = await hashing;
       const row: VaultObjectRow = {
         id: randomUUID(),
         name: req.name,
