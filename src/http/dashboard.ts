@@ -5,6 +5,7 @@
  * as the public API and refuses the same plans; the image route runs the API's own request flow
  * (handleApi, with an extension for the batch slot and the record) and the layer path of `optmark mark`.
  */
+import { keptHash } from '../vault/recognition.js';
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { type Assets, chooseEncoding } from '../dashboard/assets.js';
@@ -302,7 +303,13 @@ export function verifyWithRecords(store: Store): ApiExtension {
     route: '/api/v1/verify',
     idempotent: true,
     admit: async ({ account }) => ({
-      answered: async (_result, body) => withRecord(body, await recordField(store, account.id, body)),
+      answered: async (result, body) => {
+        const withRec = withField(body, 'record', await recordField(store, account.id, body));
+        // ?vault=match: the worker hashed the picture; the account's originals it looks like.
+        if (result.perceptualHash === undefined) return withRec;
+        const hash = keptHash(result.perceptualHash);
+        return withField(withRec, 'vault', hash ? await store.vault.vaultMatches(account.id, hash) : []);
+      },
       settle: async () => {},
     }),
   };
@@ -326,12 +333,12 @@ async function recordField(store: Store, accountId: number, body: Uint8Array): P
   };
 }
 
-/** The JSON object in `body` with `"record": value` added before its closing brace. */
-function withRecord(body: Uint8Array, value: unknown): Uint8Array {
+/** The JSON object in `body` with `"key": value` added before its closing brace. */
+function withField(body: Uint8Array, key: string, value: unknown): Uint8Array {
   let end = body.length - 1;
   while (end > 0 && body[end] !== 0x7d) end--; // '}'
   if (end <= 0) return body;
-  const tail = Buffer.from(`,"record":${JSON.stringify(value)}}`, 'utf8');
+  const tail = Buffer.from(`,${JSON.stringify(key)}:${JSON.stringify(value)}}`, 'utf8');
   return Buffer.concat([body.subarray(0, end), tail]);
 }
 

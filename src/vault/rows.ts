@@ -11,6 +11,7 @@
  * of a process killed mid-write runs out at its expiry (the reconciler drops it), so the bytes it held
  * return without anyone's help.
  */
+import type { VaultMatch } from './recognition.js';
 
 export type VaultKind = 'original' | 'marked';
 
@@ -88,7 +89,14 @@ export interface VaultRows {
   dropExpired(now: Date): Promise<number>;
   /** The account's originals that have a perceptual hash (recognition). */
   hashes(accountId: number): Promise<{ id: string; name: string; phash: string; record: string | null }[]>;
+  /**
+   * The account's originals within PDQ_MATCH_DISTANCE of `hash` (a 64-hex PDQ hash), nearest first, at
+   * most MAX_VAULT_MATCHES (src/vault/recognition.ts): verify?vault=match, Inspect and repository scans.
+   */
+  vaultMatches(accountId: number, hash: string): Promise<VaultMatch[]>;
 }
+
+export type { VaultMatch } from './recognition.js';
 
 export const DEFAULT_VAULT_LIMIT_BYTES = 10_000_000_000;
 
