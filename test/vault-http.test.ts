@@ -154,4 +154,45 @@ describe('the Private Vault over HTTP', () => {
     expect(wrong.headers.allow).toBe('GET, HEAD, PUT');
     expect((await request(server, '/api/v1/vault')).status).toBe(401);
   });
+
+  it('verify?vault=match: a resized, re-encoded copy of a stored original is recognised; another picture is not', async () => {
+    await put(true);
+    const scene = (seed: number) =>
+      sharp({ create: { width: 640, height: 480, channels: 3, noise: { type: 'gaussian', mean: 100 + seed, sigma: 60 } } })
+        .blur(4)
+        .jpeg()
+        .toBuffer();
+    const original = await scene(0);
+    const stored = await upload(original, 'scene.jpg');
+    expect(stored.status).toBe(201);
+    const copy = await sharp(original).resize(320).jpeg({ quality: 60 }).toBuffer();
+    const verify = (img: Buffer) => {
+      const form = imageForm(img, 'q.jpg');
+      return request(server, '/api/v1/verify?vault=match', { method: 'POST', headers: auth(key, { 'Content-Type': form.contentType }), body: form.body });
+    };
+    const hit = await verify(copy);
+    expect(hit.status).toBe(200);
+    expect(hit.json.vault).toHaveLength(1);
+    expect(hit.json.vault[0]).toMatchObject({ id: stored.json.id, name: 'scene.jpg', record: null });
+    expect(hit.json.vault[0].distance).toBeLessThanOrEqual(48);
+    const miss = await verify(await scene(7));
+    expect(miss.json.vault).toEqual([]);
+    // Another account's originals are never reported.
+    const form = imageForm(copy, 'q.jpg');
+    const other = await request(server, '/api/v1/verify?vault=match', {
+      method: 'POST',
+      headers: auth(otherKey, { 'Content-Type': form.contentType }),
+      body: form.body,
+    });
+    expect(other.json.vault).toEqual([]);
+    // Without the query there is no vault field.
+    const plainForm = imageForm(copy, 'q.jpg');
+    const plain = await request(server, '/api/v1/verify', {
+      method: 'POST',
+      headers: auth(key, { 'Content-Type': plainForm.contentType }),
+      body: plainForm.body,
+    });
+    expect(plain.json.vault).toBeUndefined();
+    await request(server, `/api/v1/vault/objects/${stored.json.id}`, { method: 'DELETE', headers: auth(key) });
+  });
 });
