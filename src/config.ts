@@ -11,9 +11,10 @@ import { C2PA_MODES, type C2paMode } from './c2pa/modes.js';
 import { MAX_PROTECT_GROWTH_BYTES } from './formats/limits.js';
 import { Invalid, onOff, type Parser, path, type Setting, setting, wholeNumber, type Earlier } from './settings-kit.js';
 import { checkPolicyUrl } from './signals/site.js';
+import { VAULT_SETTINGS, type VaultConfig } from './vault/settings.js';
 import { NOT_ALLOWED, parseTrainingMining, type TrainingMining } from './signals/training.js';
 
-export interface Config {
+export interface Config extends VaultConfig {
   host: string;
   port: number;
   /** Listen with SO_REUSEPORT, so that several processes share the port on purpose. */
@@ -423,6 +424,7 @@ export const SETTINGS: readonly Setting[] = [
     parse: wholeNumber(100, 10_000),
     doc: "How long a request waits for the store (SQLite: another process's write lock; PostgreSQL: a statement, a pooled connection) before 503.",
   }),
+  ...VAULT_SETTINGS,
 ];
 
 type Env = Record<string, string | undefined>;

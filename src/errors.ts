@@ -34,6 +34,10 @@ export const ERROR_CODES = [
   'invalid_request',
   'batch_too_large',
   'batch_full',
+  // the Private Vault
+  'vault_disabled',
+  'vault_quota_exceeded',
+  'range_not_satisfiable',
   // routing
   'not_found',
   'method_not_allowed',
@@ -73,6 +77,9 @@ const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
   invalid_request: 'The request is not valid.',
   batch_too_large: 'A dashboard batch holds at most 25 images.',
   batch_full: 'This batch already holds all the images it was opened for.',
+  vault_disabled: "This account's Private Vault is off; turn it on in the dashboard's Settings or with PUT /api/v1/vault.",
+  vault_quota_exceeded: 'Storing this file would take the Private Vault past its limit; nothing was stored.',
+  range_not_satisfiable: 'The Range asks for bytes the object does not have.',
   not_found: 'No such route.',
   method_not_allowed: 'This route does not accept that method.',
   overloaded: 'The server is busy; retry shortly.',

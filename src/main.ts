@@ -18,6 +18,7 @@ import { writeKeyFile } from './secrets/files.js';
 import { withSharedSecrets } from './secrets/shared.js';
 import { openStore } from './store/index.js';
 import { Transfer } from './transfer/index.js';
+import { openVault } from './vault/start.js';
 
 export interface Service {
   port: number;
@@ -115,6 +116,7 @@ export async function startService(config: Config, announce: ((text: string) => 
 
   const warmed = await pool.warmUp();
   log.debug({ workers: warmed }, 'worker pool warm');
+  const vault = await openVault(config, store, pool, log);
 
   const server = new HttpServer({
     uws,
@@ -128,6 +130,7 @@ export async function startService(config: Config, announce: ((text: string) => 
     reusePort: config.reusePort,
     maxUploadBytes: config.maxUploadBytes,
     poolSize: config.poolSize,
+    vault: vault.vault,
     uploads: {
       perAccountBytes: config.maxArrivingBytesPerAccount,
       perAddressBytes: config.maxArrivingBytesPerAddress,
@@ -140,6 +143,7 @@ export async function startService(config: Config, announce: ((text: string) => 
   } catch (err) {
     await welcome?.(config.port);
     // Taken since the check (or refused): leave nothing running, so the process can exit.
+    vault.stop();
     await pool.close();
     transfer.stop();
     await keySync.stop();
@@ -158,6 +162,7 @@ export async function startService(config: Config, announce: ((text: string) => 
         log.info({ timeoutMs: config.shutdownTimeoutMs }, 'shutting down');
         const { unfinished } = await server.shutdown(config.shutdownTimeoutMs);
         if (unfinished > 0) log.warn({ unfinished }, 'shutdown deadline passed with requests in flight');
+        vault.stop();
         await pool.close();
         transfer.stop();
         await keySync.stop();

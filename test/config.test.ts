@@ -64,6 +64,9 @@ describe('the configuration table', () => {
         'cawg.data_mining': 'notAllowed',
       },
       storeTimeoutMs: 5000,
+      vaultLimitBytes: 10_000_000_000,
+      vaultMasterKeyFile: undefined,
+      vaultReconcileIntervalMs: 3_600_000,
     });
   });
 

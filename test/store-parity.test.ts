@@ -8,7 +8,7 @@
 import { randomUUID } from 'node:crypto';
 import { describe, expect, it } from 'vitest';
 import { PG_SCHEMA_VERSION, SCHEMA_VERSION, type BatchSpec, type MarkRecord, type Store, type StoreSnapshot } from '../src/store/index.js';
-import { ENGINES, suiteStoreHarness } from './helpers/stores.js';
+import { ENGINES, suiteStoreHarness, undoSchemaAfter } from './helpers/stores.js';
 
 const JAN = new Date('2026-01-15T10:00:00.000Z');
 const FEB = new Date('2026-02-15T10:00:00.000Z');
@@ -173,11 +173,8 @@ describe.each(ENGINES)('the same answers on %s', (engine) => {
     const { id } = await first.createAccount('acme', 'pro');
     await first.close();
     // The schema as the version before left it (migrations only ever add), and a batch it opened.
-    for (const column of ['tdmrep', 'content_credentials']) await h.raw(first, `ALTER TABLE dashboard_batches DROP COLUMN ${column}`);
-    await h.raw(
-      first,
-      engine === 'sqlite' ? `PRAGMA user_version = ${SCHEMA_VERSION - 1}` : `DELETE FROM optmark_schema WHERE version >= ${PG_SCHEMA_VERSION}`,
-    );
+    await undoSchemaAfter(h, first, 5);
+    await h.raw(first, engine === 'sqlite' ? 'PRAGMA user_version = 5' : 'DELETE FROM optmark_schema WHERE version >= 6');
     const oldId = randomUUID();
     await h.raw(
       first,

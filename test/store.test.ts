@@ -24,7 +24,7 @@ import { monthBounds, quotaStateOf } from '../src/store/quota.js';
 import { ORPHAN_OWNERS, ownerGaps } from '../src/store/postgres/engine.js';
 import { Relay } from './helpers/relay.js';
 import { waitFor } from './helpers/server.js';
-import { ENGINES, StoreHarness, TEST_DATABASE_URL } from './helpers/stores.js';
+import { ENGINES, StoreHarness, TEST_DATABASE_URL, undoSchemaAfter } from './helpers/stores.js';
 
 async function storeErrorCode(fn: () => unknown): Promise<StoreErrorCode | 'no error'> {
   try {
@@ -521,7 +521,7 @@ describe.each(ENGINES)('store on %s', (engine) => {
       await first.close();
       // The data directory or schema as the version before left it (migrations only ever add).
       await h.raw(first, 'DROP TABLE reservations');
-      await dropSignalLayers(h, first);
+      await undoSchemaAfter(h, first, 5);
       await h.raw(first, engine === 'sqlite' ? 'PRAGMA user_version = 4' : 'DELETE FROM optmark_schema WHERE version >= 4');
       // An instance of that version runs on: 3 units committed, 2 held (a count in \`holds\`).
       const month = monthOf(new Date());
@@ -932,11 +932,10 @@ describe("the reconciliation's search for unregistered owners (PostgreSQL)", () 
     const held = await first.reserve(id, 'protect');
     if (!held.ok) throw new Error('reserve failed');
     await h.raw(first, 'DROP INDEX reservations_owner');
-    await dropSignalLayers(h, first);
+    await undoSchemaAfter(h, first, 5);
     await h.raw(first, 'DELETE FROM optmark_schema WHERE version >= 5');
     const second = await h.open(dir);
-    expect(PG_SCHEMA_VERSION).toBe(6);
-    expect((await h.raw(second, 'SELECT max(version)::int AS v FROM optmark_schema'))[0]).toEqual({ v: 6 });
+    expect((await h.raw(second, 'SELECT max(version)::int AS v FROM optmark_schema'))[0]).toEqual({ v: PG_SCHEMA_VERSION });
     expect(await h.raw(second, "SELECT indexname FROM pg_indexes WHERE indexname = 'reservations_owner' AND schemaname = current_schema()")).toHaveLength(1);
     expect((await first.commit(held.reservation))?.used).toBe(1);
     expect(await second.reconcile()).toBe(0);
@@ -1277,8 +1276,3 @@ describe('database file (SQLite)', () => {
     expect(await storeErrorCode(() => openStore(dir))).toBe('schema_too_new');
   });
 });
-
-/** Undoes schema version 6 (the dashboard batches' signal layers), for a test that sets the schema further back. */
-async function dropSignalLayers(h: StoreHarness, store: Store): Promise<void> {
-  for (const column of ['tdmrep', 'content_credentials']) await h.raw(store, `ALTER TABLE dashboard_batches DROP COLUMN ${column}`);
-}

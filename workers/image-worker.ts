@@ -19,6 +19,7 @@ import { runProtect, runProtectRaw } from '../src/pipeline/protect.js';
 import { parseUpload, safeBasename } from '../src/pipeline/upload.js';
 import { withoutFingerprint } from '../src/pipeline/layers.js';
 import { runVerify } from '../src/pipeline/verify.js';
+import { perceptualHash } from '../src/vault/phash.js';
 import { warmUp } from '../src/pipeline/warmup.js';
 import { warmUpProtect } from '../src/transfer/warmup.js';
 import { workerMemoryBytes } from '../src/pool/memory.js';
@@ -108,9 +109,19 @@ async function perform(task: Posted): Promise<TaskResult> {
       }
       case 'verify': {
         const upload = await parseUpload(memory.view(task.input), task.contentType, init.maxUploadBytes);
-        const verified = await runVerify(upload.bytes, task.skipFingerprint ? withoutFingerprint(layers) : layers);
+        // The hash's decode runs on libvips's thread while verify reads the container here.
+        const [verified, phash] = await Promise.all([
+          runVerify(upload.bytes, task.skipFingerprint ? withoutFingerprint(layers) : layers),
+          task.perceptualHash ? perceptualHash(upload.bytes) : undefined,
+        ]);
         // verify hashes the upload for its answer: the Idempotency-Key's digest is that same SHA-256.
-        return { ok: true, kind: 'answer', answer: { bytes: verified.body }, ...(task.digest ? { uploadSha256: verified.sha256 } : {}) };
+        return {
+          ok: true,
+          kind: 'answer',
+          answer: { bytes: verified.body },
+          ...(task.digest ? { uploadSha256: verified.sha256 } : {}),
+          ...(phash !== undefined ? { perceptualHash: phash } : {}),
+        };
       }
       case 'mark': {
         // The posted answer: the joined bytes, not the pieces (views of the input) a structured clone would copy too.
@@ -121,6 +132,8 @@ async function perform(task: Posted): Promise<TaskResult> {
         const { body, mark, headers } = await runDashboardMark(memory.view(task.input), task, layers, init.maxUploadBytes, credentials, signalSettings);
         return { ok: true, kind: 'answer', answer: { bytes: body }, mark, extraHeaders: headers };
       }
+      case 'phash':
+        return { ok: true, kind: 'phash', phash: await perceptualHash(task.input) };
       case 'warmup':
         await Promise.all([warmUp().then(() => warmUpProtect(credentials, init.maxUploadBytes)), layers.warm()]);
         return { ok: true, kind: 'warm', threadId };

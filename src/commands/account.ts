@@ -91,13 +91,22 @@ export function register(program: Command): void {
     .argument('<name>', 'account name')
     .option('--protect <n|default>', 'protects a month (a whole number of 0 or more, or "default")', limit)
     .option('--verify <n|default>', 'verifies a month (a whole number of 0 or more, or "default")', limit)
-    .action(async (name: string, opts: { protect?: number | 'default'; verify?: number | 'default' }) => {
-      if (opts.protect === undefined && opts.verify === undefined) throw new UsageError('account set-limits: give --protect and/or --verify');
+    .option('--vault <bytes|default>', 'Private Vault bytes (a whole number of 0 or more, or "default": OPTMARK_VAULT_LIMIT_BYTES)', limit)
+    .action(async (name: string, opts: { protect?: number | 'default'; verify?: number | 'default'; vault?: number | 'default' }) => {
+      if (opts.protect === undefined && opts.verify === undefined && opts.vault === undefined) {
+        throw new UsageError('account set-limits: give --protect, --verify and/or --vault');
+      }
       // null: the account follows the configured default again.
       const limits = { protect: opts.protect === 'default' ? null : opts.protect, verify: opts.verify === 'default' ? null : opts.verify };
       exitWith(
         await withStore('account set-limits', async (store) => {
-          process.stdout.write(`updated ${describe(await store.setLimits(name, limits))}`);
+          const account = limits.protect === undefined && limits.verify === undefined ? await store.getAccount(name) : await store.setLimits(name, limits);
+          if (opts.vault !== undefined) {
+            const bytes = opts.vault === 'default' ? null : opts.vault;
+            await store.vault.setLimit(account.id, bytes);
+            process.stdout.write(`vault limit of ${account.name}: ${bytes === null ? 'the default (OPTMARK_VAULT_LIMIT_BYTES)' : `${bytes} bytes`}\n`);
+          }
+          process.stdout.write(`updated ${describe(account)}`);
           return 0;
         }),
       );

@@ -77,6 +77,13 @@ async function migrate(opts: { to: string; force?: boolean }): Promise<number> {
       );
       return TARGET_NOT_EMPTY;
     }
+    // The Private Vault's rows and sealed objects are not carried (docs/vault.md, "Backups and moving"):
+    // copying the store without them would leave the objects to the target's reconciler.
+    const kept = await source.vault.objectCount();
+    if (kept > 0) {
+      say(`the store keeps ${kept} Private Vault object(s), which store migrate does not carry; nothing was copied (docs/vault.md, "Backups and moving").`);
+      return 1;
+    }
     // Units held by a server that died are given back first; held units of a running one are not copied.
     await source.reconcile();
     const snapshot = await source.snapshot();

@@ -154,6 +154,12 @@ class ApiRequest {
         `fingerprint=${JSON.stringify(this.#head.fingerprint).slice(1, -1)} is not accepted: fingerprint=skip leaves the pixel detector out; omit it to run the detector.`,
       );
     }
+    if (this.#head.vault !== '' && this.#head.vault !== 'match') {
+      throw new OptmarkError(
+        'invalid_query',
+        `vault=${JSON.stringify(this.#head.vault).slice(1, -1)} is not accepted: vault=match also reports the account's vault originals the picture looks like; omit it not to.`,
+      );
+    }
     checkContentType(this.#head.contentType);
     this.#intake.declare(this.#head.contentLength);
     if (pool.saturated) throw new PoolOverloadedError();
@@ -174,7 +180,14 @@ class ApiRequest {
       this.#extra?.task?.(input, contentType) ??
       (this.#operation === 'protect'
         ? { kind: 'protect', input, output, contentType, ...(this.#head.raw ? { raw: true } : {}), ...digest }
-        : { kind: 'verify', input, contentType, skipFingerprint: this.#head.fingerprint === 'skip', ...digest });
+        : {
+            kind: 'verify',
+            input,
+            contentType,
+            skipFingerprint: this.#head.fingerprint === 'skip',
+            ...(this.#head.vault === 'match' ? { perceptualHash: true } : {}),
+            ...digest,
+          });
     const result = await this.#deps.pool.run(task);
     this.#phases.worked(result.workMs);
     if (!result.ok) {

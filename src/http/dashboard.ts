@@ -5,28 +5,18 @@
  * as the public API and refuses the same plans; the image route runs the API's own request flow
  * (handleApi, with an extension for the batch slot and the record) and the layer path of `optmark mark`.
  */
+import { keptHash } from '../vault/recognition.js';
 import { randomUUID } from 'node:crypto';
 import type { HttpRequest, HttpResponse, TemplatedApp } from 'uWebSockets.js';
 import { type Assets, chooseEncoding } from '../dashboard/assets.js';
 import { recordsCsv, recordsJson } from '../dashboard/export.js';
 import type { ReceiptMaker } from '../dashboard/receipts.js';
-import { OptmarkError, toErrorShape } from '../errors.js';
-import {
-  MAX_BATCH_SIZE,
-  checkQueryEncoding,
-  wwwAuthenticate,
-  type Account,
-  type Batch,
-  type BatchSpec,
-  type MarkRecord,
-  type RecordCursor,
-  type RecordMatch,
-  type Store,
-} from '../store/index.js';
+import { OptmarkError } from '../errors.js';
+import { MAX_BATCH_SIZE, type Batch, type BatchSpec, type MarkRecord, type RecordCursor, type RecordMatch, type Store } from '../store/index.js';
 import { handleApi, type ApiDeps, type ApiExtension } from './api.js';
-import { remoteAddress } from './head.js';
-import { type BodyRules, Intake } from './intake.js';
-import { type Exchange, exchangeOf, getAndHead, type Headers } from './respond.js';
+import type { Vault } from '../vault/service.js';
+import { type Answer, type Caller, json, observe } from './json-route.js';
+import { exchangeOf, getAndHead, type Headers } from './respond.js';
 
 export interface DashboardDeps extends ApiDeps {
   assets: Assets;
@@ -34,6 +24,8 @@ export interface DashboardDeps extends ApiDeps {
   receipts: ReceiptMaker;
   /** Worker threads: the page runs a few more uploads than this at once, so no worker waits for bytes. */
   poolSize: number;
+  /** The Private Vault, for images marked with `?vault=keep` (docs/vault.md). */
+  vault?: Vault;
 }
 
 /**
@@ -62,27 +54,11 @@ const PAGE_HEADERS: Headers = {
   'Cross-Origin-Resource-Policy': 'same-origin',
 };
 
-/** Largest JSON body a dashboard route reads (a batch request is a few dozen bytes). */
-const MAX_JSON_BODY = 4096;
 /** Most records one export holds. */
 const MAX_EXPORT = 100_000;
 /** Uploads the page runs at once at most, whatever the pool size. */
 const MAX_PAGE_CONCURRENCY = 8;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-
-interface Caller {
-  account: Account;
-  keyId: number;
-}
-
-interface Request {
-  authorization: string;
-  query: URLSearchParams;
-  host: string;
-  param: string;
-}
-
-type Answer = { status: number; body: string | Uint8Array; headers?: Headers };
 
 /** Adds the dashboard's routes to the app (before its catch-all route). */
 export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void {
@@ -208,10 +184,18 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
   // stored before the answer goes out (and removed again when the answer never reaches the client).
   app.post('/api/v1/dashboard/batches/:id/images', (res, req) => {
     const batchId = req.getParameter(0) ?? '';
+    // ?vault=keep: the original and the marked file go to the account's Private Vault, linked to the record.
+    const vaultQuery = new URLSearchParams(req.getQuery() ?? '').get('vault');
     const extension: ApiExtension = {
       route: '/api/v1/dashboard/batches/:id/images',
       admit: async ({ account, keyId }) => {
         if (!UUID.test(batchId)) throw new OptmarkError('not_found', 'No open batch with that id.');
+        if (vaultQuery !== null && vaultQuery !== 'keep')
+          throw new OptmarkError('invalid_query', '"vault" takes one value, keep: the original and the marked file are kept in the Private Vault.');
+        const keep = vaultQuery === 'keep';
+        const vault = deps.vault;
+        if (keep && (!vault || !(await vault.state(account.id)).enabled))
+          throw new OptmarkError('vault_disabled', "?vault=keep needs the account's Private Vault on (Settings, or PUT /api/v1/vault).");
         const slot = await records.takeSlot(account.id, batchId);
         if (!slot.ok) {
           if (slot.reason === 'full')
@@ -224,6 +208,8 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
         const batch = slot.batch;
         const recordId = randomUUID();
         let recorded = false;
+        // Vault objects this mark created (never ones kept before): removed again when the answer is not delivered.
+        const keptHere: string[] = [];
         return {
           task: (input, contentType) => ({
             kind: 'dashboard-mark',
@@ -235,10 +221,22 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
             contentCredentials: batch.contentCredentials,
             batchId,
             recordId,
+            keep,
           }),
           answered: async (result, body) => {
             const m = result.mark;
             if (!m) throw new Error('the dashboard mark came back without its record');
+            if (keep && vault && m.kept) {
+              const kinds = [
+                { bytes: m.kept.original, name: m.originalName, kind: 'original' as const },
+                { bytes: m.kept.marked, name: m.filename, kind: 'marked' as const },
+              ];
+              const kept = m.kept;
+              const puts = await Promise.allSettled(kinds.map((k) => vault.put(account.id, { ...k, mimeType: kept.originalMime, record: recordId })));
+              for (const p of puts) if (p.status === 'fulfilled' && p.value.created) keptHere.push(p.value.object.id);
+              const failed = puts.find((p) => p.status === 'rejected');
+              if (failed) throw (failed as PromiseRejectedResult).reason;
+            }
             await records.addRecord(account.id, {
               id: recordId,
               batchId,
@@ -257,6 +255,7 @@ export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void 
           },
           settle: async (delivered) => {
             if (delivered) return;
+            for (const id of keptHere) await vault?.delete(account.id, id);
             if (recorded) await records.removeRecord(recordId);
             await records.giveSlot(batchId);
           },
@@ -304,7 +303,13 @@ export function verifyWithRecords(store: Store): ApiExtension {
     route: '/api/v1/verify',
     idempotent: true,
     admit: async ({ account }) => ({
-      answered: async (_result, body) => withRecord(body, await recordField(store, account.id, body)),
+      answered: async (result, body) => {
+        const withRec = withField(body, 'record', await recordField(store, account.id, body));
+        // ?vault=match: the worker hashed the picture; the account's originals it looks like.
+        if (result.perceptualHash === undefined) return withRec;
+        const hash = keptHash(result.perceptualHash);
+        return withField(withRec, 'vault', hash ? await store.vault.vaultMatches(account.id, hash) : []);
+      },
       settle: async () => {},
     }),
   };
@@ -328,12 +333,12 @@ async function recordField(store: Store, accountId: number, body: Uint8Array): P
   };
 }
 
-/** The JSON object in `body` with `"record": value` added before its closing brace. */
-function withRecord(body: Uint8Array, value: unknown): Uint8Array {
+/** The JSON object in `body` with `"key": value` added before its closing brace. */
+function withField(body: Uint8Array, key: string, value: unknown): Uint8Array {
   let end = body.length - 1;
   while (end > 0 && body[end] !== 0x7d) end--; // '}'
   if (end <= 0) return body;
-  const tail = Buffer.from(`,"record":${JSON.stringify(value)}}`, 'utf8');
+  const tail = Buffer.from(`,${JSON.stringify(key)}:${JSON.stringify(value)}}`, 'utf8');
   return Buffer.concat([body.subarray(0, end), tail]);
 }
 
@@ -395,76 +400,4 @@ function parseBatchSpec(body: Buffer | undefined): Required<BatchSpec> {
   if (![provenance, fingerprint, tdmrep, contentCredentials].every((f) => typeof f === 'boolean'))
     throw new OptmarkError('invalid_request', '"provenance", "fingerprint", "tdmrep" and "contentCredentials" must be true or false.');
   return { size, provenance, fingerprint, tdmrep, contentCredentials } as Required<BatchSpec>;
-}
-
-function observe(deps: ApiDeps, ex: Exchange, received = 0): void {
-  deps.metrics.observe(ex.route, ex.status, Number(process.hrtime.bigint() - ex.started) / 1e9, received, ex.sent);
-}
-
-/** A dashboard JSON body: small, and read by the same intake as an upload (the same 413, 408 and 503). */
-const JSON_RULES: BodyRules = {
-  maxBytes: MAX_JSON_BODY,
-  tooLarge: () => new OptmarkError('payload_too_large', `A dashboard request body may be at most ${MAX_JSON_BODY} bytes.`),
-  malformed: 'invalid_request',
-  nonEmpty: false,
-};
-
-/**
- * A dashboard JSON route: authenticates with the bearer key (the API's refusals: 401 with
- * WWW-Authenticate, 403 for plans without API access), reads a small JSON body for POST through the
- * API's intake (./intake.ts), and answers what `handler` returns, or its error as `{error, code}`.
- */
-function json(
-  app: TemplatedApp,
-  deps: ApiDeps,
-  method: 'get' | 'post',
-  path: string,
-  handler: (caller: Caller, req: Request, body: Buffer | undefined) => Promise<Answer>,
-): void {
-  const route = method === 'get' ? (handler: (res: HttpResponse, req: HttpRequest) => void) => getAndHead(app, path, handler) : app.post.bind(app, path);
-  route((res, req) => {
-    const ex = exchangeOf(res, req, path);
-    const rawQuery = req.getQuery() ?? '';
-    const request: Request = {
-      authorization: req.getHeader('authorization'),
-      query: new URLSearchParams(rawQuery),
-      host: req.getHeader('host'),
-      param: path.includes(':') ? (req.getParameter(0) ?? '') : '',
-    };
-    const contentLength = req.getHeader('content-length');
-    const address = remoteAddress(res);
-    // uWS hands the body only to a reader attached before this handler returns.
-    const intake = method === 'post' ? new Intake(ex, deps, JSON_RULES) : undefined;
-    let received = 0;
-    const run = async (): Promise<void> => {
-      const auth = await deps.store.authenticate(request.authorization || undefined);
-      if (!auth.ok) throw new OptmarkError(auth.code, auth.message);
-      checkQueryEncoding(rawQuery); // bytes that are not UTF-8: 400 invalid_text (src/store/text.ts)
-      let body: Buffer | undefined;
-      if (intake) {
-        intake.declare(contentLength);
-        intake.admit(false, { account: auth.account.id, address });
-        await intake.receive();
-        body = intake.bytes();
-        received = body.length;
-      }
-      const answer = await handler({ account: auth.account, keyId: auth.keyId }, request, body);
-      const type: Headers = typeof answer.body === 'string' ? { 'Content-Type': 'application/json' } : {};
-      await ex.send(answer.status, { 'Cache-Control': 'no-store', 'X-Content-Type-Options': 'nosniff', ...type, ...answer.headers }, answer.body);
-    };
-    run()
-      .catch((err: unknown) => {
-        if (ex.aborted) return;
-        const shape = toErrorShape(err);
-        if (shape.code === 'internal_error') deps.log.error({ reqId: ex.id, err }, 'dashboard route failed');
-        const headers: Headers = {};
-        if (shape.code === 'missing_api_key' || shape.code === 'invalid_api_key') headers['WWW-Authenticate'] = wwwAuthenticate(shape.code);
-        return ex.error(shape.code, shape.message, headers, { closeConnection: intake?.closeConnection() ?? false });
-      })
-      .finally(() => {
-        received ||= intake?.received ?? 0;
-        intake?.release();
-        observe(deps, ex, received);
-      });
-  });
 }

@@ -17,6 +17,8 @@ export interface Head {
   contentLength: string;
   /** verify's `?fingerprint=` ('' when absent; `skip` leaves the pixel detector out). */
   fingerprint: string;
+  /** verify's `?vault=` ('' when absent; `match` also searches the account's vault for the picture). */
+  vault: string;
   /** protect: answer the marked bytes themselves (the Accept header prefers an image type to JSON). */
   raw: boolean;
   /** The Idempotency-Key header, unparsed ('' when absent). */
@@ -77,6 +79,7 @@ export function readHead(operation: Operation, res: HttpResponse, req: HttpReque
     contentType: req.getHeader('content-type'),
     contentLength: req.getHeader('content-length'),
     fingerprint: operation === 'verify' ? queryParam(req, 'fingerprint') : '',
+    vault: operation === 'verify' ? queryParam(req, 'vault') : '',
     raw: operation === 'protect' && prefersImage(req.getHeader('accept')),
     idempotencyKey: req.getHeader('idempotency-key'),
   };

@@ -9,9 +9,11 @@ import { nativeState } from '../native/index.js';
 import type { ImagePool } from '../pool/pool.js';
 import type { Store } from '../store/index.js';
 import type { Transfer } from '../transfer/index.js';
+import type { Vault } from '../vault/service.js';
 import { Assets } from '../dashboard/assets.js';
 import { ReceiptMaker } from '../dashboard/receipts.js';
 import { handleApi, type ApiDeps, type InFlight } from './api.js';
+import { registerVault } from './vault.js';
 import { registerDashboard, verifyWithRecords } from './dashboard.js';
 import { withFraming } from './framing.js';
 import { Metrics } from './metrics.js';
@@ -34,6 +36,8 @@ export interface ServerOptions {
   maxUploadBytes: number;
   /** Worker threads (the dashboard sizes its upload concurrency from it). */
   poolSize?: number;
+  /** The Private Vault (its routes are served only with one). */
+  vault?: Vault;
   /** Per-client shares of arriving bodies and the upload rate floor (none when absent). */
   uploads?: UploadLimits;
 }
@@ -132,7 +136,14 @@ export class HttpServer {
         () => ex.error('internal_error'),
       );
     });
-    registerDashboard(app, { ...deps, assets: Assets.load(), receipts: this.#receipts, poolSize: options.poolSize ?? options.pool.stats.threads });
+    if (options.vault) registerVault(app, deps, options.vault);
+    registerDashboard(app, {
+      ...deps,
+      assets: Assets.load(),
+      receipts: this.#receipts,
+      poolSize: options.poolSize ?? options.pool.stats.threads,
+      vault: options.vault,
+    });
     getAndHead(app, '/api/v1/openapi.json', (res, req) =>
       this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })),
     );

@@ -29,6 +29,8 @@ export interface DashboardMarkOptions extends Omit<MarkOptions, 'signals'> {
   contentType: string;
   batchId: string;
   recordId: string;
+  /** Hand the original and the marked file back too, for the Private Vault (`?vault=keep`). */
+  keep?: boolean;
 }
 
 /** The signal layers' settings, from the configuration (OPTMARK_TDM_POLICY, OPTMARK_C2PA_TRAINING_MINING). */
@@ -44,6 +46,8 @@ export interface MarkedImage {
   originalName: string;
   provenanceKeyId: string | null;
   markedAt: string;
+  /** With `keep`: the upload's image as sent (a copy; marking keeps the format, so the marked file's type) and the marked file. */
+  kept?: { original: Uint8Array; originalMime: string; marked: Uint8Array };
 }
 
 /** Runs a dashboard mark over the multipart body in `body` (a view of request memory); the answer's body and its record. */
@@ -76,6 +80,7 @@ export async function runDashboardMark(
     originalName,
     provenanceKeyId: marked.layers.includes(LAYER_PROVENANCE) ? (await layers.signingKey()).keyId : null,
     markedAt: new Date().toISOString(),
+    ...(task.keep ? { kept: { original: input.slice(), originalMime: marked.mimeType, marked: marked.bytes } } : {}),
   };
   const fields = {
     mimeType: mark.mimeType,

@@ -9,6 +9,7 @@ import type { LayerSettings } from '../pipeline/layers-live.js';
 import type { DashboardMarkOptions, MarkedImage } from '../pipeline/dashboard.js';
 import type { MarkOptions, Marked } from '../pipeline/mark.js';
 import type { TrainingMining } from '../signals/training.js';
+import type { PdqResult } from '../vault/pdq.js';
 import type { AnswerRef, BytesRef, TransferShare } from '../transfer/index.js';
 
 export interface ProtectTask {
@@ -34,6 +35,14 @@ export interface VerifyTask {
   skipFingerprint?: boolean;
   /** Return the SHA-256 of the uploaded image (an Idempotency-Key request). */
   digest?: boolean;
+  /** `?vault=match`: also the image's perceptual hash (src/vault/phash.ts), for the account's vault to be searched. */
+  perceptualHash?: boolean;
+}
+
+/** The perceptual hash of an image file (the vault's ingest): copied to the worker, the caller keeps its bytes. */
+export interface PhashTask {
+  kind: 'phash';
+  input: Uint8Array;
 }
 
 /** The layer path (CLI `mark`, dashboard): the opt-out field plus optional layers, raw bytes back. */
@@ -57,7 +66,7 @@ export interface WarmupTask {
   kind: 'warmup';
 }
 
-export type Task = ProtectTask | VerifyTask | MarkTask | DashboardMarkTask | WarmupTask;
+export type Task = ProtectTask | VerifyTask | MarkTask | DashboardMarkTask | PhashTask | WarmupTask;
 
 /** A task as posted: the pool numbers it, and the worker stamps its start (./starts.ts; the deadline counts from then). */
 export type Posted = Task & { token?: number };
@@ -75,6 +84,15 @@ export interface AnswerResult {
   mark?: MarkedImage;
   /** The uploaded image's SHA-256 (hex), when the task asked for it. */
   uploadSha256?: string;
+  /** The uploaded image's perceptual hash, when the task asked for it (null: not an image sharp decodes). */
+  perceptualHash?: PdqResult | null;
+}
+
+export interface PhashResult {
+  ok: true;
+  kind: 'phash';
+  /** null: not an image sharp decodes. */
+  phash: PdqResult | null;
 }
 
 export interface MarkResult extends Marked {
@@ -99,7 +117,7 @@ export interface WarmupResult {
  * Every result carries the worker's own time on the task, for the answer's Server-Timing, and its memory
  * after the task (src/pool/memory.ts), by which the pool replaces a worker past its limit.
  */
-export type TaskResult = (AnswerResult | MarkResult | WarmupResult | TaskFailure) & { workMs?: number; memoryBytes?: number };
+export type TaskResult = (AnswerResult | MarkResult | PhashResult | WarmupResult | TaskFailure) & { workMs?: number; memoryBytes?: number };
 
 /** What every worker is started with (piscina workerData). */
 export interface WorkerInit extends LayerSettings {

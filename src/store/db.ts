@@ -144,6 +144,40 @@ const MIGRATIONS: readonly string[] = [
   ALTER TABLE dashboard_batches ADD COLUMN tdmrep INTEGER NOT NULL DEFAULT 0 CHECK (tdmrep IN (0, 1));
   ALTER TABLE dashboard_batches ADD COLUMN content_credentials INTEGER NOT NULL DEFAULT 0 CHECK (content_credentials IN (0, 1));
   `,
+  // 7: the Private Vault (src/vault/rows.ts): the account's vault, its objects (content-addressed per
+  // account) and the bytes reserved for writes in progress.
+  `
+  CREATE TABLE vault_accounts (
+    account_id  INTEGER PRIMARY KEY REFERENCES accounts (id) ON DELETE CASCADE,
+    enabled     INTEGER NOT NULL DEFAULT 0 CHECK (enabled IN (0, 1)),
+    limit_bytes INTEGER CHECK (limit_bytes IS NULL OR limit_bytes >= 0),
+    used_bytes  INTEGER NOT NULL DEFAULT 0,
+    wrapped_key TEXT
+  ) STRICT;
+  CREATE TABLE vault_objects (
+    id          TEXT PRIMARY KEY,
+    account_id  INTEGER NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    name        TEXT NOT NULL,
+    sha256      TEXT NOT NULL CHECK (length(sha256) = 64),
+    bytes       INTEGER NOT NULL CHECK (bytes >= 0),
+    mime_type   TEXT NOT NULL,
+    created_at  TEXT NOT NULL,
+    kind        TEXT NOT NULL CHECK (kind IN ('original', 'marked')),
+    record_id   TEXT,
+    storage_key TEXT NOT NULL UNIQUE,
+    phash       TEXT,
+    UNIQUE (account_id, sha256)
+  ) STRICT;
+  CREATE INDEX vault_objects_account ON vault_objects (account_id, created_at, id);
+  CREATE INDEX vault_objects_record ON vault_objects (record_id);
+  CREATE TABLE vault_reservations (
+    id         TEXT PRIMARY KEY,
+    account_id INTEGER NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    bytes      INTEGER NOT NULL CHECK (bytes >= 0),
+    expires_at INTEGER NOT NULL
+  ) STRICT;
+  CREATE INDEX vault_reservations_account ON vault_reservations (account_id);
+`,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

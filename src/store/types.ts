@@ -7,6 +7,7 @@ import type { AuthFailureCode } from './auth.js';
 import type { CheckpointStats } from './checkpoints.js';
 import type { IdempotentRequest, PriorRequest } from './idempotency.js';
 import type { Operation, QuotaState } from './quota.js';
+import type { VaultRows } from '../vault/rows.js';
 import type { Batch, DashboardRecords, MarkRecord } from './records.js';
 
 export type Plan = 'free' | 'pro' | 'lifetime';
@@ -170,6 +171,8 @@ export interface Store {
 
   // ── the dashboard's batches and records (src/store/records.ts) ──
   readonly dashboard: DashboardRecords;
+  /** The Private Vault's rows (src/vault/rows.ts). */
+  readonly vault: VaultRows;
 
   // ── shared secrets (PostgreSQL: shared by every instance; SQLite: the data directory's files do it) ──
   readonly sharesSecrets: boolean;

@@ -159,3 +159,18 @@ export function suiteStoreHarness(engine: EngineName): StoreHarness {
   afterAll(() => h.teardown());
   return h;
 }
+
+/**
+ * What each schema version added, undone: a test that sets a store back to an older schema calls
+ * `undoSchemaAfter(h, store, v)` to take away everything versions after `v` added (newest first), so the
+ * store looks as that version left it. A new migration adds its undo here.
+ */
+const UNDO: Record<number, string[]> = {
+  6: ['ALTER TABLE dashboard_batches DROP COLUMN tdmrep', 'ALTER TABLE dashboard_batches DROP COLUMN content_credentials'],
+  7: ['DROP TABLE vault_reservations', 'DROP TABLE vault_objects', 'DROP TABLE vault_accounts'],
+};
+
+export async function undoSchemaAfter(h: StoreHarness, store: Store, version: number): Promise<void> {
+  const newest = Math.max(...Object.keys(UNDO).map(Number));
+  for (let v = newest; v > version; v--) for (const sql of UNDO[v] ?? []) await h.raw(store, sql);
+}

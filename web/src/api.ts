@@ -34,6 +34,16 @@ export interface VerifyReport {
   sha256: string;
   record?: RecordMatch | null;
   warnings?: Array<{ code: string; message: string }>;
+  /** `?vault=match`: the account's vault originals this picture looks like, nearest first. */
+  vault?: VaultMatch[];
+}
+
+/** A vault original within the match distance of a verified picture (PDQ bits differing, of 256). */
+export interface VaultMatch {
+  id: string;
+  name: string;
+  distance: number;
+  record: string | null;
 }
 
 export interface Batch {

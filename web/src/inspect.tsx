@@ -31,7 +31,7 @@ export function InspectView({ apiKey, onUsage }: { apiKey: string; onUsage: () =
           continue;
         }
         try {
-          set(id, { report: await postImage<VerifyReport>(apiKey, '/api/v1/verify', file) });
+          set(id, { report: await postImage<VerifyReport>(apiKey, '/api/v1/verify?vault=match', file) });
         } catch (err) {
           set(id, { error: err instanceof ApiError ? err.message : String(err) });
         }
@@ -46,8 +46,8 @@ export function InspectView({ apiKey, onUsage }: { apiKey: string; onUsage: () =
     <section aria-labelledby="inspect-title">
       <h2 id="inspect-title">Inspect images</h2>
       <p class="lead">
-        See what verify finds in any image: the opt-out field, the provenance tag, the fingerprint, and whether the dashboard marked these exact bytes. Each
-        image counts as one image check this month.
+        See what verify finds in any image: the opt-out field, the provenance tag, the fingerprint, whether the dashboard marked these exact bytes, and which
+        originals in your vault it looks like. Each image counts as one image check this month.
       </p>
       <DropZone id="inspect-files" label="Choose images to inspect" hint="Drop images here, or" disabled={busy} onFiles={(f) => void inspect(f)} />
       <p role="status" aria-live="polite" class="notice">

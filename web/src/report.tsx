@@ -91,6 +91,25 @@ export function FullReport({ report }: { report: VerifyReport }) {
           ? `Marked here on ${formatDate(r.record.markedAt)} from "${r.record.originalName}" as ${r.record.producedName}, layers: ${r.record.layers.join(', ') || 'none'}, key ${r.record.keyPrefix}…`
           : 'No record of these exact bytes.'}
       </dd>
+      {r.vault && (
+        <>
+          <dt>Your vault</dt>
+          <dd class="vault-match">
+            {r.vault.length === 0 ? (
+              'No original in your vault looks like this picture.'
+            ) : (
+              <ul>
+                {r.vault.map((m) => (
+                  <li key={m.id}>
+                    Looks like your original "{m.name}" ({m.distance === 0 ? 'the same picture' : `${m.distance} of 256 hash bits differ`}
+                    {m.record ? `, record ${m.record}` : ''})
+                  </li>
+                ))}
+              </ul>
+            )}
+          </dd>
+        </>
+      )}
       {r.warnings && r.warnings.length > 0 && (
         <>
           <dt>Warnings</dt>

@@ -28,6 +28,8 @@ import { pgCounts, pgRestore, pgSnapshot } from './migration.js';
 import { PgOwners } from './owners.js';
 import { PgQuotas } from './quotas.js';
 import { PgDashboardRecords } from './records.js';
+import { PgVaultRows } from '../../vault/rows-postgres.js';
+import type { VaultRows } from '../../vault/rows.js';
 import { PgSecrets } from './secrets.js';
 
 export { DEFAULT_POOL_SIZE, DEFAULT_TIMEOUT_MS } from './connection.js';
@@ -65,6 +67,7 @@ export class PostgresStore extends OperatorSide implements T.Store {
   readonly engine = 'postgres' as const;
   readonly sharesSecrets = true;
   readonly dashboard: DashboardRecords;
+  readonly vault: VaultRows;
   readonly #conn: PgConnection;
   readonly #owners: PgOwners;
   readonly #quotas: PgQuotas;
@@ -88,6 +91,7 @@ export class PostgresStore extends OperatorSide implements T.Store {
     });
     this.#secrets = new PgSecrets(conn);
     this.dashboard = new CheckedDashboardRecords(new PgDashboardRecords(conn.q, searchFold));
+    this.vault = new PgVaultRows(conn);
   }
 
   /** Connects, creates the schema named in the URL if needed, and migrates it (once across instances). */

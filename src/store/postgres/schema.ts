@@ -159,6 +159,40 @@ export const PG_MIGRATIONS: readonly string[] = [
     ADD COLUMN tdmrep boolean NOT NULL DEFAULT false,
     ADD COLUMN content_credentials boolean NOT NULL DEFAULT false;
   `,
+  // 7: the Private Vault (src/vault/rows.ts): the account's vault, its objects (content-addressed per
+  // account) and the bytes reserved for writes in progress.
+  `
+  CREATE TABLE vault_accounts (
+    account_id  integer PRIMARY KEY REFERENCES accounts (id) ON DELETE CASCADE,
+    enabled     boolean NOT NULL DEFAULT false,
+    limit_bytes bigint CHECK (limit_bytes IS NULL OR limit_bytes >= 0),
+    used_bytes  bigint NOT NULL DEFAULT 0,
+    wrapped_key text
+  );
+  CREATE TABLE vault_objects (
+    id          text PRIMARY KEY,
+    account_id  integer NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    name        text NOT NULL,
+    sha256      text NOT NULL CHECK (length(sha256) = 64),
+    bytes       bigint NOT NULL CHECK (bytes >= 0),
+    mime_type   text NOT NULL,
+    created_at  text NOT NULL,
+    kind        text NOT NULL CHECK (kind IN ('original', 'marked')),
+    record_id   text,
+    storage_key text NOT NULL UNIQUE,
+    phash       text,
+    UNIQUE (account_id, sha256)
+  );
+  CREATE INDEX vault_objects_account ON vault_objects (account_id, created_at, id);
+  CREATE INDEX vault_objects_record ON vault_objects (record_id);
+  CREATE TABLE vault_reservations (
+    id         text PRIMARY KEY,
+    account_id integer NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    bytes      bigint NOT NULL CHECK (bytes >= 0),
+    expires_at timestamptz NOT NULL
+  );
+  CREATE INDEX vault_reservations_account ON vault_reservations (account_id);
+`,
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

@@ -35,6 +35,8 @@ import { SqliteAccounts } from './accounts.js';
 import { SqliteIdempotency } from './idempotency.js';
 import { sqliteCounts, sqliteRestore, sqliteSnapshot } from './migration.js';
 import { SqliteDashboardRecords } from './records.js';
+import { SqliteVaultRows } from '../../vault/rows-sqlite.js';
+import type { VaultRows } from '../../vault/rows.js';
 
 export interface SqliteStoreOptions {
   dataDir: string;
@@ -85,6 +87,7 @@ export class SqliteStore extends OperatorSide implements T.Store {
   #registered = false;
   #checkpoints: BackgroundCheckpoints | undefined;
   readonly dashboard: DashboardRecords;
+  readonly vault: VaultRows;
   #timers: BackgroundTimers | undefined;
   #reconciled = 0;
   protected readonly book: SqliteAccounts;
@@ -112,6 +115,7 @@ export class SqliteStore extends OperatorSide implements T.Store {
     this.file = file;
     this.#defaults = defaults;
     this.dashboard = new CheckedDashboardRecords(new SqliteDashboardRecords(db));
+    this.vault = new SqliteVaultRows(db);
     this.#keys = new SqliteIdempotency(db);
     this.book = new SqliteAccounts(db, defaults, (id, op, month, now) => this.#state(id, op, month, now));
     this.#authByHash = db.prepare<[Buffer], AuthRow>(

@@ -47,7 +47,7 @@ export function sqliteRestore(db: Db, s: StoreSnapshot): void {
   checkRestorable(s);
   db.transaction(() => {
     db.exec(
-      'DELETE FROM dashboard_records; DELETE FROM dashboard_batches; DELETE FROM reservations; DELETE FROM holds; DELETE FROM usage_counters; DELETE FROM api_keys; DELETE FROM accounts;',
+      'DELETE FROM vault_reservations; DELETE FROM vault_objects; DELETE FROM vault_accounts; DELETE FROM dashboard_records; DELETE FROM dashboard_batches; DELETE FROM reservations; DELETE FROM holds; DELETE FROM usage_counters; DELETE FROM api_keys; DELETE FROM accounts;',
     );
     const ids = new Map<string, number>();
     const idOf = (name: string): number => {

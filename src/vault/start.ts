@@ -1,0 +1,46 @@
+/**
+ * The vault as `optmark serve` runs it: the master key, the folder backend under the data directory,
+ * originals hashed in the image pool (recognition), and the reconciler at start-up and then every
+ * OPTMARK_VAULT_RECONCILE_INTERVAL_MS (on every instance: each pass is safe beside another).
+ */
+import { join } from 'node:path';
+import type { Config } from '../config.js';
+import type { Logger } from '../log.js';
+import type { ImagePool } from '../pool/pool.js';
+import type { Store } from '../store/index.js';
+import { FolderStorage } from './folder.js';
+import { vaultMasterKey } from './keys.js';
+import { poolHashOf } from './recognition.js';
+import { type ReconcileReport, Vault } from './service.js';
+
+export interface RunningVault {
+  vault: Vault;
+  /** Totals of what the reconciler removed since start (for the metrics). */
+  readonly reconciled: ReconcileReport;
+  stop(): void;
+}
+
+export async function openVault(config: Config, store: Store, pool: ImagePool, log: Logger): Promise<RunningVault> {
+  const vault = new Vault({
+    rows: store.vault,
+    storage: new FolderStorage(join(config.dataDir, 'vault')),
+    masterKey: await vaultMasterKey(config.dataDir, store, config.vaultMasterKeyFile),
+    defaultLimitBytes: config.vaultLimitBytes,
+    hashOf: poolHashOf(pool),
+  });
+  const reconciled: ReconcileReport = { expiredReservations: 0, orphanObjects: 0, missingObjects: 0 };
+  const pass = async (): Promise<void> => {
+    try {
+      const r = await vault.reconcile();
+      for (const k of Object.keys(r) as (keyof ReconcileReport)[]) reconciled[k] += r[k];
+      if (r.orphanObjects || r.missingObjects || r.expiredReservations)
+        log.warn({ ...r, storage: vault.storageKind }, 'vault reconciled: removed what no row or no stored object backs');
+    } catch (err) {
+      log.error({ err }, 'vault reconciliation failed');
+    }
+  };
+  await pass();
+  const timer = setInterval(() => void pass(), config.vaultReconcileIntervalMs);
+  timer.unref();
+  return { vault, reconciled, stop: () => clearInterval(timer) };
+}
