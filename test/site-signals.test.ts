@@ -7,6 +7,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { join } from 'node:path';
+import sharp from 'sharp';
 import { afterAll, describe, expect, it } from 'vitest';
 import { AI_CRAWLERS, checkPolicyUrl, PolicyUrlError, robotsTxt } from '../src/signals/site.js';
 import { optmarkHere } from './helpers/cli.js';
@@ -113,6 +114,17 @@ describe('optmark site-signals', () => {
     expect((await optmarkHere(['site-signals', '--policy', POLICY, '--out', site])).status).toBe(0);
     mkdirSync(join(site, 'images'));
     writeFileSync(join(site, 'images', 'a.jpg'), Buffer.from([0xff, 0xd8, 0xff, 0xd9]));
+    // A page with a real image, for the repository scan below.
+    writeFileSync(
+      join(site, 'images', 'b.jpg'),
+      await sharp({ create: { width: 32, height: 24, channels: 3, background: '#445566' } })
+        .jpeg()
+        .toBuffer(),
+    );
+    writeFileSync(
+      join(site, 'index.html'),
+      '<!doctype html><html><head><meta name="robots" content="noai"></head><body><img src="/images/b.jpg"></body></html>',
+    );
     const port = await freePort();
     const prefix = join(dir, 'nginx');
     mkdirSync(prefix);
@@ -161,6 +173,31 @@ describe('optmark site-signals', () => {
       const missing = await fetch(`${base}/images/none.jpg`);
       expect(missing.status).toBe(404);
       expect(missing.headers.get('tdm-reservation')).toBe('1');
+      // A repository scan of that site meets every one of them beside the image (issue #40 point 3).
+      const report = join(dir, 'scan.jsonl');
+      const scan = await optmarkHere(['scan', `${base}/index.html`, '--allow-network', '127.0.0.0/8', '--report', report, '--skip-fingerprint']);
+      expect(scan.status, scan.stderr).toBe(0);
+      const items = readFileSync(report, 'utf8')
+        .trim()
+        .split('\n')
+        .map((l) => JSON.parse(l));
+      expect(items).toHaveLength(1);
+      expect(items[0].location).toBe(`${base}/images/b.jpg`);
+      expect(items[0].optedOut).toBe(false);
+      expect([...items[0].servedSignals].sort()).toEqual(
+        [
+          'ai.txt',
+          'content-usage:train-ai=n',
+          'meta:noai',
+          'robots.txt',
+          'robots.txt:content-usage',
+          'tdm-policy',
+          'tdm-reservation',
+          'tdmrep.json',
+          'x-robots-tag:noai',
+          'x-robots-tag:noimageai',
+        ].sort(),
+      );
     } finally {
       nginx?.kill('SIGTERM');
       if (nginx && nginx.exitCode === null) await new Promise((r) => nginx!.once('exit', r));
