@@ -152,7 +152,7 @@ describe('operator commands', async () => {
       /--verify <n\|default>' argument '-1' is invalid\. It must be a whole number of 0 or more/,
     ],
     ['fractional limit', ['account', 'set-limits', 'dup', '--protect', '1.5'], 2, /whole number of 0 or more/],
-    ['no limits given', ['account', 'set-limits', 'dup'], 2, /--protect and\/or --verify/],
+    ['no limits given', ['account', 'set-limits', 'dup'], 2, /--protect, --verify and\/or --vault/],
     ['bad month', ['usage', 'dup', '--month', '2026-13'], 1, /YYYY-MM/],
     ['short prefix', ['key', 'revoke', 'om_live_ab'], 1, /at least 12 characters/],
     ['unknown prefix', ['key', 'revoke', 'om_live_ZZZZZZZZ'], 1, /no key starts with/],
