@@ -69,15 +69,21 @@ export function isOurs(item: ScanItem): boolean {
   return Boolean((item.provenance?.present && item.provenance.valid) || item.fingerprint?.present);
 }
 
-/** The summary's categories, as filters of the table (each the rule of its count). */
+/** A Git LFS pointer: reported where an image would be, counted as skipped, not as an image. */
+export function isSkipped(item: ScanItem): boolean {
+  return item.error?.code === 'lfs_pointer';
+}
+
+/** The summary's categories, as filters of the table (each the rule of its count, src/scans/analyse.ts). */
 export const FILTERS = {
-  all: { label: 'All images', test: (_: ScanItem) => true },
+  all: { label: 'All images', test: (i: ScanItem) => !isSkipped(i) },
   optedOut: { label: 'Opted out (embedded)', test: (i: ScanItem) => !i.error && i.optedOut },
   servedOptOut: { label: 'Opted out (served)', test: (i: ScanItem) => !i.error && i.servedSignals.length > 0 },
   noOptOut: { label: 'No opt-out', test: (i: ScanItem) => !i.error && !i.optedOut && i.servedSignals.length === 0 },
   ours: { label: 'Marked by this server', test: (i: ScanItem) => !i.error && isOurs(i) },
   oursStripped: { label: 'Ours, opt-out stripped', test: (i: ScanItem) => !i.error && isOurs(i) && !i.optedOut },
-  failed: { label: 'Failed', test: (i: ScanItem) => i.error !== null },
+  failed: { label: 'Failed', test: (i: ScanItem) => i.error !== null && !isSkipped(i) },
+  skipped: { label: 'Skipped (Git LFS pointers)', test: isSkipped },
 } as const;
 
 export type FilterId = keyof typeof FILTERS;

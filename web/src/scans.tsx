@@ -19,13 +19,15 @@ export function ScansView({ apiKey, vaultOn }: { apiKey: string; vaultOn: boolea
   const [followLinks, setFollowLinks] = useState(false);
   const [notice, setNotice] = useState('');
   const [busy, setBusy] = useState(false);
+  const [listError, setListError] = useState('');
 
   const loadList = async () => {
     try {
       const list = await getJson<ScanList>(apiKey, '/api/v1/scans');
       setScans(list.scans);
+      setListError('');
     } catch (err) {
-      setNotice(messageOf(err));
+      setListError(`Your scans could not be listed: ${messageOf(err)}`);
     }
   };
 
@@ -99,7 +101,9 @@ export function ScansView({ apiKey, vaultOn }: { apiKey: string; vaultOn: boolea
       )}
 
       <h3>Your scans</h3>
-      {scans === undefined ? (
+      {listError ? (
+        <p class="error">{listError}</p>
+      ) : scans === undefined ? (
         <p>Loading…</p>
       ) : scans.length === 0 ? (
         <p>No scans yet.</p>
