@@ -31,7 +31,8 @@ export interface Scan {
   createdAt: string;
   startedAt: string | null;
   finishedAt: string | null;
-  progress: ScanProgress;
+  /** Items written so far (the jobs store's count), or done of a known total. */
+  progress: number | ScanProgress;
   counts: ScanCounts;
   error: { code: string; message: string } | null;
 }
@@ -57,6 +58,11 @@ export interface ScanList {
 export interface ResultsPage {
   items: ScanItem[];
   next: string | null;
+}
+
+/** The progress as done and total (null: the source does not say how many are coming). */
+export function progressOf(scan: Scan): ScanProgress {
+  return typeof scan.progress === 'number' ? { done: scan.progress, total: null } : scan.progress;
 }
 
 /** A scan that may still change: the page keeps polling it. */

@@ -1,7 +1,7 @@
 import { useEffect, useRef, useState } from 'preact/hooks';
 import { ApiError, del, getFile, getJson, postJson } from './api';
 import { ScanResults, ScanSummary } from './scan-results';
-import { live, STATE_TEXT, type Scan, type ScanList } from './scan-types';
+import { live, progressOf, STATE_TEXT, type Scan, type ScanList } from './scan-types';
 import { formatDate, saveBlob } from './util';
 
 /** How often a live scan is asked for again (ms). */
@@ -245,7 +245,7 @@ function ScanDetail({
  * reader is not told a number every second.
  */
 function Progress({ scan }: { scan: Scan }) {
-  const { done, total } = scan.progress;
+  const { done, total } = progressOf(scan);
   const fraction = total ? Math.min(1, done / total) : undefined;
   const tenth = fraction === undefined ? undefined : Math.floor(fraction * 10) * 10;
   const spoken =
