@@ -119,6 +119,9 @@ describe('the Private Vault over HTTP', () => {
     expect((await get('/api/v1/vault/objects?name=BEACH')).json.objects.map((o: { name: string }) => o.name)).toEqual(['beach-3.png', 'beach-1.png']);
     expect((await get(`/api/v1/vault/objects?sha256=${made[2]!.json.sha256}`)).json.objects).toHaveLength(1);
     expect((await get('/api/v1/vault/objects?record=nothing')).json.objects).toEqual([]);
+    // q: part of the name, or a whole SHA-256 (the dashboard's search box).
+    expect((await get('/api/v1/vault/objects?q=city')).json.objects.map((o: { name: string }) => o.name)).toEqual(['city-4.jpg', 'city-2.jpg', 'city-0.jpg']);
+    expect((await get(`/api/v1/vault/objects?q=${made[1]!.json.sha256}`)).json.objects.map((o: { id: string }) => o.id)).toEqual([made[1]!.json.id]);
     const p1 = await get('/api/v1/vault/objects?limit=2');
     const p2 = await get(`/api/v1/vault/objects?limit=2&cursor=${p1.json.next}`);
     const p3 = await get(`/api/v1/vault/objects?limit=2&cursor=${p2.json.next}`);

@@ -6,7 +6,7 @@
  *   PUT    /api/v1/vault                      {"enabled": bool}
  *   GET    /api/v1/vault                      {enabled, usedBytes, limitBytes, objects}
  *   POST   /api/v1/vault/objects              multipart "image": 201 (200 when these bytes are kept already)
- *   GET    /api/v1/vault/objects              newest first; ?name=&sha256=&record=&limit=&cursor=
+ *   GET    /api/v1/vault/objects              newest first; ?q=&name=&sha256=&record=&limit=&cursor=
  *   GET    /api/v1/vault/objects/:id          the object's metadata
  *   GET    /api/v1/vault/objects/:id/content  the bytes: Content-Type, Content-Disposition, Range (206, 416)
  *   DELETE /api/v1/vault/objects/:id          204, and the bytes are gone from storage
@@ -135,6 +135,7 @@ export function registerVault(app: TemplatedApp, deps: ApiDeps, vault: Vault): v
     if (sha256 !== undefined && !/^[0-9a-f]{64}$/.test(sha256)) throw new OptmarkError('invalid_query', '"sha256" must be 64 lowercase hex digits.');
     const cursor = q.get('cursor');
     const list = await vault.list(caller.account.id, {
+      q: q.get('q') || undefined,
       name: q.get('name') || undefined,
       sha256,
       record: q.get('record') || undefined,

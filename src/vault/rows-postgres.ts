@@ -141,6 +141,10 @@ export class PgVaultRows implements VaultRows {
       where.push(clause(`$${values.length}`));
     };
     if (q.name) add((n) => `lower(name) LIKE ${n} ESCAPE '\\'`, likeOf(q.name));
+    if (q.q) {
+      values.push(likeOf(q.q), q.q);
+      where.push(`(lower(name) LIKE $${values.length - 1} ESCAPE '\\' OR sha256 = $${values.length} OR record_id = $${values.length})`);
+    }
     if (q.sha256) add((n) => `sha256 = ${n}`, q.sha256);
     if (q.record) add((n) => `record_id = ${n}`, q.record);
     if (q.after) {

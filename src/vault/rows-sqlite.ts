@@ -153,6 +153,11 @@ export class SqliteVaultRows implements VaultRows {
       where.push("lower(name) LIKE :like ESCAPE '\\'");
       params.like = likeOf(q.name);
     }
+    if (q.q) {
+      where.push("(lower(name) LIKE :qlike ESCAPE '\\' OR sha256 = :q OR record_id = :q)");
+      params.qlike = likeOf(q.q);
+      params.q = q.q;
+    }
     if (q.sha256) {
       where.push('sha256 = :sha');
       params.sha = q.sha256;

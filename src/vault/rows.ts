@@ -44,6 +44,8 @@ export interface VaultState {
 }
 
 export interface VaultQuery {
+  /** Part of the name (any case), or the whole SHA-256 or record id. */
+  q?: string;
   name?: string;
   sha256?: string;
   record?: string;

@@ -15,6 +15,7 @@ import { sha256 } from '../helpers/assert.js';
 import { exiftoolDataMining } from '../helpers/oracle.js';
 import { read } from '../helpers/c2pa.js';
 import { pdfText } from '../helpers/pdf.js';
+import { lowContrast } from '../helpers/browser.js';
 import { ROOT, TestServer, api, imageForm } from '../helpers/server.js';
 
 const CHROMIUM = '/usr/bin/chromium';
@@ -414,38 +415,3 @@ describe('the dashboard in Chromium', () => {
     expect(consoleErrors).toEqual([]);
   }, 300_000);
 });
-
-/** Texts whose colour against their effective background is below 4.5:1 (WCAG 2 relative luminance). */
-function lowContrast(page: Page): Promise<string[]> {
-  return page.evaluate(() => {
-    const parse = (c: string): number[] => (c.match(/[\d.]+/g) ?? []).map(Number);
-    const lum = ([r, g, b]: number[]): number => {
-      const f = (v: number) => {
-        const s = v / 255;
-        return s <= 0.03928 ? s / 12.92 : ((s + 0.055) / 1.055) ** 2.4;
-      };
-      return 0.2126 * f(r!) + 0.7152 * f(g!) + 0.0722 * f(b!);
-    };
-    const background = (el: Element | null): number[] => {
-      for (let e = el; e; e = e.parentElement) {
-        const c = parse(getComputedStyle(e).backgroundColor);
-        if (c.length === 3 || (c.length === 4 && c[3]! > 0)) return c.slice(0, 3);
-      }
-      return [255, 255, 255];
-    };
-    const bad: string[] = [];
-    const walker = document.createTreeWalker(document.body, NodeFilter.SHOW_TEXT);
-    for (let n = walker.nextNode(); n; n = walker.nextNode()) {
-      const el = n.parentElement;
-      if (!el || !n.textContent?.trim() || el.closest('[hidden], .sr-only, .skip, noscript')) continue;
-      const style = getComputedStyle(el);
-      if (style.visibility === 'hidden' || style.display === 'none' || el.getClientRects().length === 0) continue;
-      const fg = lum(parse(style.color));
-      const bg = lum(background(el));
-      const ratio = (Math.max(fg, bg) + 0.05) / (Math.min(fg, bg) + 0.05);
-      // Disabled controls are exempt in WCAG; ours keep a readable ratio anyway, so no exemption here.
-      if (ratio < 4.5) bad.push(`${n.textContent.trim().slice(0, 40)}: ${ratio.toFixed(2)}`);
-    }
-    return bad;
-  });
-}

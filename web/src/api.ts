@@ -108,6 +108,38 @@ export async function postJson<T>(key: string, path: string, body: unknown): Pro
   return res.json() as Promise<T>;
 }
 
+export async function putJson<T>(key: string, path: string, body: unknown): Promise<T> {
+  const res = await request(key, path, { method: 'PUT', headers: { 'Content-Type': 'application/json' }, body: JSON.stringify(body) });
+  return res.json() as Promise<T>;
+}
+
+/** DELETE; resolves when the server answered 2xx (a 204 has no body). */
+export async function del(key: string, path: string): Promise<void> {
+  await request(key, path, { method: 'DELETE' });
+}
+
+/** A download: the body and the file name of its Content-Disposition, when it has one. */
+export async function getFile(key: string, path: string): Promise<{ blob: Blob; name: string | undefined }> {
+  const res = await request(key, path);
+  return { blob: await res.blob(), name: dispositionName(res.headers.get('Content-Disposition')) };
+}
+
+/** The file name of a Content-Disposition header (RFC 6266: filename* in UTF-8 first, then filename). */
+export function dispositionName(header: string | null): string | undefined {
+  if (!header) return undefined;
+  const star = /filename\*\s*=\s*UTF-8''([^;]+)/i.exec(header);
+  if (star) {
+    try {
+      return decodeURIComponent(star[1]!.trim());
+    } catch {
+      /* a malformed escape: fall back to the plain parameter */
+    }
+  }
+  const plain = /filename\s*=\s*("((?:[^"\\]|\\.)*)"|[^;]+)/i.exec(header);
+  if (!plain) return undefined;
+  return plain[2] !== undefined ? plain[2].replace(/\\(.)/g, '$1') : plain[1]!.trim();
+}
+
 export async function getBlob(key: string, path: string): Promise<Blob> {
   return (await request(key, path)).blob();
 }

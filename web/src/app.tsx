@@ -3,7 +3,11 @@ import { ApiError, getJson, type AccountInfo } from './api';
 import { HistoryView } from './history';
 import { InspectView } from './inspect';
 import { ProtectView } from './protect';
+import { ScansView } from './scans';
+import { SettingsView } from './settings';
 import { UsageView } from './usage';
+import { useVault } from './use-vault';
+import { VaultView } from './vault';
 
 /** The key lives in this tab's session storage only: gone when the tab closes, never in a URL or log. */
 const KEY_SLOT = 'optmark.apiKey';
@@ -12,7 +16,10 @@ const TABS = [
   ['protect', 'Protect'],
   ['inspect', 'Inspect'],
   ['history', 'History'],
+  ['scans', 'Scans'],
+  ['vault', 'Vault'],
   ['usage', 'Usage'],
+  ['settings', 'Settings'],
 ] as const;
 type Tab = (typeof TABS)[number][0];
 
@@ -152,6 +159,7 @@ function SignIn({ busy, message, onSubmit }: { busy: boolean; message: string; o
 }
 
 function Signed({ info, apiKey, tab, setTab, refresh }: { info: AccountInfo; apiKey: string; tab: Tab; setTab: (t: Tab) => void; refresh: () => void }) {
+  const [vault, refreshVault] = useVault(apiKey);
   const tabs = useRef<Array<HTMLButtonElement | null>>([]);
   const onKey = (e: KeyboardEvent, i: number) => {
     const last = TABS.length - 1;
@@ -186,10 +194,25 @@ function Signed({ info, apiKey, tab, setTab, refresh }: { info: AccountInfo; api
       </div>
       {TABS.map(([id]) => (
         <div key={id} role="tabpanel" id={`panel-${id}`} aria-labelledby={`tab-${id}`} hidden={tab !== id} class="panel">
-          {id === 'protect' && <ProtectView apiKey={apiKey} info={info} onUsage={refresh} />}
+          {id === 'protect' && (
+            <ProtectView
+              apiKey={apiKey}
+              info={info}
+              vaultOn={vault?.enabled === true}
+              onUsage={() => {
+                refresh();
+                refreshVault();
+              }}
+            />
+          )}
           {id === 'inspect' && tab === id && <InspectView apiKey={apiKey} onUsage={refresh} />}
           {id === 'history' && tab === id && <HistoryView apiKey={apiKey} />}
+          {id === 'scans' && tab === id && <ScansView apiKey={apiKey} vaultOn={vault?.enabled === true || (vault?.objects ?? 0) > 0} />}
+          {id === 'vault' &&
+            tab === id &&
+            (vault ? <VaultView apiKey={apiKey} vault={vault} onVault={refreshVault} /> : <p>{vault === null ? 'This server has no vault.' : 'Loading…'}</p>)}
           {id === 'usage' && tab === id && <UsageView info={info} onRefresh={refresh} />}
+          {id === 'settings' && tab === id && <SettingsView apiKey={apiKey} vault={vault ?? null} onVault={refreshVault} />}
         </div>
       ))}
     </>

@@ -34,6 +34,9 @@ interface Item {
 
 let nextId = 1;
 
+/** "Keep originals in my vault": each image of the batch is sent with this query (docs/vault.md). */
+const KEEP_IN_VAULT = '?vault=keep';
+
 const NOT_AN_IMAGE = 'This file is not a JPEG, PNG or WebP image (judged by its content, not its name), so it was not sent.';
 
 /** What happened to a file's Content Credentials (C2PA), when it had any. */
@@ -53,7 +56,7 @@ const STATUS: Record<State, string> = {
   failed: 'Failed',
 };
 
-export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: AccountInfo; onUsage: () => void }) {
+export function ProtectView({ apiKey, info, vaultOn, onUsage }: { apiKey: string; info: AccountInfo; vaultOn: boolean; onUsage: () => void }) {
   const limit = info.limits.batchSize;
   const [items, setItems] = useState<Item[]>([]);
   const [provenance, setProvenance] = useState(true);
@@ -61,6 +64,8 @@ export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: A
   // Off by default: each is a signal beyond the IPTC field that not every user wants written (docs/signals.md).
   const [tdmrep, setTdmrep] = useState(false);
   const [contentCredentials, setContentCredentials] = useState(false);
+  // Ticked whenever the account's vault is on (the user turned it on to keep originals); untick for one batch.
+  const [keepOriginals, setKeepOriginals] = useState(true);
   const [notice, setNotice] = useState<string>('');
   const [running, setRunning] = useState(false);
   const [batch, setBatch] = useState<Batch | undefined>();
@@ -107,7 +112,13 @@ export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: A
       let b = into;
       if (!b) {
         try {
-          b = await postJson<Batch>(apiKey, '/api/v1/dashboard/batches', { size: todo.length, provenance, fingerprint, tdmrep, contentCredentials });
+          b = await postJson<Batch>(apiKey, '/api/v1/dashboard/batches', {
+            size: todo.length,
+            provenance,
+            fingerprint,
+            tdmrep,
+            contentCredentials,
+          });
         } catch (err) {
           setNotice(err instanceof ApiError ? err.message : String(err));
           return;
@@ -115,7 +126,7 @@ export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: A
         setBatch(b);
       }
       const queue = [...todo];
-      const path = `/api/v1/dashboard/batches/${b.id}/images`;
+      const path = `/api/v1/dashboard/batches/${b.id}/images${vaultOn && keepOriginals ? KEEP_IN_VAULT : ''}`;
       const one = async (item: Item) => {
         if (item.file.size > info.limits.maxUploadBytes) {
           update(item.id, {
@@ -252,6 +263,13 @@ export function ProtectView({ apiKey, info, onUsage }: { apiKey: string; info: A
             <span class="hint">a C2PA manifest signed by this server: AI training and mining not allowed</span>
           </div>
         </fieldset>
+        {vaultOn && (
+          <div class="check">
+            <input type="checkbox" id="keep-originals" checked={keepOriginals} disabled={running} onChange={(e) => setKeepOriginals(e.currentTarget.checked)} />
+            <label for="keep-originals">Keep originals in my vault</label>
+            <span class="hint">the original and the marked file of each image, encrypted, in your Private Vault</span>
+          </div>
+        )}
         <div class="row">
           <button type="submit" class="primary" disabled={running}>
             {running ? 'Protecting…' : 'Protect'}
