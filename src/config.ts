@@ -9,6 +9,7 @@ import { availableParallelism } from 'node:os';
 import { resolve } from 'node:path';
 import { C2PA_MODES, type C2paMode } from './c2pa/modes.js';
 import { MAX_PROTECT_GROWTH_BYTES } from './formats/limits.js';
+import { Invalid, onOff, type Parser, path, type Setting, setting, wholeNumber, type Earlier } from './settings-kit.js';
 import { checkPolicyUrl } from './signals/site.js';
 import { NOT_ALLOWED, parseTrainingMining, type TrainingMining } from './signals/training.js';
 
@@ -108,47 +109,6 @@ export function inflightBytesFor(bodyBytes: number, withAnswer: boolean): number
 
 const MiB = 1024 ** 2;
 
-/** The settings loaded so far (the table is loaded in order; a default or a bound may use earlier ones). */
-type Earlier = Partial<Config>;
-
-/** A parser: the trimmed raw value (and the settings before it) to the value, or throws a message. */
-type Parser<T> = (raw: string, earlier: Earlier) => T;
-
-export interface Setting<K extends keyof Config = keyof Config> {
-  /** The environment variable. */
-  variable: string;
-  key: K;
-  /** The default, as --help and the document show it. */
-  shown: string;
-  /** The default's value (it may depend on the machine or on earlier settings). */
-  fallback: (earlier: Earlier) => Config[K];
-  parse: Parser<Config[K]>;
-  /** One line: what it does. */
-  doc: string;
-}
-
-class Invalid extends Error {}
-
-/** A whole number within bounds (a bound may depend on earlier settings). */
-function wholeNumber(min: number, max: number | ((earlier: Earlier) => number)): Parser<number> {
-  return (raw, earlier) => {
-    if (!/^\d+$/.test(raw)) throw new Invalid(`expected a whole number, got ${JSON.stringify(raw)}`);
-    const n = Number(raw);
-    const hi = typeof max === 'number' ? max : max(earlier);
-    if (!Number.isSafeInteger(n) || n < min || n > hi) throw new Invalid(`must be between ${min} and ${hi}, got ${raw}`);
-    return n;
-  };
-}
-
-const onOff: Parser<boolean> = (raw) => {
-  const v = raw.toLowerCase();
-  if (['1', 'true', 'yes', 'on'].includes(v)) return true;
-  if (['0', 'false', 'no', 'off'].includes(v)) return false;
-  throw new Invalid(`expected on/off (1/0, true/false), got ${JSON.stringify(raw)}`);
-};
-
-const path: Parser<string> = (raw) => resolve(raw);
-
 const cores = (): number => Math.max(1, availableParallelism());
 
 /**
@@ -166,11 +126,6 @@ const arrivingShareParser: Parser<number> = (raw, c) => {
   if (n !== 0 && n < largest) throw new Invalid(`must be 0 (no limit) or at least ${largest}: one largest upload plus its answer`);
   return n;
 };
-
-/** Declares one setting (keeps each entry's types tied to its key). */
-function setting<K extends keyof Config>(s: Setting<K>): Setting<K> {
-  return s;
-}
 
 /** Every setting, in the order they load and are documented. */
 export const SETTINGS: readonly Setting[] = [
