@@ -12,6 +12,7 @@ import { MAX_PROTECT_GROWTH_BYTES } from './formats/limits.js';
 import { Invalid, onOff, type Parser, path, type Setting, setting, wholeNumber, type Earlier } from './settings-kit.js';
 import { checkPolicyUrl } from './signals/site.js';
 import { NOT_ALLOWED, parseTrainingMining, type TrainingMining } from './signals/training.js';
+import { SCAN_SETTINGS } from './scans/settings.js';
 
 export interface Config {
   host: string;
@@ -66,6 +67,18 @@ export interface Config {
   /** postgres://... : the PostgreSQL store shared by several instances (docs/scaling.md); undefined = the SQLite file in dataDir. */
   databaseUrl: string | undefined;
   storeTimeoutMs: number;
+  // Scans (src/scans/settings.ts)
+  scanDailyLimit: number;
+  scanServiceDailyLimit: number;
+  scanMaxImages: number;
+  scanMaxBytes: number;
+  scanMaxWallMs: number;
+  scanMaxImageBytes: number;
+  scanMaxRedirects: number;
+  scanPerHostConcurrency: number;
+  scanPerHostDelayMs: number;
+  scanAllowNetworks: string[];
+  scanAllowLocal: boolean;
 }
 
 export class ConfigError extends Error {
@@ -423,6 +436,7 @@ export const SETTINGS: readonly Setting[] = [
     parse: wholeNumber(100, 10_000),
     doc: "How long a request waits for the store (SQLite: another process's write lock; PostgreSQL: a statement, a pooled connection) before 503.",
   }),
+  ...SCAN_SETTINGS,
 ];
 
 type Env = Record<string, string | undefined>;

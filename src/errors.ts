@@ -34,6 +34,10 @@ export const ERROR_CODES = [
   'invalid_request',
   'batch_too_large',
   'batch_full',
+  // repository scans (docs/scans.md)
+  'invalid_source',
+  'local_source_not_allowed',
+  'scan_limit_exceeded',
   // routing
   'not_found',
   'method_not_allowed',
@@ -73,6 +77,9 @@ const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
   invalid_request: 'The request is not valid.',
   batch_too_large: 'A dashboard batch holds at most 25 images.',
   batch_full: 'This batch already holds all the images it was opened for.',
+  invalid_source: 'The scan source is not a URL or path optmark scans.',
+  local_source_not_allowed: 'This server does not scan local folders, files or file:// URLs (OPTMARK_SCAN_ALLOW_LOCAL).',
+  scan_limit_exceeded: 'This account started its scans for today (UTC); retry after resetsAt.',
   not_found: 'No such route.',
   method_not_allowed: 'This route does not accept that method.',
   overloaded: 'The server is busy; retry shortly.',

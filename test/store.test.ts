@@ -935,8 +935,8 @@ describe("the reconciliation's search for unregistered owners (PostgreSQL)", () 
     await dropSignalLayers(h, first);
     await h.raw(first, 'DELETE FROM optmark_schema WHERE version >= 5');
     const second = await h.open(dir);
-    expect(PG_SCHEMA_VERSION).toBe(6);
-    expect((await h.raw(second, 'SELECT max(version)::int AS v FROM optmark_schema'))[0]).toEqual({ v: 6 });
+    expect(PG_SCHEMA_VERSION).toBe(7);
+    expect((await h.raw(second, 'SELECT max(version)::int AS v FROM optmark_schema'))[0]).toEqual({ v: 7 });
     expect(await h.raw(second, "SELECT indexname FROM pg_indexes WHERE indexname = 'reservations_owner' AND schemaname = current_schema()")).toHaveLength(1);
     expect((await first.commit(held.reservation))?.used).toBe(1);
     expect(await second.reconcile()).toBe(0);

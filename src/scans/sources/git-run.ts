@@ -93,7 +93,10 @@ export function runGit(args: string[], env: Record<string, string>, limits: RunL
       killGroup(child);
     };
     // (A timer past 2^31 - 1 ms would fire at once: an unbounded run has none.)
-    const timer = Number.isFinite(limits.timeoutMs) && limits.timeoutMs < 2 ** 31 ? setTimeout(() => stop(new ScanError('timeout', `git took longer than ${limits.timeoutMs} ms`)), limits.timeoutMs) : undefined;
+    const timer =
+      Number.isFinite(limits.timeoutMs) && limits.timeoutMs < 2 ** 31
+        ? setTimeout(() => stop(new ScanError('timeout', `git took longer than ${limits.timeoutMs} ms`)), limits.timeoutMs)
+        : undefined;
     const onAbort = (): void => stop(new ScanError('timeout', 'the scan was stopped'));
     limits.signal.addEventListener('abort', onAbort, { once: true });
     let measuring = false;

@@ -49,7 +49,9 @@ export async function pgRestore(conn: PgConnection, s: StoreSnapshot): Promise<v
   checkRestorable(s);
   await conn.tx(async (c) => {
     await c.query('SET LOCAL synchronous_commit = on');
-    await c.query('TRUNCATE dashboard_records, dashboard_batches, idempotency_keys, reservations, holds, usage_counters, api_keys, accounts RESTART IDENTITY');
+    await c.query(
+      'TRUNCATE scan_items, scan_chunks, scans, dashboard_records, dashboard_batches, idempotency_keys, reservations, holds, usage_counters, api_keys, accounts RESTART IDENTITY',
+    );
     // Rows go in as JSON arrays, a few thousand per statement; accounts are matched by name.
     await insertRows(
       c,
