@@ -79,6 +79,7 @@ export interface Config {
   scanPerHostDelayMs: number;
   scanAllowNetworks: string[];
   scanAllowLocal: boolean;
+  scanClockOffsetMs: number;
 }
 
 export class ConfigError extends Error {

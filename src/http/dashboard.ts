@@ -70,19 +70,19 @@ const MAX_EXPORT = 100_000;
 const MAX_PAGE_CONCURRENCY = 8;
 const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 
-interface Caller {
+export interface Caller {
   account: Account;
   keyId: number;
 }
 
-interface Request {
+export interface Request {
   authorization: string;
   query: URLSearchParams;
   host: string;
   param: string;
 }
 
-type Answer = { status: number; body: string | Uint8Array; headers?: Headers };
+export type Answer = { status: number; body: string | Uint8Array; headers?: Headers };
 
 /** Adds the dashboard's routes to the app (before its catch-all route). */
 export function registerDashboard(app: TemplatedApp, deps: DashboardDeps): void {
@@ -414,14 +414,19 @@ const JSON_RULES: BodyRules = {
  * WWW-Authenticate, 403 for plans without API access), reads a small JSON body for POST through the
  * API's intake (./intake.ts), and answers what `handler` returns, or its error as `{error, code}`.
  */
-function json(
+export function json(
   app: TemplatedApp,
   deps: ApiDeps,
-  method: 'get' | 'post',
+  method: 'get' | 'post' | 'del',
   path: string,
   handler: (caller: Caller, req: Request, body: Buffer | undefined) => Promise<Answer>,
 ): void {
-  const route = method === 'get' ? (handler: (res: HttpResponse, req: HttpRequest) => void) => getAndHead(app, path, handler) : app.post.bind(app, path);
+  const route =
+    method === 'get'
+      ? (handler: (res: HttpResponse, req: HttpRequest) => void) => getAndHead(app, path, handler)
+      : method === 'del'
+        ? app.del.bind(app, path)
+        : app.post.bind(app, path);
   route((res, req) => {
     const ex = exchangeOf(res, req, path);
     const rawQuery = req.getQuery() ?? '';

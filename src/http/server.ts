@@ -15,6 +15,7 @@ import { handleApi, type ApiDeps, type InFlight } from './api.js';
 import { registerDashboard, verifyWithRecords } from './dashboard.js';
 import { withFraming } from './framing.js';
 import { Metrics } from './metrics.js';
+import { registerScans, type ScanRoutes } from './scans.js';
 import { LISTEN_DEFAULT, LISTEN_EXCLUSIVE_PORT, listenFailure } from './port.js';
 import { type Exchange, exchangeOf, getAndHead } from './respond.js';
 import { type UploadLimits, Uploads } from './intake.js';
@@ -36,6 +37,8 @@ export interface ServerOptions {
   poolSize?: number;
   /** Per-client shares of arriving bodies and the upload rate floor (none when absent). */
   uploads?: UploadLimits;
+  /** The scans API's settings and clock (./scans.ts); no scan routes without. */
+  scans?: ScanRoutes;
 }
 
 /**
@@ -133,6 +136,7 @@ export class HttpServer {
       );
     });
     registerDashboard(app, { ...deps, assets: Assets.load(), receipts: this.#receipts, poolSize: options.poolSize ?? options.pool.stats.threads });
+    if (options.scans) registerScans(app, { ...deps, ...options.scans });
     getAndHead(app, '/api/v1/openapi.json', (res, req) =>
       this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })),
     );

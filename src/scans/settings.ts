@@ -83,4 +83,12 @@ export const SCAN_SETTINGS: readonly Setting[] = [
     parse: onOff,
     doc: "Let the server's scans read local folders, files and file:// URLs (the server's own file system).",
   }),
+  limit(
+    'OPTMARK_SCAN_CLOCK_OFFSET_MS',
+    'scanClockOffsetMs',
+    0,
+    0,
+    100 * 365 * 24 * 3600_000,
+    "Moves the scans' clock (daily counts, wall time) this far ahead of the system's: for tests of the UTC day boundary; leave 0.",
+  ),
 ];
