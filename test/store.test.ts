@@ -1278,7 +1278,8 @@ describe('database file (SQLite)', () => {
   });
 });
 
-/** Undoes schema version 6 (the dashboard batches' signal layers), for a test that sets the schema further back. */
+/** Undoes schema versions 7 (scans) and 6 (the dashboard batches' signal layers), for a test that sets the schema further back. */
 async function dropSignalLayers(h: StoreHarness, store: Store): Promise<void> {
+  for (const table of ['scan_items', 'scan_chunks', 'scans', 'scan_days']) await h.raw(store, `DROP TABLE ${table}`);
   for (const column of ['tdmrep', 'content_credentials']) await h.raw(store, `ALTER TABLE dashboard_batches DROP COLUMN ${column}`);
 }
