@@ -245,7 +245,9 @@ describe.each(ENGINES)('scans API (%s)', (engine) => {
       try {
         return await f(async (sql, params) => {
           const s = d.prepare(sql.replace(/\$\d+/g, '?'));
-          return s.reader ? s.all(...params) : (s.run(...params), []);
+          if (s.reader) return s.all(...params);
+          s.run(...params);
+          return [];
         });
       } finally {
         d.close();
