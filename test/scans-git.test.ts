@@ -5,7 +5,7 @@
  * submodules reported and never followed, hooks never run, nothing checked out, the byte limit,
  * a refused address (git never connects), redirects refused.
  */
-import { execFile } from 'node:child_process';
+import { execFile, execFileSync } from 'node:child_process';
 import { promisify } from 'node:util';
 import { randomBytes } from 'node:crypto';
 import { chmodSync, existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
@@ -53,9 +53,20 @@ beforeAll(async () => {
   const huge: Record<string, Buffer> = {};
   for (let i = 0; i < 24; i++) huge[`blob-${i}.bin`] = randomBytes(1 << 20);
   makeRepo(join(root, 'huge'), huge);
+  hugeTree(join(root, 'tree'), 30_000);
   daemon = await gitDaemon(root);
   http = await gitHttp(root, { redirectTo: 'http://127.0.0.1:9/' });
 });
+
+/** A repository whose one commit has `n` paths (one small blob under every name), made with git fast-import. */
+function hugeTree(dir: string, n: number): void {
+  mkdirSync(dir, { recursive: true });
+  const env = repoEnv(dir);
+  execFileSync('git', ['init', '--quiet', '--initial-branch=main'], { cwd: dir, env });
+  const lines = ['blob', 'mark :1', 'data 5', 'hello', 'commit refs/heads/main', 'committer T <t@example.org> 0 +0000', 'data 2', 'x'];
+  for (let i = 0; i < n; i++) lines.push(`M 100644 :1 d${i % 100}/file-with-a-long-name-${String(i).padStart(6, '0')}.txt`);
+  execFileSync('git', ['fast-import', '--quiet'], { cwd: dir, env, input: `${lines.join('\n')}\n` });
+}
 
 afterAll(async () => {
   await daemon?.close();
@@ -110,6 +121,15 @@ describe.each([
     const folder = temp.make();
     const { ctx } = scanContext(folder, { allow: LOOPBACK, limits: { maxBytes: 4 << 20 } }); // blobs under the per-image limit: all transferred
     const source = gitSource(served().url('huge'), ctx);
+    expect(await codeOf(readAll(source))).toBe('budget_exceeded');
+    await source.close();
+    expect(tree(folder)).toEqual([]);
+  });
+
+  it('a huge tree (30,000 paths) past the byte limit is stopped too: budget_exceeded', async () => {
+    const folder = temp.make();
+    const { ctx } = scanContext(folder, { allow: LOOPBACK, limits: { maxBytes: 256 << 10 } });
+    const source = gitSource(served().url('tree'), ctx);
     expect(await codeOf(readAll(source))).toBe('budget_exceeded');
     await source.close();
     expect(tree(folder)).toEqual([]);

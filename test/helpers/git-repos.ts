@@ -89,7 +89,8 @@ export async function gitDaemon(root: string): Promise<Served> {
   const child: ChildProcess = spawn(
     'git',
     ['daemon', '--reuseaddr', `--base-path=${root}`, '--export-all', '--listen=127.0.0.1', `--port=${daemonPort}`, '--enable=upload-pack', root],
-    { env: repoEnv(root), stdio: 'ignore' },
+    // Its own process group: `git daemon` runs git-daemon as a child, which must go with it.
+    { env: repoEnv(root), stdio: 'ignore', detached: true },
   );
   await waitForPort(daemonPort);
   let connections = 0;
@@ -106,7 +107,7 @@ export async function gitDaemon(root: string): Promise<Served> {
     url: (name) => `git://127.0.0.1:${port}/${name}`,
     connections: () => connections,
     close: async () => {
-      child.kill('SIGKILL');
+      process.kill(-child.pid!, 'SIGKILL');
       await new Promise((r) => relay.close(r));
     },
   };

@@ -86,7 +86,13 @@ export function runGit(args: string[], env: Record<string, string>, limits: RunL
     const out: Buffer[] = [];
     let err = '';
     let stopped: ScanError | undefined;
-    child.stdout.on('data', (c: Buffer) => out.push(c));
+    // What git prints (a listing of a huge tree) is held here, so it counts against the byte limit too.
+    let printed = 0;
+    child.stdout.on('data', (c: Buffer) => {
+      printed += c.length;
+      if (printed > limits.maxBytes) stop(new ScanError('budget_exceeded', `git's listing passed the scan's byte limit of ${limits.maxBytes}`));
+      else out.push(c);
+    });
     child.stderr.setEncoding('utf8').on('data', (s: string) => (err = (err + s).slice(-STDERR_KEEP)));
     const stop = (e: ScanError): void => {
       stopped ??= e;
