@@ -13,6 +13,7 @@ import { Invalid, onOff, type Parser, path, type Setting, setting, wholeNumber, 
 import { checkPolicyUrl } from './signals/site.js';
 import { VAULT_SETTINGS, type VaultConfig } from './vault/settings.js';
 import { NOT_ALLOWED, parseTrainingMining, type TrainingMining } from './signals/training.js';
+import { SCAN_SETTINGS } from './scans/settings.js';
 
 export interface Config extends VaultConfig {
   host: string;
@@ -67,6 +68,19 @@ export interface Config extends VaultConfig {
   /** postgres://... : the PostgreSQL store shared by several instances (docs/scaling.md); undefined = the SQLite file in dataDir. */
   databaseUrl: string | undefined;
   storeTimeoutMs: number;
+  // Scans (src/scans/settings.ts)
+  scanDailyLimit: number;
+  scanServiceDailyLimit: number;
+  scanMaxImages: number;
+  scanMaxBytes: number;
+  scanMaxWallMs: number;
+  scanMaxImageBytes: number;
+  scanMaxRedirects: number;
+  scanPerHostConcurrency: number;
+  scanPerHostDelayMs: number;
+  scanAllowNetworks: string[];
+  scanAllowLocal: boolean;
+  scanClockOffsetMs: number;
 }
 
 export class ConfigError extends Error {
@@ -425,6 +439,7 @@ export const SETTINGS: readonly Setting[] = [
     doc: "How long a request waits for the store (SQLite: another process's write lock; PostgreSQL: a statement, a pooled connection) before 503.",
   }),
   ...VAULT_SETTINGS,
+  ...SCAN_SETTINGS,
 ];
 
 type Env = Record<string, string | undefined>;

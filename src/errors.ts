@@ -38,6 +38,10 @@ export const ERROR_CODES = [
   'vault_disabled',
   'vault_quota_exceeded',
   'range_not_satisfiable',
+  // repository scans (docs/scans.md)
+  'invalid_source',
+  'local_source_not_allowed',
+  'scan_limit_exceeded',
   // routing
   'not_found',
   'method_not_allowed',
@@ -80,6 +84,9 @@ const DEFAULT_MESSAGES: Record<ErrorCode, string> = {
   vault_disabled: "This account's Private Vault is off; turn it on in the dashboard's Settings or with PUT /api/v1/vault.",
   vault_quota_exceeded: 'Storing this file would take the Private Vault past its limit; nothing was stored.',
   range_not_satisfiable: 'The Range asks for bytes the object does not have.',
+  invalid_source: 'The scan source is not a URL or path optmark scans.',
+  local_source_not_allowed: 'This server does not scan local folders, files or file:// URLs (OPTMARK_SCAN_ALLOW_LOCAL).',
+  scan_limit_exceeded: 'This account started its scans for today (UTC); retry after resetsAt.',
   not_found: 'No such route.',
   method_not_allowed: 'This route does not accept that method.',
   overloaded: 'The server is busy; retry shortly.',

@@ -7,6 +7,7 @@ import { loadC2paIdentity } from './c2pa/identity.js';
 import type { Config } from './config.js';
 import { checkPortFree } from './http/port.js';
 import { HttpServer } from './http/server.js';
+import { scanService } from './scans/jobs/service.js';
 import { loadUws } from './http/uws.js';
 import { BOOTSTRAP_KEY_FILE, secureDataDir } from './datadir.js';
 import { createLogger } from './log.js';
@@ -118,7 +119,9 @@ export async function startService(config: Config, announce: ((text: string) => 
   log.debug({ workers: warmed }, 'worker pool warm');
   const vault = await openVault(config, store, pool, log);
 
+  const scans = scanService(config, { store, pool, transfer, log });
   const server = new HttpServer({
+    scans: scans.routes,
     uws,
     transport,
     store,
@@ -151,6 +154,7 @@ export async function startService(config: Config, announce: ((text: string) => 
     await store.close();
     throw err;
   }
+  scans.start(server.metrics);
   log.info({ host: config.host, port, transport, native, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');
   await welcome?.(port);
 
@@ -163,6 +167,7 @@ export async function startService(config: Config, announce: ((text: string) => 
         const { unfinished } = await server.shutdown(config.shutdownTimeoutMs);
         if (unfinished > 0) log.warn({ unfinished }, 'shutdown deadline passed with requests in flight');
         vault.stop();
+        await scans.stop();
         await pool.close();
         transfer.stop();
         await keySync.stop();

@@ -67,6 +67,18 @@ describe('the configuration table', () => {
       vaultLimitBytes: 10_000_000_000,
       vaultMasterKeyFile: undefined,
       vaultReconcileIntervalMs: 3_600_000,
+      scanDailyLimit: 10,
+      scanServiceDailyLimit: 250,
+      scanMaxImages: 10_000,
+      scanMaxBytes: 2 * 1024 ** 3,
+      scanMaxWallMs: 30 * 60_000,
+      scanMaxImageBytes: 25_000_000,
+      scanMaxRedirects: 5,
+      scanPerHostConcurrency: 4,
+      scanPerHostDelayMs: 0,
+      scanAllowNetworks: [],
+      scanAllowLocal: false,
+      scanClockOffsetMs: 0,
     });
   });
 

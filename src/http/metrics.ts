@@ -31,8 +31,39 @@ export class Metrics {
     registers: [this.registry],
   });
 
+  // Repository scans (docs/scans.md): items this instance wrote, scans failed by code, scans by state.
+  readonly scanItems = new Counter({
+    name: 'optmark_scan_items_total',
+    help: 'Scan items (images examined) this instance wrote.',
+    registers: [this.registry],
+  });
+  readonly scanFailures = new Counter({
+    name: 'optmark_scan_failures_total',
+    help: 'Scans this instance ended failed, by error code.',
+    labelNames: ['code'] as const,
+    registers: [this.registry],
+  });
+  #scanStates: (() => Promise<Record<string, number>>) | undefined;
+
+  /** Scans queued, paused and running service-wide, read from the store at scrape time. */
+  watchScans(states: () => Promise<Record<string, number>>): void {
+    this.#scanStates = states;
+  }
+
   constructor(poolStats: () => PoolStats, checkpointStats: () => CheckpointStats | undefined = () => undefined, inflightBytes: () => number = () => 0) {
     collectDefaultMetrics({ register: this.registry, prefix: 'optmark_' });
+    const metrics = this;
+    new Gauge({
+      name: 'optmark_scans',
+      help: 'Scans service-wide by state (queued, paused, running).',
+      labelNames: ['state'] as const,
+      registers: [this.registry],
+      async collect() {
+        const counts = await metrics.#scanStates?.().catch(() => undefined);
+        if (!counts) return;
+        for (const state of ['queued', 'paused', 'running']) this.set({ state }, counts[state] ?? 0);
+      },
+    });
     new Gauge({
       name: 'optmark_inflight_upload_bytes',
       help: 'Request memory in use: uploads and response bodies in flight.',

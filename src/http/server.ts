@@ -17,6 +17,7 @@ import { registerVault } from './vault.js';
 import { registerDashboard, verifyWithRecords } from './dashboard.js';
 import { withFraming } from './framing.js';
 import { Metrics } from './metrics.js';
+import { registerScans, type ScanRoutes } from './scans.js';
 import { LISTEN_DEFAULT, LISTEN_EXCLUSIVE_PORT, listenFailure } from './port.js';
 import { type Exchange, exchangeOf, getAndHead } from './respond.js';
 import { type UploadLimits, Uploads } from './intake.js';
@@ -40,6 +41,8 @@ export interface ServerOptions {
   vault?: Vault;
   /** Per-client shares of arriving bodies and the upload rate floor (none when absent). */
   uploads?: UploadLimits;
+  /** The scans API's settings and clock (./scans.ts); no scan routes without. */
+  scans?: ScanRoutes;
 }
 
 /**
@@ -144,6 +147,7 @@ export class HttpServer {
       poolSize: options.poolSize ?? options.pool.stats.threads,
       vault: options.vault,
     });
+    if (options.scans) registerScans(app, { ...deps, ...options.scans });
     getAndHead(app, '/api/v1/openapi.json', (res, req) =>
       this.#simple(res, req, '/api/v1/openapi.json', (ex) => ex.json(200, this.#openapi, { 'Cache-Control': 'public, max-age=300' })),
     );

@@ -1,8 +1,11 @@
 /**
  * `optmark scan`'s verify, without a server: the batch lanes of `optmark verify` (src/batch/work.ts
- * Lane, workers/batch-worker.ts) given a scan's images as bytes instead of paths. The main thread's
- * lane verifies too; worker threads start at once when the pixel detector runs (the heavy case), else
- * once enough images came to pay for their start, as in src/batch/runner.ts.
+ * Lane, workers/batch-worker.ts) given a scan's images as bytes instead of paths. With the pixel
+ * detector (the heavy case) `jobs` worker threads start at once and the main thread verifies only until
+ * the first is up: it reads the source (a tar stream, git's pipes, fetches) and keeps the workers fed,
+ * which with a verifying main thread stalled them (1.4x verify's time on 2,000 images; bench/scan.bench.ts).
+ * Without it images are cheap: the main thread verifies beside `jobs - 1` workers, started once enough
+ * images came to pay for their start, as in src/batch/runner.ts.
  */
 import type { Worker } from 'node:worker_threads';
 import { Lane, type LaneSetup } from '../batch/work.js';
@@ -70,7 +73,7 @@ class WorkerLane {
   }
 }
 
-/** Verifies images on the main thread and `jobs - 1` worker threads. */
+/** Verifies images on worker threads and, while they start or when images are cheap, the main thread. */
 export class ScanLanes {
   readonly #setup: LaneSetup;
   readonly #jobs: number;
@@ -78,6 +81,7 @@ export class ScanLanes {
   readonly #workers: WorkerLane[] = [];
   readonly #starting: WorkerLane[] = [];
   #mainBusy = false;
+  readonly #heavy: boolean;
   #verified = 0;
   #spawned = false;
   #spawning: Promise<void> | undefined;
@@ -88,27 +92,31 @@ export class ScanLanes {
     this.#setup = setup;
     this.#jobs = Math.max(1, jobs);
     this.#main = new Lane(setup);
+    this.#heavy = !setup.skipFingerprint && setup.init.fingerprintDetect;
   }
 
-  /** Images that may be in flight at once to keep every lane busy. */
+  /**
+   * Images to have in flight: twice the lanes' room, since a scan hands its items on in order and waits
+   * for the oldest while the lanes go on with the next.
+   */
   get width(): number {
-    return 1 + (this.#jobs - 1) * WORKER_AHEAD;
+    return 2 * (this.#heavy ? this.#jobs * WORKER_AHEAD : 1 + (this.#jobs - 1) * WORKER_AHEAD);
   }
 
   /** Loads the layers (a bad key or secret fails here, once, before any image). */
   async prepare(): Promise<void> {
     await this.#main.prepare();
-    const heavy = !this.#setup.skipFingerprint && this.#setup.init.fingerprintDetect;
-    if (heavy) this.#spawn();
+    if (this.#heavy) this.#spawn();
   }
 
   #spawn(): void {
-    if (this.#spawned || this.#jobs < 2) return;
+    const count = this.#heavy ? this.#jobs : this.#jobs - 1;
+    if (this.#spawned || count < 1) return;
     this.#spawned = true;
     this.#spawning = import('node:worker_threads').then(({ Worker: WorkerClass }) => {
       // A scan that ended meanwhile (a source refused at once) starts no thread that would keep the process up.
       if (this.#closed) return;
-      for (let i = 1; i < this.#jobs; i++) {
+      for (let i = 0; i < count; i++) {
         const w = new WorkerLane(WorkerClass, this.#setup, () => this.#wake());
         this.#starting.push(w);
         void w.ready.then((ok) => {
@@ -131,7 +139,7 @@ export class ScanLanes {
     for (;;) {
       const worker = this.#workers.find((w) => w.inflight < WORKER_AHEAD);
       if (worker) return worker.verify(bytes);
-      if (!this.#mainBusy) {
+      if (!this.#mainBusy && (!this.#heavy || this.#workers.length === 0)) {
         this.#mainBusy = true;
         try {
           // A turn of the event loop first, so the sources and the workers' answers are served.

@@ -178,6 +178,46 @@ const MIGRATIONS: readonly string[] = [
   ) STRICT;
   CREATE INDEX vault_reservations_account ON vault_reservations (account_id);
 `,
+  // 8: repository scans (src/scans/jobs/, docs/scans.md): the scan, its chunks under leases, its items
+  // (one per index), and the daily counters (scope 'account:<id>' or 'service', per UTC day).
+  `
+  CREATE TABLE scans (
+    id          TEXT PRIMARY KEY,
+    account_id  INTEGER NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    source      TEXT NOT NULL,
+    options     TEXT NOT NULL,
+    state       TEXT NOT NULL CHECK (state IN ('queued', 'paused', 'running', 'done', 'failed', 'cancelled')),
+    created_at  INTEGER NOT NULL,
+    started_at  INTEGER,
+    finished_at INTEGER,
+    progress    INTEGER NOT NULL DEFAULT 0,
+    counts      TEXT NOT NULL,
+    error       TEXT
+  ) STRICT;
+  CREATE INDEX scans_account ON scans (account_id, created_at, id);
+  CREATE INDEX scans_state ON scans (state, created_at);
+  CREATE TABLE scan_chunks (
+    scan_id     TEXT NOT NULL REFERENCES scans (id) ON DELETE CASCADE,
+    k           INTEGER NOT NULL,
+    lease_owner TEXT,
+    lease_until INTEGER NOT NULL DEFAULT 0,
+    done        INTEGER NOT NULL DEFAULT 0 CHECK (done IN (0, 1)),
+    PRIMARY KEY (scan_id, k)
+  ) STRICT, WITHOUT ROWID;
+  CREATE INDEX scan_chunks_open ON scan_chunks (done, lease_until);
+  CREATE TABLE scan_items (
+    scan_id TEXT NOT NULL REFERENCES scans (id) ON DELETE CASCADE,
+    idx     INTEGER NOT NULL,
+    item    TEXT NOT NULL,
+    PRIMARY KEY (scan_id, idx)
+  ) STRICT, WITHOUT ROWID;
+  CREATE TABLE scan_days (
+    scope   TEXT NOT NULL,
+    day     TEXT NOT NULL,
+    started INTEGER NOT NULL,
+    PRIMARY KEY (scope, day)
+  ) STRICT, WITHOUT ROWID;
+  `,
 ];
 
 export const SCHEMA_VERSION = MIGRATIONS.length;

@@ -3,6 +3,7 @@
  * (src/store/sqlite/, the default for one machine) and PostgreSQL (src/store/postgres/, selected by
  * OPTMARK_DATABASE_URL, shared by any number of instances). Callers hold a `Store` and never learn which.
  */
+import type { ScanJobStore } from '../scans/jobs/store.js';
 import type { AuthFailureCode } from './auth.js';
 import type { CheckpointStats } from './checkpoints.js';
 import type { IdempotentRequest, PriorRequest } from './idempotency.js';
@@ -173,6 +174,8 @@ export interface Store {
   readonly dashboard: DashboardRecords;
   /** The Private Vault's rows (src/vault/rows.ts). */
   readonly vault: VaultRows;
+  /** Repository scans' jobs (src/scans/jobs/store.ts). */
+  readonly scans: ScanJobStore;
 
   // ── shared secrets (PostgreSQL: shared by every instance; SQLite: the data directory's files do it) ──
   readonly sharesSecrets: boolean;

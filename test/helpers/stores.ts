@@ -168,6 +168,7 @@ export function suiteStoreHarness(engine: EngineName): StoreHarness {
 const UNDO: Record<number, string[]> = {
   6: ['ALTER TABLE dashboard_batches DROP COLUMN tdmrep', 'ALTER TABLE dashboard_batches DROP COLUMN content_credentials'],
   7: ['DROP TABLE vault_reservations', 'DROP TABLE vault_objects', 'DROP TABLE vault_accounts'],
+  8: ['DROP TABLE scan_items', 'DROP TABLE scan_chunks', 'DROP TABLE scans', 'DROP TABLE scan_days'],
 };
 
 export async function undoSchemaAfter(h: StoreHarness, store: Store, version: number): Promise<void> {

@@ -11,6 +11,7 @@
  *   provenance public keys (with LISTEN) and shared secrets; ./migration.ts: snapshot and restore;
  *   ./records.ts: the dashboard's batches and records.
  */
+import { PgScanStore } from '../../scans/jobs/store-postgres.js';
 import { DEFAULT_AUTH_CACHE_MS, LAST_USED_FLUSH_MS, checkDefaults, isEmptyCounts } from '../common.js';
 import { BackgroundTimers } from '../background.js';
 import { IDEMPOTENCY_PRUNE_MS, type IdempotentRequest } from '../idempotency.js';
@@ -68,6 +69,7 @@ export class PostgresStore extends OperatorSide implements T.Store {
   readonly sharesSecrets = true;
   readonly dashboard: DashboardRecords;
   readonly vault: VaultRows;
+  readonly scans: PgScanStore;
   readonly #conn: PgConnection;
   readonly #owners: PgOwners;
   readonly #quotas: PgQuotas;
@@ -92,6 +94,7 @@ export class PostgresStore extends OperatorSide implements T.Store {
     this.#secrets = new PgSecrets(conn);
     this.dashboard = new CheckedDashboardRecords(new PgDashboardRecords(conn.q, searchFold));
     this.vault = new PgVaultRows(conn);
+    this.scans = new PgScanStore(conn);
   }
 
   /** Connects, creates the schema named in the URL if needed, and migrates it (once across instances). */

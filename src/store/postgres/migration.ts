@@ -50,7 +50,7 @@ export async function pgRestore(conn: PgConnection, s: StoreSnapshot): Promise<v
   await conn.tx(async (c) => {
     await c.query('SET LOCAL synchronous_commit = on');
     await c.query(
-      'TRUNCATE vault_reservations, vault_objects, vault_accounts, dashboard_records, dashboard_batches, idempotency_keys, reservations, holds, usage_counters, api_keys, accounts RESTART IDENTITY',
+      'TRUNCATE scan_items, scan_chunks, scans, vault_reservations, vault_objects, vault_accounts, dashboard_records, dashboard_batches, idempotency_keys, reservations, holds, usage_counters, api_keys, accounts RESTART IDENTITY',
     );
     // Rows go in as JSON arrays, a few thousand per statement; accounts are matched by name.
     await insertRows(

@@ -193,6 +193,46 @@ export const PG_MIGRATIONS: readonly string[] = [
   );
   CREATE INDEX vault_reservations_account ON vault_reservations (account_id);
 `,
+  // 8: repository scans (src/scans/jobs/, docs/scans.md): the scan, its chunks under leases (taken with
+  // FOR UPDATE SKIP LOCKED), its items (one per index), and the daily counters (scope, UTC day).
+  `
+  CREATE TABLE scans (
+    id          text PRIMARY KEY,
+    account_id  integer NOT NULL REFERENCES accounts (id) ON DELETE CASCADE,
+    source      text NOT NULL,
+    options     jsonb NOT NULL,
+    state       text NOT NULL CHECK (state IN ('queued', 'paused', 'running', 'done', 'failed', 'cancelled')),
+    created_at  bigint NOT NULL,
+    started_at  bigint,
+    finished_at bigint,
+    progress    integer NOT NULL DEFAULT 0,
+    counts      jsonb NOT NULL,
+    error       jsonb
+  );
+  CREATE INDEX scans_account ON scans (account_id, created_at, id);
+  CREATE INDEX scans_state ON scans (state, created_at);
+  CREATE TABLE scan_chunks (
+    scan_id     text NOT NULL REFERENCES scans (id) ON DELETE CASCADE,
+    k           integer NOT NULL,
+    lease_owner text,
+    lease_until bigint NOT NULL DEFAULT 0,
+    done        boolean NOT NULL DEFAULT false,
+    PRIMARY KEY (scan_id, k)
+  );
+  CREATE INDEX scan_chunks_open ON scan_chunks (lease_until) WHERE NOT done;
+  CREATE TABLE scan_items (
+    scan_id text NOT NULL REFERENCES scans (id) ON DELETE CASCADE,
+    idx     integer NOT NULL,
+    item    jsonb NOT NULL,
+    PRIMARY KEY (scan_id, idx)
+  );
+  CREATE TABLE scan_days (
+    scope   text NOT NULL,
+    day     text NOT NULL,
+    started integer NOT NULL,
+    PRIMARY KEY (scope, day)
+  );
+  `,
 ];
 
 export const PG_SCHEMA_VERSION = PG_MIGRATIONS.length;

@@ -8,6 +8,7 @@
  * limit, and the reservation's hold row is inserted with it), and `commit` (the row goes) or `refund` (the
  * row goes and the counter shrinks). Processes on the same file see each other's units at once.
  */
+import { SqliteScanStore } from '../../scans/jobs/store-sqlite.js';
 import { join } from 'node:path';
 import { toAccount, unknownAccountId, type AccountRow } from '../accounts.js';
 import { BackgroundTimers } from '../background.js';
@@ -88,6 +89,7 @@ export class SqliteStore extends OperatorSide implements T.Store {
   #checkpoints: BackgroundCheckpoints | undefined;
   readonly dashboard: DashboardRecords;
   readonly vault: VaultRows;
+  readonly scans: SqliteScanStore;
   #timers: BackgroundTimers | undefined;
   #reconciled = 0;
   protected readonly book: SqliteAccounts;
@@ -116,6 +118,7 @@ export class SqliteStore extends OperatorSide implements T.Store {
     this.#defaults = defaults;
     this.dashboard = new CheckedDashboardRecords(new SqliteDashboardRecords(db));
     this.vault = new SqliteVaultRows(db);
+    this.scans = new SqliteScanStore(db);
     this.#keys = new SqliteIdempotency(db);
     this.book = new SqliteAccounts(db, defaults, (id, op, month, now) => this.#state(id, op, month, now));
     this.#authByHash = db.prepare<[Buffer], AuthRow>(
