@@ -71,7 +71,7 @@ beforeAll(async () => {
   // The IPTC field only (POST /api/v1/protect): opted out, not ours.
   const protectedAnswer = await api(server, 'protect', key, imageForm(await photo(3, 400, 'jpeg'), 'iptc.jpg'));
   expect(protectedAnswer.status).toBe(200);
-  const iptc = protectedAnswer.body;
+  const iptc = Buffer.from(protectedAnswer.json.imageBase64, 'base64');
   const noai = await photo(4, 300, 'webp');
   const plain = await photo(5, 300, 'jpeg');
 
@@ -247,7 +247,9 @@ describe('the Scans tab in Chromium', () => {
 
     expect(await lowContrast(page)).toEqual([]);
     await context.close();
-    expect(errors).toEqual([]);
+    // The one refused request (the ftp source's 400) is what Chromium logs; nothing else may be.
+    expect(errors.filter((e) => e !== 'Failed to load resource: the server responded with a status of 400 (Bad Request)')).toEqual([]);
+    expect(errors.length).toBeLessThanOrEqual(1);
   }, 300_000);
 
   it('fits a 360 px screen, and works from the keyboard: the source field, the start button, the filter', async () => {
@@ -284,6 +286,8 @@ describe('the Scans tab in Chromium', () => {
     await page.getByText(/^The scan was not started: /).waitFor();
     await shot(page, '05-refused');
     await context.close();
-    expect(errors).toEqual([]);
+    // The one refused request (the ftp source's 400) is what Chromium logs; nothing else may be.
+    expect(errors.filter((e) => e !== 'Failed to load resource: the server responded with a status of 400 (Bad Request)')).toEqual([]);
+    expect(errors.length).toBeLessThanOrEqual(1);
   }, 300_000);
 });
