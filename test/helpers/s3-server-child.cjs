@@ -53,4 +53,4 @@ server.run().then(
     process.exit(1);
   },
 );
-process.on('SIGTERM', () => server.close(() => process.exit(0)));
+process.on('SIGTERM', () => process.exit(0));
