@@ -194,7 +194,11 @@ describe('two instances on one PostgreSQL store sharing one bucket', () => {
     const seen = await b.get(account.id, object.id);
     expect(seen).toMatchObject({ name: 'one.jpg', bytes: plain.length });
     expect((await bytesOf((await b.read(account.id, seen!)).body)).equals(plain)).toBe(true);
-    expect((await bytesOf((await b.read(account.id, seen!, { start: SEGMENT_BYTES - 1, end: SEGMENT_BYTES + 1 })).body)).equals(plain.subarray(SEGMENT_BYTES - 1, SEGMENT_BYTES + 2))).toBe(true);
+    expect(
+      (await bytesOf((await b.read(account.id, seen!, { start: SEGMENT_BYTES - 1, end: SEGMENT_BYTES + 1 })).body)).equals(
+        plain.subarray(SEGMENT_BYTES - 1, SEGMENT_BYTES + 2),
+      ),
+    ).toBe(true);
     expect(await b.reconcile()).toEqual({ expiredReservations: 0, orphanObjects: 0, missingObjects: 0 });
     expect(await b.delete(account.id, object.id)).toBe(true);
     expect((await s3.names(BUCKET)).filter((n) => n.startsWith(`${prefix}/`))).toEqual([]);

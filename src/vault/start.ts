@@ -28,7 +28,13 @@ export async function openVault(config: Config, store: Store, pool: ImagePool, l
     : new FolderStorage(join(config.dataDir, 'vault'));
   log.info(
     config.vaultUrl
-      ? { storage: storage.kind, bucket: config.vaultUrl.bucket, prefix: config.vaultUrl.prefix, endpoint: config.vaultS3Endpoint ?? 'AWS S3', region: config.vaultS3Region }
+      ? {
+          storage: storage.kind,
+          bucket: config.vaultUrl.bucket,
+          prefix: config.vaultUrl.prefix,
+          endpoint: config.vaultS3Endpoint ?? 'AWS S3',
+          region: config.vaultS3Region,
+        }
       : { storage: storage.kind, folder: join(config.dataDir, 'vault') },
     'vault storage',
   );
