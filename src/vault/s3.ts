@@ -4,10 +4,12 @@
  * worth plus the seal's overhead) and writes them with one PutObject, which S3 makes visible whole or not
  * at all. Reads are ranged GETs; the reconciler lists with ListObjectsV2 page by page.
  *
- * Checksums are computed and checked only where an operation requires them (`WHEN_REQUIRED`): every S3
- * implementation accepts that (it is how SDKs behaved before flexible checksums), PutObject still carries
- * its Content-Length and SigV4 signature, and the sealed segments carry their own authentication tags,
- * so nothing read back is trusted without them.
+ * Checksums are computed and checked only where an operation requires them (`WHEN_REQUIRED`), the
+ * SDKs' behaviour before flexible checksums (SDK 3.729): every S3 implementation accepts that, where
+ * several S3-compatible services refused the CRC32 headers (and `aws-chunked` framing for streamed
+ * bodies) that newer SDKs send by default. PutObject still carries its Content-Length and SigV4
+ * signature, and every sealed segment carries its own authentication tag, so nothing read back is
+ * trusted without that.
  */
 import {
   DeleteObjectCommand,

@@ -4,8 +4,9 @@
  *   - `node --openssl-legacy-provider`: s3rver makes ListObjectsV2 continuation tokens with DES, which
  *     Node 20's OpenSSL 3 only offers through the legacy provider (without it a second page fails);
  *   - the child's fix of its putObject answering before the object's file is written (see the child).
- * The product's own client setting that it relies on, checksums only WHEN_REQUIRED (else the SDK sends
- * `aws-chunked` framing that s3rver stores as the object), is right for every S3 and lives in src/vault/s3.ts.
+ * The product's client computes checksums only WHEN_REQUIRED (src/vault/s3.ts), right for every S3; so
+ * does this helper's client, since s3rver stores the `aws-chunked` framing the SDK otherwise sends for a
+ * streamed body as the object itself (a Buffer body, as both send, gets a plain CRC32 header instead).
  */
 import { type ChildProcess, spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
