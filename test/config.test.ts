@@ -67,6 +67,7 @@ describe('the configuration table', () => {
       vaultLimitBytes: 10_000_000_000,
       vaultMasterKeyFile: undefined,
       vaultReconcileIntervalMs: 3_600_000,
+      vaultS3Region: 'us-east-1',
     });
   });
 
