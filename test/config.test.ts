@@ -79,6 +79,7 @@ describe('the configuration table', () => {
       scanAllowNetworks: [],
       scanAllowLocal: false,
       scanClockOffsetMs: 0,
+      vaultS3Region: 'us-east-1',
     });
   });
 

@@ -1,5 +1,6 @@
 /**
- * The vault as `optmark serve` runs it: the master key, the folder backend under the data directory,
+ * The vault as `optmark serve` runs it: the master key, the storage (S3 when OPTMARK_VAULT_URL is set,
+ * else the folder under the data directory),
  * originals hashed in the image pool (recognition), and the reconciler at start-up and then every
  * OPTMARK_VAULT_RECONCILE_INTERVAL_MS (on every instance: each pass is safe beside another).
  */
@@ -11,6 +12,7 @@ import type { Store } from '../store/index.js';
 import { FolderStorage } from './folder.js';
 import { vaultMasterKey } from './keys.js';
 import { poolHashOf } from './recognition.js';
+import { S3Storage } from './s3.js';
 import { type ReconcileReport, Vault } from './service.js';
 
 export interface RunningVault {
@@ -21,9 +23,24 @@ export interface RunningVault {
 }
 
 export async function openVault(config: Config, store: Store, pool: ImagePool, log: Logger): Promise<RunningVault> {
+  const storage = config.vaultUrl
+    ? new S3Storage({ ...config.vaultUrl, endpoint: config.vaultS3Endpoint, region: config.vaultS3Region })
+    : new FolderStorage(join(config.dataDir, 'vault'));
+  log.info(
+    config.vaultUrl
+      ? {
+          storage: storage.kind,
+          bucket: config.vaultUrl.bucket,
+          prefix: config.vaultUrl.prefix,
+          endpoint: config.vaultS3Endpoint ?? 'AWS S3',
+          region: config.vaultS3Region,
+        }
+      : { storage: storage.kind, folder: join(config.dataDir, 'vault') },
+    'vault storage',
+  );
   const vault = new Vault({
     rows: store.vault,
-    storage: new FolderStorage(join(config.dataDir, 'vault')),
+    storage,
     masterKey: await vaultMasterKey(config.dataDir, store, config.vaultMasterKeyFile),
     defaultLimitBytes: config.vaultLimitBytes,
     hashOf: poolHashOf(pool),
