@@ -61,7 +61,7 @@ export function ScanResults({ apiKey, id, vaultOn }: { apiKey: string; id: strin
           if (stopped) return;
           all.push(...page.items);
           setItems([...all]);
-          cursor = page.next;
+          cursor = page.nextCursor ?? null;
         } while (cursor && all.length < MAX_ITEMS);
         setTruncated(cursor !== null);
       } catch (err) {

@@ -57,7 +57,7 @@ export interface ScanList {
 
 export interface ResultsPage {
   items: ScanItem[];
-  next: string | null;
+  nextCursor: string | null;
 }
 
 /** The progress as done and total (null: the source does not say how many are coming). */
