@@ -1,7 +1,8 @@
 /**
  * The vault as `optmark serve` runs it: the master key, the storage (S3 when OPTMARK_VAULT_URL is set,
  * else the folder under the data directory),
- * originals hashed in the image pool (recognition), and the reconciler at start-up and then every
+ * originals hashed in the image pool (recognition), and the reconciler once as it starts (beside the
+ * start, not before it) and then every
  * OPTMARK_VAULT_RECONCILE_INTERVAL_MS (on every instance: each pass is safe beside another).
  */
 import { join } from 'node:path';
@@ -56,7 +57,8 @@ export async function openVault(config: Config, store: Store, pool: ImagePool, l
       log.error({ err }, 'vault reconciliation failed');
     }
   };
-  await pass();
+  // The first pass runs beside the start, not before it: listing a large bucket must not hold up serving.
+  void pass();
   const timer = setInterval(() => void pass(), config.vaultReconcileIntervalMs);
   timer.unref();
   return { vault, reconciled, stop: () => clearInterval(timer) };
