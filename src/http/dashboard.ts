@@ -15,6 +15,7 @@ import { OptmarkError } from '../errors.js';
 import { MAX_BATCH_SIZE, type Batch, type BatchSpec, type MarkRecord, type RecordCursor, type RecordMatch, type Store } from '../store/index.js';
 import { handleApi, type ApiDeps, type ApiExtension } from './api.js';
 import type { Vault } from '../vault/service.js';
+import { parseTimeCursor, timeCursor } from './cursor.js';
 import { type Answer, type Caller, json, observe } from './json-route.js';
 import { exchangeOf, getAndHead, type Headers } from './respond.js';
 
@@ -347,16 +348,13 @@ function withField(body: Uint8Array, key: string, value: unknown): Uint8Array {
  * id), as one opaque base64url string the page hands back as `cursor`.
  */
 export function cursorOf(record: RecordCursor): string {
-  return Buffer.from(`${record.markedAt}|${record.id}`, 'utf8').toString('base64url');
+  return timeCursor(record.markedAt, record.id);
 }
 
 /** The record place a `cursor` names; a 400 for anything this server did not hand out. */
 export function parseCursor(cursor: string): RecordCursor {
-  const bad = new OptmarkError('invalid_request', '"cursor" must be the "next" value of a previous page, unchanged.');
-  if (cursor.length > 200 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw bad;
-  const [markedAt, id, ...rest] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
-  if (rest.length || !markedAt || !id || Number.isNaN(Date.parse(markedAt)) || !/^[0-9A-Za-z-]{1,64}$/.test(id)) throw bad;
-  return { markedAt, id };
+  const { time, id } = parseTimeCursor(cursor, 'invalid_request', /^[0-9A-Za-z-]{1,64}$/);
+  return { markedAt: time, id };
 }
 
 function ok(value: unknown): Answer {

@@ -11,6 +11,7 @@
  *   GET    /api/v1/vault/objects/:id/content  the bytes: Content-Type, Content-Disposition, Range (206, 416)
  *   DELETE /api/v1/vault/objects/:id          204, and the bytes are gone from storage
  */
+import { buffer } from 'node:stream/consumers';
 import type { TemplatedApp } from 'uWebSockets.js';
 import { MULTIPART_SLACK_BYTES } from '../config.js';
 import { OptmarkError } from '../errors.js';
@@ -22,6 +23,7 @@ import { MAX_VAULT_PAGE, type VaultObject, type VaultObjectRow } from '../vault/
 import type { Vault } from '../vault/service.js';
 import type { ApiDeps } from './api.js';
 import type { BodyRules } from './intake.js';
+import { parseTimeCursor, timeCursor } from './cursor.js';
 import { type Answer, json, observe } from './json-route.js';
 import { exchangeOf } from './respond.js';
 
@@ -30,6 +32,8 @@ const UUID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
 export function objectView(o: VaultObjectRow): VaultObject {
   return { id: o.id, name: o.name, sha256: o.sha256, bytes: o.bytes, mimeType: o.mimeType, createdAt: o.createdAt, kind: o.kind, record: o.record };
 }
+
+const afterOf = (c: { time: string; id: string }) => ({ createdAt: c.time, id: c.id });
 
 const ok = (value: unknown, status = 200): Answer => ({ status, body: JSON.stringify(value) });
 
@@ -69,18 +73,6 @@ function parseEnabled(body: Buffer | undefined): boolean {
     throw new OptmarkError('invalid_request', 'The body must be {"enabled": true|false}.');
   }
   return (v as { enabled: boolean }).enabled;
-}
-
-function cursorOf(o: VaultObjectRow): string {
-  return Buffer.from(`${o.createdAt}|${o.id}`, 'utf8').toString('base64url');
-}
-
-function parseCursor(cursor: string): { createdAt: string; id: string } {
-  const bad = new OptmarkError('invalid_query', '"cursor" must be the "next" value of a previous page, unchanged.');
-  if (cursor.length > 200 || !/^[A-Za-z0-9_-]+$/.test(cursor)) throw bad;
-  const [createdAt, id, ...rest] = Buffer.from(cursor, 'base64url').toString('utf8').split('|');
-  if (rest.length || !createdAt || !id || Number.isNaN(Date.parse(createdAt)) || !UUID.test(id)) throw bad;
-  return { createdAt, id };
 }
 
 export function registerVault(app: TemplatedApp, deps: ApiDeps, vault: Vault): void {
@@ -139,11 +131,12 @@ export function registerVault(app: TemplatedApp, deps: ApiDeps, vault: Vault): v
       name: q.get('name') || undefined,
       sha256,
       record: q.get('record') || undefined,
-      after: cursor === null ? undefined : parseCursor(cursor),
+      after: cursor === null ? undefined : afterOf(parseTimeCursor(cursor, 'invalid_query', UUID)),
       limit: limit + 1,
     });
     const page = list.slice(0, limit);
-    return ok({ objects: page.map(objectView), next: list.length > limit ? cursorOf(page[page.length - 1]!) : null });
+    const last = page[page.length - 1];
+    return ok({ objects: page.map(objectView), next: list.length > limit && last ? timeCursor(last.createdAt, last.id) : null });
   });
 
   json(app, deps, 'get', '/api/v1/vault/objects/:id', async (caller, req) => ok(objectView(await find(caller.account.id, req.param))));
@@ -165,8 +158,6 @@ export function registerVault(app: TemplatedApp, deps: ApiDeps, vault: Vault): v
     }
     // The answer is built whole (an object is at most one upload, OPTMARK_MAX_UPLOAD_BYTES).
     const opened = await vault.read(caller.account.id, o, range);
-    const parts: Uint8Array[] = [];
-    for await (const c of opened.body) parts.push(c);
     const headers: Record<string, string> = {
       'Content-Type': o.mimeType,
       'Content-Disposition': contentDisposition(o.name),
@@ -174,7 +165,7 @@ export function registerVault(app: TemplatedApp, deps: ApiDeps, vault: Vault): v
       ETag: `"${o.sha256}"`,
     };
     if (range) headers['Content-Range'] = `bytes ${opened.start}-${opened.end}/${o.bytes}`;
-    return { status: range ? 206 : 200, body: Buffer.concat(parts), headers };
+    return { status: range ? 206 : 200, body: await buffer(opened.body), headers };
   });
 
   json(app, deps, 'del', '/api/v1/vault/objects/:id', async (caller, req) => {
