@@ -39,8 +39,7 @@ function nonce(prefix: Buffer, index: number): Buffer {
 
 /** The stored size of a plaintext of `n` bytes (an empty one is one empty sealed segment). */
 export function sealedSize(n: number): number {
-  const segments = Math.max(1, Math.ceil(n / SEGMENT_BYTES));
-  return HEADER_BYTES + n + segments * TAG_BYTES;
+  return HEADER_BYTES + n + segmentCount(n) * TAG_BYTES;
 }
 
 /** The plaintext size of a stored object of `stored` bytes; throws when no plaintext has that size. */

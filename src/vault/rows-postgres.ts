@@ -7,12 +7,19 @@ import { isPdqHash, PDQ_MATCH_DISTANCE } from './phash.js';
 import { MAX_VAULT_MATCHES, type VaultMatch } from './recognition.js';
 import { randomUUID } from 'node:crypto';
 import type { PgConnection } from '../store/postgres/connection.js';
-import type { ReserveResult, VaultObjectRow, VaultQuery, VaultRows, VaultState } from './rows.js';
-import { likeOf, toObject } from './rows-sqlite.js';
+import {
+  COLUMNS,
+  likeOf,
+  type ObjectRow,
+  toObject,
+  type ReserveResult,
+  type VaultObjectRow,
+  type VaultQuery,
+  type VaultRows,
+  type VaultState,
+} from './rows.js';
 
-const COLUMNS = 'id, name, sha256, bytes, mime_type, created_at, kind, record_id, storage_key, phash';
-
-type Row = Parameters<typeof toObject>[0];
+type Row = ObjectRow;
 
 export class PgVaultRows implements VaultRows {
   readonly #conn: PgConnection;
@@ -186,14 +193,6 @@ export class PgVaultRows implements VaultRows {
 
   async dropExpired(now: Date): Promise<number> {
     return (await this.#conn.q('DELETE FROM vault_reservations WHERE expires_at <= $1', [now])).rowCount ?? 0;
-  }
-
-  async hashes(accountId: number): Promise<{ id: string; name: string; phash: string; record: string | null }[]> {
-    const r = await this.#conn.q<{ id: string; name: string; phash: string; record_id: string | null }>(
-      "SELECT id, name, phash, record_id FROM vault_objects WHERE account_id = $1 AND kind = 'original' AND phash IS NOT NULL",
-      [accountId],
-    );
-    return r.rows.map((x) => ({ id: x.id, name: x.name, phash: x.phash, record: x.record_id }));
   }
 
   /**

@@ -6,40 +6,17 @@
 import { nearest, type VaultMatch } from './recognition.js';
 import { randomUUID } from 'node:crypto';
 import type { Db } from '../store/db.js';
-import type { ReserveResult, VaultObjectRow, VaultQuery, VaultRows, VaultState } from './rows.js';
-
-interface ObjectRow {
-  id: string;
-  name: string;
-  sha256: string;
-  bytes: number;
-  mime_type: string;
-  created_at: string;
-  kind: 'original' | 'marked';
-  record_id: string | null;
-  storage_key: string;
-  phash: string | null;
-}
-
-const COLUMNS = 'id, name, sha256, bytes, mime_type, created_at, kind, record_id, storage_key, phash';
-
-export function toObject(r: ObjectRow): VaultObjectRow {
-  return {
-    id: r.id,
-    name: r.name,
-    sha256: r.sha256,
-    bytes: Number(r.bytes),
-    mimeType: r.mime_type,
-    createdAt: r.created_at,
-    kind: r.kind,
-    record: r.record_id,
-    storageKey: r.storage_key,
-    phash: r.phash,
-  };
-}
-
-/** `%` and `_` in a name search are the characters themselves. */
-export const likeOf = (s: string): string => `%${s.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;
+import {
+  COLUMNS,
+  likeOf,
+  type ObjectRow,
+  toObject,
+  type ReserveResult,
+  type VaultObjectRow,
+  type VaultQuery,
+  type VaultRows,
+  type VaultState,
+} from './rows.js';
 
 export class SqliteVaultRows implements VaultRows {
   readonly #db: Db;
@@ -222,7 +199,8 @@ export class SqliteVaultRows implements VaultRows {
     return this.#db.prepare('DELETE FROM vault_reservations WHERE expires_at <= ?').run(now.getTime()).changes;
   }
 
-  async hashes(accountId: number): Promise<{ id: string; name: string; phash: string; record: string | null }[]> {
+  /** The account's originals that have a perceptual hash. */
+  #hashes(accountId: number): { id: string; name: string; phash: string; record: string | null }[] {
     return this.#db
       .prepare<[number], { id: string; name: string; phash: string; record_id: string | null }>(
         "SELECT id, name, phash, record_id FROM vault_objects WHERE account_id = ? AND kind = 'original' AND phash IS NOT NULL",
@@ -233,6 +211,6 @@ export class SqliteVaultRows implements VaultRows {
 
   /** A scan of the account's hashes in JS: measured as fast as the distance in SQL (bench/recognition-store.bench.ts). */
   async vaultMatches(accountId: number, hash: string): Promise<VaultMatch[]> {
-    return nearest(await this.hashes(accountId), hash);
+    return nearest(this.#hashes(accountId), hash);
   }
 }

@@ -89,8 +89,6 @@ export interface VaultRows {
   storageKeys(): Promise<Set<string>>;
   /** Drops reservations that expired by `now`; how many. */
   dropExpired(now: Date): Promise<number>;
-  /** The account's originals that have a perceptual hash (recognition). */
-  hashes(accountId: number): Promise<{ id: string; name: string; phash: string; record: string | null }[]>;
   /**
    * The account's originals within PDQ_MATCH_DISTANCE of `hash` (a 64-hex PDQ hash), nearest first, at
    * most MAX_VAULT_MATCHES (src/vault/recognition.ts): verify?vault=match, Inspect and repository scans.
@@ -104,3 +102,37 @@ export const DEFAULT_VAULT_LIMIT_BYTES = 10_000_000_000;
 
 /** A page of objects is at most this many. */
 export const MAX_VAULT_PAGE = 200;
+
+/** A vault_objects row as both engines return it. */
+export interface ObjectRow {
+  id: string;
+  name: string;
+  sha256: string;
+  bytes: number;
+  mime_type: string;
+  created_at: string;
+  kind: 'original' | 'marked';
+  record_id: string | null;
+  storage_key: string;
+  phash: string | null;
+}
+
+export const COLUMNS = 'id, name, sha256, bytes, mime_type, created_at, kind, record_id, storage_key, phash';
+
+export function toObject(r: ObjectRow): VaultObjectRow {
+  return {
+    id: r.id,
+    name: r.name,
+    sha256: r.sha256,
+    bytes: Number(r.bytes),
+    mimeType: r.mime_type,
+    createdAt: r.created_at,
+    kind: r.kind,
+    record: r.record_id,
+    storageKey: r.storage_key,
+    phash: r.phash,
+  };
+}
+
+/** `%` and `_` in a name search are the characters themselves. */
+export const likeOf = (s: string): string => `%${s.toLowerCase().replace(/[\\%_]/g, (c) => `\\${c}`)}%`;

@@ -11,6 +11,7 @@
  * signature, and every sealed segment carries its own authentication tag, so nothing read back is
  * trusted without that.
  */
+import { buffer } from 'node:stream/consumers';
 import {
   DeleteObjectCommand,
   GetObjectCommand,
@@ -92,9 +93,7 @@ export class S3Storage implements VaultStorage {
 
   async put(key: string, chunks: AsyncIterable<Uint8Array>): Promise<number> {
     const name = this.objectName(key);
-    const parts: Uint8Array[] = [];
-    for await (const c of chunks) parts.push(c);
-    const body = Buffer.concat(parts);
+    const body = await buffer(chunks);
     await this.client.send(new PutObjectCommand({ Bucket: this.#bucket, Key: name, Body: body, ContentLength: body.length }));
     return body.length;
   }

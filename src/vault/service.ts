@@ -12,6 +12,7 @@
  *           rows whose bytes are gone removed
  */
 import { createHash, randomUUID } from 'node:crypto';
+import { buffer } from 'node:stream/consumers';
 import { OptmarkError } from '../errors.js';
 import { HEADER_BYTES, newWrappedKey, open, SEGMENT_BYTES, seal, segmentCount, storedRange, unwrapKey } from './crypto.js';
 import type { VaultKind, VaultObjectRow, VaultQuery, VaultRows, VaultState } from './rows.js';
@@ -54,12 +55,6 @@ export interface Opened {
   start: number;
   end: number;
   body: AsyncIterable<Uint8Array>;
-}
-
-async function collect(chunks: AsyncIterable<Uint8Array>): Promise<Buffer> {
-  const parts: Buffer[] = [];
-  for await (const c of chunks) parts.push(Buffer.from(c));
-  return Buffer.concat(parts);
 }
 
 export class Vault {
@@ -158,7 +153,7 @@ export class Vault {
     const start = range?.start ?? 0;
     const end = range?.end ?? object.bytes - 1;
     const key = await this.#dataKey(accountId);
-    const header = await collect(await this.#o.storage.get(object.storageKey, 0, HEADER_BYTES - 1));
+    const header = await buffer(await this.#o.storage.get(object.storageKey, 0, HEADER_BYTES - 1));
     const span = storedRange(object.bytes, start, end);
     const sealed = await this.#o.storage.get(object.storageKey, span.from, span.to);
     const segments = segmentCount(object.bytes);
@@ -182,11 +177,6 @@ export class Vault {
     if (!row) return false;
     await this.#o.storage.delete(row.storageKey);
     return true;
-  }
-
-  /** The account's originals within `max` of `hash` (recognition; ./recognition.ts). */
-  hashes(accountId: number) {
-    return this.#o.rows.hashes(accountId);
   }
 
   async reconcile(): Promise<ReconcileReport> {

@@ -2,8 +2,8 @@
  * Scans in the SQLite store (one machine): every read-modify-write is one IMMEDIATE transaction, so the
  * daily counts and a chunk's items stay exact against any other connection to the file.
  */
-import type Database from 'better-sqlite3';
-import { addToCounts } from '../analyse.js';
+import type { Db } from '../../store/db.js';
+import { addToCounts, emptyCounts } from '../analyse.js';
 import {
   type ChunkEnd,
   type ClaimedChunk,
@@ -19,9 +19,6 @@ import {
   dayOf,
   emptyStateCounts,
 } from './store.js';
-import { emptyCounts } from '../analyse.js';
-
-type Db = Database.Database;
 
 interface Row {
   id: string;

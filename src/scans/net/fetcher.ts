@@ -9,11 +9,11 @@
  *   ── the body decompressed (gzip, deflate, br) within the response's byte limit, and every byte read
  *      off the wire counted against the scan's budget (limits.maxBytes)
  */
-import { once } from 'node:events';
 import http from 'node:http';
 import https from 'node:https';
 import type { Socket } from 'node:net';
 import { PassThrough, type Readable, Transform } from 'node:stream';
+import { buffer } from 'node:stream/consumers';
 import zlib from 'node:zlib';
 import { type Fetcher, type FetchOptions, type FetchResult, type FetchStream, ScanError, type ScanContext, type ScanLimits } from '../types.js';
 import type { AddressPolicy } from './address.js';
@@ -58,9 +58,7 @@ class ScanFetcher implements Fetcher {
 
   async get(url: string, options: FetchOptions): Promise<FetchResult> {
     const r = await this.stream(url, options);
-    const parts: Buffer[] = [];
-    for await (const c of r.body) parts.push(c as Buffer);
-    return { url: r.url, status: r.status, headers: r.headers, body: Buffer.concat(parts) };
+    return { url: r.url, status: r.status, headers: r.headers, body: await buffer(r.body) };
   }
 
   async stream(url: string, options: FetchOptions): Promise<FetchStream> {
@@ -236,7 +234,6 @@ class ScanFetcher implements Fetcher {
     for (const s of stages) s.once('error', stop);
     out.once('close', () => stop());
     out.once('end', () => clearTimeout(bodyTimer));
-    void once(out, 'end').catch(() => undefined);
     return { url: url.href, status: res.statusCode ?? 0, headers, body: out };
   }
 }
