@@ -265,6 +265,9 @@ describe("README's error table", () => {
       vault_disabled: 'vault.md',
       vault_quota_exceeded: 'vault.md',
       range_not_satisfiable: 'vault.md',
+      invalid_source: 'scans.md',
+      local_source_not_allowed: 'scans.md',
+      scan_limit_exceeded: 'scans.md',
     };
     for (const code of ERROR_CODES.filter((c) => !(c in elsewhere))) expect(listed.get(code), code).toBe(STATUS_OF[code]);
     for (const [code, doc] of Object.entries(elsewhere)) {
