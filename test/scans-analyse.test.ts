@@ -46,6 +46,8 @@ describe('analyseCandidate', () => {
       fingerprint: { present: false, confidence: 0, blocks: 0 },
       c2pa: expect.objectContaining({ present: false }),
       record: { id: 'rec_1', createdAt: '2000-01-01T00:00:00.000Z' },
+      // No vaultOf: no vault searched.
+      vault: null,
       error: null,
     });
     expect(looked).toEqual([sha]);
@@ -74,6 +76,7 @@ describe('addToCounts', () => {
     fingerprint: null,
     c2pa: null,
     record: null,
+    vault: null,
     error: null,
   };
   const ours = { provenance: { present: true, valid: true, verifiable: true } };
@@ -88,8 +91,15 @@ describe('addToCounts', () => {
     ['provenance of an unknown key', { provenance: { present: true, valid: false, verifiable: false } }, { images: 1, noOptOut: 1 }],
     ['failed', { error: { code: 'damaged_image', message: 'x' }, servedSignals: ['ai.txt'] }, { images: 1, failed: 1 }],
     ['an LFS pointer', { error: { code: 'lfs_pointer', message: 'x' } }, { skipped: 1 }],
+    ['looks like a vault original', { vault: [{ id: 'o', name: 'a.jpg', distance: 12, record: null }] }, { images: 1, noOptOut: 1, inVault: 1 }],
+    ['vault searched, nothing alike', { vault: [] }, { images: 1, noOptOut: 1 }],
   ];
   it.each(table)('%s', (_name, item, expected) => {
     expect(addToCounts(emptyCounts(), { ...base, ...item })).toEqual({ ...emptyCounts(), ...expected });
+  });
+  it('counts stored before inVault existed gain it', () => {
+    const { inVault: _, ...old } = emptyCounts();
+    const match = { ...base, vault: [{ id: 'o', name: 'a.jpg', distance: 0, record: null }] };
+    expect(addToCounts(old as ReturnType<typeof emptyCounts>, match).inVault).toBe(1);
   });
 });

@@ -21,6 +21,7 @@ import { createTestDatabase, ENGINES } from './helpers/stores.js';
 
 const EXIFTOOL = join(ROOT, 'node_modules', 'exiftool-vendored.pl', 'bin', 'exiftool');
 const CORPUS = join(import.meta.dirname, '..', '..', 'shared', 'corpus');
+const NATURAL = join(import.meta.dirname, '..', '..', 'shared', 'natural');
 const temp = new TempDirs('optmark-scans-api-');
 afterAll(() => temp.removeAll());
 
@@ -92,7 +93,7 @@ describe.each(ENGINES)('scans API (%s)', (engine) => {
     expect(created.json).toMatchObject({ state: 'queued', source, progress: 0, error: null, startedAt: null });
     const scan = await finished(key, created.json.id);
     expect(scan.state).toBe('done');
-    expect(scan.counts).toEqual({ images: 4, optedOut: 1, servedOptOut: 0, noOptOut: 2, ours: 2, oursStripped: 1, failed: 1, skipped: 0 });
+    expect(scan.counts).toEqual({ images: 4, optedOut: 1, servedOptOut: 0, noOptOut: 2, ours: 2, oursStripped: 1, failed: 1, skipped: 0, inVault: 0 });
     expect(scan.progress).toBe(4);
     expect(Date.parse(scan.finishedAt)).toBeGreaterThanOrEqual(Date.parse(scan.startedAt));
 
@@ -105,6 +106,8 @@ describe.each(ENGINES)('scans API (%s)', (engine) => {
     const [broken, markedItem, plainItem, stripped] = [...page1.json.items, ...page2.json.items];
     expect(broken.error.code).toBeTypeOf('string');
     expect(markedItem).toMatchObject({ optedOut: true, error: null, format: 'jpeg', provenance: { present: true, valid: true } });
+    // This account keeps no vault originals: no vault was searched.
+    expect(markedItem.vault).toBeNull();
     expect(stripped).toMatchObject({ optedOut: false, error: null, fingerprint: { present: true } });
     expect(plainItem).toMatchObject({ optedOut: false, fingerprint: { present: false } });
     expect(markedItem.sha256).toBe(createHashOf(readFileSync(join(photos, 'marked.jpg'))));
@@ -112,7 +115,7 @@ describe.each(ENGINES)('scans API (%s)', (engine) => {
     const csv = await call(key, 'GET', `/api/v1/scans/${scan.id}/results?format=csv`);
     expect(csv.headers.get('content-type')).toBe('text/csv; charset=utf-8');
     const rows = csv.text.trimEnd().split('\r\n');
-    expect(rows[0]).toBe('location,sha256,format,optedOut,signals,servedSignals,ours,record,errorCode,errorMessage');
+    expect(rows[0]).toBe('location,sha256,format,optedOut,signals,servedSignals,ours,record,vaultOriginal,vaultName,errorCode,errorMessage');
     expect(rows).toHaveLength(5);
     expect(rows[4]).toContain(',false,,,true,,,');
     const jsonl = await call(key, 'GET', `/api/v1/scans/${scan.id}/results?format=jsonl`);
@@ -129,6 +132,32 @@ describe.each(ENGINES)('scans API (%s)', (engine) => {
     }
     expect((await call(other, 'DELETE', `/api/v1/scans/${scan.id}`)).status).toBe(404);
     expect((await call(other, 'GET', '/api/v1/scans')).json.scans).toEqual([]);
+  }, 120_000);
+
+  it("an account's vault originals are recognised in a scan: resized, re-encoded, stripped; an unrelated photo is not", async () => {
+    const owner = (await server.account()).key;
+    expect((await call(owner, 'PUT', '/api/v1/vault', { enabled: true })).status).toBe(200);
+    const original = await sharp(join(NATURAL, 'kodim03.png')).jpeg({ quality: 95 }).toBuffer();
+    const form = new FormData();
+    form.append('image', new Blob([new Uint8Array(original)], { type: 'image/jpeg' }), 'hats.jpg');
+    const kept = await fetch(server.url('/api/v1/vault/objects'), { method: 'POST', headers: { Authorization: `Bearer ${owner}` }, body: form });
+    expect(kept.status).toBe(201);
+    const object = (await kept.json()) as { id: string };
+    const folder = temp.make();
+    // What a dataset keeps of it: two thirds the size, JPEG 70, no metadata; and a photograph not in the vault.
+    writeFileSync(join(folder, 'a-copy.jpg'), await sharp(original).resize(512).jpeg({ quality: 70 }).toBuffer());
+    writeFileSync(join(folder, 'b-other.jpg'), await sharp(join(NATURAL, 'kodim01.png')).jpeg({ quality: 80 }).toBuffer());
+    const created = await call(owner, 'POST', '/api/v1/scans', { source: pathToFileURL(folder).href });
+    expect(created.status).toBe(202);
+    const scan = await finished(owner, created.json.id);
+    expect(scan.counts).toMatchObject({ images: 2, inVault: 1, failed: 0 });
+    const [copy, other] = (await call(owner, 'GET', `/api/v1/scans/${scan.id}/results`)).json.items;
+    expect(copy.vault).toHaveLength(1);
+    expect(copy.vault[0]).toMatchObject({ id: object.id, name: 'hats.jpg', record: null });
+    expect(copy.vault[0].distance).toBeLessThanOrEqual(48);
+    expect(other.vault).toEqual([]);
+    const csv = (await call(owner, 'GET', `/api/v1/scans/${scan.id}/results?format=csv`)).text.trimEnd().split('\r\n');
+    expect(csv[1]).toContain(`,${object.id},hats.jpg,`);
   }, 120_000);
 
   it('bad bodies and sources: 400 with stable codes; nothing is counted for them', async () => {

@@ -25,6 +25,7 @@ function item(location: string, optedOut: boolean): ScanItem {
     fingerprint: null,
     c2pa: null,
     record: null,
+    vault: null,
     error: null,
   };
 }

@@ -52,7 +52,21 @@ const LIMIT_KEYS: readonly (keyof ScanLimits)[] = [
   'bodyTimeoutMs',
 ];
 const ID = /^[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}$/;
-const CSV_COLUMNS = ['location', 'sha256', 'format', 'optedOut', 'signals', 'servedSignals', 'ours', 'record', 'errorCode', 'errorMessage'];
+/** `vaultOriginal` and `vaultName`: the nearest of the account's vault originals the picture looks like. */
+const CSV_COLUMNS = [
+  'location',
+  'sha256',
+  'format',
+  'optedOut',
+  'signals',
+  'servedSignals',
+  'ours',
+  'record',
+  'vaultOriginal',
+  'vaultName',
+  'errorCode',
+  'errorMessage',
+];
 
 const iso = (ms: number | null): string | null => (ms === null ? null : new Date(ms).toISOString());
 
@@ -172,6 +186,8 @@ function csvRow(item: ScanItem): string {
     item.servedSignals.join(' '),
     String(item.error === null && isOurs(item)),
     item.record?.id ?? null,
+    item.vault?.[0]?.id ?? null,
+    item.vault?.[0]?.name ?? null,
     item.error?.code ?? null,
     item.error?.message ?? null,
   ]

@@ -7,6 +7,7 @@
  */
 import { toErrorShape } from '../errors.js';
 import { detectFormat } from '../formats/index.js';
+import type { VaultMatch } from '../vault/recognition.js';
 import type { Candidate, ScanCounts, ScanItem } from './types.js';
 
 /** What a scan needs of a verify report (src/pipeline/verify.ts VerifyReport has these fields and more). */
@@ -18,6 +19,8 @@ export interface ScanVerifyReport {
   fingerprint: { present: boolean; confidence: number; blocks: number };
   sha256: string;
   c2pa: unknown;
+  /** The picture's PDQ hash, when it was asked for (the account keeps vault originals); null: none kept. */
+  perceptualHash?: string | null;
 }
 
 export interface AnalyseDeps {
@@ -25,6 +28,11 @@ export interface AnalyseDeps {
   verify(bytes: Uint8Array): Promise<ScanVerifyReport>;
   /** The account's record whose produced SHA-256 is `sha256`, if any (the CLI has no account). */
   recordOf?(sha256: string): Promise<{ id: string; createdAt: string } | null>;
+  /**
+   * The account's vault originals a picture with this PDQ hash looks like (src/vault/recognition.ts).
+   * Absent where no vault is searched (the CLI; an account keeping no originals): items get `vault: null`.
+   */
+  vaultOf?(hash: string): Promise<VaultMatch[]>;
 }
 
 /** The candidate loaded and verified, as a result item (never throws for the image's sake). */
@@ -45,6 +53,7 @@ export async function analyseCandidate(c: Candidate, deps: AnalyseDeps): Promise
     return failedItem(c.location, null, format, servedSignals, err);
   }
   const record = deps.recordOf ? await deps.recordOf(report.sha256) : null;
+  const vault = deps.vaultOf ? (report.perceptualHash ? await deps.vaultOf(report.perceptualHash) : []) : null;
   // Every reservation embedded in the file counts: the IPTC field, and the C2PA training assertion and
   // the TDMRep reservation verify lists beside it (`otherSignals`).
   const signals = [...report.signals, ...report.otherSignals];
@@ -59,6 +68,7 @@ export async function analyseCandidate(c: Candidate, deps: AnalyseDeps): Promise
     fingerprint: report.fingerprint,
     c2pa: report.c2pa,
     record,
+    vault,
     error: null,
   };
 }
@@ -75,6 +85,7 @@ function failedItem(location: string, sha256: string | null, format: string | nu
     fingerprint: null,
     c2pa: null,
     record: null,
+    vault: null,
     error: errorOf(err),
   };
 }
@@ -89,7 +100,7 @@ export function errorOf(err: unknown): { code: string; message: string } {
 }
 
 export function emptyCounts(): ScanCounts {
-  return { images: 0, optedOut: 0, servedOptOut: 0, noOptOut: 0, ours: 0, oursStripped: 0, failed: 0, skipped: 0 };
+  return { images: 0, optedOut: 0, servedOptOut: 0, noOptOut: 0, ours: 0, oursStripped: 0, failed: 0, skipped: 0, inVault: 0 };
 }
 
 /** Whether this server marked the image: its provenance tag verified with this server's key, or its fingerprint found. */
@@ -103,7 +114,8 @@ export function isOurs(item: ScanItem): boolean {
  * Adds one item to the summary (docs/scans.md): `images` every item but an LFS pointer (counted as
  * skipped: it is no image, only where one would be); `failed` those with an error (and nothing else); `optedOut` an embedded
  * signal; `servedOptOut` any served signal; `noOptOut` neither; `ours` this server's provenance or
- * fingerprint; `oursStripped` ours with no embedded opt-out left, whatever is served beside it.
+ * fingerprint; `oursStripped` ours with no embedded opt-out left, whatever is served beside it; `inVault`
+ * those that look like one of the account's vault originals.
  */
 export function addToCounts(counts: ScanCounts, item: ScanItem): ScanCounts {
   if (item.error?.code === 'lfs_pointer') {
@@ -122,5 +134,7 @@ export function addToCounts(counts: ScanCounts, item: ScanItem): ScanCounts {
     counts.ours++;
     if (!item.optedOut) counts.oursStripped++;
   }
+  // Scans stored before the vault was searched have no inVault count yet.
+  if (item.vault && item.vault.length > 0) counts.inVault = (counts.inVault ?? 0) + 1;
   return counts;
 }

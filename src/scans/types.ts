@@ -10,6 +10,7 @@
  * any index (`candidates(from)`): the ones before are passed over without being loaded.
  */
 import type { Readable } from 'node:stream';
+import type { VaultMatch } from '../vault/recognition.js';
 import type { AddressPolicy } from './net/address.js';
 
 /** Codes a scan or an item fails with (stable strings; docs/scans.md lists them). */
@@ -148,6 +149,11 @@ export interface ScanItem {
   c2pa: unknown;
   /** The account's record whose produced SHA-256 this is. */
   record: { id: string; createdAt: string } | null;
+  /**
+   * The account's vault originals the picture looks like, nearest first ([] none); null where no vault
+   * was searched (the CLI, an account that keeps no originals, an image that could not be read).
+   */
+  vault: VaultMatch[] | null;
   error: { code: string; message: string } | null;
 }
 
@@ -160,4 +166,6 @@ export interface ScanCounts {
   oursStripped: number;
   failed: number;
   skipped: number;
+  /** Images that look like one of the account's vault originals (the item's `vault` not empty). */
+  inVault: number;
 }

@@ -16,6 +16,7 @@ const SUMMARY: Array<[keyof ScanCounts, string, string]> = [
   ['noOptOut', 'No opt-out', 'neither embedded nor served'],
   ['ours', 'Ours', 'marked by this server (provenance or fingerprint)'],
   ['oursStripped', 'Ours, stripped', 'marked by this server, but no embedded opt-out left'],
+  ['inVault', 'In your vault', 'looks like one of your vault originals, whatever its metadata'],
   ['failed', 'Failed', 'could not be read'],
 ];
 
@@ -189,6 +190,13 @@ function ItemRow({ item, apiKey, vaultOn }: { item: ScanItem; apiKey: string; va
       <td data-label="This server">
         {item.error ? '—' : ours ? (stripped ? 'Ours, opt-out stripped' : 'Ours') : 'Not ours'}
         {item.record && <span class="hint"> · record {item.record.id.slice(0, 8)}</span>}
+        {item.vault?.[0] && (
+          <span class="vault-match">
+            {' '}
+            · looks like your original <strong>{item.vault[0].name}</strong>
+            <span class="hint"> (distance {item.vault[0].distance})</span>
+          </span>
+        )}
       </td>
     </tr>
   );

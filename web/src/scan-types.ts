@@ -15,6 +15,8 @@ export interface ScanCounts {
   oursStripped: number;
   failed: number;
   skipped?: number;
+  /** Images that look like one of the account's vault originals (absent on scans made before it was counted). */
+  inVault?: number;
 }
 
 export interface ScanProgress {
@@ -48,6 +50,8 @@ export interface ScanItem {
   fingerprint: { present: boolean; confidence?: number } | null;
   c2pa: { present: boolean; valid: boolean; trainingMining?: string | null } | null;
   record: { id: string; createdAt?: string } | null;
+  /** The account's vault originals the picture looks like, nearest first; null where no vault was searched. */
+  vault?: { id: string; name: string; distance: number; record: string | null }[] | null;
   error: { code: string; message: string } | null;
 }
 
@@ -88,6 +92,7 @@ export const FILTERS = {
   noOptOut: { label: 'No opt-out', test: (i: ScanItem) => !i.error && !i.optedOut && i.servedSignals.length === 0 },
   ours: { label: 'Marked by this server', test: (i: ScanItem) => !i.error && isOurs(i) },
   oursStripped: { label: 'Ours, opt-out stripped', test: (i: ScanItem) => !i.error && isOurs(i) && !i.optedOut },
+  inVault: { label: 'Looks like a vault original', test: (i: ScanItem) => !i.error && (i.vault?.length ?? 0) > 0 },
   failed: { label: 'Failed', test: (i: ScanItem) => i.error !== null && !isSkipped(i) },
   skipped: { label: 'Skipped (Git LFS pointers)', test: isSkipped },
 } as const;

@@ -28,7 +28,8 @@ export const SCAN_USER_AGENT = 'optmark-scan/1.0 (+https://github.com/optmark/op
 export interface RunnerOptions {
   store: Store;
   log: Logger;
-  verify(bytes: Uint8Array): Promise<ScanVerifyReport>;
+  /** Verify's report of `bytes`; with `perceptualHash`, its PDQ hash too (the account keeps vault originals). */
+  verify(bytes: Uint8Array, perceptualHash: boolean): Promise<ScanVerifyReport>;
   /** The server's per-scan limits (a scan's options lower them). */
   limits: ScanLimits;
   serviceDailyLimit: number;
@@ -150,8 +151,11 @@ export class ScanRunner {
         policy: new AddressPolicy(this.#o.allowNetworks),
         skipped: () => undefined,
       };
+      // The account's vault is searched only when it keeps originals: hashing every picture costs a decode.
+      const searchVault = (await store.vault.state(scan.accountId)).objects > 0;
       const deps: AnalyseDeps = {
-        verify: (bytes) => this.#verify(bytes),
+        verify: (bytes) => this.#verify(bytes, searchVault),
+        ...(searchVault ? { vaultOf: (hash: string) => store.vault.vaultMatches(scan.accountId, hash) } : {}),
         recordOf: async (sha) => {
           const r = await store.dashboard.recordBySha256(scan.accountId, sha);
           return r ? { id: r.id, createdAt: r.markedAt } : null;
@@ -201,11 +205,11 @@ export class ScanRunner {
   }
 
   /** A verify on the pool, only while its workers have room for requests first. */
-  async #verify(bytes: Uint8Array): Promise<ScanVerifyReport> {
+  async #verify(bytes: Uint8Array, perceptualHash: boolean): Promise<ScanVerifyReport> {
     while (this.#o.busy() || this.#inflight >= this.#o.width) await sleep(BUSY_WAIT_MS);
     this.#inflight++;
     try {
-      return await this.#o.verify(bytes);
+      return await this.#o.verify(bytes, perceptualHash);
     } finally {
       this.#inflight--;
     }

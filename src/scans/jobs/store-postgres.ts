@@ -48,7 +48,7 @@ function scanOf(r: Row): ScanRow {
     startedAt: r.started_at === null ? null : Number(r.started_at),
     finishedAt: r.finished_at === null ? null : Number(r.finished_at),
     progress: r.progress,
-    counts: r.counts,
+    counts: { ...emptyCounts(), ...r.counts },
     error: r.error,
   };
 }

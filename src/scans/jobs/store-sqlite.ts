@@ -45,7 +45,7 @@ function scanOf(r: Row): ScanRow {
     startedAt: r.started_at,
     finishedAt: r.finished_at,
     progress: r.progress,
-    counts: JSON.parse(r.counts),
+    counts: { ...emptyCounts(), ...JSON.parse(r.counts) },
     error: r.error === null ? null : JSON.parse(r.error),
   };
 }

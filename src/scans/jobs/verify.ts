@@ -7,10 +7,15 @@ import { randomBytes } from 'node:crypto';
 import { OptmarkError } from '../../errors.js';
 import type { ImagePool } from '../../pool/pool.js';
 import type { Transfer } from '../../transfer/index.js';
+import { keptHash } from '../../vault/recognition.js';
 import type { ScanVerifyReport } from '../analyse.js';
 
-export function poolVerify(pool: ImagePool, transfer: Transfer): (bytes: Uint8Array) => Promise<ScanVerifyReport> {
-  return async (bytes) => {
+/**
+ * With `perceptualHash` (the account keeps vault originals) the worker also hashes the picture, as
+ * verify?vault=match does, and the report carries the hash (null: featureless or undecodable).
+ */
+export function poolVerify(pool: ImagePool, transfer: Transfer): (bytes: Uint8Array, perceptualHash: boolean) => Promise<ScanVerifyReport> {
+  return async (bytes, perceptualHash) => {
     const boundary = `optmark-scan-${randomBytes(12).toString('hex')}`;
     const head = Buffer.from(`--${boundary}\r\nContent-Disposition: form-data; name="image"; filename="image"\r\nContent-Type: image/octet-stream\r\n\r\n`);
     const tail = Buffer.from(`\r\n--${boundary}--\r\n`);
@@ -22,10 +27,16 @@ export function poolVerify(pool: ImagePool, transfer: Transfer): (bytes: Uint8Ar
         if (w === 'too-large' || w === 'full') throw new OptmarkError('overloaded', 'no request memory free for a scanned image now');
       }
       const { input } = lease.seal();
-      const result = await pool.run({ kind: 'verify', input, contentType: `multipart/form-data; boundary=${boundary}` });
+      const result = await pool.run({
+        kind: 'verify',
+        input,
+        contentType: `multipart/form-data; boundary=${boundary}`,
+        ...(perceptualHash ? { perceptualHash: true } : {}),
+      });
       if (!result.ok) throw new OptmarkError(result.error.code, result.error.message);
       if (result.kind !== 'answer') throw new Error(`a verify task answered ${result.kind}`);
-      return JSON.parse(Buffer.from(lease.answer(result.answer)).toString('utf8')) as ScanVerifyReport;
+      const report = JSON.parse(Buffer.from(lease.answer(result.answer)).toString('utf8')) as ScanVerifyReport;
+      return perceptualHash ? { ...report, perceptualHash: keptHash(result.perceptualHash) } : report;
     } finally {
       lease.release();
     }
