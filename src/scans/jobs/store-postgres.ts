@@ -7,51 +7,11 @@
 import type pg from 'pg';
 import type { PgConnection } from '../../store/postgres/connection.js';
 import { addToCounts, emptyCounts } from '../analyse.js';
-import {
-  type ChunkEnd,
-  type ClaimedChunk,
-  type CreateResult,
-  type DailyLimits,
-  type IndexedItem,
-  type NewScan,
-  SERVICE_SCOPE,
-  type ScanJobStore,
-  type ScanRow,
-  type ScanState,
-  accountScope,
-  dayOf,
-  emptyStateCounts,
-} from './store.js';
+import type * as jobs from './store.js';
+import { SERVICE_SCOPE, accountScope, dayOf, emptyStateCounts, scanOf } from './store.js';
 
-interface Row {
-  id: string;
-  account_id: number;
-  source: string;
-  options: ScanRow['options'];
-  state: ScanState;
-  created_at: number;
-  started_at: number | null;
-  finished_at: number | null;
-  progress: number;
-  counts: ScanRow['counts'];
-  error: ScanRow['error'];
-}
-
-function scanOf(r: Row): ScanRow {
-  return {
-    id: r.id,
-    accountId: r.account_id,
-    source: r.source,
-    options: r.options,
-    state: r.state,
-    createdAt: Number(r.created_at),
-    startedAt: r.started_at === null ? null : Number(r.started_at),
-    finishedAt: r.finished_at === null ? null : Number(r.finished_at),
-    progress: r.progress,
-    counts: { ...emptyCounts(), ...r.counts },
-    error: r.error,
-  };
-}
+/** jsonb columns come parsed. */
+const same = (v: unknown): unknown => v;
 
 const COUNT = `INSERT INTO scan_days (scope, day, started) VALUES ($1, $2, 1)
   ON CONFLICT (scope, day) DO UPDATE SET started = scan_days.started + 1 WHERE scan_days.started < $3 RETURNING started`;
@@ -63,53 +23,54 @@ async function counted(c: pg.PoolClient, scope: string, day: string, limit: numb
 
 const ADD_CHUNK = 'INSERT INTO scan_chunks (scan_id, k) VALUES ($1, $2) ON CONFLICT DO NOTHING';
 
-export class PgScanStore implements ScanJobStore {
+export class PgScanStore implements jobs.ScanJobStore {
   readonly #conn: PgConnection;
 
   constructor(conn: PgConnection) {
     this.#conn = conn;
   }
 
-  async create(s: NewScan, limits: DailyLimits): Promise<CreateResult> {
+  async create(s: jobs.NewScan, limits: jobs.DailyLimits): Promise<jobs.CreateResult> {
     return this.#conn.tx(async (c) => {
       const day = dayOf(s.now);
       if (!(await counted(c, accountScope(s.accountId), day, limits.account))) return { ok: false };
-      const state: ScanState = (await counted(c, SERVICE_SCOPE, day, limits.service)) ? 'queued' : 'paused';
-      const r = await c.query<Row>(
+      const state: jobs.ScanState = (await counted(c, SERVICE_SCOPE, day, limits.service)) ? 'queued' : 'paused';
+      const r = await c.query<jobs.ScanColumns<unknown>>(
         'INSERT INTO scans (id, account_id, source, options, state, created_at, counts) VALUES ($1, $2, $3, $4, $5, $6, $7) RETURNING *',
         [s.id, s.accountId, s.source, JSON.stringify(s.options), state, s.now, JSON.stringify(emptyCounts())],
       );
       if (state === 'queued') await c.query(ADD_CHUNK, [s.id, 0]);
-      return { ok: true, scan: scanOf(r.rows[0]!) };
+      return { ok: true, scan: scanOf(r.rows[0]!, same) };
     });
   }
 
-  async get(accountId: number, id: string): Promise<ScanRow | undefined> {
-    const r = await this.#conn.q<Row>('SELECT * FROM scans WHERE id = $1 AND account_id = $2', [id, accountId]);
-    return r.rows[0] ? scanOf(r.rows[0]) : undefined;
+  async get(accountId: number, id: string): Promise<jobs.ScanRow | undefined> {
+    const r = await this.#conn.q<jobs.ScanColumns<unknown>>('SELECT * FROM scans WHERE id = $1 AND account_id = $2', [id, accountId]);
+    return r.rows[0] ? scanOf(r.rows[0], same) : undefined;
   }
 
-  async list(accountId: number, after: { createdAt: number; id: string } | undefined, limit: number): Promise<ScanRow[]> {
+  async list(accountId: number, after: { createdAt: number; id: string } | undefined, limit: number): Promise<jobs.ScanRow[]> {
     const r = after
-      ? await this.#conn.q<Row>('SELECT * FROM scans WHERE account_id = $1 AND (created_at, id) < ($2, $3) ORDER BY created_at DESC, id DESC LIMIT $4', [
+      ? await this.#conn.q<jobs.ScanColumns<unknown>>(
+          'SELECT * FROM scans WHERE account_id = $1 AND (created_at, id) < ($2, $3) ORDER BY created_at DESC, id DESC LIMIT $4',
+          [accountId, after.createdAt, after.id, limit],
+        )
+      : await this.#conn.q<jobs.ScanColumns<unknown>>('SELECT * FROM scans WHERE account_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2', [
           accountId,
-          after.createdAt,
-          after.id,
           limit,
-        ])
-      : await this.#conn.q<Row>('SELECT * FROM scans WHERE account_id = $1 ORDER BY created_at DESC, id DESC LIMIT $2', [accountId, limit]);
-    return r.rows.map(scanOf);
+        ]);
+    return r.rows.map((row) => scanOf(row, same));
   }
 
-  async items(scanId: string, from: number, limit: number): Promise<IndexedItem[]> {
-    const r = await this.#conn.q<{ idx: number; item: IndexedItem['item'] }>(
+  async items(scanId: string, from: number, limit: number): Promise<jobs.IndexedItem[]> {
+    const r = await this.#conn.q<{ idx: number; item: jobs.IndexedItem['item'] }>(
       'SELECT idx, item FROM scan_items WHERE scan_id = $1 AND idx >= $2 ORDER BY idx LIMIT $3',
       [scanId, from, limit],
     );
     return r.rows.map((row) => ({ index: row.idx, item: row.item }));
   }
 
-  async cancel(accountId: number, id: string, now: number): Promise<ScanRow | undefined> {
+  async cancel(accountId: number, id: string, now: number): Promise<jobs.ScanRow | undefined> {
     await this.#conn.q(
       "UPDATE scans SET state = 'cancelled', finished_at = $1 WHERE id = $2 AND account_id = $3 AND state IN ('queued', 'paused', 'running')",
       [now, id, accountId],
@@ -117,8 +78,8 @@ export class PgScanStore implements ScanJobStore {
     return this.get(accountId, id);
   }
 
-  async stateOf(id: string): Promise<ScanState | undefined> {
-    return (await this.#conn.q<{ state: ScanState }>('SELECT state FROM scans WHERE id = $1', [id])).rows[0]?.state;
+  async stateOf(id: string): Promise<jobs.ScanState | undefined> {
+    return (await this.#conn.q<{ state: jobs.ScanState }>('SELECT state FROM scans WHERE id = $1', [id])).rows[0]?.state;
   }
 
   async resumePaused(now: number, serviceLimit: number): Promise<number> {
@@ -137,7 +98,7 @@ export class PgScanStore implements ScanJobStore {
     }
   }
 
-  async claim(owner: string, now: number, leaseMs: number): Promise<ClaimedChunk | undefined> {
+  async claim(owner: string, now: number, leaseMs: number): Promise<jobs.ClaimedChunk | undefined> {
     return this.#conn.tx(async (c) => {
       const chunk = await c.query<{ scan_id: string; k: number }>(
         `SELECT c.scan_id, c.k FROM scan_chunks c JOIN scans s ON s.id = c.scan_id
@@ -148,8 +109,11 @@ export class PgScanStore implements ScanJobStore {
       const got = chunk.rows[0];
       if (!got) return undefined;
       await c.query('UPDATE scan_chunks SET lease_owner = $1, lease_until = $2 WHERE scan_id = $3 AND k = $4', [owner, now + leaseMs, got.scan_id, got.k]);
-      const s = await c.query<Row>("UPDATE scans SET state = 'running', started_at = coalesce(started_at, $1) WHERE id = $2 RETURNING *", [now, got.scan_id]);
-      return { scan: scanOf(s.rows[0]!), k: got.k };
+      const s = await c.query<jobs.ScanColumns<unknown>>(
+        "UPDATE scans SET state = 'running', started_at = coalesce(started_at, $1) WHERE id = $2 RETURNING *",
+        [now, got.scan_id],
+      );
+      return { scan: scanOf(s.rows[0]!, same), k: got.k };
     });
   }
 
@@ -167,11 +131,11 @@ export class PgScanStore implements ScanJobStore {
     await this.#conn.q(ADD_CHUNK, [scanId, k]);
   }
 
-  async complete(owner: string, scanId: string, k: number, items: IndexedItem[], now: number, end?: ChunkEnd): Promise<boolean> {
+  async complete(owner: string, scanId: string, k: number, items: jobs.IndexedItem[], now: number, end?: jobs.ChunkEnd): Promise<boolean> {
     return this.#conn.tx(async (c) => {
       const held = await c.query('SELECT 1 FROM scan_chunks WHERE scan_id = $1 AND k = $2 AND lease_owner = $3 AND NOT done FOR UPDATE', [scanId, k, owner]);
       if (held.rowCount === 0) return false;
-      const scan = await c.query<{ counts: ScanRow['counts'] }>('SELECT counts FROM scans WHERE id = $1 FOR UPDATE', [scanId]);
+      const scan = await c.query<{ counts: jobs.ScanRow['counts'] }>('SELECT counts FROM scans WHERE id = $1 FOR UPDATE', [scanId]);
       if (!scan.rows[0]) return false;
       const counts = scan.rows[0].counts;
       const written = await c.query<{ idx: number }>(
@@ -199,9 +163,9 @@ export class PgScanStore implements ScanJobStore {
     });
   }
 
-  async stateCounts(): Promise<Record<ScanState, number>> {
+  async stateCounts(): Promise<Record<jobs.ScanState, number>> {
     const out = emptyStateCounts();
-    const r = await this.#conn.q<{ state: ScanState; n: number }>('SELECT state, count(*)::int AS n FROM scans GROUP BY state');
+    const r = await this.#conn.q<{ state: jobs.ScanState; n: number }>('SELECT state, count(*)::int AS n FROM scans GROUP BY state');
     for (const row of r.rows) out[row.state] = row.n;
     return out;
   }

@@ -4,53 +4,10 @@
  */
 import type { Db } from '../../store/db.js';
 import { addToCounts, emptyCounts } from '../analyse.js';
-import {
-  type ChunkEnd,
-  type ClaimedChunk,
-  type CreateResult,
-  type DailyLimits,
-  type IndexedItem,
-  type NewScan,
-  SERVICE_SCOPE,
-  type ScanJobStore,
-  type ScanRow,
-  type ScanState,
-  accountScope,
-  dayOf,
-  emptyStateCounts,
-} from './store.js';
+import type * as jobs from './store.js';
+import { SERVICE_SCOPE, accountScope, dayOf, emptyStateCounts, scanOf } from './store.js';
 
-interface Row {
-  id: string;
-  account_id: number;
-  source: string;
-  options: string;
-  state: ScanState;
-  created_at: number;
-  started_at: number | null;
-  finished_at: number | null;
-  progress: number;
-  counts: string;
-  error: string | null;
-}
-
-function scanOf(r: Row): ScanRow {
-  return {
-    id: r.id,
-    accountId: r.account_id,
-    source: r.source,
-    options: JSON.parse(r.options),
-    state: r.state,
-    createdAt: r.created_at,
-    startedAt: r.started_at,
-    finishedAt: r.finished_at,
-    progress: r.progress,
-    counts: { ...emptyCounts(), ...JSON.parse(r.counts) },
-    error: r.error === null ? null : JSON.parse(r.error),
-  };
-}
-
-export class SqliteScanStore implements ScanJobStore {
+export class SqliteScanStore implements jobs.ScanJobStore {
   readonly #db: Db;
   readonly #create;
   readonly #resume;
@@ -69,11 +26,11 @@ export class SqliteScanStore implements ScanJobStore {
       `INSERT INTO scans (id, account_id, source, options, state, created_at, counts) VALUES (@id, @account, @source, @options, @state, @now, @counts)`,
     );
     const insertChunk = db.prepare<[string, number]>('INSERT INTO scan_chunks (scan_id, k) VALUES (?, ?) ON CONFLICT DO NOTHING');
-    const byId = db.prepare<[string], Row>('SELECT * FROM scans WHERE id = ?');
-    this.#create = db.transaction((s: NewScan, limits: DailyLimits): CreateResult => {
+    const byId = db.prepare<[string], jobs.ScanColumns<string>>('SELECT * FROM scans WHERE id = ?');
+    this.#create = db.transaction((s: jobs.NewScan, limits: jobs.DailyLimits): jobs.CreateResult => {
       const day = dayOf(s.now);
       if (!counted(accountScope(s.accountId), day, limits.account)) return { ok: false };
-      const state: ScanState = counted(SERVICE_SCOPE, day, limits.service) ? 'queued' : 'paused';
+      const state: jobs.ScanState = counted(SERVICE_SCOPE, day, limits.service) ? 'queued' : 'paused';
       insertScan.run({
         id: s.id,
         account: s.accountId,
@@ -84,7 +41,7 @@ export class SqliteScanStore implements ScanJobStore {
         counts: JSON.stringify(emptyCounts()),
       });
       if (state === 'queued') insertChunk.run(s.id, 0);
-      return { ok: true, scan: scanOf(byId.get(s.id)!) };
+      return { ok: true, scan: scanOf(byId.get(s.id)!, JSON.parse) };
     });
     const oldestPaused = db.prepare<[], { id: string }>("SELECT id FROM scans WHERE state = 'paused' ORDER BY created_at, id LIMIT 1");
     const unpause = db.prepare<[string]>("UPDATE scans SET state = 'queued' WHERE id = ?");
@@ -104,12 +61,12 @@ export class SqliteScanStore implements ScanJobStore {
     );
     const lease = db.prepare<[string, number, string, number]>('UPDATE scan_chunks SET lease_owner = ?, lease_until = ? WHERE scan_id = ? AND k = ?');
     const start = db.prepare<[number, string]>("UPDATE scans SET state = 'running', started_at = coalesce(started_at, ?) WHERE id = ?");
-    this.#claim = db.transaction((owner: string, now: number, leaseMs: number): ClaimedChunk | undefined => {
+    this.#claim = db.transaction((owner: string, now: number, leaseMs: number): jobs.ClaimedChunk | undefined => {
       const c = free.get(now);
       if (!c) return undefined;
       lease.run(owner, now + leaseMs, c.scan_id, c.k);
       start.run(now, c.scan_id);
-      return { scan: scanOf(byId.get(c.scan_id)!), k: c.k };
+      return { scan: scanOf(byId.get(c.scan_id)!, JSON.parse), k: c.k };
     });
     const held = db.prepare<[string, number, string]>('SELECT 1 FROM scan_chunks WHERE scan_id = ? AND k = ? AND lease_owner = ? AND done = 0');
     const insertItem = db.prepare<[string, number, string]>('INSERT INTO scan_items (scan_id, idx, item) VALUES (?, ?, ?) ON CONFLICT DO NOTHING');
@@ -120,7 +77,7 @@ export class SqliteScanStore implements ScanJobStore {
     const finish = db.prepare<[number, string, string]>(
       "UPDATE scans SET state = 'done', finished_at = ? WHERE id = ? AND state = 'running' AND NOT EXISTS (SELECT 1 FROM scan_chunks WHERE scan_id = ? AND done = 0)",
     );
-    this.#complete = db.transaction((owner: string, scanId: string, k: number, items: IndexedItem[], now: number, end?: ChunkEnd): boolean => {
+    this.#complete = db.transaction((owner: string, scanId: string, k: number, items: jobs.IndexedItem[], now: number, end?: jobs.ChunkEnd): boolean => {
       if (!held.get(scanId, k, owner)) return false;
       const row = byId.get(scanId);
       if (!row) return false;
@@ -141,34 +98,36 @@ export class SqliteScanStore implements ScanJobStore {
     });
   }
 
-  async create(scan: NewScan, limits: DailyLimits): Promise<CreateResult> {
+  async create(scan: jobs.NewScan, limits: jobs.DailyLimits): Promise<jobs.CreateResult> {
     return this.#create.immediate(scan, limits);
   }
 
-  async get(accountId: number, id: string): Promise<ScanRow | undefined> {
-    const r = this.#db.prepare<[string, number], Row>('SELECT * FROM scans WHERE id = ? AND account_id = ?').get(id, accountId);
-    return r ? scanOf(r) : undefined;
+  async get(accountId: number, id: string): Promise<jobs.ScanRow | undefined> {
+    const r = this.#db.prepare<[string, number], jobs.ScanColumns<string>>('SELECT * FROM scans WHERE id = ? AND account_id = ?').get(id, accountId);
+    return r ? scanOf(r, JSON.parse) : undefined;
   }
 
-  async list(accountId: number, after: { createdAt: number; id: string } | undefined, limit: number): Promise<ScanRow[]> {
+  async list(accountId: number, after: { createdAt: number; id: string } | undefined, limit: number): Promise<jobs.ScanRow[]> {
     const rows = after
       ? this.#db
-          .prepare<[number, number, number, string, number], Row>(
+          .prepare<[number, number, number, string, number], jobs.ScanColumns<string>>(
             'SELECT * FROM scans WHERE account_id = ? AND (created_at < ? OR (created_at = ? AND id < ?)) ORDER BY created_at DESC, id DESC LIMIT ?',
           )
           .all(accountId, after.createdAt, after.createdAt, after.id, limit)
-      : this.#db.prepare<[number, number], Row>('SELECT * FROM scans WHERE account_id = ? ORDER BY created_at DESC, id DESC LIMIT ?').all(accountId, limit);
-    return rows.map(scanOf);
+      : this.#db
+          .prepare<[number, number], jobs.ScanColumns<string>>('SELECT * FROM scans WHERE account_id = ? ORDER BY created_at DESC, id DESC LIMIT ?')
+          .all(accountId, limit);
+    return rows.map((r) => scanOf(r, JSON.parse));
   }
 
-  async items(scanId: string, from: number, limit: number): Promise<IndexedItem[]> {
+  async items(scanId: string, from: number, limit: number): Promise<jobs.IndexedItem[]> {
     return this.#db
       .prepare<[string, number, number], { idx: number; item: string }>('SELECT idx, item FROM scan_items WHERE scan_id = ? AND idx >= ? ORDER BY idx LIMIT ?')
       .all(scanId, from, limit)
       .map((r) => ({ index: r.idx, item: JSON.parse(r.item) }));
   }
 
-  async cancel(accountId: number, id: string, now: number): Promise<ScanRow | undefined> {
+  async cancel(accountId: number, id: string, now: number): Promise<jobs.ScanRow | undefined> {
     this.#db
       .prepare<[number, string, number]>(
         "UPDATE scans SET state = 'cancelled', finished_at = ? WHERE id = ? AND account_id = ? AND state IN ('queued', 'paused', 'running')",
@@ -177,15 +136,15 @@ export class SqliteScanStore implements ScanJobStore {
     return this.get(accountId, id);
   }
 
-  async stateOf(id: string): Promise<ScanState | undefined> {
-    return this.#db.prepare<[string], { state: ScanState }>('SELECT state FROM scans WHERE id = ?').get(id)?.state;
+  async stateOf(id: string): Promise<jobs.ScanState | undefined> {
+    return this.#db.prepare<[string], { state: jobs.ScanState }>('SELECT state FROM scans WHERE id = ?').get(id)?.state;
   }
 
   async resumePaused(now: number, serviceLimit: number): Promise<number> {
     return this.#resume.immediate(now, serviceLimit);
   }
 
-  async claim(owner: string, now: number, leaseMs: number): Promise<ClaimedChunk | undefined> {
+  async claim(owner: string, now: number, leaseMs: number): Promise<jobs.ClaimedChunk | undefined> {
     return this.#claim.immediate(owner, now, leaseMs);
   }
 
@@ -201,13 +160,14 @@ export class SqliteScanStore implements ScanJobStore {
     this.#db.prepare<[string, number]>('INSERT INTO scan_chunks (scan_id, k) VALUES (?, ?) ON CONFLICT DO NOTHING').run(scanId, k);
   }
 
-  async complete(owner: string, scanId: string, k: number, items: IndexedItem[], now: number, end?: ChunkEnd): Promise<boolean> {
+  async complete(owner: string, scanId: string, k: number, items: jobs.IndexedItem[], now: number, end?: jobs.ChunkEnd): Promise<boolean> {
     return this.#complete.immediate(owner, scanId, k, items, now, end);
   }
 
-  async stateCounts(): Promise<Record<ScanState, number>> {
+  async stateCounts(): Promise<Record<jobs.ScanState, number>> {
     const out = emptyStateCounts();
-    for (const r of this.#db.prepare<[], { state: ScanState; n: number }>('SELECT state, count(*) AS n FROM scans GROUP BY state').all()) out[r.state] = r.n;
+    for (const r of this.#db.prepare<[], { state: jobs.ScanState; n: number }>('SELECT state, count(*) AS n FROM scans GROUP BY state').all())
+      out[r.state] = r.n;
     return out;
   }
 }

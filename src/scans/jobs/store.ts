@@ -5,6 +5,7 @@
  * (per account per UTC day, and the service's). One interface, two engines: ./store-sqlite.ts (one
  * process, transactions) and ./store-postgres.ts (many instances, row locks and FOR UPDATE SKIP LOCKED).
  */
+import { emptyCounts } from '../analyse.js';
 import type { ScanCounts, ScanItem, ScanLimits } from '../types.js';
 import type { SourceType } from '../sources/index.js';
 
@@ -35,6 +36,41 @@ export interface ScanRow {
   progress: number;
   counts: ScanCounts;
   error: { code: string; message: string } | null;
+}
+
+/**
+ * A `scans` row as either engine returns it: JSON columns as text (`J` string, SQLite) or parsed
+ * (PostgreSQL's jsonb), timestamps as numbers or bigint strings.
+ */
+export interface ScanColumns<J> {
+  id: string;
+  account_id: number;
+  source: string;
+  options: J;
+  state: ScanState;
+  created_at: number | string;
+  started_at: number | string | null;
+  finished_at: number | string | null;
+  progress: number;
+  counts: J;
+  error: J | null;
+}
+
+/** The row as a ScanRow, `json` reading a JSON column; counts stored before a count existed gain it as 0. */
+export function scanOf<J>(r: ScanColumns<J>, json: (v: J) => unknown): ScanRow {
+  return {
+    id: r.id,
+    accountId: r.account_id,
+    source: r.source,
+    options: json(r.options) as ScanOptions,
+    state: r.state,
+    createdAt: Number(r.created_at),
+    startedAt: r.started_at === null ? null : Number(r.started_at),
+    finishedAt: r.finished_at === null ? null : Number(r.finished_at),
+    progress: r.progress,
+    counts: { ...emptyCounts(), ...(json(r.counts) as Partial<ScanCounts>) },
+    error: r.error === null ? null : (json(r.error) as ScanRow['error']),
+  };
 }
 
 export interface NewScan {
