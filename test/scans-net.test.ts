@@ -250,6 +250,31 @@ describe('keep-alive connections', () => {
     }
   });
 
+  it('a kept-alive socket the server drops as it is reused: the request is sent once more, on a new one', async () => {
+    const s = await ScanSite.start('127.0.0.6');
+    try {
+      const served = new WeakSet<object>();
+      s.routes.set('/x.png', (req, res) => {
+        served.add(req.socket);
+        res.end(png);
+      });
+      // Drops any connection that served before, without an answer: the server closing an idle socket.
+      s.routes.set('/drop.png', (req, res) => {
+        if (served.has(req.socket)) return void req.socket.destroy();
+        served.add(req.socket);
+        res.end(png);
+      });
+      const { ctx } = context(LOOPBACK, { perHostConcurrency: 1 });
+      expect((await ctx.fetcher.get(s.url('/x.png'), { maxBytes: 1e6 })).status).toBe(200);
+      const r = await ctx.fetcher.get(s.url('/drop.png'), { maxBytes: 1e6 });
+      expect([r.status, Buffer.from(r.body).equals(png)]).toEqual([200, true]);
+      expect(s.requests.filter((x) => x === '/drop.png')).toHaveLength(2);
+      ctx.fetcher.close();
+    } finally {
+      await s.close();
+    }
+  });
+
   it('a pooled socket is only for the same origin and checked address', () => {
     const pool = new AgentPool(4);
     try {

@@ -145,16 +145,19 @@ class ScanFetcher implements Fetcher {
     const checked = await policy.resolve(url.hostname);
     const release = await this.#slot(url.host);
     try {
-      return await this.#send(url, checked, release);
+      return await this.#send(url, checked, release, true);
     } catch (err) {
-      // A kept-alive socket the server closed as it was reused: once more (a GET), on the pool's next socket.
+      // A kept-alive socket the server closed as it was reused: once more (a GET), and only once.
       if (!(err instanceof StaleSocket)) throw err;
-      return this.#send(url, checked, release);
+      return this.#send(url, checked, release, false);
     }
   }
 
-  /** One GET to the checked address; `release` frees the host's slot when the answer is done (or failed). */
-  #send(url: URL, { address, family }: { address: string; family: 4 | 6 }, release: () => void): Promise<http.IncomingMessage> {
+  /**
+   * One GET to the checked address; `release` frees the host's slot when the answer is done or failed
+   * (not on a StaleSocket, which `mayRetry` allows: the retry holds the slot on).
+   */
+  #send(url: URL, { address, family }: { address: string; family: 4 | 6 }, release: () => void, mayRetry: boolean): Promise<http.IncomingMessage> {
     const { limits, policy, signal } = this.#o;
     const client = url.protocol === 'https:' ? https : http;
     return new Promise<http.IncomingMessage>((resolve, reject) => {
@@ -209,7 +212,7 @@ class ScanFetcher implements Fetcher {
         clearTimeout(connectTimer);
         clearTimeout(headersTimer);
         const code = (err as NodeJS.ErrnoException).code;
-        if (req.reusedSocket && !settled && (code === 'ECONNRESET' || code === 'EPIPE')) return fail(new StaleSocket());
+        if (mayRetry && req.reusedSocket && (code === 'ECONNRESET' || code === 'EPIPE')) return fail(new StaleSocket());
         fail(err instanceof ScanError ? err : new ScanError('fetch_failed', `${url.href}: ${code ?? err.message}`));
       });
       req.end();
