@@ -6,6 +6,8 @@
  * small image. Rounds interleaved; the medians printed side by side.
  *
  *   npm run build && node dist/bench/scan.bench.js        (BENCH_QUICK=1: 400 images, 20,000 URLs, 1 round)
+ *     --only urls,tar-http,tar-disk,git,rss    only these cases (verify always runs, as the ratio's base)
+ *     --cli <path>                             another build's bin/optmark (a before/after comparison)
  *
  * Inputs: 40 distinct 640x480 JPEGs (noise, q90) copied up to the count, written once under
  * os.tmpdir()/optmark-bench-scan. Wall time is measured around each child process.
@@ -21,7 +23,15 @@ import { freePort } from './lib/proc.js';
 import { QUICK } from './lib/report.js';
 
 const ROOT = resolve(import.meta.dirname, '..', '..');
-const CLI = join(ROOT, 'bin', 'optmark');
+const flag = (name: string): string | undefined => {
+  const i = process.argv.indexOf(name);
+  return i >= 0 ? process.argv[i + 1] : undefined;
+};
+const CLI = resolve(flag('--cli') ?? join(ROOT, 'bin', 'optmark'));
+const ONLY = flag('--only')?.split(',');
+const CASES = ['urls', 'tar-http', 'tar-disk', 'git', 'rss'];
+for (const c of ONLY ?? []) if (!CASES.includes(c)) throw new Error(`--only: ${c} is not one of ${CASES.join(', ')}`);
+const picked = (c: string): boolean => ONLY === undefined || ONLY.includes(c);
 const DIR = join(tmpdir(), 'optmark-bench-scan');
 const COUNT = QUICK ? 400 : 2000;
 const URLS = QUICK ? 20_000 : 100_000;
@@ -123,19 +133,22 @@ async function main(): Promise<void> {
   const daemon = spawn(
     'git',
     ['daemon', '--reuseaddr', `--base-path=${join(DIR, 'git')}`, '--export-all', '--listen=127.0.0.1', `--port=${gitPort}`, join(DIR, 'git')],
-    {
-      env: GIT_ENV,
-      stdio: 'ignore',
-    },
+    // Its own process group, so the kill below reaches the daemon and its children (a live daemon keeps
+    // the bench from exiting).
+    { env: GIT_ENV, stdio: 'ignore', detached: true },
   );
   await new Promise((r) => setTimeout(r, 500));
   const allow = ['--allow-network', '127.0.0.0/8'];
-  const contenders: [string, string[]][] = [
-    ['URL list (HTTP)', ['scan', `${base}/list.txt`, ...allow]],
-    ['tar shard (HTTP)', ['scan', `${base}/shard.tar`, ...allow]],
-    ['tar shard (disk)', ['scan', shard]],
-    ['git repository (git://)', ['scan', `git://127.0.0.1:${gitPort}/repo-${COUNT}`, ...allow]],
-  ];
+  const contenders = (
+    [
+      ['urls', 'URL list (HTTP)', ['scan', `${base}/list.txt`, ...allow]],
+      ['tar-http', 'tar shard (HTTP)', ['scan', `${base}/shard.tar`, ...allow]],
+      ['tar-disk', 'tar shard (disk)', ['scan', shard]],
+      ['git', 'git repository (git://)', ['scan', `git://127.0.0.1:${gitPort}/repo-${COUNT}`, ...allow]],
+    ] as [string, string, string[]][]
+  )
+    .filter(([key]) => picked(key))
+    .map(([, name, args]): [string, string[]] => [name, args]);
   const verifyMs: number[] = [];
   const scanMs = new Map<string, number[]>(contenders.map(([n]) => [n, []]));
   const failures = new Map<string, string>();
@@ -150,7 +163,7 @@ async function main(): Promise<void> {
       }
     }
     const verify = median(verifyMs);
-    console.log(`\noptmark scan beside optmark verify of the same ${COUNT} files (640x480 JPEG, detector on), median of ${ROUNDS}`);
+    console.log(`\noptmark scan beside optmark verify of the same ${COUNT} files (640x480 JPEG, detector on), median of ${ROUNDS}; ${CLI}`);
     console.log(`| source | scan (s) | verify (s) | scan / verify | target |`);
     console.log(`|---|---|---|---|---|`);
     for (const [name] of contenders) {
@@ -160,6 +173,7 @@ async function main(): Promise<void> {
         `| ${name} | ${(s / 1000).toFixed(2)} | ${(verify / 1000).toFixed(2)} | ${failed ? `failed: ${failed}` : `${(s / verify).toFixed(2)}x`} | <= 1.25x |`,
       );
     }
+    if (!picked('rss')) return;
     const big = await timed(['scan', `${base}/big-list.txt`, ...allow, '--skip-fingerprint'], env);
     console.log(
       `\nscan of a ${URLS.toLocaleString('en')}-URL list: peak RSS ${(big.rssKiB / 1024).toFixed(0)} MB (target <= 300 MB)${big.status !== 0 ? `; failed: ${big.stderr.trim().split('\n').slice(-2).join(' ')}` : ''}`,

@@ -168,6 +168,7 @@ describe.each(ENGINES)('scans API (%s)', (engine) => {
       [{ source: 'https://user:pw@example.com/' }, 'invalid_source'],
       [{ source: 'https://example.com/', options: { maxImages: -1 } }, 'invalid_request'],
       [{ source: 'https://example.com/', options: { nope: 1 } }, 'invalid_request'],
+      [{ source: 'https://example.com/', options: { perHostDelayMs: 60_001 } }, 'invalid_request'],
       [{ source: 'https://example.com/', extra: 1 }, 'invalid_request'],
     ];
     for (const [body, code] of cases) {

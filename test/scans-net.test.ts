@@ -12,9 +12,11 @@ import { parquetWriteBuffer } from 'hyparquet-writer';
 import sharp from 'sharp';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { aiTxt, robotsTxt, signalHeaders, tdmrepJson } from '../src/signals/site.js';
-import { DEFAULT_SCAN_LIMITS, lowered } from '../src/scans/limits.js';
+import { DEFAULT_SCAN_LIMITS, lowered, MAX_PER_HOST_DELAY_MS } from '../src/scans/limits.js';
 import { AddressPolicy } from '../src/scans/net/address.js';
 import { AGENT_TOKEN, createFetcher, USER_AGENT } from '../src/scans/net/fetcher.js';
+import { AgentPool } from '../src/scans/net/pool.js';
+import { openSource } from '../src/scans/sources/index.js';
 import { manifestSource } from '../src/scans/sources/manifest.js';
 import { pageSource } from '../src/scans/sources/page.js';
 import type { Candidate, ScanContext, ScanLimits } from '../src/scans/types.js';
@@ -131,6 +133,64 @@ describe('limits', () => {
     await expect(ctx.fetcher.get(site.url('/silent'), { maxBytes: 1e9 })).rejects.toMatchObject({ code: 'timeout' });
   });
 
+  it('the body limit counts waiting on the network only: a slow reader of a fast answer reads it whole', async () => {
+    const body = Buffer.alloc(4 * 1024 * 1024);
+    for (let i = 0; i < body.length; i++) body[i] = (i * 2654435761) >>> 24;
+    site.file('/fast-big.bin', body, { 'Content-Type': 'application/octet-stream' });
+    const { ctx } = context(LOOPBACK, { bodyTimeoutMs: 300 });
+    const r = await ctx.fetcher.stream(site.url('/fast-big.bin'), { maxBytes: 1e8 });
+    const got: Buffer[] = [];
+    let pauses = 0;
+    // The consumer holds the body back for 3 x 250 ms, past the 300 ms limit, as a scan verifying a shard's images does.
+    for await (const chunk of r.body) {
+      got.push(chunk as Buffer);
+      if (pauses < 3) {
+        pauses++;
+        await new Promise((done) => setTimeout(done, 250));
+      }
+    }
+    expect(pauses).toBe(3);
+    expect(Buffer.concat(got).equals(body)).toBe(true);
+  });
+
+  it('a server that stalls mid-body, or trickles a byte now and then, fails timeout', async () => {
+    site.routes.set('/half', (_q, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/octet-stream', 'Content-Length': '2000' });
+      res.write(Buffer.alloc(1000, 1));
+    });
+    site.routes.set('/trickle', (_q, res) => {
+      res.writeHead(200, { 'Content-Type': 'application/octet-stream' });
+      const t = setInterval(() => res.write('x'), 50);
+      res.on('close', () => clearInterval(t));
+    });
+    const half = context(LOOPBACK, { bodyTimeoutMs: 300 }).ctx;
+    await expect(half.fetcher.get(site.url('/half'), { maxBytes: 1e6 })).rejects.toMatchObject({ code: 'timeout' });
+    // Streamed, read slowly: the stall is still met once the reader is waiting.
+    const slow = await half.fetcher.stream(site.url('/half'), { maxBytes: 1e6 });
+    await expect(
+      (async () => {
+        for await (const _ of slow.body) await new Promise((done) => setTimeout(done, 250));
+      })(),
+    ).rejects.toMatchObject({ code: 'timeout' });
+    const trickle = context(LOOPBACK, { bodyTimeoutMs: 400 }).ctx;
+    await expect(trickle.fetcher.get(site.url('/trickle'), { maxBytes: 1e6 })).rejects.toMatchObject({ code: 'timeout' });
+  });
+
+  it('a scan may lower every limit but perHostDelayMs, which it may only raise (up to 60 s)', () => {
+    const server = { ...DEFAULT_SCAN_LIMITS, perHostDelayMs: 200 };
+    // The runner applies a scan's options so (src/scans/jobs/runner.ts): an option of 0 keeps the server's 200.
+    expect(lowered(server, { perHostDelayMs: 0 }).perHostDelayMs).toBe(200);
+    expect(lowered(server, { perHostDelayMs: 199 }).perHostDelayMs).toBe(200);
+    expect(lowered(server, { perHostDelayMs: 1500 }).perHostDelayMs).toBe(1500);
+    expect(lowered(server, { perHostDelayMs: 10 * MAX_PER_HOST_DELAY_MS }).perHostDelayMs).toBe(MAX_PER_HOST_DELAY_MS);
+    expect(MAX_PER_HOST_DELAY_MS).toBe(60_000);
+    // Every other limit: lower only.
+    const asked = { maxImages: 5, maxBytes: 10 * server.maxBytes, bodyTimeoutMs: 1, perHostConcurrency: 99 };
+    expect(lowered(server, asked)).toEqual({ ...server, maxImages: 5, bodyTimeoutMs: 1 });
+    // Not a number, negative or not finite: ignored.
+    expect(lowered(server, { perHostDelayMs: -5, maxImages: Number.NaN } as Partial<ScanLimits>)).toEqual(server);
+  });
+
   it('a gzip bomb stops at the response limit; the scan budget counts the wire bytes', async () => {
     const bomb = gzipSync(Buffer.alloc(200 * 1024 * 1024));
     site.file('/bomb', bomb, { 'Content-Encoding': 'gzip' });
@@ -161,6 +221,72 @@ describe('limits', () => {
       expect(s.requests.filter((r) => r === '/robots.txt')).toHaveLength(1);
     } finally {
       await s.close();
+    }
+  });
+});
+
+describe('keep-alive connections', () => {
+  it('a URL-list scan of 20 images reuses connections; close() ends them', async () => {
+    const s = await ScanSite.start('127.0.0.5');
+    try {
+      const list = Array.from({ length: 20 }, (_, i) => s.url(`/img/${i}.png`));
+      s.file('/list.txt', `${list.join('\n')}\n`, { 'Content-Type': 'text/plain' });
+      for (let i = 0; i < 20; i++) s.file(`/img/${i}.png`, png, { 'Content-Type': 'image/png' });
+      const { ctx } = context();
+      const source = await openSource(s.url('/list.txt'), ctx, 'manifest');
+      const loads: Promise<Buffer>[] = [];
+      for await (const c of source.candidates(0)) loads.push(c.load().then((l) => Buffer.from(l.bytes)));
+      const bytes = await Promise.all(loads);
+      await source.close();
+      expect(bytes.map((b) => b.equals(png))).toEqual(list.map(() => true));
+      expect(s.requests.filter((r) => r.startsWith('/img/'))).toHaveLength(20);
+      expect(s.connections).toBeLessThan(s.requests.length);
+      expect(s.connections).toBeLessThanOrEqual(DEFAULT_SCAN_LIMITS.perHostConcurrency);
+      ctx.fetcher.close();
+      for (let i = 0; i < 100 && s.open > 0; i++) await new Promise((done) => setTimeout(done, 20));
+      expect(s.open).toBe(0);
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('a kept-alive socket the server drops as it is reused: the request is sent once more, on a new one', async () => {
+    const s = await ScanSite.start('127.0.0.6');
+    try {
+      const served = new WeakSet<object>();
+      s.routes.set('/x.png', (req, res) => {
+        served.add(req.socket);
+        res.end(png);
+      });
+      // Drops any connection that served before, without an answer: the server closing an idle socket.
+      s.routes.set('/drop.png', (req, res) => {
+        if (served.has(req.socket)) return void req.socket.destroy();
+        served.add(req.socket);
+        res.end(png);
+      });
+      const { ctx } = context(LOOPBACK, { perHostConcurrency: 1 });
+      expect((await ctx.fetcher.get(s.url('/x.png'), { maxBytes: 1e6 })).status).toBe(200);
+      const r = await ctx.fetcher.get(s.url('/drop.png'), { maxBytes: 1e6 });
+      expect([r.status, Buffer.from(r.body).equals(png)]).toEqual([200, true]);
+      expect(s.requests.filter((x) => x === '/drop.png')).toHaveLength(2);
+      ctx.fetcher.close();
+    } finally {
+      await s.close();
+    }
+  });
+
+  it('a pooled socket is only for the same origin and checked address', () => {
+    const pool = new AgentPool(4);
+    try {
+      const url = new URL('http://images.example:8080/a.png');
+      const a = pool.agent(url, '93.184.216.34');
+      expect(pool.agent(new URL('http://images.example:8080/b.png'), '93.184.216.34')).toBe(a);
+      // The same name resolved elsewhere, another port, another scheme: never the same sockets.
+      expect(pool.agent(url, '93.184.216.35')).not.toBe(a);
+      expect(pool.agent(new URL('http://images.example:8081/a.png'), '93.184.216.34')).not.toBe(a);
+      expect(pool.agent(new URL('https://images.example:8080/a.png'), '93.184.216.34')).not.toBe(a);
+    } finally {
+      pool.close();
     }
   });
 });

@@ -121,9 +121,9 @@ export async function runScanCommand(opts: ScanOptions): Promise<number> {
   const lines = opts.report === '-' ? undefined : new ReportWriter('-');
   const progress = new Progress('scanning', process.stderr);
   let outcome;
+  const fetcher = createFetcher({ limits, policy, signal: stop.signal, skipped: onSkipped });
   try {
     await lanes.prepare();
-    const fetcher = createFetcher({ limits, policy, signal: stop.signal, skipped: onSkipped });
     outcome = await runScan({
       sources: opts.sources,
       type: opts.type as Parameters<typeof runScan>[0]['type'],
@@ -142,6 +142,7 @@ export async function runScanCommand(opts: ScanOptions): Promise<number> {
     report?.close();
     process.off('SIGINT', onSignal);
     process.off('SIGTERM', onSignal);
+    fetcher.close();
     await lanes.close();
     await rm(folder, { recursive: true, force: true });
   }

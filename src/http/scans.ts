@@ -16,6 +16,7 @@ import { csvField } from '../dashboard/export.js';
 import { OptmarkError } from '../errors.js';
 import { isOurs } from '../scans/analyse.js';
 import { type ScanOptions, type ScanRow, nextDay } from '../scans/jobs/store.js';
+import { MAX_PER_HOST_DELAY_MS } from '../scans/limits.js';
 import type { SourceType } from '../scans/sources/index.js';
 import { ScanError, type ScanItem, type ScanLimits } from '../scans/types.js';
 import type { ApiDeps } from './api.js';
@@ -238,6 +239,11 @@ export async function scanRequest(body: Buffer | undefined, allowLocal: boolean)
       if (typeof val !== 'boolean') throw new OptmarkError('invalid_request', '"options.followLinks" must be true or false.');
       options.followLinks = val;
     } else if ((LIMIT_KEYS as readonly string[]).includes(key)) {
+      if (key === 'perHostDelayMs' && (typeof val !== 'number' || !Number.isSafeInteger(val) || val < 0 || val > MAX_PER_HOST_DELAY_MS))
+        throw new OptmarkError(
+          'invalid_request',
+          `"options.perHostDelayMs" must be a whole number up to ${MAX_PER_HOST_DELAY_MS} (it may only raise the server's delay).`,
+        );
       if (typeof val !== 'number' || !Number.isSafeInteger(val) || val < 0)
         throw new OptmarkError('invalid_request', `"options.${key}" must be a whole number (it may only lower the server's limit).`);
       options[key as keyof ScanLimits] = val;

@@ -5,7 +5,7 @@
  */
 import type { Config } from '../config.js';
 import { Invalid, type Parser, type Setting, onOff, setting, wholeNumber } from '../settings-kit.js';
-import { DEFAULT_SCAN_LIMITS } from './limits.js';
+import { DEFAULT_SCAN_LIMITS, MAX_PER_HOST_DELAY_MS } from './limits.js';
 import { parseNetworks } from './net/address.js';
 
 const networks: Parser<string[]> = (raw) => {
@@ -66,7 +66,14 @@ export const SCAN_SETTINGS: readonly Setting[] = [
   ),
   limit('OPTMARK_SCAN_MAX_REDIRECTS', 'scanMaxRedirects', d.maxRedirects, 0, 20, 'Redirects a scan follows for one fetch.'),
   limit('OPTMARK_SCAN_PER_HOST_CONCURRENCY', 'scanPerHostConcurrency', d.perHostConcurrency, 1, 64, 'Requests one scan has open to one host at once.'),
-  limit('OPTMARK_SCAN_PER_HOST_DELAY_MS', 'scanPerHostDelayMs', d.perHostDelayMs, 0, 60_000, "Pause between one scan's requests to one host."),
+  limit(
+    'OPTMARK_SCAN_PER_HOST_DELAY_MS',
+    'scanPerHostDelayMs',
+    d.perHostDelayMs,
+    0,
+    MAX_PER_HOST_DELAY_MS,
+    "Pause between one scan's requests to one host (a scan's options may raise it, never lower it).",
+  ),
   setting({
     variable: 'OPTMARK_SCAN_ALLOW_NETWORKS',
     key: 'scanAllowNetworks',

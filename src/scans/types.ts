@@ -43,7 +43,7 @@ export class ScanError extends Error {
   }
 }
 
-/** Per-scan limits (each a documented setting; a scan's options may lower, never raise them). */
+/** Per-scan limits (each a documented setting; a scan's options may lower, never raise them; perHostDelayMs the other way round, src/scans/limits.ts). */
 export interface ScanLimits {
   maxImages: number;
   /** Bytes fetched or read in all (pages, manifests, archives, clones, images). */
@@ -92,6 +92,8 @@ export interface Fetcher {
   servedSignals(url: string, headers: Record<string, string>): Promise<string[]>;
   /** Bytes fetched so far (counted against ScanLimits.maxBytes). */
   readonly bytes: number;
+  /** Closes the kept-alive connections (the scan, or the chunk, is done with this fetcher). */
+  close(): void;
 }
 
 export interface ScanContext {

@@ -1,6 +1,7 @@
 /**
  * A real HTTP server on loopback for the scan tests: routes by path, each a function of the request that
- * writes the answer, and a log of every request it received (so a test can say "no byte reached it").
+ * writes the answer, a log of every request it received (so a test can say "no byte reached it") and a
+ * count of the connections it accepted (keep-alive).
  */
 import { createServer, type IncomingMessage, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
@@ -9,6 +10,9 @@ export type Route = (req: IncomingMessage, res: ServerResponse) => void;
 
 export class ScanSite {
   readonly requests: string[] = [];
+  /** TCP connections accepted, and how many of them are still open. */
+  connections = 0;
+  open = 0;
   readonly routes = new Map<string, Route>();
   #server: Server | undefined;
   port = 0;
@@ -25,6 +29,11 @@ export class ScanSite {
         res.statusCode = 404;
         res.end('not found');
       }
+    });
+    site.#server.on('connection', (socket) => {
+      site.connections++;
+      site.open++;
+      socket.once('close', () => site.open--);
     });
     await new Promise<void>((r) => site.#server!.listen(0, host, r));
     site.port = (site.#server.address() as AddressInfo).port;

@@ -15,6 +15,7 @@ const NO_FETCHER: Fetcher = {
   stream: () => Promise.reject(new Error('this source must not fetch over HTTP')),
   servedSignals: () => Promise.reject(new Error('this source must not fetch over HTTP')),
   bytes: 0,
+  close: () => undefined,
 };
 
 export function scanContext(

@@ -139,10 +139,12 @@ export class ScanRunner {
     const items: IndexedItem[] = [];
     let end: ChunkEnd | undefined;
     let opened: OpenedSource | undefined;
+    let fetcher: Fetcher | undefined;
     try {
       const limits = lowered(this.#o.limits, scan.options);
+      fetcher = await this.#fetcher(limits, abort.signal);
       const ctx: ScanContext = {
-        fetcher: await this.#fetcher(limits, abort.signal),
+        fetcher,
         limits,
         folder,
         allowLocal: this.#o.allowLocal,
@@ -190,6 +192,7 @@ export class ScanRunner {
       clearInterval(renew);
       this.#stop.signal.removeEventListener('abort', stopped);
       await opened?.close().catch(() => undefined);
+      fetcher?.close();
       await rm(folder, { recursive: true, force: true }).catch(() => undefined);
     }
     // Stopped by shutdown or a lost lease: nothing is written; the chunk's next holder does it all.

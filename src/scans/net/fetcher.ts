@@ -4,8 +4,10 @@
  *   robots.txt of the origin (fetched once, bounded) allows it for our agent, else robots_disallowed
  *   ── a slot of the host (limits.perHostConcurrency, limits.perHostDelayMs between starts)
  *   ── the name resolved and every address checked (./address.ts); the socket's peer checked again on
- *      connect, before a byte is written
- *   ── connect, headers and body time limits; redirects followed by hand, each hop checked again
+ *      connect, before a byte is written; a keep-alive socket only reused for the same origin and
+ *      checked address (./pool.ts)
+ *   ── connect, headers and body time limits (the body's counts only time spent waiting on the network,
+ *      not time the consumer held the stream back); redirects followed by hand, each hop checked again
  *   ── the body decompressed (gzip, deflate, br) within the response's byte limit, and every byte read
  *      off the wire counted against the scan's budget (limits.maxBytes)
  */
@@ -19,6 +21,7 @@ import { type Fetcher, type FetchOptions, type FetchResult, type FetchStream, Sc
 import type { AddressPolicy } from './address.js';
 import { parseRobots, type Robots } from './robots.js';
 import { OriginSignals } from '../served.js';
+import { AgentPool } from './pool.js';
 
 /** The crawler's agent; its product token (`optmark-scan`) is what robots.txt groups name. */
 export const USER_AGENT = 'optmark-scan/0.1 (+https://github.com/optmark/optmark/blob/main/docs/scans.md)';
@@ -50,10 +53,16 @@ class ScanFetcher implements Fetcher {
   readonly #hosts = new Map<string, Host>();
   readonly #robots = new Map<string, Promise<Robots | undefined>>();
   readonly #origins: OriginSignals;
+  readonly #pool: AgentPool;
 
   constructor(o: FetcherOptions) {
     this.#o = o;
     this.#origins = new OriginSignals((url) => this.#siteFile(url));
+    this.#pool = new AgentPool(o.limits.perHostConcurrency);
+  }
+
+  close(): void {
+    this.#pool.close();
   }
 
   async get(url: string, options: FetchOptions): Promise<FetchResult> {
@@ -131,17 +140,32 @@ class ScanFetcher implements Fetcher {
   }
 
   async #request(url: URL): Promise<http.IncomingMessage> {
-    const { limits, policy, signal } = this.#o;
+    const { policy, signal } = this.#o;
     if (signal.aborted) throw new ScanError('fetch_failed', 'the scan was stopped');
-    const { address, family } = await policy.resolve(url.hostname);
+    const checked = await policy.resolve(url.hostname);
     const release = await this.#slot(url.host);
+    try {
+      return await this.#send(url, checked, release, true);
+    } catch (err) {
+      // A kept-alive socket the server closed as it was reused: once more (a GET), and only once.
+      if (!(err instanceof StaleSocket)) throw err;
+      return this.#send(url, checked, release, false);
+    }
+  }
+
+  /**
+   * One GET to the checked address; `release` frees the host's slot when the answer is done or failed
+   * (not on a StaleSocket, which `mayRetry` allows: the retry holds the slot on).
+   */
+  #send(url: URL, { address, family }: { address: string; family: 4 | 6 }, release: () => void, mayRetry: boolean): Promise<http.IncomingMessage> {
+    const { limits, policy, signal } = this.#o;
     const client = url.protocol === 'https:' ? https : http;
     return new Promise<http.IncomingMessage>((resolve, reject) => {
       let settled = false;
       const fail = (err: Error) => {
         if (settled) return;
         settled = true;
-        release();
+        if (!(err instanceof StaleSocket)) release();
         req.destroy();
         reject(err);
       };
@@ -149,8 +173,8 @@ class ScanFetcher implements Fetcher {
         method: 'GET',
         headers: { 'User-Agent': this.#o.userAgent ?? USER_AGENT, 'Accept-Encoding': 'gzip, deflate, br', Accept: '*/*' },
         // The address checked above, never a second lookup (a resolver that answers otherwise the second time).
-        lookup: (_host, _opts, cb) => cb(null, address, family),
-        agent: false,
+        lookup: (_host, opts, cb) => (opts.all ? cb(null, [{ address, family }]) : cb(null, address, family)),
+        agent: this.#pool.agent(url, address),
         signal,
       });
       const connectTimer = setTimeout(
@@ -161,13 +185,17 @@ class ScanFetcher implements Fetcher {
         () => fail(new ScanError('timeout', `${url.href}: no answer headers within ${limits.headersTimeoutMs} ms`)),
         limits.headersTimeoutMs,
       );
+      // The peer actually connected, before any byte of the request is written ('socket' comes before the
+      // request is flushed; a new socket's pending write waits for 'connect', after this listener).
+      const checkPeer = (socket: Socket): void => {
+        clearTimeout(connectTimer);
+        const peer = socket.remoteAddress ?? '';
+        if (!policy.allows(peer)) fail(new ScanError('target_not_allowed', `${url.host} connected to ${peer}, an address scans may not reach`));
+      };
       req.on('socket', (socket: Socket) => {
-        socket.once('connect', () => {
-          clearTimeout(connectTimer);
-          // The peer actually connected, before any byte of the request is written.
-          const peer = socket.remoteAddress ?? '';
-          if (!policy.allows(peer)) fail(new ScanError('target_not_allowed', `${url.host} connected to ${peer}, an address scans may not reach`));
-        });
+        // A pooled socket connected (and was checked) for this origin and address before; checked again all the same.
+        if (req.reusedSocket && !socket.connecting) checkPeer(socket);
+        else socket.once('connect', () => checkPeer(socket));
       });
       req.on('response', (res) => {
         clearTimeout(connectTimer);
@@ -183,7 +211,9 @@ class ScanFetcher implements Fetcher {
       req.on('error', (err) => {
         clearTimeout(connectTimer);
         clearTimeout(headersTimer);
-        fail(err instanceof ScanError ? err : new ScanError('fetch_failed', `${url.href}: ${(err as NodeJS.ErrnoException).code ?? err.message}`));
+        const code = (err as NodeJS.ErrnoException).code;
+        if (mayRetry && req.reusedSocket && (code === 'ECONNRESET' || code === 'EPIPE')) return fail(new StaleSocket());
+        fail(err instanceof ScanError ? err : new ScanError('fetch_failed', `${url.href}: ${code ?? err.message}`));
       });
       req.end();
     });
@@ -219,22 +249,73 @@ class ScanFetcher implements Fetcher {
       },
     });
     const out = new PassThrough();
-    const bodyTimer = setTimeout(
-      () => out.destroy(new ScanError('timeout', `${url.href}: the body did not end within ${limits.bodyTimeoutMs} ms`)),
-      limits.bodyTimeoutMs,
+    const clock = new NetworkClock(limits.bodyTimeoutMs, () =>
+      out.destroy(new ScanError('timeout', `${url.href}: the body did not end within ${limits.bodyTimeoutMs} ms of waiting on the network`)),
     );
     const stages: (Readable | Transform)[] = [res, wire, ...(inflate ? [inflate] : []), bounded];
-    for (let i = 0; i < stages.length - 1; i++) (stages[i] as Readable).pipe(stages[i + 1] as Transform);
+    // The answer's own hop by hand, so the clock stops exactly while the consumer holds the body back.
+    res.on('data', (chunk: Buffer) => {
+      if (wire.write(chunk)) return;
+      clock.hold();
+      res.pause();
+      wire.once('drain', () => {
+        clock.run();
+        res.resume();
+      });
+    });
+    res.once('end', () => {
+      clock.stop();
+      wire.end();
+    });
+    for (let i = 1; i < stages.length - 1; i++) (stages[i] as Readable).pipe(stages[i + 1] as Transform);
     bounded.pipe(out);
+    clock.run();
     const stop = (err?: Error) => {
-      clearTimeout(bodyTimer);
+      clock.stop();
       for (const s of stages) s.destroy();
       if (err && !out.destroyed) out.destroy(err instanceof ScanError ? err : new ScanError('fetch_failed', `${url.href}: ${err.message}`));
     };
     for (const s of stages) s.once('error', stop);
     out.once('close', () => stop());
-    out.once('end', () => clearTimeout(bodyTimer));
     return { url: url.href, status: res.statusCode ?? 0, headers, body: out };
+  }
+}
+
+/** A kept-alive socket that failed as it was reused, before any answer: the request is sent once more. */
+class StaleSocket extends Error {}
+
+/**
+ * The body's time limit, counted only while the body flows (the fetcher is waiting on the network): held
+ * while the consumer presses back, so a slow reader never times out a fast server, while a server that
+ * stalls, or trickles a byte now and then, spends the budget.
+ */
+class NetworkClock {
+  #spent = 0;
+  #since: number | undefined;
+  #timer: NodeJS.Timeout | undefined;
+  #stopped = false;
+
+  constructor(
+    readonly budgetMs: number,
+    readonly onSpent: () => void,
+  ) {}
+
+  run(): void {
+    if (this.#stopped || this.#since !== undefined) return;
+    this.#since = performance.now();
+    this.#timer = setTimeout(this.onSpent, Math.max(0, this.budgetMs - this.#spent));
+  }
+
+  hold(): void {
+    if (this.#since === undefined) return;
+    this.#spent += performance.now() - this.#since;
+    this.#since = undefined;
+    clearTimeout(this.#timer);
+  }
+
+  stop(): void {
+    this.hold();
+    this.#stopped = true;
   }
 }
 
