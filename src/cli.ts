@@ -28,6 +28,7 @@ const COMMANDS: Record<string, () => Promise<{ register: Register }>> = {
   'site-signals': () => import('./commands/site-signals.js'),
   'signing-key': () => import('./commands/signing-key.js'),
   store: () => import('./commands/store.js'),
+  vault: () => import('./commands/vault.js'),
   bench: () => import('./commands/bench.js'),
 };
 
@@ -60,7 +61,15 @@ export async function buildProgram(only?: string): Promise<Command> {
 }
 
 /** Errors whose message already says what went wrong and what to do. */
-const EXPLAINED_ERRORS = new Set(['UwsFallbackError', 'ListenError', 'DataDirError', 'DirRefusedError', 'C2paIdentityError', 'SigningKeyError']);
+const EXPLAINED_ERRORS = new Set([
+  'UwsFallbackError',
+  'ListenError',
+  'DataDirError',
+  'DirRefusedError',
+  'C2paIdentityError',
+  'SigningKeyError',
+  'VaultKeyError',
+]);
 
 /**
  * A file system refusal (a path this user may not write, a file where a directory should be) in one

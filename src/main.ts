@@ -155,6 +155,7 @@ export async function startService(config: Config, announce: ((text: string) => 
     throw err;
   }
   scans.start(server.metrics);
+  server.metrics.watchVault(vault.reconciled);
   log.info({ host: config.host, port, transport, native, pool: config.poolSize, queue: config.queueLength, dataDir: config.dataDir }, 'listening');
   await welcome?.(port);
 

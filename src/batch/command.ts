@@ -30,6 +30,8 @@ export interface BatchCommand {
   plan(found: Found): FileJob | FileOutcome;
   /** Called for every outcome after the report line and the progress (per-file output). */
   onOutcome?(o: FileOutcome): void;
+  /** The command's work around each file (runner.ts BatchHooks.around). */
+  around?(job: FileJob, run: () => Promise<FileOutcome>): Promise<FileOutcome>;
 }
 
 export interface BatchSummary {
@@ -87,6 +89,7 @@ export async function runCommand(cmd: BatchCommand): Promise<BatchSummary> {
   const hooks: BatchHooks = {
     plan: cmd.plan,
     claimant: cmd.filesFrom !== undefined ? listClaims : argumentClaims(cmd.inputs, { skipDir: cmd.skipDir }),
+    around: cmd.around,
     interrupt() {
       for (const l of lists) (l as NodeJS.ReadableStream & { destroy(): void }).destroy();
     },

@@ -39,6 +39,12 @@ export interface BatchHooks {
   /** Called on an interrupt: stop the source (close a list being read). */
   interrupt?(): void;
   /**
+   * The command's own work around a file (mark --vault: read the original before, keep the pair after):
+   * calls `run` for the lane's outcome and resolves with the one to record. Its time holds the file's
+   * lane as the lane's own work does, so files waiting on it stay bounded by the lanes' capacity.
+   */
+  around?(job: FileJob, run: () => Promise<FileOutcome>): Promise<FileOutcome>;
+  /**
    * The input that writes `rel` below --out under its own name, if any (`source`: the file being
    * renamed to it); see sources.ts argumentClaims and listClaims.
    */
@@ -54,6 +60,8 @@ export interface BatchResult {
 interface Slot {
   /** Files handed to this lane and not yet answered. */
   inflight: number;
+  /** Files of this lane in the command's work around them (BatchHooks.around), before or after the lane's. */
+  held: number;
   readonly capacity: number;
   run(job: FileJob): Promise<FileOutcome>;
   close(): Promise<void>;
@@ -62,6 +70,7 @@ interface Slot {
 /** The main thread as a lane, one file at a time, each started after a turn of the event loop. */
 class MainSlot implements Slot {
   inflight = 0;
+  held = 0;
   readonly capacity = 1;
   readonly #lane: Lane;
   #turnAt = 0;
@@ -89,6 +98,7 @@ class MainSlot implements Slot {
 /** A batch worker thread (workers/batch-worker.ts). */
 class WorkerSlot implements Slot {
   inflight = 0;
+  held = 0;
   readonly capacity = WORKER_AHEAD;
   readonly ready: Promise<boolean>;
   readonly #worker: Worker;
@@ -187,7 +197,7 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
     for (;;) {
       if (stopping) return undefined;
       // Workers first: the main thread also reads the folder and writes the report.
-      for (let i = slots.length - 1; i >= 0; i--) if (slots[i]!.inflight < slots[i]!.capacity) return slots[i];
+      for (let i = slots.length - 1; i >= 0; i--) if (slots[i]!.inflight + slots[i]!.held < slots[i]!.capacity) return slots[i];
       await new Promise<void>((resolve) => (wake = resolve));
     }
   };
@@ -215,10 +225,23 @@ export async function runBatch(entries: AsyncIterable<Entry>, setup: LaneSetup, 
 
   const dispatch = async (slot: Slot, job: FileJob): Promise<void> => {
     started++;
-    let outcome = await slot.run(job);
-    if (outcome.status === 'rename') outcome = await confirmRename(job, outcome);
-    if (outcome.input === '') outcome = { ...outcome, input: job.input };
-    hooks.record(outcome);
+    // The file counts against its lane from here to its record: as `held` outside the lane's run.
+    slot.held++;
+    const run = async (): Promise<FileOutcome> => {
+      slot.held--;
+      try {
+        let outcome = await slot.run(job);
+        if (outcome.status === 'rename') outcome = await confirmRename(job, outcome);
+        return outcome.input === '' ? { ...outcome, input: job.input } : outcome;
+      } finally {
+        slot.held++;
+      }
+    };
+    try {
+      hooks.record(await (hooks.around ? hooks.around(job, run) : run()));
+    } finally {
+      slot.held--;
+    }
   };
 
   /**

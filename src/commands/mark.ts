@@ -33,6 +33,8 @@ export interface MarkOptions {
   skipExisting: 'time' | 'hash' | undefined;
   report: string | undefined;
   fsync: boolean;
+  /** --vault: the account whose Private Vault keeps each original and marked file (./mark-vault.ts). */
+  vault?: string | undefined;
 }
 
 /** Checks the combination of options; throws UsageError (exit 2). */
@@ -98,6 +100,17 @@ export async function runMark(opts: MarkOptions): Promise<number> {
     return 1;
   }
   config = ready;
+  let keep: import('./mark-vault.js').VaultKeep | undefined;
+  if (opts.vault !== undefined) {
+    const [{ openVaultKeep }, { MAX_FILE_BYTES }] = await Promise.all([import('./mark-vault.js'), import('../batch/command.js')]);
+    const opened = await openVaultKeep(config, opts.vault, MAX_FILE_BYTES);
+    if (typeof opened === 'string') {
+      process.stderr.write(`optmark mark: ${opened}\n`);
+      return 1;
+    }
+    keep = opened;
+    applied.push(`vault of ${keep.account}`);
+  }
   // Two arguments can name files that land on one name below --out (a/x.jpg and b/x.jpg, or two folders
   // holding sub/x.jpg): the file an earlier-found argument claims keeps the name, every other is refused,
   // never written over it. Asked of the file system (a stat per folder argument), so nothing grows with
@@ -148,6 +161,7 @@ export async function runMark(opts: MarkOptions): Promise<number> {
   let summary;
   try {
     summary = await runCommand({
+      around: keep?.around,
       verb: 'marking',
       inputs: opts.inputs,
       filesFrom: opts.filesFrom,
@@ -178,12 +192,15 @@ export async function runMark(opts: MarkOptions): Promise<number> {
     if (!(err instanceof Error) || err.name === 'UsageError' || fileErrorReason((err as NodeJS.ErrnoException).code) !== undefined) throw err;
     process.stderr.write(`optmark mark: ${err.message}\n`);
     return 1;
+  } finally {
+    await keep?.close();
   }
   const { tally } = summary;
   const out = opts.report === '-' ? process.stderr : process.stdout;
   const lines = [
     `done ${tally.counts.done}, skipped ${tally.counts.skipped}, failed ${tally.counts.failed} (${applied.join(', ')})`,
     ...(Object.values(credentials).some((n) => n > 0) ? [`Content Credentials: ${credentialCounts(credentials)} (OPTMARK_C2PA=${config.c2paMode})`] : []),
+    ...(keep ? [keep.summary()] : []),
     ...tally.details(summary.reportHint),
   ];
   out.write(`${lines.join('\n')}\n`);
@@ -221,6 +238,7 @@ interface MarkFlags {
   skipExisting?: 'time' | 'hash' | true;
   report?: string;
   fsync?: boolean;
+  vault?: string;
 }
 
 /** Registers `optmark mark` on the command line. */
@@ -265,6 +283,10 @@ export function register(program: Command): void {
       "one JSON line per file as it finishes: input, output, format, bytes, sha256 of the output, status, code, message ('-': standard output)",
     )
     .option('--fsync', 'flush each output to disk before it gets its name (slower; survives a power cut)')
+    .option(
+      '--vault <account>',
+      "keep each original and its marked file in the account's Private Vault (its vault must be on; docs/vault.md); a file the vault refuses is marked and counted failed",
+    )
     .addHelpText(
       'after',
       '\nExit status: 0 every file marked or skipped, 1 some failed, 2 usage error, 130 interrupted (Ctrl-C finishes the files under way,\n' +
@@ -286,6 +308,7 @@ export function register(program: Command): void {
         skipExisting: o.skipExisting === true ? 'time' : o.skipExisting,
         report: o.report,
         fsync: o.fsync === true,
+        vault: o.vault,
       });
       exitWith(await runMark(opts));
     });

@@ -2,6 +2,14 @@
 import { Counter, Gauge, Histogram, Registry, collectDefaultMetrics } from 'prom-client';
 import type { PoolStats } from '../pool/pool.js';
 import type { CheckpointStats } from '../store/index.js';
+import type { ReconcileReport } from '../vault/service.js';
+
+/** optmark_vault_reconciled_total's `what` label for each total of the reconciler. */
+const RECONCILED: readonly [string, keyof ReconcileReport][] = [
+  ['expired_reservation', 'expiredReservations'],
+  ['orphan_object', 'orphanObjects'],
+  ['missing_object', 'missingObjects'],
+];
 
 export class Metrics {
   readonly registry = new Registry();
@@ -44,10 +52,16 @@ export class Metrics {
     registers: [this.registry],
   });
   #scanStates: (() => Promise<Record<string, number>>) | undefined;
+  #vaultReconciled: Readonly<ReconcileReport> | undefined;
 
   /** Scans queued, paused and running service-wide, read from the store at scrape time. */
   watchScans(states: () => Promise<Record<string, number>>): void {
     this.#scanStates = states;
+  }
+
+  /** The vault reconciler's totals since start (src/vault/start.ts), read at scrape time. */
+  watchVault(reconciled: Readonly<ReconcileReport>): void {
+    this.#vaultReconciled = reconciled;
   }
 
   constructor(poolStats: () => PoolStats, checkpointStats: () => CheckpointStats | undefined = () => undefined, inflightBytes: () => number = () => 0) {
@@ -62,6 +76,19 @@ export class Metrics {
         const counts = await metrics.#scanStates?.().catch(() => undefined);
         if (!counts) return;
         for (const state of ['queued', 'paused', 'running']) this.set({ state }, counts[state] ?? 0);
+      },
+    });
+    new Counter({
+      name: 'optmark_vault_reconciled_total',
+      help: 'What the vault reconciler of this instance removed since start: expired reservations, stored objects no row names, rows whose object was gone.',
+      labelNames: ['what'] as const,
+      registers: [this.registry],
+      collect() {
+        const totals = metrics.#vaultReconciled;
+        if (!totals) return;
+        // The totals only grow: the counter is set to them at each scrape.
+        this.reset();
+        for (const [what, key] of RECONCILED) this.inc({ what }, totals[key]);
       },
     });
     new Gauge({

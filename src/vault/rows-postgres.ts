@@ -183,6 +183,36 @@ export class PgVaultRows implements VaultRows {
     });
   }
 
+  async wrappedKeys(): Promise<{ accountId: number; wrapped: string }[]> {
+    const r = await this.#conn.q<{ account_id: number; wrapped_key: string }>(
+      'SELECT account_id, wrapped_key FROM vault_accounts WHERE wrapped_key IS NOT NULL ORDER BY account_id',
+    );
+    return r.rows.map((row) => ({ accountId: Number(row.account_id), wrapped: row.wrapped_key }));
+  }
+
+  async rewrapKeys(rewrap: (wrapped: string, accountId: number) => string, secret?: { name: string; value: Buffer }): Promise<number> {
+    return this.#conn.tx(async (c) => {
+      // Durable before the key file is replaced, whatever the store's commit setting (as shared secrets are).
+      await c.query('SET LOCAL synchronous_commit = on');
+      // Locked, so that a key kept meanwhile (an instance still running) waits for the new master key's rows.
+      const rows = (
+        await c.query<{ account_id: number; wrapped_key: string }>(
+          'SELECT account_id, wrapped_key FROM vault_accounts WHERE wrapped_key IS NOT NULL FOR UPDATE',
+        )
+      ).rows;
+      for (const r of rows) {
+        await c.query('UPDATE vault_accounts SET wrapped_key = $1 WHERE account_id = $2', [rewrap(r.wrapped_key, Number(r.account_id)), r.account_id]);
+      }
+      if (secret) {
+        await c.query(
+          'INSERT INTO secrets (name, value, created_at) VALUES ($1, $2, now()) ON CONFLICT (name) DO UPDATE SET value = excluded.value, created_at = now()',
+          [secret.name, secret.value],
+        );
+      }
+      return rows.length;
+    });
+  }
+
   async objectCount(): Promise<number> {
     return Number((await this.#conn.q<{ n: string }>('SELECT count(*) AS n FROM vault_objects')).rows[0]!.n);
   }

@@ -182,6 +182,28 @@ export class SqliteVaultRows implements VaultRows {
       .immediate();
   }
 
+  async wrappedKeys(): Promise<{ accountId: number; wrapped: string }[]> {
+    return this.#db
+      .prepare<[], { account_id: number; wrapped_key: string }>(
+        'SELECT account_id, wrapped_key FROM vault_accounts WHERE wrapped_key IS NOT NULL ORDER BY account_id',
+      )
+      .all()
+      .map((r) => ({ accountId: r.account_id, wrapped: r.wrapped_key }));
+  }
+
+  async rewrapKeys(rewrap: (wrapped: string, accountId: number) => string): Promise<number> {
+    return this.#db
+      .transaction(() => {
+        const rows = this.#db
+          .prepare<[], { account_id: number; wrapped_key: string }>('SELECT account_id, wrapped_key FROM vault_accounts WHERE wrapped_key IS NOT NULL')
+          .all();
+        const update = this.#db.prepare('UPDATE vault_accounts SET wrapped_key = ? WHERE account_id = ?');
+        for (const r of rows) update.run(rewrap(r.wrapped_key, r.account_id), r.account_id);
+        return rows.length;
+      })
+      .immediate();
+  }
+
   async objectCount(): Promise<number> {
     return this.#db.prepare<[], { n: number }>('SELECT count(*) AS n FROM vault_objects').get()!.n;
   }

@@ -83,6 +83,15 @@ export interface VaultRows {
   remove(accountId: number, id: string): Promise<VaultObjectRow | undefined>;
   /** Removes rows by storage key whatever their account (the reconciler: bytes missing from storage). */
   removeByStorageKey(keys: string[]): Promise<number>;
+  /** Every account's wrapped data key (accounts that have one), by account id. */
+  wrappedKeys(): Promise<{ accountId: number; wrapped: string }[]>;
+  /**
+   * The master key's rotation (src/vault/rotate.ts): every wrapped data key replaced by `rewrap(it)`, in
+   * one transaction (a throw changes nothing). With `secret`, the store's shared secret of that name is
+   * set to its value in the same transaction (PostgreSQL; SQLite keeps its secrets as files and has none).
+   * How many keys were re-wrapped.
+   */
+  rewrapKeys(rewrap: (wrapped: string, accountId: number) => string, secret?: { name: string; value: Buffer }): Promise<number>;
   /** Objects kept, all accounts together. */
   objectCount(): Promise<number>;
   /** Every storage key a row names (the reconciler). */

@@ -32,7 +32,7 @@ export const VAULT_SETTINGS: readonly Setting[] = [
     shown: '(none: vault-master.key in the data dir, shared through PostgreSQL)',
     fallback: () => undefined,
     parse: path,
-    doc: "A file of 32 random bytes (mode 0600) that wraps every account's vault data key (docs/vault.md, rotation).",
+    doc: "A file of 32 random bytes (mode 0600) that wraps every account's vault data key; `optmark vault rotate-key` replaces it (docs/vault.md).",
   }),
   setting({
     variable: 'OPTMARK_VAULT_RECONCILE_INTERVAL_MS',

@@ -15,6 +15,7 @@ import { vaultMasterKey } from './keys.js';
 import { poolHashOf } from './recognition.js';
 import { S3Storage } from './s3.js';
 import { type ReconcileReport, Vault } from './service.js';
+import type { VaultStorage } from './storage.js';
 
 export interface RunningVault {
   vault: Vault;
@@ -23,10 +24,15 @@ export interface RunningVault {
   stop(): void;
 }
 
-export async function openVault(config: Config, store: Store, pool: ImagePool, log: Logger): Promise<RunningVault> {
-  const storage = config.vaultUrl
+/** Where the configuration keeps the sealed objects: OPTMARK_VAULT_URL's bucket, else the data directory's folder. */
+export function vaultStorage(config: Config): VaultStorage {
+  return config.vaultUrl
     ? new S3Storage({ ...config.vaultUrl, endpoint: config.vaultS3Endpoint, region: config.vaultS3Region })
     : new FolderStorage(join(config.dataDir, 'vault'));
+}
+
+export async function openVault(config: Config, store: Store, pool: ImagePool, log: Logger): Promise<RunningVault> {
+  const storage = vaultStorage(config);
   log.info(
     config.vaultUrl
       ? {
