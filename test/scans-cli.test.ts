@@ -78,11 +78,12 @@ describe('optmark scan', () => {
         'fingerprint',
         'c2pa',
         'record',
+        'vault',
         'error',
       ]);
     }
     const marked = items.get('marked.jpg')!;
-    expect(marked).toMatchObject({ format: 'jpeg', optedOut: true, signals: [SIGNAL_DATA_MINING], servedSignals: [], record: null, error: null });
+    expect(marked).toMatchObject({ format: 'jpeg', optedOut: true, signals: [SIGNAL_DATA_MINING], servedSignals: [], record: null, vault: null, error: null });
     expect(marked.provenance).toEqual({ present: true, valid: true, verifiable: true });
     expect(marked.fingerprint.present).toBe(true);
     const stripped = items.get('stripped.jpg')!;
